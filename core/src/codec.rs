@@ -1,0 +1,47 @@
+//! Frame encoding: one protocol-version byte, then the postcard encoding of an [`Envelope`].
+//! Decoding arbitrary bytes never panics; anything unexpected is a [`CodecError`].
+
+use crate::error::CodecError;
+use crate::message::Envelope;
+
+/// The protocol version this build speaks; the first byte of every frame.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
+/// peer cannot make a node allocate without bound.
+pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
+
+/// Encodes an envelope into a frame.
+///
+/// # Errors
+/// [`CodecError::TooLarge`] if the frame would exceed [`MAX_FRAME_LEN`] (an oversized payload);
+/// nothing is sent.
+pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
+    let mut frame = vec![PROTOCOL_VERSION];
+    let frame = postcard::to_extend(envelope, std::mem::take(&mut frame))
+        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    if frame.len() > MAX_FRAME_LEN {
+        return Err(CodecError::TooLarge(frame.len()));
+    }
+    Ok(frame)
+}
+
+/// Decodes one frame.
+///
+/// # Errors
+/// Empty, oversized, wrong-version, malformed or over-long frames; see [`CodecError`].
+pub fn decode(frame: &[u8]) -> Result<Envelope, CodecError> {
+    if frame.len() > MAX_FRAME_LEN {
+        return Err(CodecError::TooLarge(frame.len()));
+    }
+    let (&version, body) = frame.split_first().ok_or(CodecError::Empty)?;
+    if version != PROTOCOL_VERSION {
+        return Err(CodecError::UnsupportedVersion { found: version, expected: PROTOCOL_VERSION });
+    }
+    let (envelope, rest) = postcard::take_from_bytes::<Envelope>(body)
+        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(CodecError::TrailingBytes(rest.len()));
+    }
+    Ok(envelope)
+}

@@ -1,0 +1,233 @@
+//! Node configuration: identity, entity types and Akka's sharding settings, validated once.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+use crate::id::{EntityType, Incarnation, MemberId, NodeId};
+
+/// Everything a [`crate::Node`] needs to start. Build it with [`Config::new`], adjust the public
+/// fields, and let [`crate::Node::new`] validate it.
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct Config {
+    /// This member's address.
+    pub node: NodeId,
+    /// This life of the member; a restart must use a new (higher) incarnation.
+    pub incarnation: Incarnation,
+    /// Roles this member carries (decide where entity types are hosted).
+    pub roles: BTreeSet<String>,
+    /// Seed for the core's PRNG (retry jitter). Hosts log it so a run can be replayed.
+    pub seed: u64,
+    /// The entity types this node serves, as a region (or proxy) for each.
+    pub entity_types: Vec<EntityTypeConfig>,
+    /// Timers, limits and gates shared by every entity type.
+    pub settings: ShardingSettings,
+}
+
+impl Config {
+    /// A config with default settings and no entity types.
+    pub fn new(node: NodeId, incarnation: Incarnation) -> Self {
+        Self {
+            node,
+            incarnation,
+            roles: BTreeSet::new(),
+            seed: 0,
+            entity_types: Vec::new(),
+            settings: ShardingSettings::default(),
+        }
+    }
+
+    /// Adds an entity type (builder style).
+    pub fn with_entity_type(mut self, entity_type: EntityTypeConfig) -> Self {
+        self.entity_types.push(entity_type);
+        self
+    }
+
+    /// This member's id.
+    pub fn member_id(&self) -> MemberId {
+        MemberId { node: self.node, incarnation: self.incarnation }
+    }
+
+    /// Checks every invariant the roles rely on.
+    ///
+    /// # Errors
+    /// The first violated rule, naming the offending field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.settings.validate()?;
+        let mut names = BTreeSet::new();
+        for t in &self.entity_types {
+            if t.name.as_str().is_empty() {
+                return Err(ConfigError::EmptyEntityTypeName);
+            }
+            if !names.insert(&t.name) {
+                return Err(ConfigError::DuplicateEntityType(t.name.clone()));
+            }
+            t.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// One entity type served by this node.
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct EntityTypeConfig {
+    /// The type's name; identical on every node.
+    pub name: EntityType,
+    /// Shards of this type (Akka's `number-of-shards`); must be identical on every node because
+    /// it is part of [`crate::shard_of`].
+    pub number_of_shards: u32,
+    /// Only members with this role host the type (and run its coordinator); others are proxies.
+    pub role: Option<String>,
+    /// Serve this type as a proxy even if this member has the role.
+    pub proxy_only: bool,
+    /// Where new shards go and which move when the cluster changes.
+    pub allocation: AllocationStrategyConfig,
+    /// Passivate an entity that received no message routed through sharding for this long.
+    /// `None` disables idle passivation.
+    pub passivate_idle_after: Option<Duration>,
+}
+
+impl EntityTypeConfig {
+    /// A type with 1000 shards (Akka typed's default), no role, the default allocation strategy
+    /// and idle passivation after 120 s (Akka's `default-idle-strategy`).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: EntityType::new(name),
+            number_of_shards: 1000,
+            role: None,
+            proxy_only: false,
+            allocation: AllocationStrategyConfig::default(),
+            passivate_idle_after: Some(Duration::from_secs(120)),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.number_of_shards == 0 {
+            return Err(ConfigError::ZeroShards(self.name.clone()));
+        }
+        if self.passivate_idle_after == Some(Duration::ZERO) {
+            return Err(ConfigError::ZeroDuration("passivate_idle_after"));
+        }
+        self.allocation.validate()
+    }
+}
+
+/// Which allocation strategy a type uses (see [`crate::allocation`]).
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub enum AllocationStrategyConfig {
+    /// Akka's newer least-shard strategy: new shards go to the region with fewest shards;
+    /// rebalance moves at most `min(absolute_limit, relative_limit × total)` shards per round.
+    LeastShard {
+        /// Most shards moved per rebalance round (Akka's `rebalance-absolute-limit`).
+        absolute_limit: u32,
+        /// Most shards moved per round as a fraction of all shards (`rebalance-relative-limit`).
+        relative_limit: f64,
+    },
+    /// Consistent hashing over region addresses: stable when regions join or leave.
+    ConsistentHashing {
+        /// Most shards moved per round; 0 means unlimited.
+        rebalance_limit: u32,
+    },
+    /// Shards go where the application says (`Command::SetShardLocation`), else to the region
+    /// that asked first.
+    External,
+}
+
+impl Default for AllocationStrategyConfig {
+    /// Least-shard with Akka's recommended limits: 20 shards or 10 % per round.
+    fn default() -> Self {
+        Self::LeastShard { absolute_limit: 20, relative_limit: 0.1 }
+    }
+}
+
+impl AllocationStrategyConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match *self {
+            Self::LeastShard { absolute_limit, relative_limit } => {
+                if absolute_limit == 0 {
+                    return Err(ConfigError::InvalidRebalanceLimit("absolute_limit must be ≥ 1"));
+                }
+                if !(relative_limit > 0.0 && relative_limit <= 1.0) {
+                    return Err(ConfigError::InvalidRebalanceLimit(
+                        "relative_limit must be in (0, 1]",
+                    ));
+                }
+                Ok(())
+            }
+            Self::ConsistentHashing { .. } | Self::External => Ok(()),
+        }
+    }
+}
+
+/// Akka's `akka.cluster.sharding.*` settings that apply to Shoal, with Akka's defaults.
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct ShardingSettings {
+    /// Region retry tick: re-register, re-ask shard homes, re-send shutdown requests (2 s).
+    pub retry_interval: Duration,
+    /// Most messages a region buffers while shard homes are unknown or moving, and most a
+    /// shard buffers for its passivating entities (100 000). Overflow is a dead letter.
+    pub buffer_size: usize,
+    /// Whole handoff of one shard: acks plus stop (60 s). Entities are force-stopped after
+    /// `max(1 s, handoff_timeout − 5 s)`.
+    pub handoff_timeout: Duration,
+    /// `HostShard` is re-sent this often until `ShardStarted` (10 s).
+    pub shard_start_timeout: Duration,
+    /// Coordinator rebalance tick (10 s).
+    pub rebalance_interval: Duration,
+    /// A passivating or handing-off entity that has not stopped after this is force-stopped
+    /// (`passivation.stop-timeout`, 10 s).
+    pub passivation_stop_timeout: Duration,
+    /// The coordinator allocates nothing until this many regions registered (1).
+    pub min_nr_of_members: usize,
+    /// How long after a member's removal its shards are reallocated, so that a downed member
+    /// has stopped its entities first (20 s, the keep-majority `stable-after`).
+    pub down_removal_margin: Duration,
+    /// Cluster-wide statistics queries give up on regions that did not answer by then (3 s).
+    pub shard_region_query_timeout: Duration,
+}
+
+impl Default for ShardingSettings {
+    fn default() -> Self {
+        Self {
+            retry_interval: Duration::from_secs(2),
+            buffer_size: 100_000,
+            handoff_timeout: Duration::from_secs(60),
+            shard_start_timeout: Duration::from_secs(10),
+            rebalance_interval: Duration::from_secs(10),
+            passivation_stop_timeout: Duration::from_secs(10),
+            min_nr_of_members: 1,
+            down_removal_margin: Duration::from_secs(20),
+            shard_region_query_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl ShardingSettings {
+    /// How long a shard being handed off waits for its entities before force-stopping them.
+    pub fn entity_handoff_timeout(&self) -> Duration {
+        self.handoff_timeout.saturating_sub(Duration::from_secs(5)).max(Duration::from_secs(1))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let durations = [
+            ("retry_interval", self.retry_interval),
+            ("handoff_timeout", self.handoff_timeout),
+            ("shard_start_timeout", self.shard_start_timeout),
+            ("rebalance_interval", self.rebalance_interval),
+            ("passivation_stop_timeout", self.passivation_stop_timeout),
+            ("shard_region_query_timeout", self.shard_region_query_timeout),
+        ];
+        if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
+            return Err(ConfigError::ZeroDuration(name));
+        }
+        if self.buffer_size == 0 {
+            return Err(ConfigError::ZeroBufferSize);
+        }
+        if self.min_nr_of_members == 0 {
+            return Err(ConfigError::ZeroMinMembers);
+        }
+        Ok(())
+    }
+}

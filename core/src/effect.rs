@@ -1,0 +1,209 @@
+//! What a [`crate::Node`] asks its host to do, in one FIFO queue across roles.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::CommandError;
+use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
+use crate::message::{Envelope, Payload, RegionStats};
+
+/// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
+#[must_use]
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum Effect {
+    /// Send an envelope to another member.
+    Send(Envelope),
+    /// Act on an entity the host runs.
+    Entity(EntityEffect),
+    /// Tell the application something.
+    Event(Event),
+}
+
+/// Entity lifecycle commands for the host, which runs the entities.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum EntityEffect {
+    /// Start a new incarnation of the entity (before its first `Deliver`).
+    Start {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+    },
+    /// Deliver a message to the running entity.
+    Deliver {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// The message.
+        payload: Payload,
+    },
+    /// Stop the entity. The host answers with `Input::EntityStopped` once it has terminated.
+    Stop {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// Why, and how hard.
+        reason: StopReason,
+    },
+}
+
+/// Why an entity is stopped.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum StopReason {
+    /// It asked to passivate or was idle: send it its stop message after queued messages.
+    Passivation,
+    /// Its shard is being handed off: send it its stop message after queued messages.
+    HandOff,
+    /// It did not stop in time, or its node left the cluster: terminate it now.
+    Forced,
+}
+
+/// Notifications for the application.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum Event {
+    /// The answer to an `Input::Command`.
+    Reply {
+        /// The command's request id.
+        request: RequestId,
+        /// The outcome.
+        result: Result<Reply, CommandError>,
+    },
+    /// A message was not delivered, for the stated reason. Nothing is dropped silently.
+    DeadLetter {
+        /// The message's entity type.
+        entity_type: EntityType,
+        /// The target entity, when the message had one.
+        entity: Option<EntityId>,
+        /// Why it was dropped.
+        reason: DeadLetterReason,
+    },
+    /// The region registered with the coordinator at `coordinator`.
+    RegionRegistered {
+        /// The region's type.
+        entity_type: EntityType,
+        /// The coordinator's member.
+        coordinator: MemberId,
+    },
+    /// A shard started on this node.
+    ShardStarted {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+    },
+    /// A shard stopped on this node (handed off).
+    ShardStopped {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+    },
+    /// The region finished its graceful shutdown.
+    RegionStopped {
+        /// The region's type.
+        entity_type: EntityType,
+    },
+    /// This node started the type's coordinator (it is the oldest member with the role).
+    CoordinatorStarted {
+        /// The type.
+        entity_type: EntityType,
+    },
+    /// This node stopped running the type's coordinator.
+    CoordinatorStopped {
+        /// The type.
+        entity_type: EntityType,
+    },
+}
+
+/// Why a message was dropped.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// The region's (or shard's) buffer was at `buffer_size`.
+    BufferFull,
+    /// No region of that entity type runs on this node.
+    UnknownEntityType,
+    /// The region has stopped (graceful shutdown finished, or this member was downed/removed).
+    RegionStopped,
+}
+
+/// Successful answers to commands.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The command was accepted; its effects follow asynchronously.
+    Accepted,
+    /// This node's region state.
+    ShardRegionState {
+        /// Hosted shards with their live entities, in shard order.
+        shards: Vec<(ShardId, Vec<EntityId>)>,
+    },
+    /// Where an entity lives.
+    EntityLocation {
+        /// The entity.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+        /// The region hosting the shard, if known.
+        region: Option<MemberId>,
+        /// Whether the entity is running there.
+        alive: bool,
+    },
+    /// Registered hosting regions.
+    CurrentRegions {
+        /// Their members, in order.
+        regions: Vec<MemberId>,
+    },
+    /// Entity counts per shard per region.
+    ClusterShardingStats {
+        /// Regions that answered.
+        regions: Vec<RegionStats>,
+        /// Regions that did not answer in time.
+        failed: Vec<MemberId>,
+    },
+}
+
+/// The FIFO effect queue owned by the `Node`; roles write into it through `&mut Effects`.
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    queue: VecDeque<Effect>,
+}
+
+impl Effects {
+    pub(crate) fn push(&mut self, effect: Effect) {
+        self.queue.push_back(effect);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Effect> {
+        self.queue.pop_front()
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        self.push(Effect::Event(event));
+    }
+
+    pub(crate) fn entity(&mut self, effect: EntityEffect) {
+        self.push(Effect::Entity(effect));
+    }
+
+    pub(crate) fn dead_letter(
+        &mut self,
+        entity_type: &EntityType,
+        entity: Option<EntityId>,
+        reason: DeadLetterReason,
+    ) {
+        tracing::debug!(%entity_type, ?entity, ?reason, "dead letter");
+        self.event(Event::DeadLetter { entity_type: entity_type.clone(), entity, reason });
+    }
+
+    pub(crate) fn reply(&mut self, request: RequestId, result: Result<Reply, CommandError>) {
+        self.event(Event::Reply { request, result });
+    }
+}

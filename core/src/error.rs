@@ -1,0 +1,82 @@
+//! Error types, one per API family.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::id::EntityType;
+
+/// Why a [`crate::Config`] was rejected by [`crate::Node::new`]. No node was created.
+#[derive(Clone, Debug, Eq, Error, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A timer setting is zero; the named field must be positive.
+    #[error("setting `{0}` must be greater than zero")]
+    ZeroDuration(&'static str),
+    /// `buffer_size` is zero: no message could ever be buffered.
+    #[error("setting `buffer_size` must be greater than zero")]
+    ZeroBufferSize,
+    /// `min_nr_of_members` is zero; use 1 to allocate as soon as one region registered.
+    #[error("setting `min_nr_of_members` must be at least 1")]
+    ZeroMinMembers,
+    /// An entity type has an empty name.
+    #[error("an entity type has an empty name")]
+    EmptyEntityTypeName,
+    /// Two entity types share a name.
+    #[error("entity type `{0}` is configured twice")]
+    DuplicateEntityType(EntityType),
+    /// An entity type has zero shards.
+    #[error("entity type `{0}` must have at least one shard")]
+    ZeroShards(EntityType),
+    /// A rebalance limit is out of range.
+    #[error("invalid rebalance limit: {0}")]
+    InvalidRebalanceLimit(&'static str),
+}
+
+/// Why a wire frame could not be decoded. The frame is dropped and counted; state is unchanged.
+#[derive(Clone, Debug, Eq, Error, PartialEq)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// The frame is empty.
+    #[error("empty frame")]
+    Empty,
+    /// The frame was written by an incompatible protocol version.
+    #[error("unsupported protocol version {found} (expected {expected})")]
+    UnsupportedVersion {
+        /// Version byte found in the frame.
+        found: u8,
+        /// The version this build speaks.
+        expected: u8,
+    },
+    /// The frame exceeds [`crate::codec::MAX_FRAME_LEN`].
+    #[error("frame of {0} bytes exceeds the frame cap")]
+    TooLarge(usize),
+    /// The body is not a valid message.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// Bytes remain after a complete message.
+    #[error("{0} trailing bytes after the message")]
+    TrailingBytes(usize),
+}
+
+/// Why a command failed. State is unchanged unless the variant says otherwise.
+#[derive(Clone, Debug, Deserialize, Eq, Error, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// No region of this entity type runs on this node.
+    #[error("unknown entity type `{0}`")]
+    UnknownEntityType(EntityType),
+    /// The type's coordinator is not known yet (no Up member with the role); retry later.
+    #[error("no coordinator for entity type `{0}` is known yet")]
+    NoCoordinator(EntityType),
+    /// The shard id is outside `0..number_of_shards`.
+    #[error("shard {shard} is out of range for `{entity_type}`")]
+    ShardOutOfRange {
+        /// The type.
+        entity_type: EntityType,
+        /// The offending shard.
+        shard: crate::id::ShardId,
+    },
+    /// The region has stopped; it takes no more work.
+    #[error("the region of `{0}` has stopped")]
+    RegionStopped(EntityType),
+}

@@ -1,0 +1,107 @@
+//! Identifier newtypes shared by every role.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A cluster member's stable address, chosen by the host (the simulator numbers its nodes; the
+/// runtime derives it from the configured address). Stable across restarts of that member.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct NodeId(pub u64);
+
+/// Distinguishes successive lives of one [`NodeId`]: a restarted node is a new member.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct Incarnation(pub u64);
+
+/// One life of one cluster member. Regions and coordinators are addressed by it, so messages
+/// meant for an earlier incarnation of a restarted node can be recognised and dropped.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct MemberId {
+    /// The member's stable address.
+    pub node: NodeId,
+    /// Which life of that address this is.
+    pub incarnation: Incarnation,
+}
+
+impl MemberId {
+    /// Builds a member id from its two parts.
+    pub fn new(node: u64, incarnation: u64) -> Self {
+        Self { node: NodeId(node), incarnation: Incarnation(incarnation) }
+    }
+}
+
+/// The name of an entity type; one region per node and one coordinator per cluster serve it.
+#[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct EntityType(pub String);
+
+impl EntityType {
+    /// Builds an entity type name.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`].
+#[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct EntityId(pub String);
+
+impl EntityId {
+    /// Builds an entity id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A shard of one entity type, `0..number_of_shards`, computed by [`crate::shard_of`].
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct ShardId(pub u32);
+
+/// Correlates a host's command with the [`crate::Event::Reply`] that answers it. Chosen by the
+/// host and echoed back; the core never interprets it.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct RequestId(pub u64);
+
+/// A member's application version (Akka's `app-version`); allocation prefers newer versions
+/// and rebalancing pauses while versions are mixed. Compared lexicographically.
+#[derive(
+    Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
+)]
+pub struct AppVersion(pub u32, pub u32, pub u32);
+
+macro_rules! display_as {
+    ($ty:ty, $fmt:literal, $($field:tt)+) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, $fmt, self.$($field)+)
+            }
+        }
+    };
+}
+
+display_as!(NodeId, "n{}", 0);
+display_as!(ShardId, "s{}", 0);
+display_as!(EntityType, "{}", 0);
+display_as!(EntityId, "{}", 0);
+display_as!(RequestId, "req{}", 0);
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}#{}", self.node.0, self.incarnation.0)
+    }
+}
+
+impl fmt::Display for AppVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}

@@ -1,0 +1,97 @@
+//! What a host feeds into a [`crate::Node`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{EntityId, EntityType, NodeId, RequestId, ShardId};
+use crate::membership::MembershipView;
+use crate::message::{Envelope, Payload};
+
+/// One input. The sequence of `(now, Input)` a node saw is a complete, replayable trace.
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum Input {
+    /// A decoded message from a peer.
+    Receive(Envelope),
+    /// Membership changed; replaces the node's view.
+    MembershipChanged(MembershipView),
+    /// Send `payload` to an entity (fire and forget; failures surface as dead-letter events).
+    Tell {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// The message.
+        payload: Payload,
+    },
+    /// A command or query; answered by exactly one [`crate::Event::Reply`] unless its reply is
+    /// lost on the network (remote queries), which the host covers with a timeout.
+    Command {
+        /// Echoed in the reply.
+        request: RequestId,
+        /// What to do.
+        command: Command,
+    },
+    /// An entity the host ran has terminated (after a stop, or on its own).
+    EntityStopped {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+    },
+    /// An entity asks to be passivated (stopped gracefully, buffering its new messages).
+    Passivate {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+    },
+}
+
+/// Commands and queries from the application or operator.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[non_exhaustive]
+pub enum Command {
+    /// Start an entity without a message (Akka's `StartEntity`).
+    StartEntity {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+    },
+    /// Hand off every shard of one type (or all types) and stop the region(s).
+    GracefulShutdown {
+        /// `None` shuts down every region of this node.
+        entity_type: Option<EntityType>,
+    },
+    /// Desired location of a shard, for the external allocation strategy.
+    SetShardLocation {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// Where it should live.
+        node: NodeId,
+    },
+    /// This node's region: its shards and their live entities.
+    GetShardRegionState {
+        /// The region's type.
+        entity_type: EntityType,
+    },
+    /// Where an entity lives and whether it runs.
+    GetEntityLocation {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+    },
+    /// The regions registered with the type's coordinator.
+    GetCurrentRegions {
+        /// The type.
+        entity_type: EntityType,
+    },
+    /// Entity counts per shard per region, gathered by the coordinator.
+    GetClusterShardingStats {
+        /// The type.
+        entity_type: EntityType,
+    },
+}

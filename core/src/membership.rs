@@ -1,0 +1,117 @@
+//! The membership view the sharding roles consume. Until the membership state machine lands it
+//! is an input: the host (or the simulator's oracle) hands the `Node` a fresh view on change.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{AppVersion, MemberId};
+
+/// Akka's member lifecycle: Joining → Up → Leaving → Exiting → Removed, and Down.
+/// Removed members are simply absent from a [`MembershipView`].
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub enum MemberStatus {
+    /// Joined but not yet moved Up by the leader; hosts nothing.
+    Joining,
+    /// A full member: may host shards and run coordinators.
+    Up,
+    /// Leaving gracefully: its shards are handed off; it hosts no new ones.
+    Leaving,
+    /// Done leaving; about to be removed.
+    Exiting,
+    /// Declared dead by the downing strategy; it stops itself if it can still run.
+    Down,
+}
+
+impl MemberStatus {
+    /// Whether a member in this status may still host shards (registered before or now).
+    pub fn may_host_shards(self) -> bool {
+        matches!(self, Self::Up | Self::Leaving | Self::Exiting)
+    }
+}
+
+/// One member as seen by this node.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Member {
+    /// Address plus incarnation.
+    pub id: MemberId,
+    /// Lifecycle status.
+    pub status: MemberStatus,
+    /// Roles; an entity type with a role is hosted only on members having it.
+    pub roles: BTreeSet<String>,
+    /// Order in which members became Up; lower is older. The oldest runs the coordinators.
+    pub up_number: u64,
+    /// The member's application version.
+    pub app_version: AppVersion,
+    /// Whether this node's failure detector (or gossip) currently considers it reachable.
+    pub reachable: bool,
+}
+
+impl Member {
+    /// An Up, reachable member with the given roles, up-number and the default app version.
+    pub fn up(id: MemberId, up_number: u64, roles: &[&str]) -> Self {
+        Self {
+            id,
+            status: MemberStatus::Up,
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            up_number,
+            app_version: AppVersion::default(),
+            reachable: true,
+        }
+    }
+
+    /// Whether this member carries `role` (`None` means "every member").
+    pub fn has_role(&self, role: Option<&str>) -> bool {
+        role.is_none_or(|r| self.roles.contains(r))
+    }
+}
+
+/// A snapshot of cluster membership, kept sorted by member id.
+#[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+pub struct MembershipView {
+    members: Vec<Member>,
+}
+
+impl MembershipView {
+    /// Builds a view; members are sorted by id and later duplicates of an id are dropped.
+    pub fn new(mut members: Vec<Member>) -> Self {
+        members.sort_by_key(|m| m.id);
+        members.dedup_by_key(|m| m.id);
+        Self { members }
+    }
+
+    /// All members, sorted by id.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The member with this exact id (address and incarnation), if present.
+    pub fn member(&self, id: MemberId) -> Option<&Member> {
+        self.members.binary_search_by_key(&id, |m| m.id).ok().map(|i| &self.members[i])
+    }
+
+    /// The status of `id`, or `None` if it is not (or no longer) a member.
+    pub fn status(&self, id: MemberId) -> Option<MemberStatus> {
+        self.member(id).map(|m| m.status)
+    }
+
+    /// The oldest Up member carrying `role`: where the coordinators run. Ties on up-number
+    /// (which a correct membership never produces) fall back to address order.
+    pub fn oldest_up(&self, role: Option<&str>) -> Option<MemberId> {
+        self.members
+            .iter()
+            .filter(|m| m.status == MemberStatus::Up && m.has_role(role))
+            .min_by_key(|m| (m.up_number, m.id))
+            .map(|m| m.id)
+    }
+
+    /// Whether any member is unreachable from this node.
+    pub fn any_unreachable(&self) -> bool {
+        self.members.iter().any(|m| !m.reachable)
+    }
+
+    /// Whether any member is still joining.
+    pub fn any_joining(&self) -> bool {
+        self.members.iter().any(|m| m.status == MemberStatus::Joining)
+    }
+}

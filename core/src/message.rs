@@ -1,0 +1,231 @@
+//! Wire messages between nodes: plain serde data, encoded by [`crate::codec`].
+//!
+//! Every message belongs to one entity type and travels in an [`Envelope`] naming the sending
+//! and the receiving member (address plus incarnation), so a message for an earlier incarnation
+//! of a restarted node is recognised and dropped. Messages *from* a coordinator are fenced by
+//! `Envelope::from`: a region obeys only the coordinator its membership view names.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
+
+/// Opaque application bytes carried to an entity.
+#[derive(Clone, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct Payload(#[serde(with = "serde_bytes")] pub Vec<u8>);
+
+impl From<&[u8]> for Payload {
+    fn from(bytes: &[u8]) -> Self {
+        Self(bytes.to_vec())
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+}
+
+/// A message in flight from one member to another.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Envelope {
+    /// The sending member.
+    pub from: MemberId,
+    /// The receiving member; a node drops envelopes addressed to another incarnation.
+    pub to: MemberId,
+    /// What is sent.
+    pub message: Message,
+}
+
+/// One protocol message of one entity type.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Message {
+    /// The entity type whose region or coordinator handles it.
+    pub entity_type: EntityType,
+    /// The message itself.
+    pub body: Body,
+}
+
+/// Shards one region hosts, as reported in [`Body::ShardHomes`].
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct RegionShards {
+    /// The region's member.
+    pub region: MemberId,
+    /// Its shards, in allocation order.
+    pub shards: Vec<ShardId>,
+}
+
+/// Entity counts of one region, per shard.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct RegionStats {
+    /// The region's member.
+    pub region: MemberId,
+    /// `(shard, number of live entities)` for every shard the region hosts.
+    pub shards: Vec<(ShardId, u32)>,
+}
+
+/// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum Body {
+    // ---- region → coordinator ----
+    /// A hosting region registers, reporting the shards it hosts and those it is still
+    /// stopping for a handoff, so a new coordinator can rebuild its table without a store.
+    Register {
+        /// Shards the region hosts (running or starting).
+        shards: Vec<ShardId>,
+        /// Shards the region is stopping after a `HandOff`.
+        handing_off: Vec<ShardId>,
+    },
+    /// A proxy (never hosts) registers; it must still acknowledge `BeginHandOff`.
+    RegisterProxy,
+    /// Where does this shard live?
+    GetShardHome {
+        /// The shard asked about.
+        shard: ShardId,
+    },
+    /// Acknowledges `HostShard`: the shard runs here now.
+    ShardStarted {
+        /// The shard started.
+        shard: ShardId,
+    },
+    /// `region` has forgotten the shard's home. Relayed by the shard's owner (see
+    /// [`Body::RelayHandOffAck`]), so it arrives only after everything `region` forwarded.
+    BeginHandOffAck {
+        /// The shard being handed off.
+        shard: ShardId,
+        /// The region that acknowledges.
+        region: MemberId,
+    },
+    /// Every entity of the shard has stopped; the region no longer hosts it. Also sent when a
+    /// region is told a shard lives with it that it does not host.
+    ShardStopped {
+        /// The shard stopped.
+        shard: ShardId,
+    },
+    /// The region is shutting down gracefully: hand off all its shards.
+    GracefulShutdownReq,
+    /// The region has stopped after a graceful shutdown.
+    RegionStopped,
+    /// Query: registered regions.
+    GetCurrentRegions {
+        /// Echoed in the answer.
+        request: RequestId,
+    },
+    /// Query: entity counts per shard across the cluster.
+    GetClusterShardingStats {
+        /// Echoed in the answer.
+        request: RequestId,
+    },
+    /// A region's answer to [`Body::GetRegionStats`].
+    RegionStatsReply {
+        /// The coordinator's query number.
+        query: u64,
+        /// Entity counts per hosted shard.
+        shards: Vec<(ShardId, u32)>,
+    },
+
+    // ---- coordinator → region ----
+    /// Registration accepted.
+    RegisterAck,
+    /// A coordinator that started (or has not heard from this region) asks it to register.
+    RegisterRequest,
+    /// The answer to `GetShardHome`.
+    ShardHome {
+        /// The shard.
+        shard: ShardId,
+        /// The region hosting it.
+        region: MemberId,
+    },
+    /// Known homes, sent to a region when it registers.
+    ShardHomes {
+        /// Homes grouped by region.
+        homes: Vec<RegionShards>,
+    },
+    /// You are the shard's home now: start it and answer `ShardStarted`.
+    HostShard {
+        /// The shard to host.
+        shard: ShardId,
+    },
+    /// The shard is about to move: forget its home, buffer new messages for it, and send the
+    /// acknowledgement through `owner`.
+    BeginHandOff {
+        /// The shard being handed off.
+        shard: ShardId,
+        /// The region currently hosting it.
+        owner: MemberId,
+    },
+    /// Stop every entity of the shard and answer `ShardStopped`.
+    HandOff {
+        /// The shard to stop.
+        shard: ShardId,
+    },
+    /// Answer to `GetCurrentRegions`.
+    CurrentRegions {
+        /// Echoed request.
+        request: RequestId,
+        /// Registered hosting regions.
+        regions: Vec<MemberId>,
+    },
+    /// Answer to `GetClusterShardingStats`.
+    ClusterShardingStats {
+        /// Echoed request.
+        request: RequestId,
+        /// Regions that answered.
+        regions: Vec<RegionStats>,
+        /// Regions that did not answer in time.
+        failed: Vec<MemberId>,
+    },
+    /// The coordinator asks a region for its entity counts.
+    GetRegionStats {
+        /// Correlates the answer.
+        query: u64,
+    },
+
+    // ---- region → region ----
+    /// A message (or, without payload, a bare start) for an entity, forwarded to the region
+    /// believed to host its shard.
+    Forward {
+        /// The entity's shard.
+        shard: ShardId,
+        /// The entity.
+        entity: EntityId,
+        /// The application message; `None` only starts the entity.
+        payload: Option<Payload>,
+    },
+    /// Sent to the shard's owner in answer to `BeginHandOff`; the owner relays it to the
+    /// coordinator as [`Body::BeginHandOffAck`]. Travelling on the same FIFO link as the
+    /// forwarded messages closes the gap of akka#30957.
+    RelayHandOffAck {
+        /// The shard being handed off.
+        shard: ShardId,
+        /// The coordinator that started the handoff.
+        coordinator: MemberId,
+    },
+    /// Query an entity's liveness at its home region.
+    LocateEntity {
+        /// Echoed in the answer.
+        request: RequestId,
+        /// The entity.
+        entity: EntityId,
+    },
+    /// Answer to `LocateEntity`.
+    EntityLocated {
+        /// Echoed request.
+        request: RequestId,
+        /// The entity.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+        /// Whether the shard is hosted there.
+        hosted: bool,
+        /// Whether the entity is running there.
+        alive: bool,
+    },
+
+    // ---- any node → every node ----
+    /// Desired shard locations for the external allocation strategy, spread to every node so
+    /// that whichever node runs the coordinator knows them.
+    SetShardLocations {
+        /// `(shard, desired node)` pairs.
+        locations: Vec<(ShardId, NodeId)>,
+    },
+}

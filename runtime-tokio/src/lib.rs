@@ -1,0 +1,1 @@
+//! Shoal's tokio runtime: what applications embed (see issue "Runtime"); not built yet.

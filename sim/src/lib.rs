@@ -1,0 +1,1 @@
+//! Deterministic cluster simulator for Shoal (see issue "Simulator"); not built yet.
