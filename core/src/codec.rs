@@ -36,7 +36,10 @@ pub fn decode(frame: &[u8]) -> Result<Envelope, CodecError> {
     }
     let (&version, body) = frame.split_first().ok_or(CodecError::Empty)?;
     if version != PROTOCOL_VERSION {
-        return Err(CodecError::UnsupportedVersion { found: version, expected: PROTOCOL_VERSION });
+        return Err(CodecError::UnsupportedVersion {
+            found: version,
+            expected: PROTOCOL_VERSION,
+        });
     }
     let (envelope, rest) = postcard::take_from_bytes::<Envelope>(body)
         .map_err(|e| CodecError::Malformed(e.to_string()))?;

@@ -47,7 +47,10 @@ impl Config {
 
     /// This member's id.
     pub fn member_id(&self) -> MemberId {
-        MemberId { node: self.node, incarnation: self.incarnation }
+        MemberId {
+            node: self.node,
+            incarnation: self.incarnation,
+        }
     }
 
     /// Checks every invariant the roles rely on.
@@ -138,16 +141,24 @@ pub enum AllocationStrategyConfig {
 impl Default for AllocationStrategyConfig {
     /// Least-shard with Akka's recommended limits: 20 shards or 10 % per round.
     fn default() -> Self {
-        Self::LeastShard { absolute_limit: 20, relative_limit: 0.1 }
+        Self::LeastShard {
+            absolute_limit: 20,
+            relative_limit: 0.1,
+        }
     }
 }
 
 impl AllocationStrategyConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         match *self {
-            Self::LeastShard { absolute_limit, relative_limit } => {
+            Self::LeastShard {
+                absolute_limit,
+                relative_limit,
+            } => {
                 if absolute_limit == 0 {
-                    return Err(ConfigError::InvalidRebalanceLimit("absolute_limit must be ≥ 1"));
+                    return Err(ConfigError::InvalidRebalanceLimit(
+                        "absolute_limit must be ≥ 1",
+                    ));
                 }
                 if !(relative_limit > 0.0 && relative_limit <= 1.0) {
                     return Err(ConfigError::InvalidRebalanceLimit(
@@ -207,7 +218,9 @@ impl Default for ShardingSettings {
 impl ShardingSettings {
     /// How long a shard being handed off waits for its entities before force-stopping them.
     pub fn entity_handoff_timeout(&self) -> Duration {
-        self.handoff_timeout.saturating_sub(Duration::from_secs(5)).max(Duration::from_secs(1))
+        self.handoff_timeout
+            .saturating_sub(Duration::from_secs(5))
+            .max(Duration::from_secs(1))
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -217,7 +230,10 @@ impl ShardingSettings {
             ("shard_start_timeout", self.shard_start_timeout),
             ("rebalance_interval", self.rebalance_interval),
             ("passivation_stop_timeout", self.passivation_stop_timeout),
-            ("shard_region_query_timeout", self.shard_region_query_timeout),
+            (
+                "shard_region_query_timeout",
+                self.shard_region_query_timeout,
+            ),
         ];
         if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::ZeroDuration(name));

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
-use crate::message::{Envelope, Payload, RegionStats};
+use crate::message::{Body, Envelope, Message, Payload, RegionStats};
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
 #[must_use]
@@ -171,12 +171,46 @@ pub enum Reply {
 }
 
 /// The FIFO effect queue owned by the `Node`; roles write into it through `&mut Effects`.
-#[derive(Debug, Default)]
+/// Envelopes addressed to this member itself are kept on a local queue that the node delivers
+/// after the current handler returns, so roles on one node talk exactly as remote ones do.
+#[derive(Debug)]
 pub(crate) struct Effects {
+    me: MemberId,
     queue: VecDeque<Effect>,
+    local: VecDeque<Envelope>,
 }
 
 impl Effects {
+    pub(crate) fn new(me: MemberId) -> Self {
+        Self {
+            me,
+            queue: VecDeque::new(),
+            local: VecDeque::new(),
+        }
+    }
+
+    /// Sends `body` of `entity_type` to `to` (locally if `to` is this member).
+    pub(crate) fn send(&mut self, to: MemberId, entity_type: &EntityType, body: Body) {
+        let message = Message {
+            entity_type: entity_type.clone(),
+            body,
+        };
+        let envelope = Envelope {
+            from: self.me,
+            to,
+            message,
+        };
+        if to == self.me {
+            self.local.push_back(envelope);
+        } else {
+            self.push(Effect::Send(envelope));
+        }
+    }
+
+    pub(crate) fn pop_local(&mut self) -> Option<Envelope> {
+        self.local.pop_front()
+    }
+
     pub(crate) fn push(&mut self, effect: Effect) {
         self.queue.push_back(effect);
     }
@@ -200,7 +234,11 @@ impl Effects {
         reason: DeadLetterReason,
     ) {
         tracing::debug!(%entity_type, ?entity, ?reason, "dead letter");
-        self.event(Event::DeadLetter { entity_type: entity_type.clone(), entity, reason });
+        self.event(Event::DeadLetter {
+            entity_type: entity_type.clone(),
+            entity,
+            reason,
+        });
     }
 
     pub(crate) fn reply(&mut self, request: RequestId, result: Result<Reply, CommandError>) {

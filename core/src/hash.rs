@@ -71,11 +71,18 @@ mod tests {
             ("foobar", -790_332_482),
             ("a-little-bit-long-string", -985_981_536),
             ("a-little-bit-longer-string", -1_486_304_829),
-            ("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58_897_971),
+            (
+                "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58_897_971,
+            ),
             ("abc", 479_470_107),
         ];
         for (input, expected) in cases {
-            assert_eq!(murmur2(input.as_bytes()) as i32, expected, "murmur2({input:?})");
+            assert_eq!(
+                murmur2(input.as_bytes()) as i32,
+                expected,
+                "murmur2({input:?})"
+            );
         }
     }
 

@@ -26,7 +26,10 @@ pub struct MemberId {
 impl MemberId {
     /// Builds a member id from its two parts.
     pub fn new(node: u64, incarnation: u64) -> Self {
-        Self { node: NodeId(node), incarnation: Incarnation(incarnation) }
+        Self {
+            node: NodeId(node),
+            incarnation: Incarnation(incarnation),
+        }
     }
 }
 

@@ -1,7 +1,60 @@
 //! # shoal-core
 //!
-//! Shoal's cluster-sharding protocol as pure, sans-IO state machines.
-//! (Crate documentation with the drive contract is completed with the `Node`.)
+//! Shoal's cluster-sharding protocol (Akka Cluster Sharding's, with the changes listed in
+//! `DESIGN.md`) as pure, sans-IO state machines. Per cluster member one [`Node`] composes, for
+//! each entity type, a *region* (routes, buffers, hosts *shards*, which track *entities*) and,
+//! while the member is the oldest Up member with the type's role, the type's *coordinator*
+//! (allocates shards to regions, rebalances, hands shards off).
+//!
+//! The core never reads a clock, opens a socket, spawns a thread or draws OS randomness.
+//! Hosts (the deterministic simulator, the tokio runtime) feed it inputs and execute its effects.
+//!
+//! ## The drive contract
+//!
+//! ```text
+//! Node::new(config, now) -> Result<Node, ConfigError>
+//! node.handle_input(now, Input)        // a message from a peer, a command, an entity signal, ...
+//! node.handle_timeout(now)             // idempotent; may be called early
+//! node.poll_effect() -> Option<Effect> // FIFO across roles; drain to None after every handle_*
+//! node.poll_timeout() -> Option<Instant>
+//! ```
+//!
+//! 1. `now` never decreases (the [`Driver`] clamps it).
+//! 2. After every `handle_*` call, drain [`Node::poll_effect`] to `None`, then read
+//!    [`Node::poll_timeout`] and call [`Node::handle_timeout`] when that time comes.
+//! 3. Effects are executed in the order they are polled. Dropping one is a bug.
+//! 4. `handle_timeout` may be called early or spuriously; it only runs what is due.
+//! 5. Entities are run by the host: it starts them on [`EntityEffect::Start`], delivers
+//!    [`EntityEffect::Deliver`] in order, stops them on [`EntityEffect::Stop`] and reports
+//!    [`Input::EntityStopped`]; an entity asks to stop with [`Input::Passivate`].
+//! 6. Bad peer input never panics: it is dropped, logged with `tracing`, and counted in
+//!    [`Metrics`]. Messages dropped for a reason become [`Event::DeadLetter`].
+//!
+//! Hosts do not write this loop themselves: [`Driver`] runs it over an [`Io`]:
+//!
+//! ```no_run
+//! use shoal_core::{Config, Driver, EntityEffect, Envelope, Event, Incarnation, Instant, Io, Node, NodeId};
+//!
+//! struct MyIo;
+//! impl Io for MyIo {
+//!     fn send(&mut self, envelope: Envelope) { /* encode with shoal_core::codec and write */ }
+//!     fn entity(&mut self, effect: EntityEffect) { /* start / deliver to / stop an entity */ }
+//!     fn emit(&mut self, event: Event) { /* replies, dead letters, notifications */ }
+//! }
+//!
+//! let config = Config::new(NodeId(1), Incarnation(1));
+//! let mut driver = Driver::new(Node::new(config, Instant::ZERO).unwrap(), Instant::ZERO);
+//! let mut io = MyIo;
+//! loop {
+//!     // Wait for an input or for `driver.next_wakeup()`, then:
+//!     # let now = Instant::ZERO; let input: Option<shoal_core::Input> = None;
+//!     match input {
+//!         Some(input) => driver.handle_input(now, input, &mut io),
+//!         None => driver.handle_wakeup(now, &mut io),
+//!     }
+//!     # break;
+//! }
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -9,6 +62,8 @@
 pub mod allocation;
 pub mod codec;
 mod config;
+mod coordinator;
+mod driver;
 mod effect;
 mod error;
 mod hash;
@@ -16,10 +71,14 @@ mod id;
 mod input;
 mod membership;
 mod message;
+mod node;
+mod region;
 mod rng;
+mod shard;
 mod time;
 
 pub use config::{AllocationStrategyConfig, Config, EntityTypeConfig, ShardingSettings};
+pub use driver::{Driver, Io};
 pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason};
 pub use error::{CodecError, CommandError, ConfigError};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
@@ -27,4 +86,5 @@ pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, Re
 pub use input::{Command, Input};
 pub use membership::{Member, MemberStatus, MembershipView};
 pub use message::{Body, Envelope, Message, Payload, RegionShards, RegionStats};
+pub use node::{Metrics, Node};
 pub use time::Instant;

@@ -87,7 +87,10 @@ impl MembershipView {
 
     /// The member with this exact id (address and incarnation), if present.
     pub fn member(&self, id: MemberId) -> Option<&Member> {
-        self.members.binary_search_by_key(&id, |m| m.id).ok().map(|i| &self.members[i])
+        self.members
+            .binary_search_by_key(&id, |m| m.id)
+            .ok()
+            .map(|i| &self.members[i])
     }
 
     /// The status of `id`, or `None` if it is not (or no longer) a member.
@@ -112,6 +115,8 @@ impl MembershipView {
 
     /// Whether any member is still joining.
     pub fn any_joining(&self) -> bool {
-        self.members.iter().any(|m| m.status == MemberStatus::Joining)
+        self.members
+            .iter()
+            .any(|m| m.status == MemberStatus::Joining)
     }
 }

@@ -58,7 +58,12 @@ impl AddAssign<Duration> for Instant {
 
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:03}s", self.0 / 1_000_000_000, (self.0 / 1_000_000) % 1000)
+        write!(
+            f,
+            "{}.{:03}s",
+            self.0 / 1_000_000_000,
+            (self.0 / 1_000_000) % 1000
+        )
     }
 }
 

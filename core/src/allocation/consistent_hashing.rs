@@ -1,7 +1,7 @@
 //! Placeholder; being written.
-use std::collections::BTreeSet;
 use crate::allocation::{AllocationStrategy, AllocationView};
 use crate::id::{MemberId, ShardId};
+use std::collections::BTreeSet;
 
 /// Placeholder.
 #[derive(Debug)]
@@ -9,12 +9,21 @@ pub struct ConsistentHashingStrategy;
 
 impl ConsistentHashingStrategy {
     /// Placeholder.
-    pub fn new(_a: u32) -> Self { Self }
+    pub fn new(_a: u32) -> Self {
+        Self
+    }
 }
 
 impl AllocationStrategy for ConsistentHashingStrategy {
-    fn allocate_shard(&mut self, _r: MemberId, _s: ShardId, view: &AllocationView) -> Option<MemberId> {
+    fn allocate_shard(
+        &mut self,
+        _r: MemberId,
+        _s: ShardId,
+        view: &AllocationView,
+    ) -> Option<MemberId> {
         view.most_suitable().map(|r| r.region)
     }
-    fn rebalance(&mut self, _v: &AllocationView, _i: &BTreeSet<ShardId>) -> BTreeSet<ShardId> { BTreeSet::new() }
+    fn rebalance(&mut self, _v: &AllocationView, _i: &BTreeSet<ShardId>) -> BTreeSet<ShardId> {
+        BTreeSet::new()
+    }
 }

@@ -64,16 +64,25 @@ pub struct AllocationView {
 impl AllocationView {
     /// A view of these regions in a healthy cluster.
     pub fn new(regions: Vec<RegionAllocation>) -> Self {
-        Self { regions, any_unreachable: false, any_joining: false }
+        Self {
+            regions,
+            any_unreachable: false,
+            any_joining: false,
+        }
     }
 
     /// Akka's `isAGoodTimeToRebalance`: some region exists, all regions run the same app
     /// version (no rolling update in progress), no member is unreachable and none is joining.
     pub fn is_good_time_to_rebalance(&self) -> bool {
-        let Some(first) = self.regions.first() else { return false };
+        let Some(first) = self.regions.first() else {
+            return false;
+        };
         !self.any_unreachable
             && !self.any_joining
-            && self.regions.iter().all(|r| r.app_version == first.app_version)
+            && self
+                .regions
+                .iter()
+                .all(|r| r.app_version == first.app_version)
     }
 
     /// Regions sorted by Akka's `ShardSuitabilityOrdering`, most suitable first: not leaving
@@ -120,8 +129,11 @@ pub trait AllocationStrategy: fmt::Debug {
 
     /// Chooses shards to move now. `in_progress` holds shards already being handed off.
     /// Every returned shard is currently allocated in `view`.
-    fn rebalance(&mut self, view: &AllocationView, in_progress: &BTreeSet<ShardId>)
-    -> BTreeSet<ShardId>;
+    fn rebalance(
+        &mut self,
+        view: &AllocationView,
+        in_progress: &BTreeSet<ShardId>,
+    ) -> BTreeSet<ShardId>;
 
     /// Records an application-chosen home for `shard`; only the external strategy uses it.
     fn set_desired_location(&mut self, _shard: ShardId, _node: NodeId) {}
@@ -130,9 +142,10 @@ pub trait AllocationStrategy: fmt::Debug {
 /// Builds the strategy a config names.
 pub fn strategy_for(config: &AllocationStrategyConfig) -> Box<dyn AllocationStrategy> {
     match *config {
-        AllocationStrategyConfig::LeastShard { absolute_limit, relative_limit } => {
-            Box::new(LeastShardStrategy::new(absolute_limit, relative_limit))
-        }
+        AllocationStrategyConfig::LeastShard {
+            absolute_limit,
+            relative_limit,
+        } => Box::new(LeastShardStrategy::new(absolute_limit, relative_limit)),
         AllocationStrategyConfig::ConsistentHashing { rebalance_limit } => {
             Box::new(ConsistentHashingStrategy::new(rebalance_limit))
         }

@@ -1,0 +1,217 @@
+//! Handoff of one shard from its owner (rebalance, graceful shutdown):
+//!
+//! ```text
+//!  BeginHandOff ─▶ every region & proxy ──acks (relayed by the owner; a removed region counts)──▶
+//!  HandOff ─▶ owner ──ShardStopped──▶ deallocate, re-allocate, answer deferred requests
+//! ```
+//! One deadline (`handoff-timeout`) covers both phases. On expiry the shard stays with its
+//! owner and deferred requests are answered with it; a `ShardStopped` that arrives later still
+//! deallocates the shard (Akka.NET#7500).
+
+use std::collections::BTreeSet;
+
+use crate::coordinator::Coordinator;
+use crate::effect::Effects;
+use crate::id::{MemberId, ShardId};
+use crate::membership::MembershipView;
+use crate::message::Body;
+use crate::time::Instant;
+
+/// The phase of one handoff.
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for these regions and proxies to forget the shard's home.
+    Acking(BTreeSet<MemberId>),
+    /// `HandOff` sent; waiting for the owner's `ShardStopped`.
+    Stopping,
+}
+
+/// A shard on its way out of its owner.
+#[derive(Debug)]
+pub(super) struct Handoff {
+    pub(super) owner: MemberId,
+    phase: Phase,
+    pub(super) deadline: Instant,
+    /// Regions that asked for the shard meanwhile; answered once it has a new home.
+    pub(super) requesters: BTreeSet<MemberId>,
+}
+
+impl Handoff {
+    /// A handoff learned from a registration: the owner is already stopping the shard.
+    pub(super) fn stopping(owner: MemberId, deadline: Instant) -> Self {
+        Self {
+            owner,
+            phase: Phase::Stopping,
+            deadline,
+            requesters: BTreeSet::new(),
+        }
+    }
+}
+
+impl Coordinator {
+    /// Starts handing `shard` off from its owner, unless it is already moving or not yet
+    /// acknowledged by its owner.
+    pub(super) fn start_handoff(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        let Some(&owner) = self.shards.get(&shard) else {
+            return;
+        };
+        if self.handoffs.contains_key(&shard) || self.unacked.contains_key(&shard) {
+            return;
+        }
+        let pending: BTreeSet<MemberId> = self
+            .regions
+            .keys()
+            .chain(&self.proxies)
+            .filter(|r| !self.terminating.contains_key(r))
+            .copied()
+            .collect();
+        for &region in &pending {
+            out.send(
+                region,
+                &self.entity_type,
+                Body::BeginHandOff { shard, owner },
+            );
+        }
+        let handoff = Handoff {
+            owner,
+            phase: Phase::Acking(pending),
+            deadline: now + self.settings.handoff_timeout,
+            requesters: BTreeSet::new(),
+        };
+        self.handoffs.insert(shard, handoff);
+        self.advance_handoff(shard, out);
+    }
+
+    pub(super) fn handle_handoff_ack(
+        &mut self,
+        _now: Instant,
+        shard: ShardId,
+        region: MemberId,
+        out: &mut Effects,
+    ) {
+        if let Some(Handoff {
+            phase: Phase::Acking(pending),
+            ..
+        }) = self.handoffs.get_mut(&shard)
+        {
+            pending.remove(&region);
+            self.advance_handoff(shard, out);
+        }
+    }
+
+    /// A region or proxy is gone: it will never ack, and it holds no stale home.
+    pub(super) fn count_as_acked(&mut self, _now: Instant, region: MemberId, out: &mut Effects) {
+        let shards: Vec<ShardId> = self.handoffs.keys().copied().collect();
+        for shard in shards {
+            if let Some(Handoff {
+                phase: Phase::Acking(pending),
+                ..
+            }) = self.handoffs.get_mut(&shard)
+            {
+                if pending.remove(&region) {
+                    self.advance_handoff(shard, out);
+                }
+            }
+        }
+    }
+
+    /// Every ack is in: tell the owner to stop the shard.
+    fn advance_handoff(&mut self, shard: ShardId, out: &mut Effects) {
+        let Some(handoff) = self.handoffs.get_mut(&shard) else {
+            return;
+        };
+        if matches!(&handoff.phase, Phase::Acking(pending) if pending.is_empty()) {
+            handoff.phase = Phase::Stopping;
+            out.send(handoff.owner, &self.entity_type, Body::HandOff { shard });
+        }
+    }
+
+    pub(super) fn handle_shard_stopped(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        shard: ShardId,
+        out: &mut Effects,
+    ) {
+        if self.shards.get(&shard) != Some(&from) {
+            return;
+        }
+        if self.handoffs.get(&shard).is_some_and(|h| h.owner != from) {
+            return;
+        }
+        // A region may say it does not host a shard while our `HostShard` is still in flight;
+        // the resend settles that. Otherwise it is a completed (or late) handoff.
+        if !self.handoffs.contains_key(&shard) && self.unacked.contains_key(&shard) {
+            return;
+        }
+        let requesters = self
+            .handoffs
+            .remove(&shard)
+            .map(|h| h.requesters)
+            .unwrap_or_default();
+        self.deallocate(shard);
+        self.allocate(now, view, shard, requesters, out);
+    }
+
+    /// A region asks to hand off all its shards before it stops. Not limited by the
+    /// strategy's rebalance limits.
+    pub(super) fn handle_graceful_shutdown(
+        &mut self,
+        now: Instant,
+        region: MemberId,
+        out: &mut Effects,
+    ) {
+        let Some(shards) = self.regions.get(&region) else {
+            return;
+        };
+        if !self.shutting_down.insert(region) {
+            return;
+        }
+        for shard in shards.clone() {
+            self.start_handoff(now, shard, out);
+        }
+    }
+
+    /// Ends handoffs whose deadline passed: the shard stays with its owner.
+    pub(super) fn expire_handoffs(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        out: &mut Effects,
+    ) {
+        let expired: Vec<ShardId> = self
+            .handoffs
+            .iter()
+            .filter(|(_, h)| h.deadline <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        for shard in expired {
+            let Some(handoff) = self.handoffs.remove(&shard) else {
+                continue;
+            };
+            tracing::warn!(%shard, owner = %handoff.owner, "handoff timed out; shard stays with its owner");
+            // A graceful shutdown is retried by the region's next `GracefulShutdownReq`.
+            self.shutting_down.remove(&handoff.owner);
+            self.waiting
+                .entry(shard)
+                .or_default()
+                .extend(handoff.requesters);
+        }
+        self.serve_waiting(now, view, out);
+    }
+
+    /// The rebalance tick: ask the strategy which shards to move and start their handoffs.
+    pub(super) fn rebalance(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        let in_progress: BTreeSet<ShardId> = self
+            .handoffs
+            .keys()
+            .chain(self.unacked.keys())
+            .copied()
+            .collect();
+        let allocation = self.allocation_view(view);
+        for shard in self.strategy.rebalance(&allocation, &in_progress) {
+            self.start_handoff(now, shard, out);
+        }
+    }
+}

@@ -1,0 +1,539 @@
+//! The coordinator: one per entity type, on the oldest Up member with the type's role.
+//!
+//! It keeps no store (DESIGN.md decision 1). A new coordinator starts empty and rebuilds its
+//! table from registrations: every `Register` lists the shards the region hosts and those it is
+//! still stopping. Shards it learns this way are answered at once; an *unknown* shard is
+//! allocated only once the gate opens: every member that may host shards has registered (or was
+//! removed longer than `down-removal-margin` ago) and `min-nr-of-members` regions registered.
+//!
+//! ```text
+//!  GetShardHome ─▶ handoff in progress? ─yes─▶ defer until it ends
+//!                     │no
+//!                     ├─ allocated ───────────▶ ShardHome (unless its region is being removed)
+//!                     ├─ gate closed ─────────▶ wait for the gate
+//!                     └─ strategy.allocate ───▶ HostShard to the home, ShardHome to the asker
+//! ```
+
+mod handoff;
+mod query;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::allocation::{AllocationStrategy, AllocationView, RegionAllocation, strategy_for};
+use crate::config::{EntityTypeConfig, ShardingSettings};
+use crate::effect::Effects;
+use crate::id::{EntityType, MemberId, NodeId, ShardId};
+use crate::membership::{MemberStatus, MembershipView};
+use crate::message::{Body, RegionShards};
+use crate::time::{Instant, earliest};
+
+use handoff::Handoff;
+use query::StatsQuery;
+
+/// Most shards per `ShardHomes` message, so no frame grows without bound.
+const SHARD_HOMES_BATCH: usize = 500;
+
+/// The coordinator state machine.
+#[derive(Debug)]
+pub(crate) struct Coordinator {
+    entity_type: EntityType,
+    me: MemberId,
+    role: Option<String>,
+    settings: ShardingSettings,
+    strategy: Box<dyn AllocationStrategy>,
+    /// Registered hosting regions with their shards in allocation order.
+    regions: BTreeMap<MemberId, Vec<ShardId>>,
+    proxies: BTreeSet<MemberId>,
+    shards: BTreeMap<ShardId, MemberId>,
+    /// Shards whose `HostShard` is not acknowledged yet, with the next resend time.
+    unacked: BTreeMap<ShardId, Instant>,
+    handoffs: BTreeMap<ShardId, Handoff>,
+    shutting_down: BTreeSet<MemberId>,
+    /// Removed regions whose shards move once `down-removal-margin` has passed.
+    terminating: BTreeMap<MemberId, Instant>,
+    /// Requests for shards that cannot be answered yet (gate closed, no region, home removed).
+    waiting: BTreeMap<ShardId, BTreeSet<MemberId>>,
+    gate_open: bool,
+    /// Recently removed members; the gate waits out their margin (they may have hosted shards).
+    recent_removals: BTreeMap<MemberId, Instant>,
+    next_rebalance: Instant,
+    next_register_request: Option<Instant>,
+    stats: BTreeMap<u64, StatsQuery>,
+    next_query: u64,
+}
+
+impl Coordinator {
+    /// Starts a coordinator; it asks every member that may host the type to register.
+    pub(crate) fn new(
+        me: MemberId,
+        config: &EntityTypeConfig,
+        settings: &ShardingSettings,
+        desired: &BTreeMap<ShardId, NodeId>,
+        recent_removals: BTreeMap<MemberId, Instant>,
+        now: Instant,
+    ) -> Self {
+        let mut strategy = strategy_for(&config.allocation);
+        for (&shard, &node) in desired {
+            strategy.set_desired_location(shard, node);
+        }
+        Self {
+            entity_type: config.name.clone(),
+            me,
+            role: config.role.clone(),
+            settings: settings.clone(),
+            strategy,
+            regions: BTreeMap::new(),
+            proxies: BTreeSet::new(),
+            shards: BTreeMap::new(),
+            unacked: BTreeMap::new(),
+            handoffs: BTreeMap::new(),
+            shutting_down: BTreeSet::new(),
+            terminating: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            gate_open: false,
+            recent_removals,
+            next_rebalance: now + settings.rebalance_interval,
+            next_register_request: Some(now),
+            stats: BTreeMap::new(),
+            next_query: 0,
+        }
+    }
+
+    /// A message for the coordinator. Members absent from `view` are ignored.
+    pub(crate) fn handle_message(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        body: Body,
+        out: &mut Effects,
+    ) -> bool {
+        let Some(status) = view.status(from) else {
+            tracing::debug!(%from, "coordinator ignores a non-member");
+            return false;
+        };
+        match body {
+            Body::Register {
+                shards,
+                handing_off,
+            } => {
+                if !status.may_host_shards() || !self.has_role(view, from) {
+                    tracing::debug!(%from, ?status, "registration refused");
+                    return false;
+                }
+                self.handle_register(now, from, shards, handing_off, out);
+            }
+            Body::RegisterProxy => {
+                self.proxies.insert(from);
+                self.send_homes(from, out);
+                out.send(from, &self.entity_type, Body::RegisterAck);
+            }
+            Body::GetShardHome { shard } => {
+                if !self.is_registered(from) {
+                    out.send(from, &self.entity_type, Body::RegisterRequest);
+                    return false;
+                }
+                self.handle_get_shard_home(now, view, from, shard, out);
+            }
+            Body::ShardStarted { shard } => {
+                if self.shards.get(&shard) == Some(&from) {
+                    self.unacked.remove(&shard);
+                }
+            }
+            Body::BeginHandOffAck { shard, region } => {
+                self.handle_handoff_ack(now, shard, region, out)
+            }
+            Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
+            Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
+            Body::RegionStopped => self.remove_region(now, view, from, out),
+            Body::GetCurrentRegions { request } => {
+                let regions = self.regions.keys().copied().collect();
+                out.send(
+                    from,
+                    &self.entity_type,
+                    Body::CurrentRegions { request, regions },
+                );
+            }
+            Body::GetClusterShardingStats { request } => {
+                self.start_stats_query(now, from, request, out)
+            }
+            Body::RegionStatsReply { query, shards } => {
+                self.handle_stats_reply(query, from, shards, out)
+            }
+            other => {
+                tracing::debug!(%from, ?other, "not a coordinator message");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Membership changed: regions of removed members are terminated (after the margin),
+    /// proxies of removed members forgotten, and the gate re-evaluated.
+    pub(crate) fn handle_membership(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        out: &mut Effects,
+    ) {
+        let gone: Vec<MemberId> = self
+            .regions
+            .keys()
+            .chain(&self.proxies)
+            .filter(|r| view.member(**r).is_none() && !self.terminating.contains_key(r))
+            .copied()
+            .collect();
+        for region in gone {
+            self.proxies.remove(&region);
+            self.count_as_acked(now, region, out);
+            if self.regions.contains_key(&region) {
+                self.terminating
+                    .insert(region, now + self.settings.down_removal_margin);
+            }
+        }
+        for removed in view_removals(&self.recent_removals, view) {
+            self.recent_removals.remove(&removed);
+        }
+        self.handle_timeout(now, view, out);
+    }
+
+    /// Records a removal observed by the node (used by the gate).
+    pub(crate) fn note_removal(&mut self, member: MemberId, at: Instant) {
+        self.recent_removals.insert(member, at);
+    }
+
+    /// A desired location for the external strategy.
+    pub(crate) fn set_desired_location(&mut self, shard: ShardId, node: NodeId) {
+        self.strategy.set_desired_location(shard, node);
+    }
+
+    /// Fires due timers: removal margins, the gate, `HostShard` resends, handoff deadlines,
+    /// the rebalance tick and query deadlines.
+    pub(crate) fn handle_timeout(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        out: &mut Effects,
+    ) {
+        let expired: Vec<MemberId> = self
+            .terminating
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(r, _)| *r)
+            .collect();
+        for region in expired {
+            self.terminating.remove(&region);
+            self.remove_region(now, view, region, out);
+        }
+        self.recent_removals
+            .retain(|_, at| now < *at + self.settings.down_removal_margin);
+        self.try_open_gate(now, view, out);
+        self.resend_host_shards(now, out);
+        self.expire_handoffs(now, view, out);
+        if self.gate_open && self.next_rebalance <= now {
+            self.next_rebalance = now + self.settings.rebalance_interval;
+            self.rebalance(now, view, out);
+        }
+        self.expire_stats_queries(now, out);
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let mut next = self.gate_open.then_some(self.next_rebalance);
+        next = earliest(next, self.next_register_request.filter(|_| !self.gate_open));
+        next = earliest(next, self.terminating.values().min().copied());
+        next = earliest(next, self.unacked.values().min().copied());
+        next = earliest(next, self.handoffs.values().map(|h| h.deadline).min());
+        next = earliest(next, self.stats.values().map(|q| q.deadline).min());
+        let margin = self.settings.down_removal_margin;
+        earliest(
+            next,
+            self.recent_removals.values().map(|at| *at + margin).min(),
+        )
+    }
+
+    /// The allocation table: shard → region. Used by checkers and tests.
+    pub(crate) fn allocations(&self) -> &BTreeMap<ShardId, MemberId> {
+        &self.shards
+    }
+
+    fn handle_register(
+        &mut self,
+        now: Instant,
+        region: MemberId,
+        hosted: Vec<ShardId>,
+        handing_off: Vec<ShardId>,
+        out: &mut Effects,
+    ) {
+        self.regions.entry(region).or_default();
+        let reported: BTreeSet<ShardId> = hosted.iter().chain(&handing_off).copied().collect();
+        // Acknowledged shards it no longer reports have stopped (their `ShardStopped` was lost).
+        let vanished: Vec<ShardId> = self.regions[&region]
+            .iter()
+            .filter(|s| {
+                !reported.contains(s)
+                    && !self.unacked.contains_key(s)
+                    && !self.handoffs.contains_key(s)
+            })
+            .copied()
+            .collect();
+        for shard in vanished {
+            self.deallocate(shard);
+        }
+        for shard in hosted.iter().chain(&handing_off).copied() {
+            match self.shards.get(&shard) {
+                None => self.assign(shard, region),
+                Some(&owner) if owner == region => {
+                    self.unacked.remove(&shard);
+                }
+                Some(&owner) => {
+                    // Two regions claim the shard (only after a split brain). Keep the first
+                    // and have the second stop its copy.
+                    tracing::warn!(%shard, %owner, claimant = %region, "shard claimed twice");
+                    out.send(region, &self.entity_type, Body::HandOff { shard });
+                }
+            }
+        }
+        for shard in handing_off {
+            if self.shards.get(&shard) == Some(&region) && !self.handoffs.contains_key(&shard) {
+                self.handoffs.insert(
+                    shard,
+                    Handoff::stopping(region, now + self.settings.handoff_timeout),
+                );
+            }
+        }
+        self.send_homes(region, out);
+        out.send(region, &self.entity_type, Body::RegisterAck);
+    }
+
+    fn handle_get_shard_home(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        shard: ShardId,
+        out: &mut Effects,
+    ) {
+        if let Some(handoff) = self.handoffs.get_mut(&shard) {
+            handoff.requesters.insert(from);
+            return;
+        }
+        match self.shards.get(&shard) {
+            Some(home) if !self.terminating.contains_key(home) => {
+                let region = *home;
+                out.send(from, &self.entity_type, Body::ShardHome { shard, region });
+            }
+            Some(_) => {
+                self.waiting.entry(shard).or_default().insert(from);
+            }
+            None if !self.gate_open => {
+                self.waiting.entry(shard).or_default().insert(from);
+            }
+            None => self.allocate(now, view, shard, [from].into(), out),
+        }
+    }
+
+    /// Chooses a home for an unallocated shard and answers `requesters`; if no region is
+    /// available they wait for the next chance.
+    fn allocate(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        shard: ShardId,
+        requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
+        let allocation = self.allocation_view(view);
+        let requester = requesters.first().copied().unwrap_or(self.me);
+        let chosen = self
+            .strategy
+            .allocate_shard(requester, shard, &allocation)
+            .filter(|r| allocation.regions.iter().any(|a| a.region == *r));
+        let Some(region) = chosen else {
+            self.waiting.entry(shard).or_default().extend(requesters);
+            return;
+        };
+        self.assign(shard, region);
+        self.unacked
+            .insert(shard, now + self.settings.shard_start_timeout);
+        out.send(region, &self.entity_type, Body::HostShard { shard });
+        for requester in requesters {
+            out.send(
+                requester,
+                &self.entity_type,
+                Body::ShardHome { shard, region },
+            );
+        }
+    }
+
+    /// Answers requests that were waiting, now that something changed.
+    fn serve_waiting(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        for (shard, requesters) in std::mem::take(&mut self.waiting) {
+            match self.shards.get(&shard) {
+                Some(home) if !self.terminating.contains_key(home) => {
+                    let region = *home;
+                    for requester in requesters {
+                        out.send(
+                            requester,
+                            &self.entity_type,
+                            Body::ShardHome { shard, region },
+                        );
+                    }
+                }
+                Some(_) => {
+                    self.waiting.insert(shard, requesters);
+                }
+                None if self.gate_open => self.allocate(now, view, shard, requesters, out),
+                None => {
+                    self.waiting.insert(shard, requesters);
+                }
+            }
+        }
+    }
+
+    fn try_open_gate(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        if self.gate_open {
+            return;
+        }
+        let enough = self.regions.len() >= self.settings.min_nr_of_members;
+        let all_known = self.recent_removals.is_empty()
+            && view.members().iter().all(|m| {
+                !m.has_role(self.role.as_deref())
+                    || !(m.status.may_host_shards() || m.status == MemberStatus::Down)
+                    || self.is_registered(m.id)
+            });
+        if enough && all_known {
+            self.gate_open = true;
+            self.next_register_request = None;
+            self.next_rebalance = now + self.settings.rebalance_interval;
+            self.serve_waiting(now, view, out);
+            return;
+        }
+        if self.next_register_request.is_some_and(|at| at <= now) {
+            self.next_register_request = Some(now + self.settings.retry_interval);
+            for m in view.members() {
+                if m.status.may_host_shards()
+                    && m.has_role(self.role.as_deref())
+                    && !self.is_registered(m.id)
+                {
+                    out.send(m.id, &self.entity_type, Body::RegisterRequest);
+                }
+            }
+        }
+    }
+
+    fn resend_host_shards(&mut self, now: Instant, out: &mut Effects) {
+        let next = now + self.settings.shard_start_timeout;
+        for (shard, at) in &mut self.unacked {
+            if *at <= now {
+                *at = next;
+                let region = self.shards[shard];
+                out.send(region, &self.entity_type, Body::HostShard { shard: *shard });
+            }
+        }
+    }
+
+    /// Removes a region (graceful stop, or removal margin over): its shards are deallocated and
+    /// re-allocated at once, and handoffs from it complete.
+    fn remove_region(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        region: MemberId,
+        out: &mut Effects,
+    ) {
+        self.proxies.remove(&region);
+        self.count_as_acked(now, region, out);
+        let Some(shards) = self.regions.remove(&region) else {
+            return;
+        };
+        self.shutting_down.remove(&region);
+        self.terminating.remove(&region);
+        for shard in shards {
+            let requesters = self
+                .handoffs
+                .remove(&shard)
+                .map(|h| h.requesters)
+                .unwrap_or_default();
+            self.shards.remove(&shard);
+            self.unacked.remove(&shard);
+            self.waiting.entry(shard).or_default().extend(requesters);
+        }
+        self.serve_waiting(now, view, out);
+    }
+
+    fn assign(&mut self, shard: ShardId, region: MemberId) {
+        self.shards.insert(shard, region);
+        self.regions.entry(region).or_default().push(shard);
+    }
+
+    fn deallocate(&mut self, shard: ShardId) {
+        if let Some(region) = self.shards.remove(&shard) {
+            if let Some(list) = self.regions.get_mut(&region) {
+                list.retain(|s| *s != shard);
+            }
+        }
+        self.unacked.remove(&shard);
+    }
+
+    fn send_homes(&self, to: MemberId, out: &mut Effects) {
+        let homes: Vec<(ShardId, MemberId)> = self
+            .shards
+            .iter()
+            .filter(|(s, r)| !self.handoffs.contains_key(s) && !self.terminating.contains_key(r))
+            .map(|(s, r)| (*s, *r))
+            .collect();
+        for batch in homes.chunks(SHARD_HOMES_BATCH) {
+            let mut grouped: BTreeMap<MemberId, Vec<ShardId>> = BTreeMap::new();
+            for &(shard, region) in batch {
+                grouped.entry(region).or_default().push(shard);
+            }
+            let homes = grouped
+                .into_iter()
+                .map(|(region, shards)| RegionShards { region, shards })
+                .collect();
+            out.send(to, &self.entity_type, Body::ShardHomes { homes });
+        }
+    }
+
+    /// Regions that may receive new shards: registered, Up, not shutting down or terminating.
+    fn allocation_view(&self, view: &MembershipView) -> AllocationView {
+        let regions = self
+            .regions
+            .iter()
+            .filter(|(r, _)| !self.shutting_down.contains(r) && !self.terminating.contains_key(r))
+            .filter_map(|(r, shards)| {
+                let member = view.member(*r).filter(|m| m.status == MemberStatus::Up)?;
+                Some(RegionAllocation {
+                    region: *r,
+                    shards: shards.clone(),
+                    status: member.status,
+                    app_version: member.app_version,
+                    up_number: member.up_number,
+                })
+            })
+            .collect();
+        AllocationView {
+            regions,
+            any_unreachable: view.any_unreachable(),
+            any_joining: view.any_joining(),
+        }
+    }
+
+    fn is_registered(&self, member: MemberId) -> bool {
+        self.regions.contains_key(&member) || self.proxies.contains(&member)
+    }
+
+    fn has_role(&self, view: &MembershipView, member: MemberId) -> bool {
+        view.member(member)
+            .is_some_and(|m| m.has_role(self.role.as_deref()))
+    }
+}
+
+/// Removals that are members again (a removal record is only about absent members).
+fn view_removals(removals: &BTreeMap<MemberId, Instant>, view: &MembershipView) -> Vec<MemberId> {
+    removals
+        .keys()
+        .filter(|m| view.member(**m).is_some())
+        .copied()
+        .collect()
+}

@@ -1,0 +1,106 @@
+//! The one drain loop shared by every host. The simulator and the tokio runtime implement
+//! [`Io`]; neither writes its own loop, so the code the simulator tests is the code that runs.
+
+use crate::effect::{Effect, EntityEffect, Event};
+use crate::input::Input;
+use crate::message::Envelope;
+use crate::node::Node;
+use crate::time::Instant;
+
+/// Most consecutive `handle_timeout` rounds one wakeup may run before the driver declares a
+/// busy loop (a timer that stays due after firing is a bug in the core).
+const MAX_TIMER_ROUNDS: u32 = 64;
+
+/// Executes effects. Implemented by the simulator's and the runtime's I/O layers.
+pub trait Io {
+    /// Send an envelope to its member (encode, then write to the connection).
+    fn send(&mut self, envelope: Envelope);
+    /// Start, deliver to, or stop an entity.
+    fn entity(&mut self, effect: EntityEffect);
+    /// Hand an event to the application.
+    fn emit(&mut self, event: Event);
+}
+
+/// Owns a [`Node`] and drives it: clamps time, runs due timers, drains every effect into an
+/// [`Io`] in order, and exposes the next wakeup.
+#[derive(Debug)]
+pub struct Driver {
+    node: Node,
+    now: Instant,
+    busy_loops: u64,
+}
+
+impl Driver {
+    /// Wraps a node created at `now`.
+    pub fn new(node: Node, now: Instant) -> Self {
+        Self {
+            node,
+            now,
+            busy_loops: 0,
+        }
+    }
+
+    /// Feeds `input` at `now` (clamped so time never goes backwards), runs due timers, and
+    /// drains all effects into `io`.
+    pub fn handle_input(&mut self, now: Instant, input: Input, io: &mut impl Io) {
+        let now = self.advance(now);
+        self.node.handle_input(now, input);
+        self.drain(io);
+        self.run_timers(now, io);
+    }
+
+    /// The armed wakeup fired (or a spurious wakeup): runs due timers and drains.
+    pub fn handle_wakeup(&mut self, now: Instant, io: &mut impl Io) {
+        let now = self.advance(now);
+        self.drain(io);
+        self.run_timers(now, io);
+    }
+
+    /// When the host should call [`Driver::handle_wakeup`] next.
+    #[must_use]
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.node.poll_timeout()
+    }
+
+    /// The driven node, for queries and checkers.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The latest time the driver has seen.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// How many busy loops were detected (must stay zero; the simulator fails a run on it).
+    pub fn busy_loops(&self) -> u64 {
+        self.busy_loops
+    }
+
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    fn run_timers(&mut self, now: Instant, io: &mut impl Io) {
+        for _ in 0..MAX_TIMER_ROUNDS {
+            if self.node.poll_timeout().is_none_or(|at| at > now) {
+                return;
+            }
+            self.node.handle_timeout(now);
+            self.drain(io);
+        }
+        self.busy_loops += 1;
+        tracing::error!(%now, next = ?self.node.poll_timeout(), "busy loop: a timer stays due after firing");
+    }
+
+    fn drain(&mut self, io: &mut impl Io) {
+        while let Some(effect) = self.node.poll_effect() {
+            match effect {
+                Effect::Send(envelope) => io.send(envelope),
+                Effect::Entity(effect) => io.entity(effect),
+                Effect::Event(event) => io.emit(event),
+            }
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! The `Node`: one per cluster member. It composes, per entity type, a region and (while this
+//! member is the oldest Up member with the type's role) a coordinator; routes inputs to them;
+//! delivers messages between roles on this node in FIFO order; and owns the effect queue.
+
+use std::collections::BTreeMap;
+
+use crate::config::{Config, EntityTypeConfig};
+use crate::coordinator::Coordinator;
+use crate::effect::{DeadLetterReason, Effect, Effects, Event, Reply};
+use crate::error::{CommandError, ConfigError};
+use crate::id::{EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::input::{Command, Input};
+use crate::membership::MembershipView;
+use crate::message::{Body, Envelope};
+use crate::region::{Handled, Region};
+use crate::rng::Rng;
+use crate::time::{Instant, earliest};
+
+/// Counters of peer input that was dropped. Bad input never panics a node; it is counted here.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Envelopes addressed to another incarnation of this node.
+    pub misaddressed: u64,
+    /// Messages for an entity type this node does not serve.
+    pub unknown_entity_type: u64,
+    /// Coordinator messages from a coordinator the membership view does not name.
+    pub fenced: u64,
+    /// Messages ignored because they did not fit the receiver's state or role.
+    pub rejected: u64,
+}
+
+/// The roles serving one entity type on this node.
+#[derive(Debug)]
+struct TypeRoles {
+    config: EntityTypeConfig,
+    region: Region,
+    coordinator: Option<Coordinator>,
+    /// Desired shard locations for the external strategy, kept on every node so that any
+    /// node can take over as coordinator.
+    desired: BTreeMap<ShardId, NodeId>,
+}
+
+/// One cluster member's sharding state machines. See the crate docs for the drive contract.
+#[derive(Debug)]
+pub struct Node {
+    me: MemberId,
+    config: Config,
+    view: MembershipView,
+    types: BTreeMap<EntityType, TypeRoles>,
+    effects: Effects,
+    rng: Rng,
+    /// When members left the view; coordinators starting soon after wait out the margin.
+    removals: BTreeMap<MemberId, Instant>,
+    metrics: Metrics,
+}
+
+impl Node {
+    /// Creates a node.
+    ///
+    /// # Errors
+    /// The config is invalid; see [`ConfigError`].
+    pub fn new(config: Config, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let me = config.member_id();
+        let types = config
+            .entity_types
+            .iter()
+            .map(|t| {
+                let hosts = t.role.as_ref().is_none_or(|r| config.roles.contains(r));
+                let region = Region::new(me, t, &config.settings, t.proxy_only || !hosts, now);
+                let roles = TypeRoles {
+                    config: t.clone(),
+                    region,
+                    coordinator: None,
+                    desired: BTreeMap::new(),
+                };
+                (t.name.clone(), roles)
+            })
+            .collect();
+        Ok(Self {
+            me,
+            rng: Rng::new(config.seed),
+            config,
+            view: MembershipView::default(),
+            types,
+            effects: Effects::new(me),
+            removals: BTreeMap::new(),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Feeds one input. Drain [`Node::poll_effect`] afterwards.
+    pub fn handle_input(&mut self, now: Instant, input: Input) {
+        match input {
+            Input::Receive(envelope) => {
+                if envelope.to != self.me {
+                    self.metrics.misaddressed += 1;
+                    tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
+                } else {
+                    self.dispatch(now, envelope);
+                }
+            }
+            Input::MembershipChanged(view) => self.handle_membership(now, view),
+            Input::Tell {
+                entity_type,
+                entity,
+                payload,
+            } => match self.types.get_mut(&entity_type) {
+                Some(t) => t
+                    .region
+                    .handle_tell(now, entity, Some(payload), &mut self.effects),
+                None => self.effects.dead_letter(
+                    &entity_type,
+                    Some(entity),
+                    DeadLetterReason::UnknownEntityType,
+                ),
+            },
+            Input::Command { request, command } => self.handle_command(now, request, command),
+            Input::EntityStopped {
+                entity_type,
+                entity,
+            } => {
+                if let Some(t) = self.types.get_mut(&entity_type) {
+                    t.region
+                        .handle_entity_stopped(now, &entity, &mut self.effects);
+                }
+            }
+            Input::Passivate {
+                entity_type,
+                entity,
+            } => {
+                if let Some(t) = self.types.get_mut(&entity_type) {
+                    t.region.handle_passivate(now, &entity, &mut self.effects);
+                }
+            }
+        }
+        self.deliver_local(now);
+    }
+
+    /// Runs every timer that is due at `now`. Idempotent; may be called early or spuriously.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for t in self.types.values_mut() {
+            t.region
+                .handle_timeout(now, &mut self.rng, &mut self.effects);
+            if let Some(c) = &mut t.coordinator {
+                c.handle_timeout(now, &self.view, &mut self.effects);
+            }
+        }
+        let margin = self.config.settings.down_removal_margin;
+        self.removals.retain(|_, at| now < *at + margin);
+        self.deliver_local(now);
+    }
+
+    /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop()
+    }
+
+    /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let margin = self.config.settings.down_removal_margin;
+        let mut next = self.removals.values().map(|at| *at + margin).min();
+        for t in self.types.values() {
+            next = earliest(next, t.region.poll_timeout());
+            next = earliest(
+                next,
+                t.coordinator.as_ref().and_then(Coordinator::poll_timeout),
+            );
+        }
+        next
+    }
+
+    /// This member's id.
+    pub fn member_id(&self) -> MemberId {
+        self.me
+    }
+
+    /// Counters of dropped peer input.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The current membership view.
+    pub fn view(&self) -> &MembershipView {
+        &self.view
+    }
+
+    /// The coordinator's allocation table for a type, if this node runs its coordinator.
+    pub fn coordinator_allocations(
+        &self,
+        entity_type: &EntityType,
+    ) -> Option<&BTreeMap<ShardId, MemberId>> {
+        self.types
+            .get(entity_type)?
+            .coordinator
+            .as_ref()
+            .map(Coordinator::allocations)
+    }
+
+    /// Shards of a type hosted on this node (running or stopping), in order.
+    pub fn hosted_shards(&self, entity_type: &EntityType) -> Vec<ShardId> {
+        self.types
+            .get(entity_type)
+            .map(|t| t.region.hosted_shards().collect())
+            .unwrap_or_default()
+    }
+
+    /// Messages of a type buffered on this node (never more than `buffer_size`).
+    pub fn buffered(&self, entity_type: &EntityType) -> usize {
+        self.types
+            .get(entity_type)
+            .map_or(0, |t| t.region.buffered())
+    }
+
+    /// Whether the type's region has stopped (graceful shutdown done, or member downed).
+    pub fn is_region_stopped(&self, entity_type: &EntityType) -> bool {
+        self.types
+            .get(entity_type)
+            .is_some_and(|t| t.region.is_stopped())
+    }
+
+    fn handle_membership(&mut self, now: Instant, view: MembershipView) {
+        for old in self.view.members() {
+            if view.member(old.id).is_none() {
+                self.removals.insert(old.id, now);
+                for t in self.types.values_mut() {
+                    if let Some(c) = &mut t.coordinator {
+                        c.note_removal(old.id, now);
+                    }
+                }
+            }
+        }
+        self.view = view;
+        for t in self.types.values_mut() {
+            let should_run = self.view.oldest_up(t.config.role.as_deref()) == Some(self.me);
+            match (&mut t.coordinator, should_run) {
+                (None, true) => {
+                    let recent = self.removals.clone();
+                    let settings = &self.config.settings;
+                    t.coordinator = Some(Coordinator::new(
+                        self.me, &t.config, settings, &t.desired, recent, now,
+                    ));
+                    self.effects.event(Event::CoordinatorStarted {
+                        entity_type: t.config.name.clone(),
+                    });
+                }
+                (Some(_), false) => {
+                    t.coordinator = None;
+                    self.effects.event(Event::CoordinatorStopped {
+                        entity_type: t.config.name.clone(),
+                    });
+                }
+                _ => {}
+            }
+            if let Some(c) = &mut t.coordinator {
+                c.handle_membership(now, &self.view, &mut self.effects);
+            }
+            t.region
+                .handle_membership(now, &self.view, &mut self.rng, &mut self.effects);
+        }
+    }
+
+    fn handle_command(&mut self, now: Instant, request: RequestId, command: Command) {
+        let entity_type = match &command {
+            Command::GracefulShutdown { entity_type: None } => {
+                for t in self.types.values_mut() {
+                    t.region.handle_graceful_shutdown(&mut self.effects);
+                }
+                return self.effects.reply(request, Ok(Reply::Accepted));
+            }
+            Command::StartEntity { entity_type, .. }
+            | Command::GracefulShutdown {
+                entity_type: Some(entity_type),
+            }
+            | Command::SetShardLocation { entity_type, .. }
+            | Command::GetShardRegionState { entity_type }
+            | Command::GetEntityLocation { entity_type, .. }
+            | Command::GetCurrentRegions { entity_type }
+            | Command::GetClusterShardingStats { entity_type } => entity_type.clone(),
+        };
+        let Some(t) = self.types.get_mut(&entity_type) else {
+            return self
+                .effects
+                .reply(request, Err(CommandError::UnknownEntityType(entity_type)));
+        };
+        let out = &mut self.effects;
+        match command {
+            Command::StartEntity { entity, .. } => {
+                t.region.handle_tell(now, entity, None, out);
+                out.reply(request, Ok(Reply::Accepted));
+            }
+            Command::GracefulShutdown { .. } => {
+                t.region.handle_graceful_shutdown(out);
+                out.reply(request, Ok(Reply::Accepted));
+            }
+            Command::SetShardLocation { shard, node, .. } => {
+                if shard.0 >= t.config.number_of_shards {
+                    return out.reply(
+                        request,
+                        Err(CommandError::ShardOutOfRange { entity_type, shard }),
+                    );
+                }
+                // Every node keeps the desired locations, so any future coordinator knows them.
+                let body = Body::SetShardLocations {
+                    locations: vec![(shard, node)],
+                };
+                for member in self.view.members() {
+                    out.send(member.id, &entity_type, body.clone());
+                }
+                if self.view.member(self.me).is_none() {
+                    out.send(self.me, &entity_type, body);
+                }
+                out.reply(request, Ok(Reply::Accepted));
+            }
+            Command::GetShardRegionState { .. } => t.region.handle_state_query(request, out),
+            Command::GetEntityLocation { entity, .. } => {
+                t.region.handle_location_query(request, entity, out)
+            }
+            Command::GetCurrentRegions { .. } => {
+                t.region.handle_coordinator_query(
+                    request,
+                    Body::GetCurrentRegions { request },
+                    out,
+                );
+            }
+            Command::GetClusterShardingStats { .. } => {
+                let body = Body::GetClusterShardingStats { request };
+                t.region.handle_coordinator_query(request, body, out);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Instant, envelope: Envelope) {
+        let Envelope { from, message, .. } = envelope;
+        let Some(t) = self.types.get_mut(&message.entity_type) else {
+            self.metrics.unknown_entity_type += 1;
+            tracing::debug!(entity_type = %message.entity_type, %from, "message for an unknown entity type");
+            if let Body::Forward { entity, .. } = message.body {
+                self.effects.dead_letter(
+                    &message.entity_type,
+                    Some(entity),
+                    DeadLetterReason::UnknownEntityType,
+                );
+            }
+            return;
+        };
+        let out = &mut self.effects;
+        match message.body {
+            Body::SetShardLocations { locations } => {
+                for (shard, node) in locations {
+                    if shard.0 >= t.config.number_of_shards {
+                        self.metrics.rejected += 1;
+                        continue;
+                    }
+                    t.desired.insert(shard, node);
+                    if let Some(c) = &mut t.coordinator {
+                        c.set_desired_location(shard, node);
+                    }
+                }
+            }
+            body if is_for_coordinator(&body) => {
+                let accepted = match &mut t.coordinator {
+                    Some(c) => c.handle_message(now, &self.view, from, body, out),
+                    None => false,
+                };
+                if !accepted {
+                    self.metrics.rejected += 1;
+                }
+            }
+            body => match t.region.handle_message(now, from, body, out) {
+                Handled::Accepted => {}
+                Handled::Fenced => self.metrics.fenced += 1,
+                Handled::Rejected => self.metrics.rejected += 1,
+            },
+        }
+    }
+
+    /// Delivers messages between roles on this node until none is left.
+    fn deliver_local(&mut self, now: Instant) {
+        while let Some(envelope) = self.effects.pop_local() {
+            self.dispatch(now, envelope);
+        }
+    }
+}
+
+/// Messages addressed to a coordinator rather than a region.
+fn is_for_coordinator(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Register { .. }
+            | Body::RegisterProxy
+            | Body::GetShardHome { .. }
+            | Body::ShardStarted { .. }
+            | Body::BeginHandOffAck { .. }
+            | Body::ShardStopped { .. }
+            | Body::GracefulShutdownReq
+            | Body::RegionStopped
+            | Body::GetCurrentRegions { .. }
+            | Body::GetClusterShardingStats { .. }
+            | Body::RegionStatsReply { .. }
+    )
+}

@@ -1,0 +1,248 @@
+//! How a region handles protocol messages: from its coordinator (fenced by the membership view)
+//! and from other regions.
+
+use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::id::{MemberId, ShardId};
+use crate::message::{Body, RegionShards};
+use crate::region::{Lifecycle, Region};
+use crate::time::Instant;
+
+/// Whether a message was acted on; rejected messages are counted by the node.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum Handled {
+    Accepted,
+    /// Ignored: sent by a coordinator this region's view does not name.
+    Fenced,
+    /// Ignored: not a message a region handles, or contradicting local state.
+    Rejected,
+}
+
+impl Region {
+    /// A protocol message addressed to this region.
+    pub(crate) fn handle_message(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        body: Body,
+        out: &mut Effects,
+    ) -> Handled {
+        if is_from_coordinator(&body) && Some(from) != self.registration.coordinator {
+            tracing::debug!(%from, ?body, "ignoring a coordinator that the view does not name");
+            return Handled::Fenced;
+        }
+        if self.lifecycle == Lifecycle::Stopped {
+            if let Body::Forward { entity, .. } = body {
+                out.dead_letter(
+                    &self.entity_type,
+                    Some(entity),
+                    DeadLetterReason::RegionStopped,
+                );
+            }
+            return Handled::Rejected;
+        }
+        match body {
+            Body::RegisterAck => self.handle_register_ack(from, out),
+            Body::RegisterRequest => {
+                self.registration.registered = false;
+                let body = self.register_body();
+                out.send(from, &self.entity_type, body);
+            }
+            Body::ShardHome { shard, region } => {
+                return self.apply_home(now, shard, region, true, out);
+            }
+            Body::ShardHomes { homes } => {
+                for RegionShards { region, shards } in homes {
+                    for shard in shards {
+                        self.apply_home(now, shard, region, false, out);
+                    }
+                }
+            }
+            Body::HostShard { shard } => return self.handle_host_shard(now, shard, out),
+            Body::BeginHandOff { shard, owner } => {
+                self.homes.remove(&shard);
+                if owner == self.me {
+                    let ack = Body::BeginHandOffAck {
+                        shard,
+                        region: self.me,
+                    };
+                    out.send(from, &self.entity_type, ack);
+                } else {
+                    let relay = Body::RelayHandOffAck {
+                        shard,
+                        coordinator: from,
+                    };
+                    out.send(owner, &self.entity_type, relay);
+                }
+            }
+            Body::HandOff { shard } => self.handle_handoff(now, from, shard, out),
+            Body::GetRegionStats { query } => {
+                let shards = self
+                    .shards
+                    .iter()
+                    .map(|(&id, s)| (id, count(s.entity_count())))
+                    .collect();
+                out.send(
+                    from,
+                    &self.entity_type,
+                    Body::RegionStatsReply { query, shards },
+                );
+            }
+            Body::Forward {
+                shard,
+                entity,
+                payload,
+            } => self.route(now, shard, entity, payload, out),
+            Body::RelayHandOffAck { shard, coordinator } => {
+                // Everything `from` forwarded before this ack has been routed by now (FIFO).
+                let ack = Body::BeginHandOffAck {
+                    shard,
+                    region: from,
+                };
+                out.send(coordinator, &self.entity_type, ack);
+            }
+            Body::LocateEntity { request, entity } => {
+                self.handle_locate(from, request, entity, out)
+            }
+            Body::EntityLocated {
+                request,
+                entity,
+                shard,
+                hosted,
+                alive,
+            } => {
+                self.handle_located(from, request, entity, shard, hosted, alive, out);
+            }
+            Body::CurrentRegions { request, regions } => {
+                self.handle_current_regions(request, regions, out)
+            }
+            Body::ClusterShardingStats {
+                request,
+                regions,
+                failed,
+            } => {
+                self.handle_cluster_stats(request, regions, failed, out);
+            }
+            other => {
+                tracing::debug!(%from, ?other, "not a region message");
+                return Handled::Rejected;
+            }
+        }
+        Handled::Accepted
+    }
+
+    fn handle_register_ack(&mut self, coordinator: MemberId, out: &mut Effects) {
+        if self.registration.registered {
+            return;
+        }
+        self.registration.registered = true;
+        self.registration.next_attempt = None;
+        out.event(Event::RegionRegistered {
+            entity_type: self.entity_type.clone(),
+            coordinator,
+        });
+        for shard in self.buffers.shards() {
+            if self.should_ask_home(shard) {
+                out.send(coordinator, &self.entity_type, Body::GetShardHome { shard });
+            }
+        }
+        if self.lifecycle == Lifecycle::ShuttingDown {
+            out.send(coordinator, &self.entity_type, Body::GracefulShutdownReq);
+        }
+    }
+
+    /// The coordinator says `shard` lives at `region`.
+    fn apply_home(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        region: MemberId,
+        answer: bool,
+        out: &mut Effects,
+    ) -> Handled {
+        if region == self.me {
+            match self.shards.get(&shard) {
+                Some(hosted) if !hosted.is_handing_off() => self.flush(now, shard, out),
+                Some(_) => {}
+                None if self.start_after_stop.contains(&shard) => {}
+                // Told it lives here, but it does not: say so, so that a coordinator that lost
+                // our `ShardStopped` deallocates it (it ignores this while `HostShard` is
+                // unacknowledged, i.e. possibly still in flight).
+                None if answer && self.buffers.contains(shard) => {
+                    out.send(
+                        self.registration.coordinator.unwrap_or(region),
+                        &self.entity_type,
+                        Body::ShardStopped { shard },
+                    );
+                }
+                None => {}
+            }
+            return Handled::Accepted;
+        }
+        if self.shards.contains_key(&shard) {
+            tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
+            return Handled::Rejected;
+        }
+        self.homes.insert(shard, region);
+        self.flush(now, shard, out);
+        Handled::Accepted
+    }
+
+    fn handle_host_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) -> Handled {
+        if self.proxy {
+            tracing::warn!(%shard, "a proxy region was asked to host a shard");
+            return Handled::Rejected;
+        }
+        if self.lifecycle == Lifecycle::ShuttingDown {
+            self.send_to_coordinator(Body::GracefulShutdownReq, out);
+            return Handled::Rejected;
+        }
+        match self.shards.get(&shard) {
+            Some(hosted) if !hosted.is_handing_off() => {
+                self.send_to_coordinator(Body::ShardStarted { shard }, out);
+            }
+            Some(_) => {
+                self.start_after_stop.insert(shard);
+            }
+            None => self.start_shard(now, shard, out),
+        }
+        Handled::Accepted
+    }
+
+    fn handle_handoff(
+        &mut self,
+        now: Instant,
+        coordinator: MemberId,
+        shard: ShardId,
+        out: &mut Effects,
+    ) {
+        self.homes.remove(&shard);
+        self.start_after_stop.remove(&shard);
+        let Some(hosted) = self.shards.get_mut(&shard) else {
+            out.send(coordinator, &self.entity_type, Body::ShardStopped { shard });
+            return;
+        };
+        if hosted.handle_handoff(now, out) {
+            self.finish_shard_stop(now, shard, out);
+        }
+    }
+}
+
+/// Messages only a coordinator sends; a region obeys them only from the coordinator its
+/// membership view names (fencing, DESIGN.md decision 2).
+fn is_from_coordinator(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::RegisterAck
+            | Body::RegisterRequest
+            | Body::ShardHome { .. }
+            | Body::ShardHomes { .. }
+            | Body::HostShard { .. }
+            | Body::BeginHandOff { .. }
+            | Body::HandOff { .. }
+            | Body::GetRegionStats { .. }
+    )
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

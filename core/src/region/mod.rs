@@ -1,0 +1,430 @@
+//! The region: one per entity type per node. It routes messages to shards (local, forwarded, or
+//! buffered while a home is unknown or moving), hosts the shards the coordinator gives it, and
+//! takes part in handoffs. A proxy region routes and buffers but never hosts.
+//!
+//! ```text
+//!  Tell ─▶ buffered for shard? ─yes─▶ append to buffer
+//!            │no
+//!            ├─ hosted & running ─▶ Shard::handle_delivery
+//!            ├─ home is remote ───▶ Forward to home region
+//!            └─ home unknown ─────▶ buffer + GetShardHome (first message only)
+//! ```
+
+mod buffers;
+mod coordination;
+mod query;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::config::{EntityTypeConfig, ShardingSettings};
+use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::hash::shard_of;
+use crate::id::{EntityId, EntityType, MemberId, ShardId};
+use crate::membership::{MemberStatus, MembershipView};
+use crate::message::{Body, Payload};
+use crate::rng::Rng;
+use crate::shard::{Delivery, Shard, ShardSettings};
+use crate::time::{Instant, earliest};
+
+pub(crate) use buffers::BufferBudget;
+use buffers::ShardBuffers;
+pub(crate) use coordination::Handled;
+
+/// Where the region is in its life.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+enum Lifecycle {
+    Running,
+    /// Handing off every shard before stopping.
+    ShuttingDown,
+    /// Stopped: graceful shutdown completed, or this member was downed or removed.
+    Stopped,
+}
+
+/// Registration with the coordinator the membership view names.
+#[derive(Debug)]
+struct Registration {
+    coordinator: Option<MemberId>,
+    registered: bool,
+    next_attempt: Option<Instant>,
+    backoff: Duration,
+}
+
+/// The region state machine.
+#[derive(Debug)]
+pub(crate) struct Region {
+    entity_type: EntityType,
+    me: MemberId,
+    role: Option<String>,
+    proxy: bool,
+    number_of_shards: u32,
+    settings: ShardingSettings,
+    shard_settings: ShardSettings,
+    registration: Registration,
+    next_tick: Instant,
+    homes: BTreeMap<ShardId, MemberId>,
+    shards: BTreeMap<ShardId, Shard>,
+    /// `HostShard` arrived while the previous instance was still stopping (akka#32976).
+    start_after_stop: BTreeSet<ShardId>,
+    buffers: ShardBuffers,
+    budget: BufferBudget,
+    lifecycle: Lifecycle,
+    /// Set once this member appeared in a view, so that its later absence means removal.
+    seen_self: bool,
+}
+
+impl Region {
+    pub(crate) fn new(
+        me: MemberId,
+        config: &EntityTypeConfig,
+        settings: &ShardingSettings,
+        proxy: bool,
+        now: Instant,
+    ) -> Self {
+        Self {
+            entity_type: config.name.clone(),
+            me,
+            role: config.role.clone(),
+            proxy,
+            number_of_shards: config.number_of_shards,
+            settings: settings.clone(),
+            shard_settings: ShardSettings {
+                stop_timeout: settings.passivation_stop_timeout,
+                handoff_stop_timeout: settings.entity_handoff_timeout(),
+                idle_after: config.passivate_idle_after,
+            },
+            registration: Registration {
+                coordinator: None,
+                registered: false,
+                next_attempt: None,
+                backoff: initial_backoff(settings.retry_interval),
+            },
+            next_tick: now + settings.retry_interval,
+            homes: BTreeMap::new(),
+            shards: BTreeMap::new(),
+            start_after_stop: BTreeSet::new(),
+            buffers: ShardBuffers::default(),
+            budget: BufferBudget::new(settings.buffer_size),
+            lifecycle: Lifecycle::Running,
+            seen_self: false,
+        }
+    }
+
+    /// A message from a local client.
+    pub(crate) fn handle_tell(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        payload: Option<Payload>,
+        out: &mut Effects,
+    ) {
+        let shard = shard_of(&entity, self.number_of_shards);
+        self.route(now, shard, entity, payload, out);
+    }
+
+    /// The host reports an entity terminated.
+    pub(crate) fn handle_entity_stopped(
+        &mut self,
+        now: Instant,
+        entity: &EntityId,
+        out: &mut Effects,
+    ) {
+        let shard_id = shard_of(entity, self.number_of_shards);
+        let Some(shard) = self.shards.get_mut(&shard_id) else {
+            tracing::debug!(%entity, "stop report for an entity of a shard not hosted here");
+            return;
+        };
+        let leftover = shard.handle_entity_stopped(now, entity, &mut self.budget, out);
+        self.buffers.prepend_reserved(shard_id, leftover);
+        if shard.is_stopped() {
+            self.finish_shard_stop(now, shard_id, out);
+        }
+    }
+
+    /// An entity asks to passivate.
+    pub(crate) fn handle_passivate(&mut self, now: Instant, entity: &EntityId, out: &mut Effects) {
+        let shard_id = shard_of(entity, self.number_of_shards);
+        match self.shards.get_mut(&shard_id) {
+            Some(shard) => shard.handle_passivate(now, entity, out),
+            None => tracing::debug!(%entity, "passivate for a shard not hosted here"),
+        }
+    }
+
+    /// Membership changed: follow the coordinator the view names, forget homes on removed
+    /// members, and stop everything if this member was downed or removed.
+    pub(crate) fn handle_membership(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        if self.lifecycle == Lifecycle::Stopped {
+            return;
+        }
+        match view.status(self.me) {
+            Some(MemberStatus::Down) => return self.terminate(out),
+            Some(_) => self.seen_self = true,
+            None if self.seen_self => return self.terminate(out),
+            None => {}
+        }
+        self.homes.retain(|_, home| view.member(*home).is_some());
+        let expected = view.oldest_up(self.role.as_deref());
+        if expected != self.registration.coordinator {
+            self.registration.coordinator = expected;
+            self.registration.registered = false;
+            self.registration.backoff = initial_backoff(self.settings.retry_interval);
+            self.registration.next_attempt = expected.map(|_| now);
+            self.handle_timeout(now, rng, out);
+        }
+    }
+
+    /// Begins a graceful shutdown: every shard is handed off, then the region stops.
+    pub(crate) fn handle_graceful_shutdown(&mut self, out: &mut Effects) {
+        if self.lifecycle != Lifecycle::Running {
+            return;
+        }
+        self.lifecycle = Lifecycle::ShuttingDown;
+        self.send_to_coordinator(Body::GracefulShutdownReq, out);
+        self.try_complete_shutdown(out);
+    }
+
+    /// Fires due retries and the shards' timers.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        if self.lifecycle == Lifecycle::Stopped {
+            return;
+        }
+        self.retry_registration(now, rng, out);
+        if self.next_tick <= now {
+            self.next_tick = now + self.settings.retry_interval;
+            self.handle_retry_tick(out);
+        }
+        for shard in self.shards.values_mut() {
+            shard.handle_timeout(now, out);
+        }
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.lifecycle == Lifecycle::Stopped {
+            return None;
+        }
+        let shards = self.shards.values().filter_map(Shard::poll_timeout).min();
+        earliest(
+            earliest(Some(self.next_tick), self.registration.next_attempt),
+            shards,
+        )
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.lifecycle == Lifecycle::Stopped
+    }
+
+    /// Messages this region holds in its buffers and its shards' entity buffers.
+    pub(crate) fn buffered(&self) -> usize {
+        self.budget.used()
+    }
+
+    /// Shards hosted here (running or stopping).
+    pub(crate) fn hosted_shards(&self) -> impl Iterator<Item = ShardId> + '_ {
+        self.shards.keys().copied()
+    }
+
+    fn route(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        entity: EntityId,
+        payload: Option<Payload>,
+        out: &mut Effects,
+    ) {
+        if self.lifecycle == Lifecycle::Stopped {
+            out.dead_letter(
+                &self.entity_type,
+                Some(entity),
+                DeadLetterReason::RegionStopped,
+            );
+            return;
+        }
+        if !self.buffers.contains(shard) {
+            if let Some(hosted) = self.shards.get_mut(&shard) {
+                if !hosted.is_handing_off() {
+                    return hosted.handle_delivery(now, entity, payload, &mut self.budget, out);
+                }
+            } else if let Some(&home) = self.homes.get(&shard) {
+                if home != self.me {
+                    return out.send(
+                        home,
+                        &self.entity_type,
+                        Body::Forward {
+                            shard,
+                            entity,
+                            payload,
+                        },
+                    );
+                }
+            }
+        }
+        self.buffer(shard, (entity, payload), out);
+    }
+
+    fn buffer(&mut self, shard: ShardId, delivery: Delivery, out: &mut Effects) {
+        let entity = delivery.0.clone();
+        match self.buffers.push(shard, delivery, &mut self.budget) {
+            None => out.dead_letter(
+                &self.entity_type,
+                Some(entity),
+                DeadLetterReason::BufferFull,
+            ),
+            Some(true) if self.should_ask_home(shard) => {
+                self.send_to_coordinator(Body::GetShardHome { shard }, out);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Whether the coordinator must be asked where `shard` lives: not when it is hosted here or
+    /// a `HostShard` for it is expected (the coordinator said it lives here).
+    fn should_ask_home(&self, shard: ShardId) -> bool {
+        self.registration.registered
+            && !self.shards.contains_key(&shard)
+            && self.homes.get(&shard) != Some(&self.me)
+    }
+
+    /// Delivers or forwards a shard's buffered messages now that its home is known.
+    fn flush(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        for (entity, payload) in self.buffers.take(shard, &mut self.budget) {
+            self.route(now, shard, entity, payload, out);
+        }
+    }
+
+    fn retry_registration(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        let reg = &mut self.registration;
+        let (Some(coordinator), Some(at)) = (reg.coordinator, reg.next_attempt) else {
+            return;
+        };
+        if reg.registered {
+            reg.next_attempt = None;
+            return;
+        }
+        if at > now {
+            return;
+        }
+        // Akka's backoff: start at max(100 ms, retry/8), double up to retry-interval; ±20 %
+        // jitter so that regions restarted together do not register in lockstep.
+        let jitter = reg.backoff / 5;
+        let jitter = Duration::from_nanos(rng.below(jitter.as_nanos().max(1) as u64));
+        reg.next_attempt = Some(now + (reg.backoff - reg.backoff / 10 + jitter));
+        reg.backoff = (reg.backoff * 2).min(self.settings.retry_interval);
+        let body = self.register_body();
+        out.send(coordinator, &self.entity_type, body);
+    }
+
+    fn register_body(&self) -> Body {
+        if self.proxy {
+            return Body::RegisterProxy;
+        }
+        let (handing_off, shards): (Vec<ShardId>, Vec<ShardId>) = self
+            .shards
+            .keys()
+            .partition(|id| self.shards[*id].is_handing_off());
+        Body::Register {
+            shards,
+            handing_off,
+        }
+    }
+
+    fn handle_retry_tick(&mut self, out: &mut Effects) {
+        if self.registration.registered {
+            for shard in self.buffers.shards() {
+                if self.should_ask_home(shard) {
+                    self.send_to_coordinator(Body::GetShardHome { shard }, out);
+                }
+            }
+        }
+        if self.lifecycle == Lifecycle::ShuttingDown {
+            self.send_to_coordinator(Body::GracefulShutdownReq, out);
+            self.try_complete_shutdown(out);
+        }
+    }
+
+    fn send_to_coordinator(&self, body: Body, out: &mut Effects) {
+        if let Some(coordinator) = self.registration.coordinator {
+            out.send(coordinator, &self.entity_type, body);
+        }
+    }
+
+    /// A shard finished stopping after `HandOff`: report it, then restart it if the coordinator
+    /// already gave it back, or re-route its leftover messages.
+    fn finish_shard_stop(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        self.shards.remove(&shard);
+        out.event(Event::ShardStopped {
+            entity_type: self.entity_type.clone(),
+            shard,
+        });
+        self.send_to_coordinator(Body::ShardStopped { shard }, out);
+        if self.start_after_stop.remove(&shard) {
+            self.start_shard(now, shard, out);
+        } else if self.buffers.contains(shard) && self.should_ask_home(shard) {
+            self.send_to_coordinator(Body::GetShardHome { shard }, out);
+        }
+        self.try_complete_shutdown(out);
+    }
+
+    fn start_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        let instance = Shard::new(
+            shard,
+            self.entity_type.clone(),
+            self.shard_settings.clone(),
+            now,
+        );
+        self.shards.insert(shard, instance);
+        self.homes.insert(shard, self.me);
+        self.send_to_coordinator(Body::ShardStarted { shard }, out);
+        out.event(Event::ShardStarted {
+            entity_type: self.entity_type.clone(),
+            shard,
+        });
+        self.flush(now, shard, out);
+    }
+
+    fn try_complete_shutdown(&mut self, out: &mut Effects) {
+        if self.lifecycle == Lifecycle::ShuttingDown
+            && self.shards.is_empty()
+            && self.buffers.is_empty()
+        {
+            self.lifecycle = Lifecycle::Stopped;
+            self.send_to_coordinator(Body::RegionStopped, out);
+            out.event(Event::RegionStopped {
+                entity_type: self.entity_type.clone(),
+            });
+        }
+    }
+
+    /// This member was downed or removed: stop every entity now and drop what is buffered,
+    /// reporting each message as a dead letter.
+    fn terminate(&mut self, out: &mut Effects) {
+        let mut dropped = self.buffers.drain_all(&mut self.budget);
+        for shard in self.shards.values_mut() {
+            dropped.extend(shard.handle_terminate(&mut self.budget, out));
+        }
+        self.shards.clear();
+        self.homes.clear();
+        self.lifecycle = Lifecycle::Stopped;
+        for (entity, _) in dropped {
+            out.dead_letter(
+                &self.entity_type,
+                Some(entity),
+                DeadLetterReason::RegionStopped,
+            );
+        }
+        out.event(Event::RegionStopped {
+            entity_type: self.entity_type.clone(),
+        });
+    }
+}
+
+fn initial_backoff(retry_interval: Duration) -> Duration {
+    (retry_interval / 8)
+        .max(Duration::from_millis(100))
+        .min(retry_interval)
+}
