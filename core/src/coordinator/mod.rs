@@ -93,7 +93,9 @@ impl Coordinator {
             gate_open: false,
             recent_removals,
             next_rebalance: now + settings.rebalance_interval,
-            next_register_request: Some(now),
+            // Regions register by themselves when their view names this member; the request is
+            // for those whose view did not change (this member restarted its coordinator).
+            next_register_request: Some(now + settings.retry_interval),
             stats: BTreeMap::new(),
             next_query: 0,
         }
@@ -122,11 +124,13 @@ impl Coordinator {
                     return false;
                 }
                 self.handle_register(now, from, shards, handing_off, out);
+                self.try_open_gate(now, view, out);
             }
             Body::RegisterProxy => {
                 self.proxies.insert(from);
                 self.send_homes(from, out);
                 out.send(from, &self.entity_type, Body::RegisterAck);
+                self.try_open_gate(now, view, out);
             }
             Body::GetShardHome { shard } => {
                 if !self.is_registered(from) {
