@@ -1,0 +1,633 @@
+//! Node-level, multi-step tests over the in-test network: gates, fencing, caps, timers,
+//! removal margins, proxies, queries and bad input.
+
+mod support;
+
+use std::time::Duration;
+
+use shoal_core::{
+    Body, Command, CommandError, Config, ConfigError, DeadLetterReason, EntityId, EntityType,
+    Envelope, Event, Incarnation, Input, Instant, MemberStatus, Message, Node, NodeId, Payload,
+    Reply, ShardId, StopReason,
+};
+use support::{StopPolicy, TestCluster, config, member, type_config};
+
+fn counter() -> EntityType {
+    EntityType::new(support::TYPE)
+}
+
+fn entity_in_shard(shard: u32, shards: u32) -> String {
+    (0..)
+        .map(|i| format!("e{i}"))
+        .find(|id| shoal_core::shard_of(&EntityId::new(id.as_str()), shards).0 == shard)
+        .expect("some id hashes to every shard")
+}
+
+fn dead_letter_reasons(c: &TestCluster) -> Vec<DeadLetterReason> {
+    c.events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::DeadLetter { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reply_of(c: &TestCluster, request: shoal_core::RequestId) -> Result<Reply, CommandError> {
+    match c.reply(request) {
+        Some(Event::Reply { result, .. }) => result.clone(),
+        other => panic!("no reply for {request:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn config_validation_rejects_bad_settings() {
+    let mut c = config(1, type_config(10));
+    c.settings.buffer_size = 0;
+    assert_eq!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::ZeroBufferSize
+    );
+    let mut c = config(1, type_config(0));
+    c.seed = 0;
+    assert!(matches!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::ZeroShards(_)
+    ));
+    let c = config(1, type_config(10)).with_entity_type(type_config(10));
+    assert!(matches!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::DuplicateEntityType(_)
+    ));
+    let mut c = config(1, type_config(10));
+    c.settings.handoff_timeout = Duration::ZERO;
+    assert_eq!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::ZeroDuration("handoff_timeout")
+    );
+}
+
+#[test]
+fn unknown_entity_type_is_a_dead_letter_and_a_command_error() {
+    let mut c = TestCluster::with_nodes(1, 10);
+    c.input(
+        1,
+        Input::Tell {
+            entity_type: EntityType::new("nope"),
+            entity: EntityId::new("x"),
+            payload: Payload::default(),
+        },
+    );
+    assert_eq!(
+        dead_letter_reasons(&c),
+        [DeadLetterReason::UnknownEntityType]
+    );
+    let r = c.command(
+        1,
+        Command::GetShardRegionState {
+            entity_type: EntityType::new("nope"),
+        },
+    );
+    assert_eq!(
+        reply_of(&c, r),
+        Err(CommandError::UnknownEntityType(EntityType::new("nope")))
+    );
+}
+
+#[test]
+fn buffer_overflow_becomes_dead_letters_and_the_cap_holds() {
+    let mut cfg = config(1, type_config(10));
+    cfg.settings.buffer_size = 3;
+    let mut c = TestCluster::new();
+    c.add_node(cfg);
+    // No membership view yet: no coordinator is known, so everything buffers.
+    for i in 0..5 {
+        c.tell(1, "a", &format!("m{i}"));
+    }
+    assert_eq!(c.node(1).buffered(&counter()), 3);
+    assert_eq!(dead_letter_reasons(&c), [DeadLetterReason::BufferFull; 2]);
+    c.publish_view();
+    c.settle();
+    let inbox: Vec<_> = c.inbox("a").into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        inbox,
+        ["m0", "m1", "m2"],
+        "buffered messages are delivered once a home is known"
+    );
+    assert_eq!(c.node(1).buffered(&counter()), 0);
+}
+
+#[test]
+fn min_nr_of_members_gates_allocation() {
+    let mut c = TestCluster::new();
+    let mut cfg = config(1, type_config(10));
+    cfg.settings.min_nr_of_members = 2;
+    c.add_node(cfg);
+    c.publish_view();
+    c.tell(1, "a", "m");
+    c.advance(Duration::from_secs(5));
+    assert!(c.inbox("a").is_empty(), "no allocation with one region");
+    let mut cfg = config(2, type_config(10));
+    cfg.settings.min_nr_of_members = 2;
+    c.add_node(cfg);
+    c.publish_view();
+    c.settle();
+    assert_eq!(c.inbox("a").len(), 1);
+}
+
+#[test]
+fn envelopes_for_another_incarnation_are_counted_and_dropped() {
+    let mut c = TestCluster::with_nodes(2, 10);
+    let stale = Envelope {
+        from: member(2),
+        to: shoal_core::MemberId::new(1, 0),
+        message: Message {
+            entity_type: counter(),
+            body: Body::HostShard { shard: ShardId(1) },
+        },
+    };
+    c.input(1, Input::Receive(stale));
+    assert_eq!(c.node(1).metrics().misaddressed, 1);
+    assert!(c.hosting()[&1].is_empty());
+}
+
+#[test]
+fn regions_obey_only_the_coordinator_their_view_names() {
+    let mut c = TestCluster::with_nodes(2, 10);
+    // Node 2 is not the coordinator; its HostShard to node 1 must be fenced off.
+    let forged = Envelope {
+        from: member(2),
+        to: member(1),
+        message: Message {
+            entity_type: counter(),
+            body: Body::HostShard { shard: ShardId(4) },
+        },
+    };
+    c.input(1, Input::Receive(forged));
+    c.settle();
+    assert_eq!(c.node(1).metrics().fenced, 1);
+    assert!(c.hosting()[&1].is_empty());
+}
+
+#[test]
+fn malformed_peer_input_never_panics() {
+    let mut c = TestCluster::with_nodes(2, 10);
+    let bodies = [
+        Body::ShardStopped {
+            shard: ShardId(999),
+        },
+        Body::BeginHandOffAck {
+            shard: ShardId(3),
+            region: member(7),
+        },
+        Body::ShardStarted {
+            shard: ShardId(u32::MAX),
+        },
+        Body::Forward {
+            shard: ShardId(12345),
+            entity: EntityId::new("x"),
+            payload: None,
+        },
+        Body::RegionStatsReply {
+            query: 77,
+            shards: vec![],
+        },
+        Body::HandOff { shard: ShardId(5) },
+        Body::RelayHandOffAck {
+            shard: ShardId(5),
+            coordinator: member(9),
+        },
+    ];
+    for body in bodies {
+        for (from, to) in [(2, 1), (1, 2)] {
+            let message = Message {
+                entity_type: counter(),
+                body: body.clone(),
+            };
+            c.input(
+                to,
+                Input::Receive(Envelope {
+                    from: member(from),
+                    to: member(to),
+                    message,
+                }),
+            );
+            c.settle();
+        }
+    }
+    let unknown = Message {
+        entity_type: EntityType::new("other"),
+        body: Body::RegisterAck,
+    };
+    c.input(
+        1,
+        Input::Receive(Envelope {
+            from: member(2),
+            to: member(1),
+            message: unknown,
+        }),
+    );
+    assert_eq!(c.node(1).metrics().unknown_entity_type, 1);
+    // The cluster still works.
+    c.tell(2, "a", "ok");
+    c.settle();
+    assert_eq!(c.inbox("a").len(), 1);
+}
+
+#[test]
+fn start_entity_starts_without_a_message() {
+    let mut c = TestCluster::with_nodes(1, 10);
+    let r = c.command(
+        1,
+        Command::StartEntity {
+            entity_type: counter(),
+            entity: EntityId::new("a"),
+        },
+    );
+    c.settle();
+    assert_eq!(reply_of(&c, r), Ok(Reply::Accepted));
+    assert_eq!(c.alive_on(1), ["a"]);
+    assert!(c.inbox("a").is_empty());
+}
+
+#[test]
+fn idle_entities_are_passivated() {
+    let mut c = TestCluster::new();
+    let mut t = type_config(10);
+    t.passivate_idle_after = Some(Duration::from_secs(10));
+    c.add_node(config(1, t));
+    c.publish_view();
+    c.tell(1, "idle", "m");
+    c.tell(1, "busy", "m");
+    for _ in 0..6 {
+        c.advance(Duration::from_secs(3));
+        c.tell(1, "busy", "m");
+    }
+    c.settle();
+    assert_eq!(c.alive_on(1), ["busy"]);
+    assert!(c.trace.iter().any(|l| l.ends_with("stop idle Passivation")));
+}
+
+#[test]
+fn an_entity_ignoring_its_stop_is_forced_after_the_stop_timeout() {
+    let mut c = TestCluster::with_nodes(1, 10);
+    c.stop_policy = StopPolicy::IgnoreGraceful;
+    c.tell(1, "a", "m1");
+    c.settle();
+    c.passivate(1, "a");
+    c.advance(Duration::from_secs(9));
+    assert_eq!(c.alive_on(1), ["a"]);
+    c.advance(Duration::from_secs(2));
+    assert!(c.alive_on(1).is_empty());
+    let forced = c
+        .trace
+        .iter()
+        .filter(|l| l.ends_with("stop a Forced"))
+        .count();
+    assert_eq!(forced, 1, "exactly one forced stop");
+}
+
+#[test]
+fn removed_members_shards_move_only_after_the_removal_margin() {
+    let mut c = TestCluster::with_nodes(3, 6);
+    let ids: Vec<String> = (0..6).map(|s| entity_in_shard(s, 6)).collect();
+    for id in &ids {
+        c.tell(1, id, "one");
+    }
+    c.settle();
+    let on_3 = c.alive_on(3);
+    assert!(!on_3.is_empty());
+    // Node 3 is downed and removed while it is still running (a partition).
+    c.remove_member(3);
+    c.publish_view();
+    c.settle();
+    assert!(
+        c.alive_on(3).is_empty(),
+        "the removed member stopped its own entities at once"
+    );
+    for id in &on_3 {
+        c.tell(1, id, "two");
+    }
+    c.advance(Duration::from_secs(19));
+    for id in &on_3 {
+        assert_eq!(c.inbox(id).len(), 1, "{id}: no new home within the margin");
+    }
+    c.advance(Duration::from_secs(3));
+    for id in &on_3 {
+        let inbox = c.inbox(id);
+        assert_eq!(inbox.len(), 2, "{id}: served after the margin");
+        assert_ne!(inbox[1].0, 3);
+    }
+}
+
+#[test]
+fn proxies_route_but_never_host() {
+    let mut c = TestCluster::new();
+    c.add_node(config(1, type_config(10)));
+    let mut proxy = type_config(10);
+    proxy.proxy_only = true;
+    c.add_node(config(2, proxy));
+    c.publish_view();
+    c.settle();
+    for i in 0..10 {
+        c.tell(2, &format!("p{i}"), "m");
+    }
+    c.settle();
+    assert!(c.hosting()[&2].is_empty());
+    assert_eq!(c.alive_on(1).len(), 10);
+    let r = c.command(
+        2,
+        Command::GetCurrentRegions {
+            entity_type: counter(),
+        },
+    );
+    c.settle();
+    assert_eq!(
+        reply_of(&c, r),
+        Ok(Reply::CurrentRegions {
+            regions: vec![member(1)]
+        })
+    );
+}
+
+#[test]
+fn queries_report_state_locations_regions_and_stats() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let a = entity_in_shard(0, 4);
+    let b = entity_in_shard(1, 4);
+    c.tell(1, &a, "m");
+    c.tell(1, &b, "m");
+    c.settle();
+    let home_of = |c: &TestCluster, id: &str| {
+        if c.alive_on(1).contains(&id.to_owned()) {
+            1
+        } else {
+            2
+        }
+    };
+    let (ha, hb) = (home_of(&c, &a), home_of(&c, &b));
+    assert_ne!(ha, hb, "least-shard spreads the two shards");
+
+    let r = c.command(
+        ha,
+        Command::GetShardRegionState {
+            entity_type: counter(),
+        },
+    );
+    let shard_a = shoal_core::shard_of(&EntityId::new(a.as_str()), 4);
+    let expected = Reply::ShardRegionState {
+        shards: vec![(shard_a, vec![EntityId::new(a.as_str())])],
+    };
+    assert_eq!(reply_of(&c, r), Ok(expected));
+
+    // Node 1 routed both messages, so it knows both homes; a remote one answers for itself.
+    let remote = if ha == 1 { &b } else { &a };
+    let remote_shard = shoal_core::shard_of(&EntityId::new(remote.as_str()), 4);
+    let r = c.command(
+        1,
+        Command::GetEntityLocation {
+            entity_type: counter(),
+            entity: EntityId::new(remote.as_str()),
+        },
+    );
+    c.settle();
+    let located = Reply::EntityLocation {
+        entity: EntityId::new(remote.as_str()),
+        shard: remote_shard,
+        region: Some(member(2)),
+        alive: true,
+    };
+    assert_eq!(reply_of(&c, r), Ok(located));
+    // A region that never routed to a shard does not know its home (as in Akka.NET).
+    let never = entity_in_shard(3, 4);
+    let r = c.command(
+        2,
+        Command::GetEntityLocation {
+            entity_type: counter(),
+            entity: EntityId::new(never.as_str()),
+        },
+    );
+    let unknown = Reply::EntityLocation {
+        entity: EntityId::new(never.as_str()),
+        shard: ShardId(3),
+        region: None,
+        alive: false,
+    };
+    assert_eq!(reply_of(&c, r), Ok(unknown));
+
+    let r = c.command(
+        2,
+        Command::GetCurrentRegions {
+            entity_type: counter(),
+        },
+    );
+    c.settle();
+    assert_eq!(
+        reply_of(&c, r),
+        Ok(Reply::CurrentRegions {
+            regions: vec![member(1), member(2)]
+        })
+    );
+
+    let r = c.command(
+        2,
+        Command::GetClusterShardingStats {
+            entity_type: counter(),
+        },
+    );
+    c.settle();
+    let Ok(Reply::ClusterShardingStats { regions, failed }) = reply_of(&c, r) else {
+        panic!("stats")
+    };
+    assert!(failed.is_empty());
+    let total: u32 = regions
+        .iter()
+        .flat_map(|r| r.shards.iter().map(|(_, n)| n))
+        .sum();
+    assert_eq!(total, 2);
+
+    // A region that cannot answer is reported as failed after the query timeout.
+    c.cut_link(1, 2);
+    c.cut_link(2, 1);
+    let r = c.command(
+        1,
+        Command::GetClusterShardingStats {
+            entity_type: counter(),
+        },
+    );
+    c.advance(Duration::from_secs(4));
+    let Ok(Reply::ClusterShardingStats { failed, .. }) = reply_of(&c, r) else {
+        panic!("stats")
+    };
+    assert_eq!(failed, vec![member(2)]);
+}
+
+#[test]
+fn coordinator_queries_without_a_coordinator_fail_fast() {
+    let mut c = TestCluster::new();
+    c.add_node(config(1, type_config(4)));
+    let r = c.command(
+        1,
+        Command::GetCurrentRegions {
+            entity_type: counter(),
+        },
+    );
+    assert_eq!(reply_of(&c, r), Err(CommandError::NoCoordinator(counter())));
+}
+
+#[test]
+fn late_shard_stopped_after_a_handoff_timeout_still_deallocates() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4)).collect();
+    for id in &ids {
+        c.tell(1, id, "one");
+    }
+    c.settle();
+    c.stop_policy = StopPolicy::Manual;
+    c.command(2, Command::GracefulShutdown { entity_type: None });
+    // Entities of node 2 do not stop within the 60 s handoff timeout.
+    c.advance(Duration::from_secs(61));
+    let table = c
+        .node(1)
+        .coordinator_allocations(&counter())
+        .unwrap()
+        .clone();
+    assert!(
+        table.values().any(|r| *r == member(2)),
+        "after the timeout the shards stay with node 2"
+    );
+    c.complete_stops();
+    c.advance(Duration::from_secs(1));
+    let table = c
+        .node(1)
+        .coordinator_allocations(&counter())
+        .unwrap()
+        .clone();
+    assert!(
+        table.values().all(|r| *r == member(1)),
+        "late ShardStopped deallocated: {table:?}"
+    );
+    assert_eq!(c.hosting()[&2], Vec::<u32>::new());
+    assert_eq!(
+        c.hosting()[&1].len(),
+        table.len(),
+        "coordinator table equals what regions host"
+    );
+}
+
+#[test]
+fn coordinator_moves_when_the_oldest_leaves() {
+    let mut c = TestCluster::with_nodes(3, 6);
+    let ids: Vec<String> = (0..6).map(|s| entity_in_shard(s, 6)).collect();
+    for id in &ids {
+        c.tell(3, id, "one");
+    }
+    c.settle();
+    c.command(1, Command::GracefulShutdown { entity_type: None });
+    c.settle();
+    c.member_mut(1).status = MemberStatus::Leaving;
+    c.publish_view();
+    c.settle();
+    assert!(c.node(1).coordinator_allocations(&counter()).is_none());
+    let table = c
+        .node(2)
+        .coordinator_allocations(&counter())
+        .expect("node 2 took over")
+        .clone();
+    assert_eq!(
+        table.len(),
+        6,
+        "every shard is known to the new coordinator"
+    );
+    assert!(table.values().all(|r| *r != member(1)));
+    for id in &ids {
+        c.tell(3, id, "two");
+    }
+    c.settle();
+    for id in &ids {
+        assert_eq!(
+            c.inbox(id)
+                .iter()
+                .map(|(_, p)| p.as_str())
+                .collect::<Vec<_>>(),
+            ["one", "two"]
+        );
+    }
+    assert_eq!(c.dead_letters(), 0);
+}
+
+#[test]
+fn a_downed_member_stops_its_region_and_dead_letters_new_messages() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    for s in 0..4 {
+        c.tell(2, &entity_in_shard(s, 4), "m");
+    }
+    c.settle();
+    let was_alive = c.alive_on(2);
+    assert!(!was_alive.is_empty());
+    c.member_mut(2).status = MemberStatus::Down;
+    c.publish_view();
+    c.settle();
+    assert!(c.alive_on(2).is_empty());
+    assert!(c.node(2).is_region_stopped(&counter()));
+    c.tell(2, "b", "m");
+    assert_eq!(dead_letter_reasons(&c), [DeadLetterReason::RegionStopped]);
+    for id in was_alive {
+        assert!(
+            c.trace
+                .iter()
+                .any(|l| l.ends_with(&format!("n2 stop {id} Forced"))),
+            "{id} force-stopped"
+        );
+    }
+}
+
+#[test]
+fn a_restarted_node_is_a_new_incarnation() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4)).collect();
+    for id in &ids {
+        c.tell(1, id, "one");
+    }
+    c.settle();
+    c.crash(2);
+    c.publish_view();
+    let mut restarted = Config::new(NodeId(2), Incarnation(2)).with_entity_type(type_config(4));
+    restarted.seed = 22;
+    c.add_node(restarted);
+    c.publish_view();
+    c.advance(Duration::from_secs(25));
+    for id in &ids {
+        c.tell(1, id, "two");
+    }
+    c.settle();
+    for id in &ids {
+        assert_eq!(c.inbox(id).last().map(|(_, p)| p.as_str()), Some("two"));
+    }
+    let table = c.node(1).coordinator_allocations(&counter()).unwrap();
+    assert!(
+        table
+            .values()
+            .all(|r| r.incarnation == Incarnation(2) || r.node == NodeId(1))
+    );
+}
+
+#[test]
+fn stop_reasons_are_reported_to_the_host() {
+    // Handoff stops use StopReason::HandOff (the host sends the entity's stop message).
+    let mut c = TestCluster::with_nodes(2, 4);
+    let id = entity_in_shard(1, 4);
+    c.tell(1, &id, "m");
+    c.tell(1, &entity_in_shard(0, 4), "m");
+    c.settle();
+    c.command(2, Command::GracefulShutdown { entity_type: None });
+    c.command(1, Command::GracefulShutdown { entity_type: None });
+    c.settle();
+    let stops: Vec<&String> = c.trace.iter().filter(|l| l.contains(" stop ")).collect();
+    assert!(!stops.is_empty());
+    assert!(
+        stops
+            .iter()
+            .all(|l| l.ends_with(&format!("{:?}", StopReason::HandOff)))
+    );
+}
