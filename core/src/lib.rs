@@ -26,7 +26,9 @@
 //! 4. `handle_timeout` may be called early or spuriously; it only runs what is due.
 //! 5. Entities are run by the host: it starts them on [`EntityEffect::Start`], delivers
 //!    [`EntityEffect::Deliver`] in order, stops them on [`EntityEffect::Stop`] and reports
-//!    [`Input::EntityStopped`]; an entity asks to stop with [`Input::Passivate`].
+//!    [`Input::EntityStopped`] exactly once per started incarnation, when it has terminated
+//!    (on its own, after a graceful stop, or after a forced one); an entity asks to stop with
+//!    [`Input::Passivate`].
 //! 6. Bad peer input never panics: it is dropped, logged with `tracing`, and counted in
 //!    [`Metrics`]. Messages dropped for a reason become [`Event::DeadLetter`].
 //!

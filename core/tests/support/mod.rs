@@ -129,6 +129,11 @@ impl TestCluster {
             .insert(id.node, Member::up(id, up_number, &roles));
     }
 
+    /// Node ids currently running.
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes.keys().map(|n| n.0).collect()
+    }
+
     pub fn node(&self, n: u64) -> &Node {
         self.nodes[&NodeId(n)].node()
     }
@@ -301,18 +306,20 @@ impl TestCluster {
             .collect()
     }
 
+    /// An incarnation terminates once, so the host reports it once (a graceful stop followed by
+    /// a forced one still ends one incarnation).
     fn report_stopped(&mut self, n: NodeId, entity_type: EntityType, entity: EntityId) {
         if self.alive.remove(&(n, entity.0.clone())) {
             self.trace
                 .push(format!("{} n{} entity {} stopped", self.now, n.0, entity));
+            self.host_inputs.push_back((
+                n,
+                Input::EntityStopped {
+                    entity_type,
+                    entity,
+                },
+            ));
         }
-        self.host_inputs.push_back((
-            n,
-            Input::EntityStopped {
-                entity_type,
-                entity,
-            },
-        ));
     }
 
     fn absorb(&mut self, n: NodeId, io: Collect) {
@@ -345,8 +352,22 @@ impl TestCluster {
         let now = self.now;
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
+                let elsewhere = self
+                    .alive
+                    .iter()
+                    .find(|(node, e)| *e == entity.0 && *node != n);
+                assert!(
+                    elsewhere.is_none(),
+                    "{entity} started on n{} while alive on {elsewhere:?}",
+                    n.0
+                );
                 let fresh = self.alive.insert((n, entity.0.clone()));
-                assert!(fresh, "{entity} started twice on n{}", n.0);
+                assert!(
+                    fresh,
+                    "{entity} started twice on n{}; trace:\n{}",
+                    n.0,
+                    self.trace.join("\n")
+                );
                 self.trace
                     .push(format!("{now} n{} start {entity} ({shard})", n.0));
             }
