@@ -98,12 +98,20 @@ impl Shard {
                 }
                 e.buffer.push_back(payload);
             }
-            Some(e) => {
-                e.last_activity = now;
-                if let Some(payload) = payload {
-                    out.entity(self.deliver(entity, payload));
-                }
-            }
+            _ => self.deliver_now(now, entity, payload, out),
+        }
+    }
+
+    /// Delivers to the running incarnation, starting one first if there is none.
+    fn deliver_now(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        payload: Option<Payload>,
+        out: &mut Effects,
+    ) {
+        match self.entities.get_mut(&entity) {
+            Some(e) => e.last_activity = now,
             None => {
                 out.entity(EntityEffect::Start {
                     entity_type: self.entity_type.clone(),
@@ -116,10 +124,10 @@ impl Shard {
                     buffer: VecDeque::new(),
                 };
                 self.entities.insert(entity.clone(), fresh);
-                if let Some(payload) = payload {
-                    out.entity(self.deliver(entity, payload));
-                }
             }
+        }
+        if let Some(payload) = payload {
+            out.entity(self.deliver(entity, payload));
         }
     }
 
@@ -141,29 +149,39 @@ impl Shard {
         out.entity(stop(&self.entity_type, entity, StopReason::Passivation));
     }
 
-    /// The host reports that an entity terminated. Returns buffered messages that the region
-    /// must re-route (only while handing off, when no new incarnation may start); they still
-    /// hold their share of `budget`.
+    /// The host reports that an entity terminated. Messages buffered for it are delivered to a
+    /// new incarnation.
     pub(crate) fn handle_entity_stopped(
         &mut self,
         now: Instant,
         entity: &EntityId,
         budget: &mut BufferBudget,
         out: &mut Effects,
-    ) -> Vec<Delivery> {
+    ) {
         let Some(e) = self.entities.remove(entity) else {
             tracing::debug!(%entity, shard = %self.id, "stop report for an unknown entity");
-            return Vec::new();
+            return;
         };
-        if self.handing_off {
-            return e.buffer.into_iter().map(|p| (entity.clone(), p)).collect();
-        }
-        // Passivation raced with new messages: start a new incarnation and redeliver.
         budget.release(e.buffer.len());
-        for payload in e.buffer {
-            self.handle_delivery(now, entity.clone(), payload, budget, out);
+        if e.buffer.is_empty() {
+            return;
         }
-        Vec::new()
+        // Messages that reached the shard while the entity stopped (passivation raced with
+        // them) go to a new incarnation, here and in order, even during a handoff: handing them
+        // back to the region would let the sender's newer messages overtake them.
+        for payload in e.buffer {
+            self.deliver_now(now, entity.clone(), payload, out);
+        }
+        if self.handing_off {
+            let force_at = now + self.settings.handoff_stop_timeout;
+            if let Some(e) = self.entities.get_mut(entity) {
+                e.stopping = Some(Stopping {
+                    force_at,
+                    forced: false,
+                });
+                out.entity(stop(&self.entity_type, entity, StopReason::HandOff));
+            }
+        }
     }
 
     /// Stops every entity for a handoff. Returns true if the shard is already stopped.

@@ -631,3 +631,26 @@ fn stop_reasons_are_reported_to_the_host() {
             .all(|l| l.ends_with(&format!("{:?}", StopReason::HandOff)))
     );
 }
+
+/// A `HostShard` that reaches a region just after it began shutting down is refused; the
+/// coordinator moves that never-started shard elsewhere instead of waiting for it forever.
+#[test]
+fn host_shard_refused_during_shutdown_is_reallocated() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    c.tell(1, &entity_in_shard(0, 4), "first");
+    c.settle();
+    // The next new shard goes to node 2 (fewest shards); its HostShard is still in flight
+    // when node 2 starts shutting down.
+    let e = entity_in_shard(1, 4);
+    c.tell(1, &e, "m");
+    c.command(2, Command::GracefulShutdown { entity_type: None });
+    c.advance(Duration::from_secs(30));
+    assert_eq!(
+        c.inbox(&e),
+        vec![(1, "m".to_owned())],
+        "{}",
+        c.trace.join("\n")
+    );
+    assert!(c.node(2).is_region_stopped(&counter()));
+    assert_eq!(c.dead_letters(), 0);
+}

@@ -32,6 +32,24 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+// Compact constructors for regression cases (as printed by proptest, shortened).
+#[allow(non_snake_case)]
+fn T(from: usize, entity: u8) -> Op {
+    Op::Tell { from, entity }
+}
+#[allow(non_snake_case)]
+fn A(millis: u32) -> Op {
+    Op::Advance { millis }
+}
+#[allow(non_snake_case)]
+fn S(node: usize) -> Op {
+    Op::ShutDown { node }
+}
+#[allow(non_snake_case)]
+fn P(entity: u8) -> Op {
+    Op::Passivate { entity }
+}
+
 fn run(ops: Vec<Op>, manual_stops: bool) {
     let mut c = TestCluster::with_nodes(2, 8);
     c.trace_network = std::env::var_os("TRACE_NETWORK").is_some();
@@ -151,4 +169,36 @@ fn regression_leaving_coordinator_node() {
         Tell { from: 0, entity: 3 },
     ];
     run(ops, true);
+}
+
+/// Repeated graceful shutdowns while an entity's stop is slow.
+#[test]
+fn regression_shutdowns_with_slow_stops() {
+    #[rustfmt::skip]
+    let ops = vec![
+        T(0, 11), T(0, 0), S(0), T(0, 0), T(0, 0), T(0, 0), T(0, 0), T(0, 0), S(0),
+        A(989), T(0, 0), A(9665), S(0), A(7444), A(4640), A(4597), A(14277),
+        A(4868), T(0, 19), A(13520), T(0, 0), T(0, 19), S(0),
+    ];
+    run(ops, true);
+}
+
+/// A passivating entity whose shard is handed off twice while a node leaves.
+#[test]
+fn regression_passivation_during_handoff() {
+    use Op::AddNode;
+    run(
+        vec![
+            T(0, 0),
+            T(0, 0),
+            S(1),
+            AddNode,
+            P(0),
+            T(5, 0),
+            S(2),
+            T(0, 0),
+            T(0, 0),
+        ],
+        true,
+    );
 }

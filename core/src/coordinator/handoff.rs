@@ -4,9 +4,13 @@
 //!  BeginHandOff ─▶ every region & proxy ──acks (relayed by the owner; a removed region counts)──▶
 //!  HandOff ─▶ owner ──ShardStopped──▶ deallocate, re-allocate, answer deferred requests
 //! ```
-//! One deadline (`handoff-timeout`) covers both phases. On expiry the shard stays with its
-//! owner and deferred requests are answered with it; a `ShardStopped` that arrives later still
-//! deallocates the shard (Akka.NET#7500).
+//! One deadline (`handoff-timeout`) covers both phases. If the acks do not all arrive in time the
+//! handoff is abandoned: the owner never stopped anything, so the shard stays with it and deferred
+//! requests are answered with it. If the owner does not report `ShardStopped` in time, requests
+//! stay deferred and `HandOff` is repeated: answering with an owner that is stopping the shard
+//! would route messages into it that come out later, behind newer ones (found by the
+//! random-operations test). A `ShardStopped` completes the handoff whenever it arrives, late
+//! ones included (Akka.NET#7500).
 
 use std::collections::BTreeSet;
 
@@ -159,17 +163,25 @@ impl Coordinator {
     pub(super) fn handle_graceful_shutdown(
         &mut self,
         now: Instant,
+        view: &MembershipView,
         region: MemberId,
         out: &mut Effects,
     ) {
-        let Some(shards) = self.regions.get(&region) else {
+        let Some(shards) = self.regions.get(&region).cloned() else {
             return;
         };
         if !self.shutting_down.insert(region) {
             return;
         }
-        for shard in shards.clone() {
-            self.start_handoff(now, shard, out);
+        for shard in shards {
+            if self.unacked.contains_key(&shard) {
+                // Never started there: a region acknowledges every shard it starts before it
+                // asks to shut down (FIFO), and refuses `HostShard` from then on.
+                self.deallocate(shard);
+                self.allocate(now, view, shard, BTreeSet::new(), out);
+            } else {
+                self.start_handoff(now, shard, out);
+            }
         }
     }
 
@@ -187,10 +199,23 @@ impl Coordinator {
             .map(|(s, _)| *s)
             .collect();
         for shard in expired {
+            let handoff = self
+                .handoffs
+                .get_mut(&shard)
+                .expect("expired handoff exists");
+            if matches!(handoff.phase, Phase::Stopping) {
+                // The owner was told to stop the shard: pointing anyone back at it would send
+                // messages to a stopping shard, to be re-routed later out of order. Keep
+                // deferring, and repeat `HandOff` in case it was lost.
+                tracing::warn!(%shard, owner = %handoff.owner, "shard not stopped in time; repeating HandOff");
+                handoff.deadline = now + self.settings.handoff_timeout;
+                out.send(handoff.owner, &self.entity_type, Body::HandOff { shard });
+                continue;
+            }
             let Some(handoff) = self.handoffs.remove(&shard) else {
                 continue;
             };
-            tracing::warn!(%shard, owner = %handoff.owner, "handoff timed out; shard stays with its owner");
+            tracing::warn!(%shard, owner = %handoff.owner, "handoff acks timed out; shard stays with its owner");
             // A graceful shutdown is retried by the region's next `GracefulShutdownReq`.
             self.shutting_down.remove(&handoff.owner);
             self.waiting

@@ -44,8 +44,6 @@ pub(crate) struct Coordinator {
     /// Registered hosting regions with their shards in allocation order.
     regions: BTreeMap<MemberId, Vec<ShardId>>,
     proxies: BTreeSet<MemberId>,
-    /// Members whose region has stopped (graceful shutdown, or downed); they host nothing.
-    stopped: BTreeSet<MemberId>,
     shards: BTreeMap<ShardId, MemberId>,
     /// Shards whose `HostShard` is not acknowledged yet, with the next resend time.
     unacked: BTreeMap<ShardId, Instant>,
@@ -86,7 +84,6 @@ impl Coordinator {
             strategy,
             regions: BTreeMap::new(),
             proxies: BTreeSet::new(),
-            stopped: BTreeSet::new(),
             shards: BTreeMap::new(),
             unacked: BTreeMap::new(),
             handoffs: BTreeMap::new(),
@@ -151,12 +148,8 @@ impl Coordinator {
                 self.handle_handoff_ack(now, shard, region, out)
             }
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
-            Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
-            Body::RegionStopped => {
-                self.stopped.insert(from);
-                self.remove_region(now, view, from, out);
-                self.try_open_gate(now, view, out);
-            }
+            Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, view, from, out),
+            Body::RegionStopped => self.remove_region(now, view, from, out),
             Body::GetCurrentRegions { request } => {
                 let regions = self.regions.keys().copied().collect();
                 out.send(
@@ -410,7 +403,7 @@ impl Coordinator {
             && view.members().iter().all(|m| {
                 !m.has_role(self.role.as_deref())
                     || !(m.status.may_host_shards() || m.status == MemberStatus::Down)
-                    || self.is_known(m.id)
+                    || self.is_registered(m.id)
             });
         if enough && all_known {
             self.gate_open = true;
@@ -424,7 +417,7 @@ impl Coordinator {
             for m in view.members() {
                 if m.status.may_host_shards()
                     && m.has_role(self.role.as_deref())
-                    && !self.is_known(m.id)
+                    && !self.is_registered(m.id)
                 {
                     out.send(m.id, &self.entity_type, Body::RegisterRequest);
                 }
@@ -532,11 +525,6 @@ impl Coordinator {
 
     fn is_registered(&self, member: MemberId) -> bool {
         self.regions.contains_key(&member) || self.proxies.contains(&member)
-    }
-
-    /// Registered, or known to host nothing because its region stopped.
-    fn is_known(&self, member: MemberId) -> bool {
-        self.is_registered(member) || self.stopped.contains(&member)
     }
 
     fn has_role(&self, view: &MembershipView, member: MemberId) -> bool {

@@ -60,18 +60,6 @@ impl ShardBuffers {
         Some(queue.len() == 1)
     }
 
-    /// Puts messages that already hold budget (returned by a stopping shard) in front of the
-    /// shard's queue, keeping their order: they were accepted before anything queued here.
-    pub(crate) fn prepend_reserved(&mut self, shard: ShardId, deliveries: Vec<Delivery>) {
-        if deliveries.is_empty() {
-            return;
-        }
-        let queue = self.map.entry(shard).or_default();
-        for delivery in deliveries.into_iter().rev() {
-            queue.push_front(delivery);
-        }
-    }
-
     /// Removes and returns the shard's queue, releasing its budget.
     pub(crate) fn take(&mut self, shard: ShardId, budget: &mut BufferBudget) -> VecDeque<Delivery> {
         let queue = self.map.remove(&shard).unwrap_or_default();

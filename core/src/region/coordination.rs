@@ -30,7 +30,7 @@ impl Region {
             tracing::debug!(%from, ?body, "ignoring a coordinator that the view does not name");
             return Handled::Fenced;
         }
-        if self.lifecycle == Lifecycle::Stopped {
+        if self.lifecycle == Lifecycle::Terminated {
             if let Body::Forward { entity, .. } = body {
                 out.dead_letter(
                     &self.entity_type,

@@ -37,8 +37,11 @@ enum Lifecycle {
     Running,
     /// Handing off every shard before stopping.
     ShuttingDown,
-    /// Stopped: graceful shutdown completed, or this member was downed or removed.
+    /// Graceful shutdown completed: it hosts nothing and acts as a proxy until its member leaves,
+    /// so messages still forwarded to it are routed on rather than lost.
     Stopped,
+    /// This member was downed or removed: every entity was stopped and nothing is routed.
+    Terminated,
 }
 
 /// Registration with the coordinator the membership view names.
@@ -134,8 +137,7 @@ impl Region {
             tracing::debug!(%entity, "stop report for an entity of a shard not hosted here");
             return;
         };
-        let leftover = shard.handle_entity_stopped(now, entity, &mut self.budget, out);
-        self.buffers.prepend_reserved(shard_id, leftover);
+        shard.handle_entity_stopped(now, entity, &mut self.budget, out);
         if shard.is_stopped() {
             self.finish_shard_stop(now, shard_id, out);
         }
@@ -159,7 +161,7 @@ impl Region {
         rng: &mut Rng,
         out: &mut Effects,
     ) {
-        if self.lifecycle == Lifecycle::Stopped {
+        if self.lifecycle == Lifecycle::Terminated {
             return;
         }
         match view.status(self.me) {
@@ -191,7 +193,7 @@ impl Region {
 
     /// Fires due retries and the shards' timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        if self.lifecycle == Lifecycle::Stopped {
+        if self.lifecycle == Lifecycle::Terminated {
             return;
         }
         self.retry_registration(now, rng, out);
@@ -205,7 +207,7 @@ impl Region {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.lifecycle == Lifecycle::Stopped {
+        if self.lifecycle == Lifecycle::Terminated {
             return None;
         }
         let shards = self.shards.values().filter_map(Shard::poll_timeout).min();
@@ -215,8 +217,9 @@ impl Region {
         )
     }
 
+    /// Whether the region stopped hosting: graceful shutdown done, or member downed.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.lifecycle == Lifecycle::Stopped
+        matches!(self.lifecycle, Lifecycle::Stopped | Lifecycle::Terminated)
     }
 
     /// Messages this region holds in its buffers and its shards' entity buffers.
@@ -237,7 +240,7 @@ impl Region {
         payload: Option<Payload>,
         out: &mut Effects,
     ) {
-        if self.lifecycle == Lifecycle::Stopped {
+        if self.lifecycle == Lifecycle::Terminated {
             out.dead_letter(
                 &self.entity_type,
                 Some(entity),
@@ -397,6 +400,11 @@ impl Region {
             out.event(Event::RegionStopped {
                 entity_type: self.entity_type.clone(),
             });
+            // From now on a proxy: register as one so the coordinator still answers us.
+            self.proxy = true;
+            self.registration.registered = false;
+            self.registration.backoff = initial_backoff(self.settings.retry_interval);
+            self.registration.next_attempt = Some(Instant::ZERO);
         }
     }
 
@@ -409,7 +417,8 @@ impl Region {
         }
         self.shards.clear();
         self.homes.clear();
-        self.lifecycle = Lifecycle::Stopped;
+        let already_stopped = self.lifecycle == Lifecycle::Stopped;
+        self.lifecycle = Lifecycle::Terminated;
         for (entity, _) in dropped {
             out.dead_letter(
                 &self.entity_type,
@@ -417,9 +426,11 @@ impl Region {
                 DeadLetterReason::RegionStopped,
             );
         }
-        out.event(Event::RegionStopped {
-            entity_type: self.entity_type.clone(),
-        });
+        if !already_stopped {
+            out.event(Event::RegionStopped {
+                entity_type: self.entity_type.clone(),
+            });
+        }
     }
 }
 
