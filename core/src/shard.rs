@@ -1,15 +1,15 @@
 //! One hosted shard: its entity table and each entity's lifecycle.
 //!
 //! ```text
-//!  (absent) ──message──▶ Active ──Passivate / idle──▶ Stopping(Passivation) ──EntityStopped──▶ (absent)
-//!                          │                              │  (messages arriving meanwhile are buffered and
-//!                          │                              │   redelivered to a new incarnation)
-//!                          └──────── HandOff ───────▶ Stopping(HandOff) ──EntityStopped──▶ (absent)
+//!  (absent) ──message──▶ Active ──Passivate / idle──▶ Stopping ──EntityStopped──▶ (absent)
+//!                          │                             ▲  (messages arriving meanwhile are
+//!                          └──────── HandOff ────────────┘   buffered, then delivered to a
+//!                                                            new incarnation)
 //! ```
 //! A stopping entity that has not stopped by its deadline gets a forced stop. An entity that stops
 //! on its own (no passivation) is simply removed.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::effect::{DeadLetterReason, Effects, EntityEffect, StopReason};
@@ -37,7 +37,7 @@ struct Entity {
     buffer: VecDeque<Option<Payload>>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Stopping {
     force_at: Instant,
     forced: bool,
@@ -50,6 +50,9 @@ pub(crate) struct Shard {
     entity_type: EntityType,
     settings: ShardSettings,
     entities: BTreeMap<EntityId, Entity>,
+    /// Forced-stop deadlines of stopping entities not yet forced, earliest first, so that the
+    /// next deadline is found without scanning every entity.
+    deadlines: BTreeSet<(Instant, EntityId)>,
     handing_off: bool,
     next_idle_check: Option<Instant>,
 }
@@ -69,6 +72,7 @@ impl Shard {
             entity_type,
             settings,
             entities: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
             handing_off: false,
             next_idle_check,
         }
@@ -102,51 +106,16 @@ impl Shard {
         }
     }
 
-    /// Delivers to the running incarnation, starting one first if there is none.
-    fn deliver_now(
-        &mut self,
-        now: Instant,
-        entity: EntityId,
-        payload: Option<Payload>,
-        out: &mut Effects,
-    ) {
-        match self.entities.get_mut(&entity) {
-            Some(e) => e.last_activity = now,
-            None => {
-                out.entity(EntityEffect::Start {
-                    entity_type: self.entity_type.clone(),
-                    entity: entity.clone(),
-                    shard: self.id,
-                });
-                let fresh = Entity {
-                    stopping: None,
-                    last_activity: now,
-                    buffer: VecDeque::new(),
-                };
-                self.entities.insert(entity.clone(), fresh);
-            }
-        }
-        if let Some(payload) = payload {
-            out.entity(self.deliver(entity, payload));
-        }
-    }
-
-    /// The entity asked to be passivated. Ignored if it is already stopping, or if messages
-    /// are buffered for it (Akka's rule: those would have to be redelivered at once anyway).
+    /// The entity asked to be passivated. Ignored if it is already stopping.
     pub(crate) fn handle_passivate(&mut self, now: Instant, entity: &EntityId, out: &mut Effects) {
-        let Some(e) = self.entities.get_mut(entity) else {
-            tracing::debug!(%entity, shard = %self.id, "passivate for an unknown entity");
-            return;
-        };
-        if e.stopping.is_some() || !e.buffer.is_empty() {
-            return;
+        match self.entities.get(entity) {
+            Some(e) if e.stopping.is_none() => {
+                let force_at = now + self.settings.stop_timeout;
+                self.begin_stop(entity, StopReason::Passivation, force_at, out);
+            }
+            Some(_) => {}
+            None => tracing::debug!(%entity, shard = %self.id, "passivate for an unknown entity"),
         }
-        let force_at = now + self.settings.stop_timeout;
-        e.stopping = Some(Stopping {
-            force_at,
-            forced: false,
-        });
-        out.entity(stop(&self.entity_type, entity, StopReason::Passivation));
     }
 
     /// The host reports that an entity terminated. Messages buffered for it are delivered to a
@@ -162,6 +131,9 @@ impl Shard {
             tracing::debug!(%entity, shard = %self.id, "stop report for an unknown entity");
             return;
         };
+        if let Some(s) = e.stopping {
+            self.deadlines.remove(&(s.force_at, entity.clone()));
+        }
         budget.release(e.buffer.len());
         if e.buffer.is_empty() {
             return;
@@ -174,13 +146,7 @@ impl Shard {
         }
         if self.handing_off {
             let force_at = now + self.settings.handoff_stop_timeout;
-            if let Some(e) = self.entities.get_mut(entity) {
-                e.stopping = Some(Stopping {
-                    force_at,
-                    forced: false,
-                });
-                out.entity(stop(&self.entity_type, entity, StopReason::HandOff));
-            }
+            self.begin_stop(entity, StopReason::HandOff, force_at, out);
         }
     }
 
@@ -191,16 +157,21 @@ impl Shard {
         }
         self.handing_off = true;
         let force_at = now + self.settings.handoff_stop_timeout;
-        for (id, e) in &mut self.entities {
-            match &mut e.stopping {
-                Some(s) => s.force_at = s.force_at.min(force_at),
-                None => {
+        let ids: Vec<EntityId> = self.entities.keys().cloned().collect();
+        for id in ids {
+            match self.entities[&id].stopping {
+                // Already passivating: keep its stop, but do not wait longer than the handoff.
+                Some(s) if !s.forced && s.force_at > force_at => {
+                    self.deadlines.remove(&(s.force_at, id.clone()));
+                    self.deadlines.insert((force_at, id.clone()));
+                    let e = self.entities.get_mut(&id).expect("listed entity");
                     e.stopping = Some(Stopping {
                         force_at,
                         forced: false,
                     });
-                    out.entity(stop(&self.entity_type, id, StopReason::HandOff));
                 }
+                Some(_) => {}
+                None => self.begin_stop(&id, StopReason::HandOff, force_at, out),
             }
         }
         self.is_stopped()
@@ -215,23 +186,25 @@ impl Shard {
     ) -> Vec<Delivery> {
         let mut dropped = Vec::new();
         for (id, e) in std::mem::take(&mut self.entities) {
-            if !e.stopping.as_ref().is_some_and(|s| s.forced) {
+            if !e.stopping.is_some_and(|s| s.forced) {
                 out.entity(stop(&self.entity_type, &id, StopReason::Forced));
             }
             dropped.extend(e.buffer.into_iter().map(|p| (id.clone(), p)));
         }
+        self.deadlines.clear();
         budget.release(dropped.len());
         dropped
     }
 
     /// Fires forced stops and idle passivation that are due.
     pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Effects) {
-        for (id, e) in &mut self.entities {
-            if let Some(s) = &mut e.stopping {
-                if !s.forced && s.force_at <= now {
-                    s.forced = true;
-                    out.entity(stop(&self.entity_type, id, StopReason::Forced));
-                }
+        while let Some((at, id)) = self.deadlines.first().cloned().filter(|(at, _)| *at <= now) {
+            self.deadlines.remove(&(at, id.clone()));
+            if let Some(Stopping { forced, .. }) =
+                self.entities.get_mut(&id).and_then(|e| e.stopping.as_mut())
+            {
+                *forced = true;
+                out.entity(stop(&self.entity_type, &id, StopReason::Forced));
             }
         }
         let (Some(check_at), Some(idle)) = (self.next_idle_check, self.settings.idle_after) else {
@@ -258,16 +231,7 @@ impl Shard {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let force = self
-            .entities
-            .values()
-            .filter_map(|e| {
-                e.stopping
-                    .as_ref()
-                    .filter(|s| !s.forced)
-                    .map(|s| s.force_at)
-            })
-            .min();
+        let force = self.deadlines.first().map(|(at, _)| *at);
         let idle = self
             .next_idle_check
             .filter(|_| !self.entities.is_empty() && !self.handing_off);
@@ -296,11 +260,55 @@ impl Shard {
         self.entities.len()
     }
 
-    fn deliver(&self, entity: EntityId, payload: Payload) -> EntityEffect {
-        EntityEffect::Deliver {
-            entity_type: self.entity_type.clone(),
-            entity,
-            payload,
+    /// Delivers to the running incarnation, starting one first if there is none.
+    fn deliver_now(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        payload: Option<Payload>,
+        out: &mut Effects,
+    ) {
+        match self.entities.get_mut(&entity) {
+            Some(e) => e.last_activity = now,
+            None => {
+                out.entity(EntityEffect::Start {
+                    entity_type: self.entity_type.clone(),
+                    entity: entity.clone(),
+                    shard: self.id,
+                });
+                let fresh = Entity {
+                    stopping: None,
+                    last_activity: now,
+                    buffer: VecDeque::new(),
+                };
+                self.entities.insert(entity.clone(), fresh);
+            }
+        }
+        if let Some(payload) = payload {
+            let entity_type = self.entity_type.clone();
+            out.entity(EntityEffect::Deliver {
+                entity_type,
+                entity,
+                payload,
+            });
+        }
+    }
+
+    /// Asks the host to stop a running entity, with a deadline for forcing it.
+    fn begin_stop(
+        &mut self,
+        id: &EntityId,
+        reason: StopReason,
+        force_at: Instant,
+        out: &mut Effects,
+    ) {
+        if let Some(e) = self.entities.get_mut(id) {
+            e.stopping = Some(Stopping {
+                force_at,
+                forced: false,
+            });
+            self.deadlines.insert((force_at, id.clone()));
+            out.entity(stop(&self.entity_type, id, reason));
         }
     }
 }
