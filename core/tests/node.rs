@@ -10,17 +10,10 @@ use shoal_core::{
     Envelope, Event, Incarnation, Input, Instant, MemberStatus, Message, Node, NodeId, Payload,
     Reply, ShardId, StopReason,
 };
-use support::{StopPolicy, TestCluster, config, member, type_config};
+use support::{StopPolicy, TestCluster, config, entity_in_shard, member, type_config};
 
 fn counter() -> EntityType {
     EntityType::new(support::TYPE)
-}
-
-fn entity_in_shard(shard: u32, shards: u32) -> String {
-    (0..)
-        .map(|i| format!("e{i}"))
-        .find(|id| shoal_core::shard_of(&EntityId::new(id.as_str()), shards).0 == shard)
-        .expect("some id hashes to every shard")
 }
 
 fn dead_letter_reasons(c: &TestCluster) -> Vec<DeadLetterReason> {
@@ -290,11 +283,7 @@ fn an_entity_ignoring_its_stop_is_forced_after_the_stop_timeout() {
 #[test]
 fn removed_members_shards_move_only_after_the_removal_margin() {
     let mut c = TestCluster::with_nodes(3, 6);
-    let ids: Vec<String> = (0..6).map(|s| entity_in_shard(s, 6)).collect();
-    for id in &ids {
-        c.tell(1, id, "one");
-    }
-    c.settle();
+    c.one_entity_per_shard(1, 6, "one");
     let on_3 = c.alive_on(3);
     assert!(!on_3.is_empty());
     // Node 3 is downed and removed while it is still running (a partition).
@@ -478,11 +467,7 @@ fn coordinator_queries_without_a_coordinator_fail_fast() {
 #[test]
 fn late_shard_stopped_after_a_handoff_timeout_still_deallocates() {
     let mut c = TestCluster::with_nodes(2, 4);
-    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4)).collect();
-    for id in &ids {
-        c.tell(1, id, "one");
-    }
-    c.settle();
+    c.one_entity_per_shard(1, 4, "one");
     c.stop_policy = StopPolicy::Manual;
     c.command(2, Command::GracefulShutdown { entity_type: None });
     // Entities of node 2 do not stop within the 60 s handoff timeout.
@@ -518,11 +503,7 @@ fn late_shard_stopped_after_a_handoff_timeout_still_deallocates() {
 #[test]
 fn coordinator_moves_when_the_oldest_leaves() {
     let mut c = TestCluster::with_nodes(3, 6);
-    let ids: Vec<String> = (0..6).map(|s| entity_in_shard(s, 6)).collect();
-    for id in &ids {
-        c.tell(3, id, "one");
-    }
-    c.settle();
+    let ids = c.one_entity_per_shard(3, 6, "one");
     c.command(1, Command::GracefulShutdown { entity_type: None });
     c.settle();
     c.member_mut(1).status = MemberStatus::Leaving;
@@ -585,11 +566,7 @@ fn a_downed_member_stops_its_region_and_dead_letters_new_messages() {
 #[test]
 fn a_restarted_node_is_a_new_incarnation() {
     let mut c = TestCluster::with_nodes(2, 4);
-    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4)).collect();
-    for id in &ids {
-        c.tell(1, id, "one");
-    }
-    c.settle();
+    let ids = c.one_entity_per_shard(1, 4, "one");
     c.crash(2);
     c.publish_view();
     let mut restarted = Config::new(NodeId(2), Incarnation(2)).with_entity_type(type_config(4));

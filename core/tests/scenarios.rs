@@ -6,17 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::{StopPolicy, TestCluster, config, type_config};
+use support::{StopPolicy, TestCluster, config, entity_in_shard, type_config};
 
 use shoal_core::Command;
-
-/// Finds an entity id whose shard (of `shards`) is `shard`.
-fn entity_in_shard(shard: u32, shards: u32, prefix: &str) -> String {
-    (0..)
-        .map(|i| format!("{prefix}{i}"))
-        .find(|id| shoal_core::shard_of(&shoal_core::EntityId::new(id.as_str()), shards).0 == shard)
-        .expect("some id hashes to every shard")
-}
 
 /// Seeds' Scenario 1: a message for an unknown shard that the coordinator places locally.
 #[test]
@@ -24,10 +16,10 @@ fn scenario_1_unknown_shard_allocated_to_local_region() {
     let mut c = TestCluster::with_nodes(2, 10);
     // The coordinator runs on node 1 (the oldest); give node 1 a shard first so that
     // least-shard places the next new shard on node 2, where the message arrives.
-    c.tell(1, &entity_in_shard(0, 10, "e"), "M0");
+    c.tell(1, &entity_in_shard(0, 10), "M0");
     c.settle();
     c.trace.clear();
-    let e1 = entity_in_shard(1, 10, "e");
+    let e1 = entity_in_shard(1, 10);
     c.tell(2, &e1, "M1");
     c.settle();
     c.tell(2, &e1, "M2");
@@ -40,12 +32,12 @@ fn scenario_1_unknown_shard_allocated_to_local_region() {
 #[test]
 fn scenario_2_unknown_shard_in_remote_region() {
     let mut c = TestCluster::with_nodes(2, 10);
-    let e1 = entity_in_shard(1, 10, "e");
+    let e1 = entity_in_shard(1, 10);
     c.tell(1, &e1, "M1");
     c.settle();
     c.trace.clear();
     // Node 1 now hosts one shard, so least-shard places the next one on node 2.
-    let e2 = entity_in_shard(2, 10, "e");
+    let e2 = entity_in_shard(2, 10);
     c.tell(1, &e2, "M2");
     c.settle();
     c.tell(1, &e2, "M3");
@@ -60,11 +52,7 @@ fn scenario_2_unknown_shard_in_remote_region() {
 #[test]
 fn rebalance_handoff_moves_a_shard_without_losing_messages() {
     let mut c = TestCluster::with_nodes(1, 4);
-    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4, "e")).collect();
-    for id in &ids {
-        c.tell(1, id, "before");
-    }
-    c.settle();
+    c.one_entity_per_shard(1, 4, "before");
     c.add_node(config(2, type_config(4)));
     c.publish_view();
     c.settle();
@@ -106,11 +94,7 @@ fn rebalance_handoff_moves_a_shard_without_losing_messages() {
 #[test]
 fn graceful_shutdown_hands_off_every_shard() {
     let mut c = TestCluster::with_nodes(2, 4);
-    let ids: Vec<String> = (0..4).map(|s| entity_in_shard(s, 4, "e")).collect();
-    for id in &ids {
-        c.tell(1, id, "one");
-    }
-    c.settle();
+    let ids = c.one_entity_per_shard(1, 4, "one");
     assert_eq!(
         c.hosting().values().map(Vec::len).collect::<Vec<_>>(),
         [2, 2]
@@ -174,11 +158,7 @@ fn passivation_redelivers_buffered_messages() {
 #[test]
 fn coordinator_failover_rebuilds_table_from_registrations() {
     let mut c = TestCluster::with_nodes(3, 6);
-    let ids: Vec<String> = (0..6).map(|s| entity_in_shard(s, 6, "e")).collect();
-    for id in &ids {
-        c.tell(3, id, "one");
-    }
-    c.settle();
+    let ids = c.one_entity_per_shard(3, 6, "one");
     let before = c.hosting();
     c.crash(1);
     c.publish_view();

@@ -349,9 +349,7 @@ fn main() {
         3,
         Input::Command {
             request: RequestId(2),
-            command: Command::GetClusterShardingStats {
-                entity_type: t.clone(),
-            },
+            command: Command::GetClusterShardingStats { entity_type: t },
         },
     );
     w.run_for(Duration::from_secs(1));

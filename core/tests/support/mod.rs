@@ -67,6 +67,14 @@ pub fn member(n: u64) -> MemberId {
     MemberId::new(n, 1)
 }
 
+/// The first id `e0`, `e1`, ... whose shard (of `shards`) is `shard`.
+pub fn entity_in_shard(shard: u32, shards: u32) -> String {
+    (0..)
+        .map(|i| format!("e{i}"))
+        .find(|id| shoal_core::shard_of(&EntityId::new(id.as_str()), shards).0 == shard)
+        .expect("some id hashes to every shard")
+}
+
 pub fn type_config(shards: u32) -> EntityTypeConfig {
     let mut t = EntityTypeConfig::new(TYPE);
     t.number_of_shards = shards;
@@ -179,6 +187,17 @@ impl TestCluster {
             payload: Payload::from(payload.as_bytes()),
         };
         self.input(n, input);
+    }
+
+    /// Sends `payload` from node `from` to one entity in each of `shards` shards and settles;
+    /// returns the entity ids (entity `i` lives in shard `i`).
+    pub fn one_entity_per_shard(&mut self, from: u64, shards: u32, payload: &str) -> Vec<String> {
+        let ids: Vec<String> = (0..shards).map(|s| entity_in_shard(s, shards)).collect();
+        for id in &ids {
+            self.tell(from, id, payload);
+        }
+        self.settle();
+        ids
     }
 
     pub fn command(&mut self, n: u64, command: Command) -> RequestId {
