@@ -152,3 +152,6 @@ pub fn strategy_for(config: &AllocationStrategyConfig) -> Box<dyn AllocationStra
         AllocationStrategyConfig::External => Box::new(ExternalStrategy::default()),
     }
 }
+
+#[cfg(test)]
+mod tests;
