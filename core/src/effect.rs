@@ -245,3 +245,21 @@ impl Effects {
         self.event(Event::Reply { request, result });
     }
 }
+
+#[cfg(test)]
+impl Effects {
+    /// Everything queued: effects for the host, then envelopes for this member itself.
+    pub(crate) fn drain(&mut self) -> (Vec<Effect>, Vec<Envelope>) {
+        (
+            self.queue.drain(..).collect(),
+            self.local.drain(..).collect(),
+        )
+    }
+
+    /// The effects for the host, asserting that nothing was sent to this member itself.
+    pub(crate) fn take(&mut self) -> Vec<Effect> {
+        let (effects, local) = self.drain();
+        assert!(local.is_empty(), "unexpected local envelopes: {local:?}");
+        effects
+    }
+}

@@ -325,3 +325,7 @@ fn stop(entity_type: &EntityType, entity: &EntityId, reason: StopReason) -> Enti
         reason,
     }
 }
+
+#[cfg(test)]
+#[path = "shard_tests.rs"]
+mod tests;

@@ -1,0 +1,238 @@
+//! Shard role tests: one call, then the exact effects it produced.
+
+use std::time::Duration;
+
+use super::*;
+use crate::effect::{Effect, Event};
+use crate::id::MemberId;
+
+fn ty() -> EntityType {
+    EntityType::new("counter")
+}
+
+fn id(s: &str) -> EntityId {
+    EntityId::new(s)
+}
+
+fn p(s: &str) -> Option<Payload> {
+    Some(Payload::from(s.as_bytes()))
+}
+
+fn at(secs: u64) -> Instant {
+    Instant::from_secs(secs)
+}
+
+fn shard_with(idle_after: Option<Duration>) -> Shard {
+    let settings = ShardSettings {
+        stop_timeout: Duration::from_secs(10),
+        handoff_stop_timeout: Duration::from_secs(55),
+        idle_after,
+    };
+    Shard::new(ShardId(3), ty(), settings, at(0))
+}
+
+fn shard() -> Shard {
+    shard_with(None)
+}
+
+fn out() -> Effects {
+    Effects::new(MemberId::new(1, 1))
+}
+
+fn start(e: &str) -> Effect {
+    Effect::Entity(EntityEffect::Start {
+        entity_type: ty(),
+        entity: id(e),
+        shard: ShardId(3),
+    })
+}
+
+fn deliver(e: &str, m: &str) -> Effect {
+    Effect::Entity(EntityEffect::Deliver {
+        entity_type: ty(),
+        entity: id(e),
+        payload: Payload::from(m.as_bytes()),
+    })
+}
+
+fn stop(e: &str, reason: StopReason) -> Effect {
+    Effect::Entity(EntityEffect::Stop {
+        entity_type: ty(),
+        entity: id(e),
+        reason,
+    })
+}
+
+#[test]
+fn first_message_starts_the_entity_then_delivers() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    assert_eq!(o.take(), [start("a"), deliver("a", "m1")]);
+    s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
+    assert_eq!(o.take(), [deliver("a", "m2")]);
+}
+
+#[test]
+fn a_bare_start_starts_without_delivering() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), None, &mut b, &mut o);
+    assert_eq!(o.take(), [start("a")]);
+    s.handle_delivery(at(0), id("a"), None, &mut b, &mut o);
+    assert_eq!(o.take(), []);
+}
+
+#[test]
+fn passivation_buffers_and_redelivers_to_a_new_incarnation() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    o.take();
+    s.handle_passivate(at(1), &id("a"), &mut o);
+    assert_eq!(o.take(), [stop("a", StopReason::Passivation)]);
+    s.handle_delivery(at(1), id("a"), p("m2"), &mut b, &mut o);
+    s.handle_delivery(at(1), id("a"), p("m3"), &mut b, &mut o);
+    assert_eq!(o.take(), []);
+    assert_eq!(b.used(), 2);
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [start("a"), deliver("a", "m2"), deliver("a", "m3")]
+    );
+    assert_eq!(b.used(), 0);
+}
+
+#[test]
+fn passivate_is_ignored_while_stopping_and_for_unknown_entities() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    o.take();
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("ghost"), &mut o);
+    assert_eq!(o.take(), []);
+}
+
+#[test]
+fn an_entity_stopping_on_its_own_is_removed() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    o.take();
+    s.handle_entity_stopped(at(1), &id("a"), &mut b, &mut o);
+    assert_eq!(o.take(), []);
+    assert!(!s.is_alive(&id("a")));
+}
+
+#[test]
+fn handoff_stops_every_entity_and_completes_when_all_stopped() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m"), &mut b, &mut o);
+    s.handle_delivery(at(0), id("b"), p("m"), &mut b, &mut o);
+    o.take();
+    assert!(!s.handle_handoff(at(1), &mut o));
+    assert_eq!(
+        o.take(),
+        [
+            stop("a", StopReason::HandOff),
+            stop("b", StopReason::HandOff)
+        ]
+    );
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert!(!s.is_stopped());
+    s.handle_entity_stopped(at(2), &id("b"), &mut b, &mut o);
+    assert!(s.is_stopped());
+    assert_eq!(o.take(), []);
+}
+
+#[test]
+fn handoff_of_an_empty_shard_is_immediately_stopped() {
+    let (mut s, mut o) = (shard(), out());
+    assert!(s.handle_handoff(at(0), &mut o));
+    assert_eq!(o.take(), []);
+}
+
+#[test]
+fn messages_buffered_before_a_handoff_reach_a_new_incarnation_first() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
+    o.take();
+    assert!(!s.handle_handoff(at(1), &mut o));
+    assert_eq!(o.take(), [], "a passivating entity keeps its stop");
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [
+            start("a"),
+            deliver("a", "m2"),
+            stop("a", StopReason::HandOff)
+        ]
+    );
+    s.handle_entity_stopped(at(3), &id("a"), &mut b, &mut o);
+    assert!(s.is_stopped());
+}
+
+#[test]
+fn a_stop_that_is_ignored_is_forced_once_at_its_deadline() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m"), &mut b, &mut o);
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    o.take();
+    assert_eq!(s.poll_timeout(), Some(at(10)));
+    s.handle_timeout(at(9), &mut o);
+    assert_eq!(o.take(), []);
+    s.handle_timeout(at(10), &mut o);
+    assert_eq!(o.take(), [stop("a", StopReason::Forced)]);
+    assert_eq!(s.poll_timeout(), None);
+    s.handle_timeout(at(20), &mut o);
+    assert_eq!(o.take(), []);
+}
+
+#[test]
+fn idle_entities_are_passivated_at_the_check() {
+    let (mut s, mut o, mut b) = (
+        shard_with(Some(Duration::from_secs(10))),
+        out(),
+        BufferBudget::new(10),
+    );
+    s.handle_delivery(at(0), id("idle"), p("m"), &mut b, &mut o);
+    s.handle_delivery(at(8), id("busy"), p("m"), &mut b, &mut o);
+    o.take();
+    assert_eq!(s.poll_timeout(), Some(at(5)), "checked every idle/2");
+    s.handle_timeout(at(5), &mut o);
+    assert_eq!(o.take(), []);
+    s.handle_timeout(at(10), &mut o);
+    assert_eq!(o.take(), [stop("idle", StopReason::Passivation)]);
+}
+
+#[test]
+fn an_exhausted_budget_is_a_dead_letter() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(1));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
+    o.take();
+    s.handle_delivery(at(0), id("a"), p("m3"), &mut b, &mut o);
+    let dead = Event::DeadLetter {
+        entity_type: ty(),
+        entity: Some(id("a")),
+        reason: DeadLetterReason::BufferFull,
+    };
+    assert_eq!(o.take(), [Effect::Event(dead)]);
+}
+
+#[test]
+fn terminate_forces_every_entity_and_returns_buffered_messages() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
+    s.handle_delivery(at(0), id("b"), p("m1"), &mut b, &mut o);
+    o.take();
+    let dropped = s.handle_terminate(&mut b, &mut o);
+    assert_eq!(dropped, [(id("a"), p("m2"))]);
+    assert_eq!(
+        o.take(),
+        [stop("a", StopReason::Forced), stop("b", StopReason::Forced)]
+    );
+    assert_eq!(b.used(), 0);
+}
