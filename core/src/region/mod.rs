@@ -439,3 +439,6 @@ fn initial_backoff(retry_interval: Duration) -> Duration {
         .max(Duration::from_millis(100))
         .min(retry_interval)
 }
+
+#[cfg(test)]
+mod tests;

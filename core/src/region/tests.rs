@@ -1,0 +1,479 @@
+//! Region role tests: one call, then the exact effects it produced. The region is member 2; the
+//! coordinator runs on member 1 (the oldest); member 3 is another region.
+
+
+use super::*;
+use crate::config::EntityTypeConfig;
+use crate::effect::{Effect, EntityEffect, StopReason};
+use crate::membership::Member;
+use crate::message::{Envelope, Message};
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn ty() -> EntityType {
+    EntityType::new("counter")
+}
+
+fn at(millis: u64) -> Instant {
+    Instant::from_millis(millis)
+}
+
+fn view(down: bool) -> MembershipView {
+    let mut me = Member::up(m(2), 2, &[]);
+    if down {
+        me.status = MemberStatus::Down;
+    }
+    MembershipView::new(vec![Member::up(m(1), 1, &[]), me, Member::up(m(3), 3, &[])])
+}
+
+/// The first entity id of shard `s` (4 shards).
+fn entity(s: u32) -> EntityId {
+    (0..)
+        .map(|i| EntityId::new(format!("e{i}")))
+        .find(|e| shard_of(e, 4).0 == s)
+        .expect("some id per shard")
+}
+
+struct Fixture {
+    region: Region,
+    rng: Rng,
+    out: Effects,
+}
+
+impl Fixture {
+    fn new(proxy: bool) -> Self {
+        let mut config = EntityTypeConfig::new("counter");
+        config.number_of_shards = 4;
+        config.passivate_idle_after = None;
+        let region = Region::new(m(2), &config, &ShardingSettings::default(), proxy, at(0));
+        Self {
+            region,
+            rng: Rng::new(7),
+            out: Effects::new(m(2)),
+        }
+    }
+
+    /// Member of the view, registered with member 1.
+    fn registered() -> Self {
+        let mut f = Self::new(false);
+        f.region
+            .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+        f.from(1, Body::RegisterAck);
+        f.out.take();
+        f
+    }
+
+    fn from(&mut self, n: u64, body: Body) -> Handled {
+        self.region.handle_message(at(0), m(n), body, &mut self.out)
+    }
+
+    fn tell(&mut self, s: u32, payload: &str) {
+        let p = Some(Payload::from(payload.as_bytes()));
+        self.region.handle_tell(at(0), entity(s), p, &mut self.out);
+    }
+
+    fn take(&mut self) -> Vec<Effect> {
+        self.out.take()
+    }
+}
+
+fn send(to: u64, body: Body) -> Effect {
+    Effect::Send(Envelope {
+        from: m(2),
+        to: m(to),
+        message: Message {
+            entity_type: ty(),
+            body,
+        },
+    })
+}
+
+fn forward(s: u32, payload: &str) -> Body {
+    Body::Forward {
+        shard: ShardId(s),
+        entity: entity(s),
+        payload: Some(Payload::from(payload.as_bytes())),
+    }
+}
+
+fn event(e: Event) -> Effect {
+    Effect::Event(e)
+}
+
+#[test]
+fn registers_with_the_coordinator_the_view_names() {
+    let mut f = Fixture::new(false);
+    f.region
+        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    assert_eq!(
+        f.take(),
+        [send(
+            1,
+            Body::Register {
+                shards: vec![],
+                handing_off: vec![]
+            }
+        )]
+    );
+    assert_eq!(f.from(1, Body::RegisterAck), Handled::Accepted);
+    assert_eq!(
+        f.take(),
+        [event(Event::RegionRegistered {
+            entity_type: ty(),
+            coordinator: m(1)
+        })]
+    );
+}
+
+#[test]
+fn registration_is_retried_with_growing_delays_up_to_the_retry_interval() {
+    let mut f = Fixture::new(false);
+    f.region
+        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.take();
+    let mut attempts = Vec::new();
+    let mut now = at(0);
+    while attempts.len() < 6 {
+        now = f.region.registration.next_attempt.expect("retry armed");
+        f.region.handle_timeout(now, &mut f.rng, &mut f.out);
+        let sent = f.take().into_iter().filter(|e| matches!(e, Effect::Send(env) if matches!(env.message.body, Body::Register { .. }))).count();
+        if sent == 1 {
+            attempts.push(now);
+        }
+    }
+    let gaps: Vec<u64> = attempts
+        .windows(2)
+        .map(|w| (w[1].as_nanos() - w[0].as_nanos()) / 1_000_000)
+        .collect();
+    assert!(
+        gaps.windows(2).all(|g| g[1] >= g[0] * 9 / 10),
+        "delays grow: {gaps:?}"
+    );
+    assert!(
+        gaps.iter().all(|g| *g <= 2_200),
+        "capped near retry_interval: {gaps:?}"
+    );
+    assert!(now > at(2_000));
+}
+
+#[test]
+fn an_unknown_shard_is_buffered_and_asked_for_once() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    assert_eq!(
+        f.take(),
+        [send(1, Body::GetShardHome { shard: ShardId(1) })]
+    );
+    f.tell(1, "m2");
+    assert_eq!(f.take(), []);
+    assert_eq!(f.region.buffered(), 2);
+}
+
+#[test]
+fn nothing_is_asked_before_registration_then_everything_is() {
+    let mut f = Fixture::new(false);
+    f.region
+        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.take();
+    f.tell(1, "m1");
+    f.tell(2, "m1");
+    assert_eq!(f.take(), []);
+    f.from(1, Body::RegisterAck);
+    assert_eq!(
+        f.take(),
+        [
+            event(Event::RegionRegistered {
+                entity_type: ty(),
+                coordinator: m(1)
+            }),
+            send(1, Body::GetShardHome { shard: ShardId(1) }),
+            send(1, Body::GetShardHome { shard: ShardId(2) }),
+        ]
+    );
+}
+
+#[test]
+fn a_remote_home_gets_the_buffered_messages_in_order() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.tell(1, "m2");
+    f.take();
+    f.from(
+        1,
+        Body::ShardHome {
+            shard: ShardId(1),
+            region: m(3),
+        },
+    );
+    assert_eq!(
+        f.take(),
+        [send(3, forward(1, "m1")), send(3, forward(1, "m2"))]
+    );
+    f.tell(1, "m3");
+    assert_eq!(f.take(), [send(3, forward(1, "m3"))]);
+}
+
+#[test]
+fn host_shard_starts_the_shard_and_delivers_its_buffer() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.take();
+    f.from(1, Body::HostShard { shard: ShardId(1) });
+    assert_eq!(
+        f.take(),
+        [
+            send(1, Body::ShardStarted { shard: ShardId(1) }),
+            event(Event::ShardStarted {
+                entity_type: ty(),
+                shard: ShardId(1)
+            }),
+            Effect::Entity(EntityEffect::Start {
+                entity_type: ty(),
+                entity: entity(1),
+                shard: ShardId(1)
+            }),
+            Effect::Entity(EntityEffect::Deliver {
+                entity_type: ty(),
+                entity: entity(1),
+                payload: Payload::from(&b"m1"[..])
+            }),
+        ]
+    );
+}
+
+#[test]
+fn begin_handoff_is_acknowledged_directly_by_the_owner() {
+    let mut f = Fixture::registered();
+    f.from(
+        1,
+        Body::BeginHandOff {
+            shard: ShardId(1),
+            owner: m(2),
+        },
+    );
+    assert_eq!(
+        f.take(),
+        [send(
+            1,
+            Body::BeginHandOffAck {
+                shard: ShardId(1),
+                region: m(2)
+            }
+        )]
+    );
+}
+
+#[test]
+fn begin_handoff_is_acknowledged_through_the_owner() {
+    let mut f = Fixture::registered();
+    f.from(
+        1,
+        Body::ShardHome {
+            shard: ShardId(1),
+            region: m(3),
+        },
+    );
+    f.from(
+        1,
+        Body::BeginHandOff {
+            shard: ShardId(1),
+            owner: m(3),
+        },
+    );
+    assert_eq!(
+        f.take(),
+        [send(
+            3,
+            Body::RelayHandOffAck {
+                shard: ShardId(1),
+                coordinator: m(1)
+            }
+        )]
+    );
+    // The home is forgotten: new messages buffer and wait for the new home.
+    f.tell(1, "m1");
+    assert_eq!(
+        f.take(),
+        [send(1, Body::GetShardHome { shard: ShardId(1) })]
+    );
+}
+
+#[test]
+fn a_relayed_ack_goes_to_the_named_coordinator() {
+    let mut f = Fixture::registered();
+    f.from(
+        3,
+        Body::RelayHandOffAck {
+            shard: ShardId(1),
+            coordinator: m(1),
+        },
+    );
+    assert_eq!(
+        f.take(),
+        [send(
+            1,
+            Body::BeginHandOffAck {
+                shard: ShardId(1),
+                region: m(3)
+            }
+        )]
+    );
+}
+
+#[test]
+fn handoff_of_a_shard_not_hosted_is_answered_at_once() {
+    let mut f = Fixture::registered();
+    f.from(1, Body::HandOff { shard: ShardId(1) });
+    assert_eq!(
+        f.take(),
+        [send(1, Body::ShardStopped { shard: ShardId(1) })]
+    );
+}
+
+#[test]
+fn coordinator_messages_from_another_member_are_fenced() {
+    let mut f = Fixture::registered();
+    assert_eq!(
+        f.from(3, Body::HostShard { shard: ShardId(1) }),
+        Handled::Fenced
+    );
+    assert_eq!(
+        f.from(3, Body::HandOff { shard: ShardId(1) }),
+        Handled::Fenced
+    );
+    assert_eq!(f.take(), []);
+}
+
+#[test]
+fn a_conflicting_home_for_a_hosted_shard_is_rejected() {
+    let mut f = Fixture::registered();
+    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.take();
+    assert_eq!(
+        f.from(
+            1,
+            Body::ShardHome {
+                shard: ShardId(1),
+                region: m(3)
+            }
+        ),
+        Handled::Rejected
+    );
+    assert_eq!(f.take(), []);
+    f.tell(1, "still here");
+    assert_eq!(f.take().len(), 2, "start + deliver locally");
+}
+
+#[test]
+fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
+    let mut f = Fixture::registered();
+    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.tell(1, "m1");
+    f.take();
+    f.from(1, Body::HandOff { shard: ShardId(1) });
+    assert_eq!(
+        f.take(),
+        [Effect::Entity(EntityEffect::Stop {
+            entity_type: ty(),
+            entity: entity(1),
+            reason: StopReason::HandOff
+        })]
+    );
+    f.from(1, Body::HostShard { shard: ShardId(1) });
+    assert_eq!(f.take(), []);
+    f.region
+        .handle_entity_stopped(at(0), &entity(1), &mut f.out);
+    assert_eq!(
+        f.take(),
+        [
+            event(Event::ShardStopped {
+                entity_type: ty(),
+                shard: ShardId(1)
+            }),
+            send(1, Body::ShardStopped { shard: ShardId(1) }),
+            send(1, Body::ShardStarted { shard: ShardId(1) }),
+            event(Event::ShardStarted {
+                entity_type: ty(),
+                shard: ShardId(1)
+            }),
+        ]
+    );
+}
+
+#[test]
+fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
+    let mut f = Fixture::registered();
+    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.tell(1, "m1");
+    f.tell(2, "waiting");
+    f.take();
+    f.region
+        .handle_membership(at(0), &view(true), &mut f.rng, &mut f.out);
+    let dead = |s| {
+        event(Event::DeadLetter {
+            entity_type: ty(),
+            entity: Some(entity(s)),
+            reason: DeadLetterReason::RegionStopped,
+        })
+    };
+    assert_eq!(
+        f.take(),
+        [
+            Effect::Entity(EntityEffect::Stop {
+                entity_type: ty(),
+                entity: entity(1),
+                reason: StopReason::Forced
+            }),
+            dead(2),
+            event(Event::RegionStopped { entity_type: ty() }),
+        ]
+    );
+    f.tell(3, "late");
+    assert_eq!(f.take(), [dead(3)]);
+}
+
+#[test]
+fn graceful_shutdown_of_an_empty_region_stops_it_and_it_becomes_a_proxy() {
+    let mut f = Fixture::registered();
+    f.region.handle_graceful_shutdown(&mut f.out);
+    assert_eq!(
+        f.take(),
+        [
+            send(1, Body::GracefulShutdownReq),
+            send(1, Body::RegionStopped),
+            event(Event::RegionStopped { entity_type: ty() }),
+        ]
+    );
+    f.region.handle_timeout(at(1), &mut f.rng, &mut f.out);
+    assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
+}
+
+#[test]
+fn a_proxy_never_hosts() {
+    let mut f = Fixture::new(true);
+    f.region
+        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
+    f.from(1, Body::RegisterAck);
+    f.take();
+    assert_eq!(
+        f.from(1, Body::HostShard { shard: ShardId(1) }),
+        Handled::Rejected
+    );
+    assert_eq!(f.take(), []);
+}
+
+#[test]
+fn the_retry_tick_asks_again_for_buffered_shards() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.take();
+    f.region.handle_timeout(at(2_000), &mut f.rng, &mut f.out);
+    assert_eq!(
+        f.take(),
+        [send(1, Body::GetShardHome { shard: ShardId(1) })]
+    );
+    assert_eq!(f.region.poll_timeout(), Some(at(4_000)));
+}
