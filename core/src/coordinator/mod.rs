@@ -541,3 +541,6 @@ fn view_removals(removals: &BTreeMap<MemberId, Instant>, view: &MembershipView) 
         .copied()
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

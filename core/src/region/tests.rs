@@ -1,7 +1,6 @@
 //! Region role tests: one call, then the exact effects it produced. The region is member 2; the
 //! coordinator runs on member 1 (the oldest); member 3 is another region.
 
-
 use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, StopReason};
@@ -60,12 +59,12 @@ impl Fixture {
         let mut f = Self::new(false);
         f.region
             .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
-        f.from(1, Body::RegisterAck);
+        f.recv(1, Body::RegisterAck);
         f.out.take();
         f
     }
 
-    fn from(&mut self, n: u64, body: Body) -> Handled {
+    fn recv(&mut self, n: u64, body: Body) -> Handled {
         self.region.handle_message(at(0), m(n), body, &mut self.out)
     }
 
@@ -117,7 +116,7 @@ fn registers_with_the_coordinator_the_view_names() {
             }
         )]
     );
-    assert_eq!(f.from(1, Body::RegisterAck), Handled::Accepted);
+    assert_eq!(f.recv(1, Body::RegisterAck), Handled::Accepted);
     assert_eq!(
         f.take(),
         [event(Event::RegionRegistered {
@@ -180,7 +179,7 @@ fn nothing_is_asked_before_registration_then_everything_is() {
     f.tell(1, "m1");
     f.tell(2, "m1");
     assert_eq!(f.take(), []);
-    f.from(1, Body::RegisterAck);
+    f.recv(1, Body::RegisterAck);
     assert_eq!(
         f.take(),
         [
@@ -200,7 +199,7 @@ fn a_remote_home_gets_the_buffered_messages_in_order() {
     f.tell(1, "m1");
     f.tell(1, "m2");
     f.take();
-    f.from(
+    f.recv(
         1,
         Body::ShardHome {
             shard: ShardId(1),
@@ -220,7 +219,7 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
     let mut f = Fixture::registered();
     f.tell(1, "m1");
     f.take();
-    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
     assert_eq!(
         f.take(),
         [
@@ -246,7 +245,7 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
 #[test]
 fn begin_handoff_is_acknowledged_directly_by_the_owner() {
     let mut f = Fixture::registered();
-    f.from(
+    f.recv(
         1,
         Body::BeginHandOff {
             shard: ShardId(1),
@@ -268,14 +267,14 @@ fn begin_handoff_is_acknowledged_directly_by_the_owner() {
 #[test]
 fn begin_handoff_is_acknowledged_through_the_owner() {
     let mut f = Fixture::registered();
-    f.from(
+    f.recv(
         1,
         Body::ShardHome {
             shard: ShardId(1),
             region: m(3),
         },
     );
-    f.from(
+    f.recv(
         1,
         Body::BeginHandOff {
             shard: ShardId(1),
@@ -303,7 +302,7 @@ fn begin_handoff_is_acknowledged_through_the_owner() {
 #[test]
 fn a_relayed_ack_goes_to_the_named_coordinator() {
     let mut f = Fixture::registered();
-    f.from(
+    f.recv(
         3,
         Body::RelayHandOffAck {
             shard: ShardId(1),
@@ -325,7 +324,7 @@ fn a_relayed_ack_goes_to_the_named_coordinator() {
 #[test]
 fn handoff_of_a_shard_not_hosted_is_answered_at_once() {
     let mut f = Fixture::registered();
-    f.from(1, Body::HandOff { shard: ShardId(1) });
+    f.recv(1, Body::HandOff { shard: ShardId(1) });
     assert_eq!(
         f.take(),
         [send(1, Body::ShardStopped { shard: ShardId(1) })]
@@ -336,11 +335,11 @@ fn handoff_of_a_shard_not_hosted_is_answered_at_once() {
 fn coordinator_messages_from_another_member_are_fenced() {
     let mut f = Fixture::registered();
     assert_eq!(
-        f.from(3, Body::HostShard { shard: ShardId(1) }),
+        f.recv(3, Body::HostShard { shard: ShardId(1) }),
         Handled::Fenced
     );
     assert_eq!(
-        f.from(3, Body::HandOff { shard: ShardId(1) }),
+        f.recv(3, Body::HandOff { shard: ShardId(1) }),
         Handled::Fenced
     );
     assert_eq!(f.take(), []);
@@ -349,10 +348,10 @@ fn coordinator_messages_from_another_member_are_fenced() {
 #[test]
 fn a_conflicting_home_for_a_hosted_shard_is_rejected() {
     let mut f = Fixture::registered();
-    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
     f.take();
     assert_eq!(
-        f.from(
+        f.recv(
             1,
             Body::ShardHome {
                 shard: ShardId(1),
@@ -369,10 +368,10 @@ fn a_conflicting_home_for_a_hosted_shard_is_rejected() {
 #[test]
 fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
     let mut f = Fixture::registered();
-    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
     f.tell(1, "m1");
     f.take();
-    f.from(1, Body::HandOff { shard: ShardId(1) });
+    f.recv(1, Body::HandOff { shard: ShardId(1) });
     assert_eq!(
         f.take(),
         [Effect::Entity(EntityEffect::Stop {
@@ -381,7 +380,7 @@ fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
             reason: StopReason::HandOff
         })]
     );
-    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
     assert_eq!(f.take(), []);
     f.region
         .handle_entity_stopped(at(0), &entity(1), &mut f.out);
@@ -405,7 +404,7 @@ fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
 #[test]
 fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     let mut f = Fixture::registered();
-    f.from(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
     f.tell(1, "m1");
     f.tell(2, "waiting");
     f.take();
@@ -456,10 +455,10 @@ fn a_proxy_never_hosts() {
     f.region
         .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
     assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
-    f.from(1, Body::RegisterAck);
+    f.recv(1, Body::RegisterAck);
     f.take();
     assert_eq!(
-        f.from(1, Body::HostShard { shard: ShardId(1) }),
+        f.recv(1, Body::HostShard { shard: ShardId(1) }),
         Handled::Rejected
     );
     assert_eq!(f.take(), []);

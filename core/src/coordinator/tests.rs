@@ -1,0 +1,498 @@
+//! Coordinator role tests: one call, then the exact effects it produced. The coordinator runs on
+//! member 1; members 2 and 3 host regions, member 4 runs a proxy.
+
+use super::*;
+use crate::config::EntityTypeConfig;
+use crate::effect::Effect;
+use crate::id::RequestId;
+use crate::membership::Member;
+use crate::message::RegionStats;
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn s(n: u32) -> ShardId {
+    ShardId(n)
+}
+
+fn at(secs: u64) -> Instant {
+    Instant::from_secs(secs)
+}
+
+fn view_of(members: &[u64]) -> MembershipView {
+    MembershipView::new(members.iter().map(|&n| Member::up(m(n), n, &[])).collect())
+}
+
+struct Fixture {
+    c: Coordinator,
+    view: MembershipView,
+    out: Effects,
+}
+
+impl Fixture {
+    fn with(settings: ShardingSettings) -> Self {
+        let config = EntityTypeConfig::new("counter");
+        let c = Coordinator::new(
+            m(1),
+            &config,
+            &settings,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            at(0),
+        );
+        Self {
+            c,
+            view: view_of(&[1, 2, 3, 4]),
+            out: Effects::new(m(1)),
+        }
+    }
+
+    /// Regions 1, 2, 3 and proxy 4 registered; the gate is open.
+    fn ready() -> Self {
+        let mut f = Self::with(ShardingSettings::default());
+        for n in 1..=3 {
+            f.register(n, &[], &[]);
+        }
+        f.recv(4, Body::RegisterProxy);
+        f.out.drain();
+        assert!(f.c.gate_open);
+        f
+    }
+
+    fn recv(&mut self, n: u64, body: Body) -> bool {
+        self.recv_at(0, n, body)
+    }
+
+    fn recv_at(&mut self, secs: u64, n: u64, body: Body) -> bool {
+        self.c
+            .handle_message(at(secs), &self.view, m(n), body, &mut self.out)
+    }
+
+    fn register(&mut self, n: u64, shards: &[u32], handing_off: &[u32]) -> bool {
+        let body = Body::Register {
+            shards: shards.iter().copied().map(ShardId).collect(),
+            handing_off: handing_off.iter().copied().map(ShardId).collect(),
+        };
+        self.recv(n, body)
+    }
+
+    /// Sends to other members, in order (envelopes to member 1 itself are local).
+    fn sends(&mut self) -> Vec<(u64, Body)> {
+        let (effects, local) = self.out.drain();
+        let remote = effects.into_iter().map(|e| match e {
+            Effect::Send(env) => env,
+            other => panic!("unexpected effect {other:?}"),
+        });
+        remote
+            .chain(local)
+            .map(|env| (env.to.node.0, env.message.body))
+            .collect()
+    }
+
+    fn timeout(&mut self, secs: u64) {
+        self.c.handle_timeout(at(secs), &self.view, &mut self.out);
+    }
+
+    /// Allocates shard `shard` to region `n` (as the strategy would) and acknowledges it.
+    fn host(&mut self, shard: u32, n: u64) {
+        self.c.assign(s(shard), m(n));
+    }
+}
+
+#[test]
+fn registration_is_acknowledged_and_rebuilds_the_table() {
+    let mut f = Fixture::with(ShardingSettings::default());
+    assert!(f.register(2, &[5, 6], &[]));
+    assert_eq!(
+        f.sends(),
+        [
+            (
+                2,
+                Body::ShardHomes {
+                    homes: vec![RegionShards {
+                        region: m(2),
+                        shards: vec![s(5), s(6)]
+                    }]
+                }
+            ),
+            (2, Body::RegisterAck)
+        ]
+    );
+    assert_eq!(
+        f.c.allocations()
+            .iter()
+            .map(|(s, r)| (s.0, r.node.0))
+            .collect::<Vec<_>>(),
+        [(5, 2), (6, 2)]
+    );
+}
+
+#[test]
+fn a_second_claim_for_a_shard_is_told_to_stop_it() {
+    let mut f = Fixture::with(ShardingSettings::default());
+    f.register(2, &[5], &[]);
+    f.sends();
+    f.register(3, &[5], &[]);
+    assert_eq!(
+        f.sends(),
+        [
+            (3, Body::HandOff { shard: s(5) }),
+            (
+                3,
+                Body::ShardHomes {
+                    homes: vec![RegionShards {
+                        region: m(2),
+                        shards: vec![s(5)]
+                    }]
+                }
+            ),
+            (3, Body::RegisterAck),
+        ]
+    );
+    assert_eq!(f.c.allocations()[&s(5)], m(2));
+}
+
+#[test]
+fn registrations_from_non_members_and_joining_members_are_refused() {
+    let mut f = Fixture::with(ShardingSettings::default());
+    assert!(!f.register(9, &[1], &[]));
+    let mut joining = Member::up(m(5), 5, &[]);
+    joining.status = MemberStatus::Joining;
+    f.view = MembershipView::new(vec![Member::up(m(1), 1, &[]), joining]);
+    assert!(!f.register(5, &[1], &[]));
+    assert_eq!(f.sends(), []);
+    assert!(f.c.allocations().is_empty());
+}
+
+#[test]
+fn unknown_shards_wait_for_the_gate() {
+    let settings = ShardingSettings {
+        min_nr_of_members: 2,
+        ..ShardingSettings::default()
+    };
+    let mut f = Fixture::with(settings);
+    f.view = view_of(&[1, 2]);
+    f.register(2, &[], &[]);
+    f.sends();
+    f.recv(2, Body::GetShardHome { shard: s(7) });
+    assert_eq!(f.sends(), [], "one region is below min-nr-of-members");
+    f.register(1, &[], &[]);
+    // Least-shard picks the older of two empty regions: member 1 (local).
+    assert_eq!(
+        f.sends(),
+        [
+            (
+                2,
+                Body::ShardHome {
+                    shard: s(7),
+                    region: m(1)
+                }
+            ),
+            (1, Body::RegisterAck),
+            (1, Body::HostShard { shard: s(7) })
+        ]
+    );
+}
+
+#[test]
+fn known_homes_are_answered_and_unregistered_askers_told_to_register() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.recv(3, Body::GetShardHome { shard: s(3) });
+    assert_eq!(
+        f.sends(),
+        [(
+            3,
+            Body::ShardHome {
+                shard: s(3),
+                region: m(2)
+            }
+        )]
+    );
+    f.view = view_of(&[1, 2, 3, 4, 5]);
+    assert!(!f.recv(5, Body::GetShardHome { shard: s(3) }));
+    assert_eq!(f.sends(), [(5, Body::RegisterRequest)]);
+}
+
+#[test]
+fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.recv(2, Body::GracefulShutdownReq);
+    let begin = |to| {
+        (
+            to,
+            Body::BeginHandOff {
+                shard: s(3),
+                owner: m(2),
+            },
+        )
+    };
+    assert_eq!(f.sends(), [begin(2), begin(3), begin(4), begin(1)]);
+    f.recv(3, Body::GetShardHome { shard: s(3) });
+    for acker in [1, 3, 4] {
+        f.recv(
+            2,
+            Body::BeginHandOffAck {
+                shard: s(3),
+                region: m(acker),
+            },
+        );
+        assert_eq!(f.sends(), [], "waiting for every ack");
+    }
+    f.recv(
+        2,
+        Body::BeginHandOffAck {
+            shard: s(3),
+            region: m(2),
+        },
+    );
+    assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
+    f.recv(2, Body::ShardStopped { shard: s(3) });
+    // Re-allocated away from the shutting-down region, to the older of the two empty ones
+    // (member 1, local: listed last); the deferred asker is answered.
+    assert_eq!(
+        f.sends(),
+        [
+            (
+                3,
+                Body::ShardHome {
+                    shard: s(3),
+                    region: m(1)
+                }
+            ),
+            (1, Body::HostShard { shard: s(3) })
+        ]
+    );
+}
+
+#[test]
+fn a_removed_region_counts_as_having_acknowledged() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.recv(2, Body::GracefulShutdownReq);
+    f.sends();
+    for acker in [1, 2, 3] {
+        f.recv(
+            2,
+            Body::BeginHandOffAck {
+                shard: s(3),
+                region: m(acker),
+            },
+        );
+    }
+    assert_eq!(f.sends(), []);
+    f.view = view_of(&[1, 2, 3]);
+    f.c.handle_membership(at(1), &f.view.clone(), &mut f.out);
+    assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
+}
+
+#[test]
+fn unacknowledged_handoffs_are_abandoned_at_the_deadline() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.c.start_handoff(at(0), s(3), &mut f.out);
+    f.sends();
+    f.recv(3, Body::GetShardHome { shard: s(3) });
+    f.timeout(60);
+    assert_eq!(
+        f.sends(),
+        [(
+            3,
+            Body::ShardHome {
+                shard: s(3),
+                region: m(2)
+            }
+        )]
+    );
+    assert!(f.c.handoffs.is_empty());
+}
+
+#[test]
+fn a_stop_that_is_late_repeats_handoff_and_still_deallocates() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.c.start_handoff(at(0), s(3), &mut f.out);
+    for acker in 1..=4 {
+        f.recv(
+            2,
+            Body::BeginHandOffAck {
+                shard: s(3),
+                region: m(acker),
+            },
+        );
+    }
+    assert!(f.sends().contains(&(2, Body::HandOff { shard: s(3) })));
+    f.recv(3, Body::GetShardHome { shard: s(3) });
+    f.timeout(60);
+    assert_eq!(
+        f.sends(),
+        [(2, Body::HandOff { shard: s(3) })],
+        "no home is given out meanwhile"
+    );
+    f.recv_at(70, 2, Body::ShardStopped { shard: s(3) });
+    // The shard moves to the region with fewest shards; the deferred asker is answered.
+    assert_eq!(
+        f.sends(),
+        [
+            (
+                3,
+                Body::ShardHome {
+                    shard: s(3),
+                    region: m(1)
+                }
+            ),
+            (1, Body::HostShard { shard: s(3) })
+        ]
+    );
+}
+
+#[test]
+fn shard_stopped_while_host_shard_is_unacknowledged_is_ignored() {
+    let mut f = Fixture::ready();
+    f.recv(3, Body::GetShardHome { shard: s(8) });
+    let home = f.c.allocations()[&s(8)];
+    f.sends();
+    f.c.handle_message(
+        at(0),
+        &f.view.clone(),
+        home,
+        Body::ShardStopped { shard: s(8) },
+        &mut f.out,
+    );
+    assert_eq!(f.c.allocations()[&s(8)], home);
+    f.c.handle_message(
+        at(0),
+        &f.view.clone(),
+        home,
+        Body::ShardStarted { shard: s(8) },
+        &mut f.out,
+    );
+    f.c.handle_message(
+        at(0),
+        &f.view.clone(),
+        home,
+        Body::ShardStopped { shard: s(8) },
+        &mut f.out,
+    );
+    // Acknowledged, then reported stopped: deallocated and placed again.
+    assert!(
+        f.sends()
+            .iter()
+            .any(|(_, b)| matches!(b, Body::HostShard { shard } if *shard == s(8)))
+    );
+}
+
+#[test]
+fn host_shard_is_resent_until_acknowledged() {
+    let mut f = Fixture::ready();
+    f.recv(3, Body::GetShardHome { shard: s(8) });
+    let home = f.c.allocations()[&s(8)].node.0;
+    f.sends();
+    f.timeout(10);
+    assert_eq!(f.sends(), [(home, Body::HostShard { shard: s(8) })]);
+    f.c.handle_message(
+        at(11),
+        &f.view.clone(),
+        m(home),
+        Body::ShardStarted { shard: s(8) },
+        &mut f.out,
+    );
+    f.timeout(20);
+    assert_eq!(f.sends(), []);
+}
+
+#[test]
+fn a_removed_regions_shards_move_after_the_margin() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.view = view_of(&[1, 3, 4]);
+    f.c.handle_membership(at(0), &f.view.clone(), &mut f.out);
+    f.recv(3, Body::GetShardHome { shard: s(3) });
+    f.timeout(19);
+    assert_eq!(f.sends(), [], "within down-removal-margin");
+    f.timeout(20);
+    assert_eq!(
+        f.sends(),
+        [
+            (
+                3,
+                Body::ShardHome {
+                    shard: s(3),
+                    region: m(1)
+                }
+            ),
+            (1, Body::HostShard { shard: s(3) })
+        ]
+    );
+    assert!(!f.c.regions.contains_key(&m(2)));
+}
+
+#[test]
+fn region_stopped_removes_the_region_at_once() {
+    let mut f = Fixture::ready();
+    f.recv(3, Body::RegionStopped);
+    assert!(!f.c.regions.contains_key(&m(3)));
+    f.recv(
+        4,
+        Body::GetCurrentRegions {
+            request: RequestId(9),
+        },
+    );
+    assert_eq!(
+        f.sends(),
+        [(
+            4,
+            Body::CurrentRegions {
+                request: RequestId(9),
+                regions: vec![m(1), m(2)]
+            }
+        )]
+    );
+}
+
+#[test]
+fn stats_list_silent_regions_as_failed_after_the_query_timeout() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.recv(
+        4,
+        Body::GetClusterShardingStats {
+            request: RequestId(5),
+        },
+    );
+    let asked: Vec<u64> = f.sends().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(asked, [2, 3, 1]);
+    f.recv(
+        2,
+        Body::RegionStatsReply {
+            query: 0,
+            shards: vec![(s(3), 7)],
+        },
+    );
+    f.recv(
+        1,
+        Body::RegionStatsReply {
+            query: 0,
+            shards: vec![],
+        },
+    );
+    assert_eq!(f.sends(), []);
+    f.timeout(3);
+    let expected = Body::ClusterShardingStats {
+        request: RequestId(5),
+        regions: vec![
+            RegionStats {
+                region: m(1),
+                shards: vec![],
+            },
+            RegionStats {
+                region: m(2),
+                shards: vec![(s(3), 7)],
+            },
+        ],
+        failed: vec![m(3)],
+    };
+    assert_eq!(f.sends(), [(4, expected)]);
+}
