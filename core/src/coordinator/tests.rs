@@ -6,7 +6,8 @@ use crate::config::EntityTypeConfig;
 use crate::effect::Effect;
 use crate::id::RequestId;
 use crate::membership::Member;
-use crate::message::RegionStats;
+use crate::membership::MemberStatus;
+use crate::message::{RegionShards, RegionStats};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)

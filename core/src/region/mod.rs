@@ -12,6 +12,7 @@
 
 mod buffers;
 mod coordination;
+mod lifecycle;
 mod query;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +22,6 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{DeadLetterReason, Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, ShardId};
-use crate::membership::{MemberStatus, MembershipView};
 use crate::message::{Body, Payload};
 use crate::rng::Rng;
 use crate::shard::{Delivery, Shard, ShardSettings};
@@ -30,6 +30,7 @@ use crate::time::{Instant, earliest};
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
+use lifecycle::initial_backoff;
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -152,45 +153,6 @@ impl Region {
         }
     }
 
-    /// Membership changed: follow the coordinator the view names, forget homes on removed
-    /// members, and stop everything if this member was downed or removed.
-    pub(crate) fn handle_membership(
-        &mut self,
-        now: Instant,
-        view: &MembershipView,
-        rng: &mut Rng,
-        out: &mut Effects,
-    ) {
-        if self.lifecycle == Lifecycle::Terminated {
-            return;
-        }
-        match view.status(self.me) {
-            Some(MemberStatus::Down) => return self.terminate(out),
-            Some(_) => self.seen_self = true,
-            None if self.seen_self => return self.terminate(out),
-            None => {}
-        }
-        self.homes.retain(|_, home| view.member(*home).is_some());
-        let expected = view.oldest_up(self.role.as_deref());
-        if expected != self.registration.coordinator {
-            self.registration.coordinator = expected;
-            self.registration.registered = false;
-            self.registration.backoff = initial_backoff(self.settings.retry_interval);
-            self.registration.next_attempt = expected.map(|_| now);
-            self.handle_timeout(now, rng, out);
-        }
-    }
-
-    /// Begins a graceful shutdown: every shard is handed off, then the region stops.
-    pub(crate) fn handle_graceful_shutdown(&mut self, out: &mut Effects) {
-        if self.lifecycle != Lifecycle::Running {
-            return;
-        }
-        self.lifecycle = Lifecycle::ShuttingDown;
-        self.send_to_coordinator(Body::GracefulShutdownReq, out);
-        self.try_complete_shutdown(out);
-    }
-
     /// Fires due retries and the shards' timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         if self.lifecycle == Lifecycle::Terminated {
@@ -300,42 +262,6 @@ impl Region {
         }
     }
 
-    fn retry_registration(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        let reg = &mut self.registration;
-        let (Some(coordinator), Some(at)) = (reg.coordinator, reg.next_attempt) else {
-            return;
-        };
-        if reg.registered {
-            reg.next_attempt = None;
-            return;
-        }
-        if at > now {
-            return;
-        }
-        // Akka's backoff: start at max(100 ms, retry/8), double up to retry-interval; ±20 %
-        // jitter so that regions restarted together do not register in lockstep.
-        let jitter = reg.backoff / 5;
-        let jitter = Duration::from_nanos(rng.below(jitter.as_nanos().max(1) as u64));
-        reg.next_attempt = Some(now + (reg.backoff - reg.backoff / 10 + jitter));
-        reg.backoff = (reg.backoff * 2).min(self.settings.retry_interval);
-        let body = self.register_body();
-        out.send(coordinator, &self.entity_type, body);
-    }
-
-    fn register_body(&self) -> Body {
-        if self.proxy {
-            return Body::RegisterProxy;
-        }
-        let (handing_off, shards): (Vec<ShardId>, Vec<ShardId>) = self
-            .shards
-            .keys()
-            .partition(|id| self.shards[*id].is_handing_off());
-        Body::Register {
-            shards,
-            handing_off,
-        }
-    }
-
     fn handle_retry_tick(&mut self, out: &mut Effects) {
         if self.registration.registered {
             for shard in self.buffers.shards() {
@@ -389,55 +315,6 @@ impl Region {
         });
         self.flush(now, shard, out);
     }
-
-    fn try_complete_shutdown(&mut self, out: &mut Effects) {
-        if self.lifecycle == Lifecycle::ShuttingDown
-            && self.shards.is_empty()
-            && self.buffers.is_empty()
-        {
-            self.lifecycle = Lifecycle::Stopped;
-            self.send_to_coordinator(Body::RegionStopped, out);
-            out.event(Event::RegionStopped {
-                entity_type: self.entity_type.clone(),
-            });
-            // From now on a proxy: register as one so the coordinator still answers us.
-            self.proxy = true;
-            self.registration.registered = false;
-            self.registration.backoff = initial_backoff(self.settings.retry_interval);
-            self.registration.next_attempt = Some(Instant::ZERO);
-        }
-    }
-
-    /// This member was downed or removed: stop every entity now and drop what is buffered,
-    /// reporting each message as a dead letter.
-    fn terminate(&mut self, out: &mut Effects) {
-        let mut dropped = self.buffers.drain_all(&mut self.budget);
-        for shard in self.shards.values_mut() {
-            dropped.extend(shard.handle_terminate(&mut self.budget, out));
-        }
-        self.shards.clear();
-        self.homes.clear();
-        let already_stopped = self.lifecycle == Lifecycle::Stopped;
-        self.lifecycle = Lifecycle::Terminated;
-        for (entity, _) in dropped {
-            out.dead_letter(
-                &self.entity_type,
-                Some(entity),
-                DeadLetterReason::RegionStopped,
-            );
-        }
-        if !already_stopped {
-            out.event(Event::RegionStopped {
-                entity_type: self.entity_type.clone(),
-            });
-        }
-    }
-}
-
-fn initial_backoff(retry_interval: Duration) -> Duration {
-    (retry_interval / 8)
-        .max(Duration::from_millis(100))
-        .min(retry_interval)
 }
 
 #[cfg(test)]

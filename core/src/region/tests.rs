@@ -4,7 +4,7 @@
 use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, StopReason};
-use crate::membership::Member;
+use crate::membership::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Message};
 
 fn m(n: u64) -> MemberId {

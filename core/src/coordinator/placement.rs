@@ -1,0 +1,149 @@
+//! Where shards live: answering `GetShardHome`, allocating unknown shards through the strategy
+//! (re-validated against the current regions), answering requests that had to wait, and
+//! re-sending `HostShard` until it is acknowledged.
+
+use std::collections::BTreeSet;
+
+use crate::allocation::{AllocationView, RegionAllocation};
+use crate::coordinator::Coordinator;
+use crate::effect::Effects;
+use crate::id::{MemberId, ShardId};
+use crate::membership::{MemberStatus, MembershipView};
+use crate::message::Body;
+use crate::time::Instant;
+
+impl Coordinator {
+    pub(super) fn handle_get_shard_home(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        shard: ShardId,
+        out: &mut Effects,
+    ) {
+        if let Some(handoff) = self.handoffs.get_mut(&shard) {
+            handoff.requesters.insert(from);
+            return;
+        }
+        match self.shards.get(&shard) {
+            Some(home) if !self.terminating.contains_key(home) => {
+                let region = *home;
+                out.send(from, &self.entity_type, Body::ShardHome { shard, region });
+            }
+            Some(_) => {
+                self.waiting.entry(shard).or_default().insert(from);
+            }
+            None if !self.gate_open => {
+                self.waiting.entry(shard).or_default().insert(from);
+            }
+            None => self.allocate(now, view, shard, [from].into(), out),
+        }
+    }
+
+    /// Chooses a home for an unallocated shard and answers `requesters`; if no region is
+    /// available they wait for the next chance.
+    pub(super) fn allocate(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        shard: ShardId,
+        requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
+        let allocation = self.allocation_view(view);
+        let requester = requesters.first().copied().unwrap_or(self.me);
+        let chosen = self
+            .strategy
+            .allocate_shard(requester, shard, &allocation)
+            .filter(|r| allocation.regions.iter().any(|a| a.region == *r));
+        let Some(region) = chosen else {
+            self.waiting.entry(shard).or_default().extend(requesters);
+            return;
+        };
+        self.assign(shard, region);
+        self.unacked
+            .insert(shard, now + self.settings.shard_start_timeout);
+        out.send(region, &self.entity_type, Body::HostShard { shard });
+        for requester in requesters {
+            out.send(
+                requester,
+                &self.entity_type,
+                Body::ShardHome { shard, region },
+            );
+        }
+    }
+
+    /// Answers requests that were waiting, now that something changed.
+    pub(super) fn serve_waiting(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        for (shard, requesters) in std::mem::take(&mut self.waiting) {
+            match self.shards.get(&shard) {
+                Some(home) if !self.terminating.contains_key(home) => {
+                    let region = *home;
+                    for requester in requesters {
+                        out.send(
+                            requester,
+                            &self.entity_type,
+                            Body::ShardHome { shard, region },
+                        );
+                    }
+                }
+                Some(_) => {
+                    self.waiting.insert(shard, requesters);
+                }
+                None if self.gate_open => self.allocate(now, view, shard, requesters, out),
+                None => {
+                    self.waiting.insert(shard, requesters);
+                }
+            }
+        }
+    }
+
+    pub(super) fn resend_host_shards(&mut self, now: Instant, out: &mut Effects) {
+        let next = now + self.settings.shard_start_timeout;
+        for (shard, at) in &mut self.unacked {
+            if *at <= now {
+                *at = next;
+                let region = self.shards[shard];
+                out.send(region, &self.entity_type, Body::HostShard { shard: *shard });
+            }
+        }
+    }
+
+    pub(super) fn assign(&mut self, shard: ShardId, region: MemberId) {
+        self.shards.insert(shard, region);
+        self.regions.entry(region).or_default().push(shard);
+    }
+
+    pub(super) fn deallocate(&mut self, shard: ShardId) {
+        if let Some(region) = self.shards.remove(&shard) {
+            if let Some(list) = self.regions.get_mut(&region) {
+                list.retain(|s| *s != shard);
+            }
+        }
+        self.unacked.remove(&shard);
+    }
+
+    /// Regions that may receive new shards: registered, Up, not shutting down or terminating.
+    pub(super) fn allocation_view(&self, view: &MembershipView) -> AllocationView {
+        let regions = self
+            .regions
+            .iter()
+            .filter(|(r, _)| !self.shutting_down.contains(r) && !self.terminating.contains_key(r))
+            .filter_map(|(r, shards)| {
+                let member = view.member(*r).filter(|m| m.status == MemberStatus::Up)?;
+                Some(RegionAllocation {
+                    region: *r,
+                    shards: shards.clone(),
+                    status: member.status,
+                    app_version: member.app_version,
+                    up_number: member.up_number,
+                })
+            })
+            .collect();
+        AllocationView {
+            regions,
+            any_unreachable: view.any_unreachable(),
+            any_joining: view.any_joining(),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! A region's life: following the coordinator the membership view names (registration with
+//! backoff), graceful shutdown (after which it routes as a proxy), and termination when its
+//! member is downed or removed.
+
+use std::time::Duration;
+
+use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::id::ShardId;
+use crate::membership::{MemberStatus, MembershipView};
+use crate::message::Body;
+use crate::region::{Lifecycle, Region};
+use crate::rng::Rng;
+use crate::time::Instant;
+
+impl Region {
+    /// Membership changed: follow the coordinator the view names, forget homes on removed
+    /// members, and stop everything if this member was downed or removed.
+    pub(crate) fn handle_membership(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        if self.lifecycle == Lifecycle::Terminated {
+            return;
+        }
+        match view.status(self.me) {
+            Some(MemberStatus::Down) => return self.terminate(out),
+            Some(_) => self.seen_self = true,
+            None if self.seen_self => return self.terminate(out),
+            None => {}
+        }
+        self.homes.retain(|_, home| view.member(*home).is_some());
+        let expected = view.oldest_up(self.role.as_deref());
+        if expected != self.registration.coordinator {
+            self.registration.coordinator = expected;
+            self.registration.registered = false;
+            self.registration.backoff = initial_backoff(self.settings.retry_interval);
+            self.registration.next_attempt = expected.map(|_| now);
+            self.handle_timeout(now, rng, out);
+        }
+    }
+
+    /// Begins a graceful shutdown: every shard is handed off, then the region stops.
+    pub(crate) fn handle_graceful_shutdown(&mut self, out: &mut Effects) {
+        if self.lifecycle != Lifecycle::Running {
+            return;
+        }
+        self.lifecycle = Lifecycle::ShuttingDown;
+        self.send_to_coordinator(Body::GracefulShutdownReq, out);
+        self.try_complete_shutdown(out);
+    }
+
+    pub(super) fn retry_registration(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        let reg = &mut self.registration;
+        let (Some(coordinator), Some(at)) = (reg.coordinator, reg.next_attempt) else {
+            return;
+        };
+        if reg.registered {
+            reg.next_attempt = None;
+            return;
+        }
+        if at > now {
+            return;
+        }
+        // Akka's backoff: start at max(100 ms, retry/8), double up to retry-interval; ±20 %
+        // jitter so that regions restarted together do not register in lockstep.
+        let jitter = reg.backoff / 5;
+        let jitter = Duration::from_nanos(rng.below(jitter.as_nanos().max(1) as u64));
+        reg.next_attempt = Some(now + (reg.backoff - reg.backoff / 10 + jitter));
+        reg.backoff = (reg.backoff * 2).min(self.settings.retry_interval);
+        let body = self.register_body();
+        out.send(coordinator, &self.entity_type, body);
+    }
+
+    pub(super) fn register_body(&self) -> Body {
+        if self.proxy {
+            return Body::RegisterProxy;
+        }
+        let (handing_off, shards): (Vec<ShardId>, Vec<ShardId>) = self
+            .shards
+            .keys()
+            .partition(|id| self.shards[*id].is_handing_off());
+        Body::Register {
+            shards,
+            handing_off,
+        }
+    }
+
+    pub(super) fn try_complete_shutdown(&mut self, out: &mut Effects) {
+        if self.lifecycle == Lifecycle::ShuttingDown
+            && self.shards.is_empty()
+            && self.buffers.is_empty()
+        {
+            self.lifecycle = Lifecycle::Stopped;
+            self.send_to_coordinator(Body::RegionStopped, out);
+            out.event(Event::RegionStopped {
+                entity_type: self.entity_type.clone(),
+            });
+            // From now on a proxy: register as one so the coordinator still answers us.
+            self.proxy = true;
+            self.registration.registered = false;
+            self.registration.backoff = initial_backoff(self.settings.retry_interval);
+            self.registration.next_attempt = Some(Instant::ZERO);
+        }
+    }
+
+    /// This member was downed or removed: stop every entity now and drop what is buffered,
+    /// reporting each message as a dead letter.
+    pub(super) fn terminate(&mut self, out: &mut Effects) {
+        let mut dropped = self.buffers.drain_all(&mut self.budget);
+        for shard in self.shards.values_mut() {
+            dropped.extend(shard.handle_terminate(&mut self.budget, out));
+        }
+        self.shards.clear();
+        self.homes.clear();
+        let already_stopped = self.lifecycle == Lifecycle::Stopped;
+        self.lifecycle = Lifecycle::Terminated;
+        for (entity, _) in dropped {
+            out.dead_letter(
+                &self.entity_type,
+                Some(entity),
+                DeadLetterReason::RegionStopped,
+            );
+        }
+        if !already_stopped {
+            out.event(Event::RegionStopped {
+                entity_type: self.entity_type.clone(),
+            });
+        }
+    }
+}
+
+pub(super) fn initial_backoff(retry_interval: Duration) -> Duration {
+    (retry_interval / 8)
+        .max(Duration::from_millis(100))
+        .min(retry_interval)
+}
