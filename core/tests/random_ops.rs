@@ -1,6 +1,7 @@
-//! Random operation sequences over the lossless in-test network. Without loss, crashes or
-//! partitions every message must be delivered exactly once, in per-sender order, across
-//! rebalancing, graceful shutdown and passivation; an entity never runs in two places.
+//! Random operation sequences over the lossless in-test network. Without crashes every message
+//! must be delivered exactly once, in per-sender order, across rebalancing, graceful shutdown and
+//! passivation; with crashes and restarts, at most once and in order, and after healing every new
+//! message is delivered. An entity never runs in two places (the test host asserts it).
 
 mod support;
 
@@ -8,17 +9,32 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use shoal_core::{Command, EntityType, MemberStatus};
+use shoal_core::{Command, Config, EntityType, Incarnation, MemberStatus, NodeId};
 use support::{StopPolicy, TestCluster, config, type_config};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Tell { from: usize, entity: u8 },
-    Advance { millis: u32 },
+    Tell {
+        from: usize,
+        entity: u8,
+    },
+    Advance {
+        millis: u32,
+    },
     AddNode,
-    ShutDown { node: usize },
-    Passivate { entity: u8 },
+    ShutDown {
+        node: usize,
+    },
+    Passivate {
+        entity: u8,
+    },
     CompleteStops,
+    /// Crash a node (it leaves the view at once); only in runs with faults.
+    Crash {
+        node: usize,
+    },
+    /// Restart a crashed node as a new incarnation; only in runs with faults.
+    Restart,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -29,6 +45,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8usize).prop_map(|node| Op::ShutDown { node }),
         2 => (0..24u8).prop_map(|entity| Op::Passivate { entity }),
         2 => Just(Op::CompleteStops),
+        1 => (0..8usize).prop_map(|node| Op::Crash { node }),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -51,6 +69,10 @@ fn P(entity: u8) -> Op {
 }
 
 fn run(ops: Vec<Op>, manual_stops: bool) {
+    run_with(ops, manual_stops, false);
+}
+
+fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
     let mut c = TestCluster::with_nodes(2, 8);
     c.trace_network = std::env::var_os("TRACE_NETWORK").is_some();
     c.stop_policy = if manual_stops {
@@ -61,20 +83,24 @@ fn run(ops: Vec<Op>, manual_stops: bool) {
     let mut next_node = 3;
     let mut leaving: Vec<u64> = Vec::new();
     let mut removed: Vec<u64> = Vec::new();
-    let mut sent: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    let mut crashed: Vec<u64> = Vec::new();
+    let mut incarnation: BTreeMap<u64, u64> = (1..=6).map(|n| (n, 1)).collect();
+    // Per (entity, sender label): messages sent. A label names a node's incarnation.
+    let mut sent: BTreeMap<(String, String), u64> = BTreeMap::new();
     let counter = EntityType::new(support::TYPE);
     for op in ops {
         let active: Vec<u64> = c
             .running()
             .into_iter()
-            .filter(|n| !leaving.contains(n))
+            .filter(|n| !leaving.contains(n) && !crashed.contains(n))
             .collect();
         match op {
             Op::Tell { from, entity } => {
                 let from = active[from % active.len()];
                 let entity = format!("e{entity}");
-                let seq = sent.entry((entity.clone(), from)).or_default();
-                c.tell(from, &entity, &format!("n{from}:{seq}"));
+                let label = format!("n{from}.{}", incarnation[&from]);
+                let seq = sent.entry((entity.clone(), label.clone())).or_default();
+                c.tell(from, &entity, &format!("{label}:{seq}"));
                 *seq += 1;
             }
             Op::Advance { millis } => c.advance(Duration::from_millis(u64::from(millis))),
@@ -97,6 +123,22 @@ fn run(ops: Vec<Op>, manual_stops: bool) {
                 }
             }
             Op::CompleteStops => c.complete_stops(),
+            Op::Crash { node } if faults && active.len() > 1 => {
+                let node = active[node % active.len()];
+                crashed.push(node);
+                c.crash(node);
+                c.publish_view();
+            }
+            Op::Restart if faults && !crashed.is_empty() => {
+                let node = crashed.remove(0);
+                let next = incarnation[&node] + 1;
+                incarnation.insert(node, next);
+                let mut restarted = Config::new(NodeId(node), Incarnation(next));
+                restarted = restarted.with_entity_type(type_config(8));
+                c.add_node(restarted);
+                c.publish_view();
+            }
+            Op::Crash { .. } | Op::Restart => {}
         }
         c.settle();
         // Members whose region finished shutting down leave the cluster.
@@ -117,25 +159,64 @@ fn run(ops: Vec<Op>, manual_stops: bool) {
         c.complete_stops();
         c.advance(Duration::from_secs(15));
     }
-    assert_eq!(
-        c.dead_letters(),
-        0,
-        "no message may be dropped in a run without faults"
-    );
-    for ((entity, from), count) in sent {
-        let from_sender: Vec<String> = c
-            .inbox(&entity)
-            .into_iter()
-            .map(|(_, p)| p)
-            .filter(|p| p.starts_with(&format!("n{from}:")))
-            .collect();
-        let expected: Vec<String> = (0..count).map(|i| format!("n{from}:{i}")).collect();
+    if !faults {
         assert_eq!(
-            from_sender,
-            expected,
-            "{entity} from n{from}: exactly once, in order; trace:\n{}",
-            c.trace.join("\n")
+            c.dead_letters(),
+            0,
+            "no message may be dropped in a run without faults"
         );
+    }
+    for ((entity, label), count) in &sent {
+        let prefix = format!("{label}:");
+        let from_sender: Vec<u64> = c
+            .inbox(entity)
+            .into_iter()
+            .filter_map(|(_, p)| p.strip_prefix(&prefix).map(|n| n.parse().expect("seq")))
+            .collect();
+        if faults {
+            assert!(
+                from_sender.windows(2).all(|w| w[0] < w[1]),
+                "{entity} from {label}: at most once, in order: {from_sender:?}; trace:\n{}",
+                c.trace.join("\n")
+            );
+        } else {
+            let expected: Vec<u64> = (0..*count).collect();
+            assert_eq!(
+                from_sender,
+                expected,
+                "{entity} from {label}: exactly once, in order; trace:\n{}",
+                c.trace.join("\n")
+            );
+        }
+    }
+    if faults {
+        // Liveness: after healing, a new message from every running member reaches every entity.
+        let senders: Vec<u64> = c
+            .running()
+            .into_iter()
+            .filter(|n| !removed.contains(n))
+            .collect();
+        for entity in 0..24 {
+            for &from in &senders {
+                c.tell(from, &format!("e{entity}"), &format!("final-{from}"));
+            }
+        }
+        c.advance(Duration::from_secs(30));
+        for entity in 0..24 {
+            for &from in &senders {
+                let got = c
+                    .inbox(&format!("e{entity}"))
+                    .iter()
+                    .filter(|(_, p)| *p == format!("final-{from}"))
+                    .count();
+                assert_eq!(
+                    got,
+                    1,
+                    "e{entity} got final-{from} {got} times; trace:\n{}",
+                    c.trace.join("\n")
+                );
+            }
+        }
     }
 }
 
@@ -150,6 +231,11 @@ proptest! {
     #[test]
     fn exactly_once_in_order_with_slow_stops(ops in prop::collection::vec(op(), 1..120)) {
         run(ops, true);
+    }
+
+    #[test]
+    fn at_most_once_in_order_with_crashes_then_live(ops in prop::collection::vec(op(), 1..120), slow in any::<bool>()) {
+        run_with(ops, slow, true);
     }
 }
 
