@@ -197,7 +197,14 @@ pub struct ShardingSettings {
     pub down_removal_margin: Duration,
     /// Cluster-wide statistics queries give up on regions that did not answer by then (3 s).
     pub shard_region_query_timeout: Duration,
+    /// Largest message payload accepted (4 MiB); larger ones become dead letters at once
+    /// rather than failing later at the transport. At most [`MAX_PAYLOAD_SIZE`].
+    pub max_payload_size: usize,
 }
+
+/// The largest `max_payload_size` allowed: a frame holds one payload plus the envelope, and
+/// frames are capped at [`crate::codec::MAX_FRAME_LEN`].
+pub const MAX_PAYLOAD_SIZE: usize = crate::codec::MAX_FRAME_LEN - 64 * 1024;
 
 impl Default for ShardingSettings {
     fn default() -> Self {
@@ -211,6 +218,7 @@ impl Default for ShardingSettings {
             min_nr_of_members: 1,
             down_removal_margin: Duration::from_secs(20),
             shard_region_query_timeout: Duration::from_secs(3),
+            max_payload_size: 4 * 1024 * 1024,
         }
     }
 }
@@ -243,6 +251,9 @@ impl ShardingSettings {
         }
         if self.min_nr_of_members == 0 {
             return Err(ConfigError::ZeroMinMembers);
+        }
+        if self.max_payload_size == 0 || self.max_payload_size > MAX_PAYLOAD_SIZE {
+            return Err(ConfigError::InvalidMaxPayloadSize(self.max_payload_size));
         }
         Ok(())
     }

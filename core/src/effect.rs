@@ -132,6 +132,8 @@ pub enum DeadLetterReason {
     UnknownEntityType,
     /// The region has stopped (graceful shutdown finished, or this member was downed/removed).
     RegionStopped,
+    /// The payload exceeds `max_payload_size`.
+    PayloadTooLarge,
 }
 
 /// Successful answers to commands.

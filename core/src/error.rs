@@ -27,6 +27,9 @@ pub enum ConfigError {
     /// An entity type has zero shards.
     #[error("entity type `{0}` must have at least one shard")]
     ZeroShards(EntityType),
+    /// `max_payload_size` is zero or larger than a frame can carry.
+    #[error("setting `max_payload_size` ({0}) must be in 1..=MAX_PAYLOAD_SIZE")]
+    InvalidMaxPayloadSize(usize),
     /// A rebalance limit is out of range.
     #[error("invalid rebalance limit: {0}")]
     InvalidRebalanceLimit(&'static str),

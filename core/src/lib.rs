@@ -79,7 +79,9 @@ mod rng;
 mod shard;
 mod time;
 
-pub use config::{AllocationStrategyConfig, Config, EntityTypeConfig, ShardingSettings};
+pub use config::{
+    AllocationStrategyConfig, Config, EntityTypeConfig, MAX_PAYLOAD_SIZE, ShardingSettings,
+};
 pub use driver::{Driver, Io};
 pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason};
 pub use error::{CodecError, CommandError, ConfigError};

@@ -8,10 +8,10 @@ use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
 use crate::effect::{DeadLetterReason, Effect, Effects, Event, Reply};
 use crate::error::{CommandError, ConfigError};
-use crate::id::{EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
 use crate::input::{Command, Input};
 use crate::membership::MembershipView;
-use crate::message::{Body, Envelope};
+use crate::message::{Body, Envelope, Payload};
 use crate::region::{Handled, Region};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
@@ -106,16 +106,9 @@ impl Node {
                 entity_type,
                 entity,
                 payload,
-            } => match self.types.get_mut(&entity_type) {
-                Some(t) => t
-                    .region
-                    .handle_tell(now, entity, Some(payload), &mut self.effects),
-                None => self.effects.dead_letter(
-                    &entity_type,
-                    Some(entity),
-                    DeadLetterReason::UnknownEntityType,
-                ),
-            },
+            } => {
+                self.handle_tell(now, entity_type, entity, payload);
+            }
             Input::Command { request, command } => self.handle_command(now, request, command),
             Input::EntityStopped {
                 entity_type,
@@ -218,6 +211,27 @@ impl Node {
         self.types
             .get(entity_type)
             .is_some_and(|t| t.region.is_stopped())
+    }
+
+    fn handle_tell(
+        &mut self,
+        now: Instant,
+        entity_type: EntityType,
+        entity: EntityId,
+        payload: Payload,
+    ) {
+        let reason = match self.types.get_mut(&entity_type) {
+            None => DeadLetterReason::UnknownEntityType,
+            Some(_) if payload.0.len() > self.config.settings.max_payload_size => {
+                DeadLetterReason::PayloadTooLarge
+            }
+            Some(t) => {
+                return t
+                    .region
+                    .handle_tell(now, entity, Some(payload), &mut self.effects);
+            }
+        };
+        self.effects.dead_letter(&entity_type, Some(entity), reason);
     }
 
     fn handle_membership(&mut self, now: Instant, view: MembershipView) {

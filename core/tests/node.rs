@@ -631,3 +631,38 @@ fn host_shard_refused_during_shutdown_is_reallocated() {
     assert!(c.node(2).is_region_stopped(&counter()));
     assert_eq!(c.dead_letters(), 0);
 }
+
+#[test]
+fn oversized_payloads_are_dead_letters() {
+    let mut c = TestCluster::with_nodes(1, 4);
+    let max = shoal_core::ShardingSettings::default().max_payload_size;
+    c.input(
+        1,
+        Input::Tell {
+            entity_type: counter(),
+            entity: EntityId::new("a"),
+            payload: Payload(vec![0; max + 1]),
+        },
+    );
+    c.input(
+        1,
+        Input::Tell {
+            entity_type: counter(),
+            entity: EntityId::new("a"),
+            payload: Payload(vec![0; max]),
+        },
+    );
+    c.settle();
+    assert_eq!(dead_letter_reasons(&c), [DeadLetterReason::PayloadTooLarge]);
+    assert_eq!(
+        c.inbox("a").len(),
+        1,
+        "a payload of exactly the limit is delivered"
+    );
+    let mut cfg = config(1, type_config(4));
+    cfg.settings.max_payload_size = shoal_core::MAX_PAYLOAD_SIZE + 1;
+    assert!(matches!(
+        Node::new(cfg, Instant::ZERO),
+        Err(ConfigError::InvalidMaxPayloadSize(_))
+    ));
+}
