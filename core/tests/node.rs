@@ -433,6 +433,14 @@ fn queries_report_state_locations_regions_and_stats() {
         .iter()
         .flat_map(|r| r.shards.iter().map(|(_, n)| n))
         .sum();
+    assert!(
+        c.trace.iter().any(|l| l.contains("GetRegionStats")),
+        "the coordinator asked the regions"
+    );
+    assert!(
+        c.trace.iter().any(|l| l.contains("LocateEntity"))
+            && c.trace.iter().any(|l| l.contains("EntityLocated"))
+    );
     assert_eq!(total, 2);
 
     // A region that cannot answer is reported as failed after the query timeout.
@@ -665,4 +673,58 @@ fn oversized_payloads_are_dead_letters() {
         Node::new(cfg, Instant::ZERO),
         Err(ConfigError::InvalidMaxPayloadSize(_))
     ));
+}
+
+/// The external strategy: a desired location set on any node reaches the coordinator (every node
+/// keeps it), new shards go there, and the rebalance tick moves a misplaced shard there.
+#[test]
+fn external_allocation_follows_locations_set_on_any_node() {
+    let mut c = TestCluster::new();
+    for n in 1..=3 {
+        let mut t = type_config(4);
+        t.allocation = shoal_core::AllocationStrategyConfig::External;
+        c.add_node(config(n, t));
+    }
+    c.publish_view();
+    c.settle();
+    let set = |c: &mut TestCluster, shard: u32, node: u64| {
+        let command = Command::SetShardLocation {
+            entity_type: counter(),
+            shard: ShardId(shard),
+            node: NodeId(node),
+        };
+        let r = c.command(2, command);
+        c.settle();
+        assert_eq!(reply_of(c, r), Ok(Reply::Accepted));
+    };
+    set(&mut c, 2, 3);
+    c.tell(1, &entity_in_shard(2, 4), "m");
+    // No desired location: the requester's region.
+    c.tell(1, &entity_in_shard(1, 4), "m");
+    c.settle();
+    assert_eq!(c.hosting()[&3], [2]);
+    assert_eq!(c.hosting()[&1], [1]);
+    set(&mut c, 1, 2);
+    c.advance(Duration::from_secs(11));
+    assert_eq!(
+        c.hosting()[&2],
+        [1],
+        "the rebalance tick moved shard 1 to node 2"
+    );
+    let r = c.command(
+        1,
+        Command::SetShardLocation {
+            entity_type: counter(),
+            shard: ShardId(9),
+            node: NodeId(1),
+        },
+    );
+    assert_eq!(
+        reply_of(&c, r),
+        Err(CommandError::ShardOutOfRange {
+            entity_type: counter(),
+            shard: ShardId(9)
+        })
+    );
+    assert!(c.trace.iter().any(|l| l.contains("SetShardLocations")));
 }
