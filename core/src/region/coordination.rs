@@ -221,7 +221,9 @@ impl Region {
             out.send(coordinator, &self.entity_type, Body::ShardStopped { shard });
             return;
         };
-        if hosted.handle_handoff(now, out) {
+        let stopped = hosted.handle_handoff(now, out);
+        self.touch(shard);
+        if stopped {
             self.finish_shard_stop(now, shard, out);
         }
     }

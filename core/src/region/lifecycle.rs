@@ -114,6 +114,7 @@ impl Region {
             dropped.extend(shard.handle_terminate(&mut self.budget, out));
         }
         self.shards.clear();
+        self.timers.clear();
         self.homes.clear();
         let already_stopped = self.lifecycle == Lifecycle::Stopped;
         self.lifecycle = Lifecycle::Terminated;

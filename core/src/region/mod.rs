@@ -14,6 +14,7 @@ mod buffers;
 mod coordination;
 mod lifecycle;
 mod query;
+mod timers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
+use timers::ShardTimers;
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -68,6 +70,8 @@ pub(crate) struct Region {
     next_tick: Instant,
     homes: BTreeMap<ShardId, MemberId>,
     shards: BTreeMap<ShardId, Shard>,
+    /// Each hosted shard's next deadline; kept current by [`Region::touch`].
+    timers: ShardTimers,
     /// `HostShard` arrived while the previous instance was still stopping (akka#32976).
     start_after_stop: BTreeSet<ShardId>,
     buffers: ShardBuffers,
@@ -106,6 +110,7 @@ impl Region {
             next_tick: now + settings.retry_interval,
             homes: BTreeMap::new(),
             shards: BTreeMap::new(),
+            timers: ShardTimers::default(),
             start_after_stop: BTreeSet::new(),
             buffers: ShardBuffers::default(),
             budget: BufferBudget::new(settings.buffer_size),
@@ -139,7 +144,9 @@ impl Region {
             return;
         };
         shard.handle_entity_stopped(now, entity, &mut self.budget, out);
-        if shard.is_stopped() {
+        let stopped = shard.is_stopped();
+        self.touch(shard_id);
+        if stopped {
             self.finish_shard_stop(now, shard_id, out);
         }
     }
@@ -148,7 +155,10 @@ impl Region {
     pub(crate) fn handle_passivate(&mut self, now: Instant, entity: &EntityId, out: &mut Effects) {
         let shard_id = shard_of(entity, self.number_of_shards);
         match self.shards.get_mut(&shard_id) {
-            Some(shard) => shard.handle_passivate(now, entity, out),
+            Some(shard) => {
+                shard.handle_passivate(now, entity, out);
+                self.touch(shard_id);
+            }
             None => tracing::debug!(%entity, "passivate for a shard not hosted here"),
         }
     }
@@ -163,8 +173,11 @@ impl Region {
             self.next_tick = now + self.settings.retry_interval;
             self.handle_retry_tick(out);
         }
-        for shard in self.shards.values_mut() {
-            shard.handle_timeout(now, out);
+        for id in self.timers.due(now) {
+            if let Some(shard) = self.shards.get_mut(&id) {
+                shard.handle_timeout(now, out);
+            }
+            self.touch(id);
         }
     }
 
@@ -172,10 +185,9 @@ impl Region {
         if self.lifecycle == Lifecycle::Terminated {
             return None;
         }
-        let shards = self.shards.values().filter_map(Shard::poll_timeout).min();
         earliest(
             earliest(Some(self.next_tick), self.registration.next_attempt),
-            shards,
+            self.timers.next(),
         )
     }
 
@@ -213,7 +225,8 @@ impl Region {
         if !self.buffers.contains(shard) {
             if let Some(hosted) = self.shards.get_mut(&shard) {
                 if !hosted.is_handing_off() {
-                    return hosted.handle_delivery(now, entity, payload, &mut self.budget, out);
+                    hosted.handle_delivery(now, entity, payload, &mut self.budget, out);
+                    return self.touch(shard);
                 }
             } else if let Some(&home) = self.homes.get(&shard) {
                 if home != self.me {
@@ -286,6 +299,7 @@ impl Region {
     /// already gave it back, or re-route its leftover messages.
     fn finish_shard_stop(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
         self.shards.remove(&shard);
+        self.touch(shard);
         out.event(Event::ShardStopped {
             entity_type: self.entity_type.clone(),
             shard,
@@ -299,6 +313,12 @@ impl Region {
         self.try_complete_shutdown(out);
     }
 
+    /// Re-reads a shard's next deadline after anything that may have changed it.
+    pub(super) fn touch(&mut self, shard: ShardId) {
+        let at = self.shards.get(&shard).and_then(Shard::poll_timeout);
+        self.timers.set(shard, at);
+    }
+
     fn start_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
         let instance = Shard::new(
             shard,
@@ -307,6 +327,7 @@ impl Region {
             now,
         );
         self.shards.insert(shard, instance);
+        self.touch(shard);
         self.homes.insert(shard, self.me);
         self.send_to_coordinator(Body::ShardStarted { shard }, out);
         out.event(Event::ShardStarted {
