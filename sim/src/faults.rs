@@ -1,0 +1,175 @@
+//! Fault injection: crashes and restarts, partitions and heals, connection breaks, and the
+//! downing decisions the membership oracle takes after `stable-after` of unchanged connectivity.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use shoal_core::{Incarnation, NodeId};
+
+use crate::world::{Ev, World};
+
+/// Connectivity must stay unchanged this long before the oracle downs anyone (Akka's SBR
+/// `stable-after`, shortened for simulation).
+pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
+
+/// One scheduled fault action.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub(crate) enum Fault {
+    /// Crash a random running node.
+    Crash,
+    /// Restart a crashed or downed node as a new incarnation.
+    Restart(NodeId),
+    /// Split the running members into two sides.
+    Partition,
+    /// Remove every partition.
+    Heal,
+    /// Break one random connection (in-flight messages on it are lost).
+    Break,
+    /// The downing decision for connectivity epoch `n` (skipped if connectivity changed since).
+    Decide(u64),
+}
+
+/// Applies `fault` to the world.
+pub(crate) fn apply(w: &mut World, fault: Fault) {
+    match fault {
+        Fault::Crash => {
+            let running: Vec<NodeId> = w.nodes.keys().copied().collect();
+            if running.len() <= 1 {
+                return;
+            }
+            let victim = *w.rng_faults.pick(&running);
+            w.kill(victim);
+            w.crashed.insert(victim);
+            topology_changed(w);
+            let again = w.now
+                + w.rng_faults
+                    .duration(Duration::from_secs(10), Duration::from_secs(40));
+            w.schedule(again, Ev::Fault(Fault::Restart(victim)));
+        }
+        Fault::Restart(node) => restart(w, node),
+        Fault::Partition => {
+            if w.net.partitioned() {
+                return;
+            }
+            let mut running: Vec<NodeId> = w.nodes.keys().copied().collect();
+            if running.len() < 2 {
+                return;
+            }
+            // A random split: shuffle, then cut at a random point.
+            for i in (1..running.len()).rev() {
+                let j = w.rng_faults.below(i as u64 + 1) as usize;
+                running.swap(i, j);
+            }
+            let cut = w.rng_faults.range(1, running.len() as u64 - 1) as usize;
+            let (a, b) = running.split_at(cut);
+            w.net.block(a, b);
+            w.net.block(b, a);
+            topology_changed(w);
+            let heal = w.now
+                + w.rng_faults
+                    .duration(Duration::from_secs(5), Duration::from_secs(60));
+            w.schedule(heal, Ev::Fault(Fault::Heal));
+        }
+        Fault::Heal => heal(w),
+        Fault::Break => {
+            let running: Vec<NodeId> = w.nodes.keys().copied().collect();
+            if running.len() >= 2 {
+                let a = *w.rng_faults.pick(&running);
+                let b = *w.rng_faults.pick(&running);
+                if a != b {
+                    w.net.break_connection(a, b);
+                }
+            }
+        }
+        Fault::Decide(epoch) => {
+            if epoch == w.topology_epoch {
+                decide(w);
+            }
+        }
+    }
+}
+
+/// Heals every partition; downed members restart soon after (a downed member must restart).
+pub(crate) fn heal(w: &mut World) {
+    if !w.net.partitioned() {
+        return;
+    }
+    w.net.heal();
+    topology_changed(w);
+}
+
+/// Restarts `node` as its next incarnation if it is crashed or downed.
+pub(crate) fn restart(w: &mut World, node: NodeId) {
+    if !w.crashed.remove(&node) && !w.downed.remove(&node) {
+        return;
+    }
+    let previous = w.nodes.get(&node).map(|n| n.id.incarnation.0);
+    w.kill(node);
+    let incarnation = w.last_incarnation.entry(node).or_insert(1);
+    *incarnation = (*incarnation).max(previous.unwrap_or(0)) + 1;
+    let incarnation = Incarnation(*incarnation);
+    w.start_node(node, incarnation);
+    let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+    w.publish(&everyone, w.oracle.view());
+}
+
+fn topology_changed(w: &mut World) {
+    w.topology_epoch += 1;
+    let epoch = w.topology_epoch;
+    w.schedule(w.now + STABLE_AFTER, Ev::Fault(Fault::Decide(epoch)));
+}
+
+/// Groups running members by connectivity and lets the oracle down the losers.
+fn decide(w: &mut World) {
+    let members: Vec<NodeId> = w
+        .nodes
+        .values()
+        .filter(|n| w.oracle.is_member(n.id))
+        .map(|n| n.id.node)
+        .collect();
+    let mut sides: Vec<BTreeSet<NodeId>> = Vec::new();
+    for node in members {
+        let connected =
+            |side: &BTreeSet<NodeId>| side.iter().all(|other| w.net.connected(node, *other));
+        match sides.iter_mut().find(|side| connected(side)) {
+            Some(side) => {
+                side.insert(node);
+            }
+            None => sides.push([node].into()),
+        }
+    }
+    let decision = w.oracle.decide(&sides);
+    for (to, view) in decision.views {
+        w.publish(&to, view);
+    }
+    for member in decision.downed {
+        if w.nodes.get(&member.node).is_some_and(|n| n.id == member) {
+            w.downed.insert(member.node);
+            let at = w.now
+                + w.rng_faults
+                    .duration(Duration::from_secs(5), Duration::from_secs(30));
+            w.schedule(at, Ev::Fault(Fault::Restart(member.node)));
+        }
+    }
+    w.no_survivors |= decision.no_survivors;
+}
+
+/// Schedules the next occurrence of each enabled fault kind, until `until`.
+pub(crate) fn schedule_faults(w: &mut World, until: shoal_core::Instant) {
+    let kinds = [
+        (w.opts.faults.crash_every, Fault::Crash),
+        (w.opts.faults.partition_every, Fault::Partition),
+        (w.opts.faults.break_every, Fault::Break),
+    ];
+    for (every, fault) in kinds {
+        let Some(every) = every else { continue };
+        let mut at = w.now;
+        loop {
+            at += w.rng_faults.duration(every / 2, every * 3 / 2);
+            if at >= until {
+                break;
+            }
+            w.schedule(at, Ev::Fault(fault.clone()));
+        }
+    }
+}

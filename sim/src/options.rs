@@ -1,0 +1,123 @@
+//! What one run does. Every option is drawn from the seed (swarm testing: each fault kind is
+//! switched on or off per seed, with a random intensity), or forced by the caller.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::rng::{SimRng, Stream};
+
+/// How the membership oracle downs unreachable members.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Downing {
+    /// Keep the side holding a majority (ties: the side with the lowest address); the other
+    /// side downs itself. Safe.
+    KeepMajority,
+    /// Each side downs every member it cannot reach. Unsafe: a negative control that must
+    /// produce duplicate entities which the checker catches.
+    Auto,
+}
+
+/// Fault kinds and their intensity; zero or `false` means off.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Mean time between node crashes (then restarts as a new incarnation).
+    pub crash_every: Option<Duration>,
+    /// Mean time between network partitions (healed after a while).
+    pub partition_every: Option<Duration>,
+    /// Mean time between connection breaks (in-flight messages on a link are lost).
+    pub break_every: Option<Duration>,
+    /// Maximum clock drift per node, in parts per million.
+    pub drift_ppm: u32,
+    /// Probability that an entity ignores a graceful stop (it is force-stopped later).
+    pub ignore_stop: f64,
+    /// Probability that an entity passivates itself after a message.
+    pub passivate: f64,
+    /// Longest time an entity takes to stop.
+    pub slow_stop: Duration,
+}
+
+impl Faults {
+    /// Whether messages may be lost (crash, partition, connection break).
+    pub fn lossy(&self) -> bool {
+        self.crash_every.is_some() || self.partition_every.is_some() || self.break_every.is_some()
+    }
+}
+
+/// One run's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// Nodes at the start.
+    pub nodes: u64,
+    /// Distinct entities the workload addresses (Zipf-distributed).
+    pub entities: u32,
+    /// Shards of the entity type.
+    pub shards: u32,
+    /// Length of the fault phase (then heal, then the liveness phase).
+    pub duration: Duration,
+    /// Mean time between client messages, cluster-wide.
+    pub message_every: Duration,
+    /// Fault kinds.
+    pub faults: Faults,
+    /// The downing strategy of the membership oracle.
+    pub downing: Downing,
+}
+
+impl Options {
+    /// Options drawn from `seed`.
+    pub fn from_seed(seed: u64) -> Self {
+        let mut r = SimRng::of(seed, Stream::Options);
+        let every = |r: &mut SimRng, on: f64, lo: u64, hi: u64| {
+            r.chance(on).then(|| Duration::from_secs(r.range(lo, hi)))
+        };
+        let faults = Faults {
+            crash_every: every(&mut r, 0.3, 20, 90),
+            partition_every: every(&mut r, 0.3, 30, 120),
+            break_every: every(&mut r, 0.3, 5, 40),
+            drift_ppm: if r.chance(0.5) {
+                r.range(1, 1000) as u32
+            } else {
+                0
+            },
+            ignore_stop: if r.chance(0.3) { r.unit() * 0.3 } else { 0.0 },
+            passivate: if r.chance(0.4) { r.unit() * 0.05 } else { 0.0 },
+            slow_stop: Duration::from_millis(r.range(1, 3000)),
+        };
+        Self {
+            seed,
+            nodes: r.range(3, 7),
+            entities: r.range(20, 300) as u32,
+            shards: r.range(8, 64) as u32,
+            duration: Duration::from_secs(r.range(60, 240)),
+            message_every: Duration::from_millis(r.range(5, 50)),
+            faults,
+            downing: Downing::KeepMajority,
+        }
+    }
+}
+
+impl fmt::Display for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on = |d: Option<Duration>| {
+            d.map_or_else(|| "off".to_owned(), |d| format!("every ~{}s", d.as_secs()))
+        };
+        write!(
+            f,
+            "nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            self.nodes,
+            self.entities,
+            self.shards,
+            self.duration.as_secs(),
+            self.message_every.as_millis(),
+            self.downing,
+            on(self.faults.crash_every),
+            on(self.faults.partition_every),
+            on(self.faults.break_every),
+            self.faults.drift_ppm,
+            self.faults.ignore_stop,
+            self.faults.passivate,
+            self.faults.slow_stop.as_millis(),
+        )
+    }
+}

@@ -1,0 +1,164 @@
+//! The membership oracle (until the membership state machine lands, issue 4): it knows the true
+//! membership, tells each node about changes after a per-node detection delay, and after
+//! `stable-after` of unchanged connectivity decides who is downed:
+//!
+//! - keep-majority: the side holding more than half of the members survives (a tie goes to the
+//!   side with the lowest address); every other side is told it is Down (its regions stop their
+//!   entities) and the survivors remove it. Without a surviving side everyone downs itself.
+//! - auto-down (negative control): every side removes the members it cannot reach and goes on.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shoal_core::{Member, MemberId, MemberStatus, MembershipView, NodeId};
+
+use crate::options::Downing;
+
+/// The oracle's knowledge.
+#[derive(Debug)]
+pub(crate) struct Oracle {
+    /// Current members (Down members included until removed), by address.
+    members: BTreeMap<NodeId, Member>,
+    next_up_number: u64,
+    downing: Downing,
+    /// Incremented on every change; nodes apply only views newer than the one they have.
+    pub(crate) version: u64,
+}
+
+/// Who gets which view after a downing decision.
+#[derive(Debug, Default)]
+pub(crate) struct Decision {
+    /// Views to deliver: each node of the set gets the view.
+    pub(crate) views: Vec<(BTreeSet<NodeId>, MembershipView)>,
+    /// Members downed by this decision (they stop and must restart to rejoin).
+    pub(crate) downed: Vec<MemberId>,
+    /// No side kept a majority: the whole cluster downed itself.
+    pub(crate) no_survivors: bool,
+}
+
+impl Oracle {
+    /// An oracle with no members yet.
+    pub(crate) fn new(downing: Downing) -> Self {
+        Self {
+            members: BTreeMap::new(),
+            next_up_number: 1,
+            downing,
+            version: 0,
+        }
+    }
+
+    /// A new member (or a new incarnation of a node) joins and becomes Up.
+    pub(crate) fn join(&mut self, id: MemberId) {
+        let up_number = self.next_up_number;
+        self.next_up_number += 1;
+        self.members.insert(id.node, Member::up(id, up_number, &[]));
+        self.version += 1;
+    }
+
+    /// The cluster's current view.
+    pub(crate) fn view(&self) -> MembershipView {
+        MembershipView::new(self.members.values().cloned().collect())
+    }
+
+    /// Whether `id` is a current member (and not Down).
+    pub(crate) fn is_member(&self, id: MemberId) -> bool {
+        self.members
+            .get(&id.node)
+            .is_some_and(|m| m.id == id && m.status != MemberStatus::Down)
+    }
+
+    /// Decides downing for the connectivity `sides` (groups of members that reach each
+    /// other; crashed members are in no side).
+    pub(crate) fn decide(&mut self, sides: &[BTreeSet<NodeId>]) -> Decision {
+        let all: BTreeSet<NodeId> = self.members.keys().copied().collect();
+        let reachable: BTreeSet<NodeId> = sides.iter().flatten().copied().collect();
+        if sides.len() <= 1 && reachable == all {
+            return Decision::default();
+        }
+        match self.downing {
+            Downing::KeepMajority => self.keep_majority(&all, sides),
+            Downing::Auto => self.auto_down(sides),
+        }
+    }
+
+    fn keep_majority(&mut self, all: &BTreeSet<NodeId>, sides: &[BTreeSet<NodeId>]) -> Decision {
+        let lowest = all.first().copied();
+        let winner = sides.iter().find(|side| {
+            let n = side.len() * 2;
+            n > all.len() || (n == all.len() && lowest.is_some_and(|l| side.contains(&l)))
+        });
+        let mut decision = Decision::default();
+        let losers: Vec<NodeId> = all
+            .iter()
+            .filter(|n| winner.is_none_or(|w| !w.contains(n)))
+            .copied()
+            .collect();
+        // The losers are told they are Down: their regions stop every entity.
+        let mut downed_view = self.view();
+        let downed_members: Vec<Member> = downed_view
+            .members()
+            .iter()
+            .cloned()
+            .map(|mut m| {
+                if losers.contains(&m.id.node) {
+                    m.status = MemberStatus::Down;
+                }
+                m
+            })
+            .collect();
+        downed_view = MembershipView::new(downed_members);
+        let losing_nodes: BTreeSet<NodeId> = losers.iter().copied().collect();
+        decision.views.push((losing_nodes, downed_view));
+        decision.downed = losers
+            .iter()
+            .filter_map(|n| self.members.get(n))
+            .map(|m| m.id)
+            .collect();
+        for n in &losers {
+            self.members.remove(n);
+        }
+        self.version += 1;
+        match winner {
+            Some(w) => decision.views.push((w.clone(), self.view())),
+            None => decision.no_survivors = true,
+        }
+        decision
+    }
+
+    fn auto_down(&mut self, sides: &[BTreeSet<NodeId>]) -> Decision {
+        // Each side removes everyone it cannot reach and carries on: split brain. The oracle's
+        // own record follows the largest side.
+        let mut decision = Decision::default();
+        for side in sides {
+            let members: Vec<Member> = self
+                .members
+                .values()
+                .filter(|m| side.contains(&m.id.node))
+                .cloned()
+                .collect();
+            decision
+                .views
+                .push((side.clone(), MembershipView::new(members)));
+        }
+        let largest = sides
+            .iter()
+            .max_by_key(|s| s.len())
+            .cloned()
+            .unwrap_or_default();
+        let gone: Vec<NodeId> = self
+            .members
+            .keys()
+            .filter(|n| !largest.contains(n))
+            .copied()
+            .collect();
+        decision.downed = gone
+            .iter()
+            .filter_map(|n| self.members.get(n))
+            .map(|m| m.id)
+            .collect();
+        for n in gone {
+            self.members.remove(&n);
+        }
+        self.version += 1;
+        decision
+    }
+}

@@ -1,0 +1,219 @@
+//! One simulated run: a fault phase with traffic, then healing, then a liveness phase, then the
+//! final checks. Its `Report` carries everything needed to reproduce and explain a failure.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use shoal_core::{EntityId, EntityType, Instant, MemberId, NodeId};
+
+use crate::check::{Property, Violation};
+use crate::faults::{self, Fault};
+use crate::options::Options;
+use crate::workload;
+use crate::world::{Ev, TYPE, World};
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Outcome {
+    /// Every check held.
+    Passed,
+    /// Some guarantee broke.
+    Failed,
+    /// Safety held, but no majority survived, so no progress was possible (not a failure).
+    NoProgress,
+}
+
+/// The result of one run.
+#[derive(Debug)]
+pub struct Report {
+    /// What the run did.
+    pub options: Options,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Broken guarantees (empty unless failed).
+    pub violations: Vec<Violation>,
+    /// Digest of the event sequence: equal seeds give equal digests.
+    pub digest: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Simulated time covered.
+    pub simulated: Duration,
+    /// Messages sent by clients, delivered to entities, and entity incarnations started.
+    pub sent: u64,
+    /// Deliveries to entities.
+    pub delivered: u64,
+    /// Entity incarnations started.
+    pub starts: u64,
+    /// Messages the network lost.
+    pub lost: u64,
+    /// Dead letters the nodes reported.
+    pub dead_letters: u64,
+}
+
+impl Report {
+    /// The command that reproduces this run.
+    pub fn reproduce(&self) -> String {
+        let downing = if self.options.downing == crate::Downing::Auto {
+            " --downing auto"
+        } else {
+            ""
+        };
+        format!(
+            "cargo run -p sim --release -- replay {}{downing}",
+            self.options.seed
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "seed {} {:?}: {}",
+            self.options.seed, self.outcome, self.options
+        )?;
+        writeln!(
+            f,
+            "  {} events, {:.0}s simulated, {} sent, {} delivered, {} starts, {} lost in the network, {} dead letters, digest {:016x}",
+            self.events,
+            self.simulated.as_secs_f64(),
+            self.sent,
+            self.delivered,
+            self.starts,
+            self.lost,
+            self.dead_letters,
+            self.digest
+        )?;
+        for v in self.violations.iter().take(10) {
+            writeln!(f, "  violation {v}")?;
+        }
+        if self.outcome == Outcome::Failed {
+            writeln!(f, "  reproduce: {}", self.reproduce())?;
+        }
+        Ok(())
+    }
+}
+
+/// How long after healing the liveness probe waits, and how long its messages may take.
+const SETTLE: Duration = Duration::from_secs(60);
+const PROBE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs the simulation described by `options`.
+pub fn run(options: Options) -> Report {
+    let mut w = World::new(options.clone());
+    let fault_end = Instant::ZERO + options.duration;
+    faults::schedule_faults(&mut w, fault_end);
+    w.schedule(Instant::ZERO + options.message_every, Ev::Client);
+    w.run_until(fault_end);
+
+    // Heal: no more faults take effect; crashed and downed nodes restart.
+    w.schedule(fault_end, Ev::Fault(Fault::Heal));
+    w.run_until(fault_end);
+    let restart: Vec<NodeId> = w.crashed.iter().chain(&w.downed).copied().collect();
+    for node in restart {
+        faults::restart(&mut w, node);
+    }
+    w.traffic = false;
+    let settled = fault_end + SETTLE;
+    w.run_until(settled);
+
+    // Liveness: a new message from every member to a sample of entities arrives in time.
+    let senders: Vec<MemberId> = w
+        .nodes
+        .values()
+        .filter(|n| w.oracle.is_member(n.id))
+        .map(|n| n.id)
+        .collect();
+    let probes: Vec<EntityId> = (0..10)
+        .map(|i| EntityId::new(format!("e{}", i * 7 % options.entities)))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut expected = Vec::new();
+    for sender in &senders {
+        for entity in &probes {
+            let before = w.check.delivered(entity, *sender);
+            workload::tell(&mut w, *sender, entity);
+            expected.push((entity.clone(), *sender, before + 1));
+        }
+    }
+    let end = settled + PROBE_DEADLINE;
+    w.run_until(end);
+    if !w.no_survivors {
+        for (entity, sender, want) in expected {
+            if w.check.delivered(&entity, sender) < want {
+                let detail = format!(
+                    "probe from {sender} to {entity} not delivered within {}s after healing",
+                    PROBE_DEADLINE.as_secs()
+                );
+                w.check.fail(end, Property::Liveness, detail);
+            }
+        }
+        check_coordinator(&mut w, end);
+    }
+    if !options.faults.lossy() {
+        w.check.check_exactly_once(end);
+    }
+
+    let outcome = match (w.check.violations.is_empty(), w.no_survivors) {
+        (false, _) => Outcome::Failed,
+        (true, true) => Outcome::NoProgress,
+        (true, false) => Outcome::Passed,
+    };
+    Report {
+        outcome,
+        violations: w.check.violations.clone(),
+        digest: w.digest(),
+        events: w.events_processed,
+        simulated: end.saturating_duration_since(Instant::ZERO),
+        sent: w.check.sent_total(),
+        delivered: w.check.deliveries,
+        starts: w.check.starts,
+        lost: w.net.lost,
+        dead_letters: w.dead_letters,
+        options,
+    }
+}
+
+/// At quiescence the coordinator's table equals what the regions host.
+fn check_coordinator(w: &mut World, at: Instant) {
+    let t = EntityType::new(TYPE);
+    let Some(table) = w
+        .nodes
+        .values()
+        .find_map(|n| n.driver.node().coordinator_allocations(&t).cloned())
+    else {
+        return w.check.fail(
+            at,
+            Property::CoordinatorConsistency,
+            "no coordinator runs".into(),
+        );
+    };
+    for node in w.nodes.values() {
+        if !w.oracle.is_member(node.id) {
+            continue;
+        }
+        for shard in node.driver.node().hosted_shards(&t) {
+            if table.get(&shard) != Some(&node.id) {
+                let detail = format!(
+                    "{} hosts {shard} but the coordinator says {:?}",
+                    node.id,
+                    table.get(&shard)
+                );
+                w.check.fail(at, Property::CoordinatorConsistency, detail);
+            }
+        }
+    }
+    for (shard, region) in &table {
+        let hosts = w
+            .nodes
+            .get(&region.node)
+            .is_some_and(|n| n.id == *region && n.driver.node().hosted_shards(&t).contains(shard));
+        if !hosts {
+            let detail =
+                format!("the coordinator places {shard} on {region}, which does not host it");
+            w.check.fail(at, Property::CoordinatorConsistency, detail);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Client traffic: sequenced messages from random members to entities picked with a Zipf
+//! distribution (a few hot entities, a long tail), in occasional bursts.
+
+use std::time::Duration;
+
+use shoal_core::{EntityId, EntityType, Input};
+
+use crate::world::{Ev, TYPE, World};
+
+/// Zipf(1) over `n` entities, as a cumulative table.
+#[derive(Debug)]
+pub(crate) struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    /// The distribution over `n` items.
+    pub(crate) fn new(n: u32) -> Self {
+        let mut total = 0.0;
+        let cdf = (1..=n.max(1))
+            .map(|k| {
+                total += 1.0 / f64::from(k);
+                total
+            })
+            .collect();
+        Self { cdf }
+    }
+
+    /// The item for a uniform draw `u` in `[0, 1)`.
+    pub(crate) fn sample(&self, u: f64) -> usize {
+        let target = u * self.cdf.last().copied().unwrap_or(1.0);
+        self.cdf
+            .partition_point(|c| *c <= target)
+            .min(self.cdf.len() - 1)
+    }
+}
+
+/// One client message (sometimes a burst), then the next one is scheduled.
+pub(crate) fn client_message(w: &mut World) {
+    if !w.traffic {
+        return;
+    }
+    let burst = if w.rng_work.chance(0.02) {
+        w.rng_work.range(5, 50)
+    } else {
+        1
+    };
+    for _ in 0..burst {
+        send_one(w);
+    }
+    let mean = w.opts.message_every;
+    let next = w.rng_work.duration(mean / 2, mean * 3 / 2);
+    w.schedule(w.now + next.max(Duration::from_micros(1)), Ev::Client);
+}
+
+fn send_one(w: &mut World) {
+    let senders: Vec<_> = w
+        .nodes
+        .values()
+        .filter(|n| w.oracle.is_member(n.id))
+        .map(|n| n.id)
+        .collect();
+    if senders.is_empty() {
+        return;
+    }
+    let sender = *w.rng_work.pick(&senders);
+    let index = w.zipf.sample(w.rng_work.unit());
+    tell(w, sender, &EntityId::new(format!("e{index}")));
+}
+
+/// Sends the next sequenced message from `sender` to `entity`.
+pub(crate) fn tell(w: &mut World, sender: shoal_core::MemberId, entity: &EntityId) {
+    let payload = w.check.send(entity, sender);
+    let input = Input::Tell {
+        entity_type: EntityType::new(TYPE),
+        entity: entity.clone(),
+        payload,
+    };
+    w.input(sender.node, input);
+}

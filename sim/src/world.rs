@@ -1,0 +1,487 @@
+//! The discrete-event world: one core `Driver` per simulated node, events ordered by
+//! (true time, sequence number), every message through the real codec and the network model,
+//! every entity effect through the checker.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::time::Duration;
+
+use shoal_core::{
+    Config, Driver, Effect, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
+    Incarnation, Input, Instant, Io, MemberId, MembershipView, Node, NodeId, ShardingSettings,
+    StopReason, codec,
+};
+
+use crate::check::{Checker, Property};
+use crate::net::{Flight, Link, Net};
+use crate::options::Options;
+use crate::oracle::Oracle;
+use crate::rng::{SimRng, Stream};
+
+/// The entity type every simulated node serves.
+pub(crate) const TYPE: &str = "sim";
+
+/// Something scheduled to happen.
+#[derive(Debug)]
+pub(crate) enum Ev {
+    Deliver {
+        link: Link,
+        flight: Flight,
+        envelope: Envelope,
+    },
+    Wakeup(NodeId),
+    EntityStopped {
+        member: MemberId,
+        entity: EntityId,
+        incarnation: u64,
+    },
+    Passivate {
+        member: MemberId,
+        entity: EntityId,
+    },
+    View {
+        member: MemberId,
+        version: u64,
+        view: MembershipView,
+    },
+    Client,
+    Fault(crate::faults::Fault),
+}
+
+/// A node's clock: offset and drift against true time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    offset: u64,
+    skew_ppm: i64,
+}
+
+impl Clock {
+    /// This clock's reading at true time `t`.
+    fn local(self, t: Instant) -> Instant {
+        let t = i128::from(t.as_nanos());
+        Instant((t + i128::from(self.offset) + t * i128::from(self.skew_ppm) / 1_000_000) as u64)
+    }
+
+    /// The earliest true time at which this clock reads `local`.
+    fn true_time(self, local: Instant) -> Instant {
+        let l = i128::from(local.as_nanos()) - i128::from(self.offset);
+        let scale = 1_000_000 + i128::from(self.skew_ppm);
+        Instant(((l * 1_000_000 + scale - 1) / scale).max(0) as u64)
+    }
+}
+
+/// One simulated member process.
+#[derive(Debug)]
+pub(crate) struct SimNode {
+    pub(crate) driver: Driver,
+    pub(crate) id: MemberId,
+    clock: Clock,
+    wakeup: Option<Instant>,
+    view_version: u64,
+}
+
+/// Effects of one driver call, handled after it returns.
+#[derive(Default)]
+struct Outbox(Vec<Effect>);
+
+impl Io for Outbox {
+    fn send(&mut self, envelope: Envelope) {
+        self.0.push(Effect::Send(envelope));
+    }
+    fn entity(&mut self, effect: EntityEffect) {
+        self.0.push(Effect::Entity(effect));
+    }
+    fn emit(&mut self, event: Event) {
+        self.0.push(Effect::Event(event));
+    }
+}
+
+/// The simulated cluster.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub(crate) opts: Options,
+    pub(crate) now: Instant,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Instant, u64)>>,
+    events: BTreeMap<u64, Ev>,
+    pub(crate) nodes: BTreeMap<NodeId, SimNode>,
+    pub(crate) oracle: Oracle,
+    pub(crate) net: Net,
+    /// The guarantees, checked as the run goes.
+    pub(crate) check: Checker,
+    pub(crate) rng_faults: SimRng,
+    pub(crate) rng_work: SimRng,
+    rng_entities: SimRng,
+    rng_membership: SimRng,
+    rng_nodes: SimRng,
+    /// Entity stops the host has not reported yet: (member, entity, incarnation).
+    pending_stops: BTreeSet<(MemberId, EntityId, u64)>,
+    /// Current incarnation number of each running entity.
+    incarnations: BTreeMap<(MemberId, EntityId), u64>,
+    pub(crate) settings: ShardingSettings,
+    /// Crashed nodes (no process) and downed nodes (process running, must restart).
+    pub(crate) crashed: BTreeSet<NodeId>,
+    pub(crate) downed: BTreeSet<NodeId>,
+    /// Highest incarnation each node has used.
+    pub(crate) last_incarnation: BTreeMap<NodeId, u64>,
+    /// Bumped on every connectivity change; a downing decision applies only to its epoch.
+    pub(crate) topology_epoch: u64,
+    /// Some downing decision left no surviving majority (no progress possible afterwards).
+    pub(crate) no_survivors: bool,
+    /// Whether clients send messages.
+    pub(crate) traffic: bool,
+    pub(crate) zipf: crate::workload::Zipf,
+    /// Events processed.
+    pub(crate) events_processed: u64,
+    /// Dead letters reported by nodes.
+    pub(crate) dead_letters: u64,
+    digest: u64,
+}
+
+impl World {
+    /// A world for `opts` with its initial nodes started and told about each other.
+    pub(crate) fn new(opts: Options) -> Self {
+        let seed = opts.seed;
+        let opts_entities = opts.entities;
+        // A shorter handoff timeout than Akka's 60 s; the removal margin covers the oracle's
+        // stable-after plus its longest detection delay, as down-removal-margin must.
+        let settings = ShardingSettings {
+            handoff_timeout: Duration::from_secs(30),
+            down_removal_margin: crate::faults::STABLE_AFTER + Duration::from_secs(2),
+            ..ShardingSettings::default()
+        };
+        let mut w = Self {
+            oracle: Oracle::new(opts.downing),
+            net: Net::new(SimRng::of(seed, Stream::Network)),
+            opts,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            check: Checker::default(),
+            rng_faults: SimRng::of(seed, Stream::Faults),
+            rng_work: SimRng::of(seed, Stream::Workload),
+            rng_entities: SimRng::of(seed, Stream::Entities),
+            rng_membership: SimRng::of(seed, Stream::Membership),
+            rng_nodes: SimRng::of(seed, Stream::Nodes),
+            pending_stops: BTreeSet::new(),
+            incarnations: BTreeMap::new(),
+            settings,
+            crashed: BTreeSet::new(),
+            downed: BTreeSet::new(),
+            last_incarnation: BTreeMap::new(),
+            topology_epoch: 0,
+            no_survivors: false,
+            traffic: true,
+            zipf: crate::workload::Zipf::new(opts_entities),
+            events_processed: 0,
+            dead_letters: 0,
+            digest: 0xcbf2_9ce4_8422_2325,
+        };
+        for n in 1..=w.opts.nodes {
+            w.start_node(NodeId(n), Incarnation(1));
+        }
+        let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+        w.publish(&everyone, w.oracle.view());
+        w
+    }
+
+    /// Schedules `ev` at `at` (never in the past).
+    pub(crate) fn schedule(&mut self, at: Instant, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.now), self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    /// Processes events until `until` (true time).
+    pub(crate) fn run_until(&mut self, until: Instant) {
+        while let Some(&Reverse((at, seq))) = self.queue.peek() {
+            if at > until {
+                break;
+            }
+            self.queue.pop();
+            let ev = self.events.remove(&seq).expect("scheduled event");
+            self.now = at;
+            self.events_processed += 1;
+            self.handle(ev);
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// A digest of everything that happened, equal for equal seeds.
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Starts (or restarts) `node` as incarnation `incarnation` and adds it to the membership.
+    pub(crate) fn start_node(&mut self, node: NodeId, incarnation: Incarnation) {
+        let mut t = EntityTypeConfig::new(TYPE);
+        t.number_of_shards = self.opts.shards;
+        t.passivate_idle_after = Some(Duration::from_secs(60));
+        let mut config = Config::new(node, incarnation).with_entity_type(t);
+        config.seed = self.rng_nodes.next_u64();
+        config.settings = self.settings.clone();
+        let drift = i64::from(self.opts.faults.drift_ppm);
+        let skew_ppm = if drift == 0 {
+            0
+        } else {
+            self.rng_nodes.range(0, 2 * drift as u64) as i64 - drift
+        };
+        let offset = self.rng_nodes.range(0, 1_000_000_000);
+        let id = config.member_id();
+        let clock = Clock { offset, skew_ppm };
+        let local = clock.local(self.now);
+        let state = Node::new(config, local).expect("the simulator's config is valid");
+        let sim = SimNode {
+            driver: Driver::new(state, local),
+            id,
+            clock,
+            wakeup: None,
+            view_version: 0,
+        };
+        self.nodes.insert(node, sim);
+        self.oracle.join(id);
+    }
+
+    /// Delivers `view` to each of `to` (running nodes) after its own detection delay.
+    pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {
+        let version = self.oracle.version;
+        for n in to {
+            let Some(node) = self.nodes.get(n) else {
+                continue;
+            };
+            let member = node.id;
+            let delay = self
+                .rng_membership
+                .duration(Duration::from_millis(10), Duration::from_millis(1000));
+            let ev = Ev::View {
+                member,
+                version,
+                view: view.clone(),
+            };
+            self.schedule(self.now + delay, ev);
+        }
+    }
+
+    /// Feeds `input` to node `n` (if it runs) and handles its effects.
+    pub(crate) fn input(&mut self, n: NodeId, input: Input) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        let mut out = Outbox::default();
+        let local = node.clock.local(self.now);
+        node.driver.handle_input(local, input, &mut out);
+        self.after_call(n, out);
+    }
+
+    /// Removes a node's process (crash): its entities die at once.
+    pub(crate) fn kill(&mut self, n: NodeId) -> Option<MemberId> {
+        let node = self.nodes.remove(&n)?;
+        self.check.crashed(node.id);
+        self.incarnations.retain(|(m, _), _| *m != node.id);
+        Some(node.id)
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deliver {
+                link,
+                flight,
+                envelope,
+            } => {
+                self.mix(1, link.1.0);
+                if self.net.arrives(link, flight) {
+                    self.input(link.1, Input::Receive(envelope));
+                }
+            }
+            Ev::Wakeup(n) => {
+                self.mix(2, n.0);
+                let Some(node) = self.nodes.get_mut(&n) else {
+                    return;
+                };
+                if node.wakeup != Some(self.now) {
+                    return;
+                }
+                node.wakeup = None;
+                let mut out = Outbox::default();
+                let local = node.clock.local(self.now);
+                node.driver.handle_wakeup(local, &mut out);
+                self.after_call(n, out);
+            }
+            Ev::EntityStopped {
+                member,
+                entity,
+                incarnation,
+            } => {
+                self.mix(3, member.node.0);
+                if self
+                    .pending_stops
+                    .remove(&(member, entity.clone(), incarnation))
+                {
+                    self.incarnations.remove(&(member, entity.clone()));
+                    self.check.stopped(member, &entity);
+                    let entity_type = EntityType::new(TYPE);
+                    self.input_to(
+                        member,
+                        Input::EntityStopped {
+                            entity_type,
+                            entity,
+                        },
+                    );
+                }
+            }
+            Ev::Passivate { member, entity } => {
+                self.mix(4, member.node.0);
+                self.input_to(
+                    member,
+                    Input::Passivate {
+                        entity_type: EntityType::new(TYPE),
+                        entity,
+                    },
+                );
+            }
+            Ev::View {
+                member,
+                version,
+                view,
+            } => {
+                self.mix(5, member.node.0);
+                let Some(node) = self.nodes.get_mut(&member.node).filter(|n| n.id == member) else {
+                    return;
+                };
+                if version > node.view_version {
+                    node.view_version = version;
+                    self.input(member.node, Input::MembershipChanged(view));
+                }
+            }
+            Ev::Client => {
+                self.mix(6, 0);
+                crate::workload::client_message(self);
+            }
+            Ev::Fault(fault) => {
+                self.mix(7, 0);
+                crate::faults::apply(self, fault);
+            }
+        }
+    }
+
+    fn input_to(&mut self, member: MemberId, input: Input) {
+        if self.nodes.get(&member.node).is_some_and(|n| n.id == member) {
+            self.input(member.node, input);
+        }
+    }
+
+    /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
+    fn after_call(&mut self, n: NodeId, out: Outbox) {
+        let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
+            return;
+        };
+        for effect in out.0 {
+            match effect {
+                Effect::Send(envelope) => self.send(envelope),
+                Effect::Entity(e) => self.entity(member, e),
+                Effect::Event(Event::DeadLetter { .. }) => self.dead_letters += 1,
+                _ => {}
+            }
+        }
+        let node = self.nodes.get_mut(&n).expect("node still running");
+        let buffered = node.driver.node().buffered(&EntityType::new(TYPE));
+        let busy = node.driver.busy_loops();
+        let next = node
+            .driver
+            .next_wakeup()
+            .map(|local| node.clock.true_time(local).max(self.now));
+        if let Some(at) = next {
+            if node.wakeup.is_none_or(|w| at < w || w < self.now) {
+                node.wakeup = Some(at);
+                self.schedule(at, Ev::Wakeup(n));
+            }
+        }
+        if buffered > self.settings.buffer_size {
+            self.check.fail(
+                self.now,
+                Property::BufferCap,
+                format!("{member} buffers {buffered}"),
+            );
+        }
+        if busy > 0 {
+            self.check.fail(
+                self.now,
+                Property::BusyLoop,
+                format!("{member}: {busy} busy loops"),
+            );
+        }
+    }
+
+    fn send(&mut self, envelope: Envelope) {
+        // Every message crosses the real codec, as it would on the wire.
+        let frame = codec::encode(&envelope).expect("core messages fit in a frame");
+        let envelope = codec::decode(&frame).expect("frames decode");
+        let link = (envelope.from.node, envelope.to.node);
+        if let Some(flight) = self.net.send(self.now, link) {
+            self.schedule(
+                flight.at,
+                Ev::Deliver {
+                    link,
+                    flight,
+                    envelope,
+                },
+            );
+        }
+    }
+
+    /// The host runs entities: starts are checked, deliveries recorded, stops take a while
+    /// (graceful ones may be ignored until forced), and some entities passivate themselves.
+    fn entity(&mut self, member: MemberId, effect: EntityEffect) {
+        match effect {
+            EntityEffect::Start { entity, .. } => {
+                self.check.start(self.now, member, &entity);
+                self.incarnations
+                    .insert((member, entity), self.check.starts);
+            }
+            EntityEffect::Deliver {
+                entity, payload, ..
+            } => {
+                self.check.deliver(self.now, member, &entity, &payload);
+                if self.rng_entities.chance(self.opts.faults.passivate) {
+                    let delay = self
+                        .rng_entities
+                        .duration(Duration::from_millis(1), Duration::from_secs(2));
+                    self.schedule(self.now + delay, Ev::Passivate { member, entity });
+                }
+            }
+            EntityEffect::Stop { entity, reason, .. } => {
+                let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+                    return;
+                };
+                let delay = match reason {
+                    StopReason::Forced => Duration::from_millis(1),
+                    _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => return,
+                    _ => self
+                        .rng_entities
+                        .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
+                };
+                self.pending_stops
+                    .insert((member, entity.clone(), incarnation));
+                self.schedule(
+                    self.now + delay,
+                    Ev::EntityStopped {
+                        member,
+                        entity,
+                        incarnation,
+                    },
+                );
+            }
+        }
+    }
+
+    fn mix(&mut self, kind: u64, node: u64) {
+        for word in [self.now.as_nanos(), kind, node] {
+            for byte in word.to_le_bytes() {
+                self.digest ^= u64::from(byte);
+                self.digest = self.digest.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+}

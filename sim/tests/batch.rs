@@ -1,0 +1,102 @@
+//! `cargo test -p sim` runs a fixed default batch of seeds; `SIM_SEED=<seed>` replays one seed
+//! (decimal, hex, or a git commit hash) and `SIM_SEEDS=<n>` runs n seeds.
+
+use sim::{Downing, Options, Outcome, Property, parse_seed, run};
+
+/// Seeds in the default batch, split over several tests so they run on every core.
+const BATCH: u64 = 240;
+const CHUNKS: u64 = 4;
+
+fn run_seeds(seeds: impl Iterator<Item = u64>) {
+    let mut failures = Vec::new();
+    for seed in seeds {
+        let report = run(Options::from_seed(seed));
+        if report.outcome == Outcome::Failed {
+            failures.push(report.to_string());
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The seeds of chunk `chunk`, or only those the environment asks for.
+fn chunk(chunk: u64) -> Vec<u64> {
+    if let Ok(seed) = std::env::var("SIM_SEED") {
+        let seed = parse_seed(&seed).expect("SIM_SEED: decimal, 0x-hex or a commit hash");
+        return if chunk == 0 { vec![seed] } else { vec![] };
+    }
+    let n = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(BATCH);
+    (0..n).filter(|s| s % CHUNKS == chunk).collect()
+}
+
+#[test]
+fn default_batch_part_0() {
+    run_seeds(chunk(0).into_iter());
+}
+
+#[test]
+fn default_batch_part_1() {
+    run_seeds(chunk(1).into_iter());
+}
+
+#[test]
+fn default_batch_part_2() {
+    run_seeds(chunk(2).into_iter());
+}
+
+#[test]
+fn default_batch_part_3() {
+    run_seeds(chunk(3).into_iter());
+}
+
+/// Negative control: automatic downing of every unreachable member splits the cluster, and
+/// the checker must see entities started twice.
+#[test]
+fn auto_downing_produces_duplicates_that_the_checker_catches() {
+    let caught = (0..200).any(|seed| {
+        let report = run(Options {
+            downing: Downing::Auto,
+            ..Options::from_seed(seed)
+        });
+        report
+            .violations
+            .iter()
+            .any(|v| v.property == Property::SingleActivation)
+    });
+    assert!(
+        caught,
+        "auto-down must produce a single-activation violation within 200 seeds"
+    );
+}
+
+/// The same seed gives the same run, event for event.
+#[test]
+fn runs_are_deterministic() {
+    for seed in [1, 7, 42, 0xdead_beef] {
+        let a = run(Options::from_seed(seed));
+        let b = run(Options::from_seed(seed));
+        assert_eq!(a.digest, b.digest, "seed {seed}");
+        assert_eq!(a.events, b.events, "seed {seed}");
+    }
+    let one = run(Options::from_seed(1)).digest;
+    let two = run(Options::from_seed(2)).digest;
+    assert_ne!(one, two, "different seeds differ");
+}
+
+#[test]
+fn seeds_parse_from_decimal_hex_and_commit_hashes() {
+    assert_eq!(parse_seed("42"), Some(42));
+    assert_eq!(parse_seed("0x2a"), Some(42));
+    assert_eq!(
+        parse_seed("9c45d2faae622641d0da728fac7f397e0eb927e4"),
+        Some(0x9c45_d2fa_ae62_2641)
+    );
+    assert_eq!(parse_seed("not a seed"), None);
+}
