@@ -103,6 +103,15 @@ pub(crate) fn restart(w: &mut World, node: NodeId) {
     if !w.crashed.remove(&node) && !w.downed.remove(&node) {
         return;
     }
+    if w.oracle.is_empty() {
+        // The whole cluster downed itself: a node can only form a new cluster once the old
+        // members are gone (an operator restarts them all), or both would run entities.
+        let old: Vec<NodeId> = std::mem::take(&mut w.downed).into_iter().collect();
+        for n in old {
+            w.kill(n);
+            w.crashed.insert(n);
+        }
+    }
     let previous = w.nodes.get(&node).map(|n| n.id.incarnation.0);
     w.kill(node);
     let incarnation = w.last_incarnation.entry(node).or_insert(1);
@@ -139,6 +148,7 @@ fn decide(w: &mut World) {
         }
     }
     let decision = w.oracle.decide(&sides);
+    w.log(|| format!("decide sides {sides:?} -> downed {:?}", decision.downed));
     for (to, view) in decision.views {
         w.publish(&to, view);
     }

@@ -59,6 +59,11 @@ impl Oracle {
         MembershipView::new(self.members.values().cloned().collect())
     }
 
+    /// Whether no member is left (the cluster downed itself).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
     /// Whether `id` is a current member (and not Down).
     pub(crate) fn is_member(&self, id: MemberId) -> bool {
         self.members

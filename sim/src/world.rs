@@ -131,6 +131,8 @@ pub(crate) struct World {
     /// Whether clients send messages.
     pub(crate) traffic: bool,
     pub(crate) zipf: crate::workload::Zipf,
+    /// Print a readable trace of the run to stderr (`SIM_TRACE=1`).
+    pub(crate) trace: bool,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -175,6 +177,7 @@ impl World {
             no_survivors: false,
             traffic: true,
             zipf: crate::workload::Zipf::new(opts_entities),
+            trace: std::env::var_os("SIM_TRACE").is_some(),
             events_processed: 0,
             dead_letters: 0,
             digest: 0xcbf2_9ce4_8422_2325,
@@ -352,6 +355,12 @@ impl World {
                 };
                 if version > node.view_version {
                     node.view_version = version;
+                    let summary: Vec<String> = view
+                        .members()
+                        .iter()
+                        .map(|m| format!("{}:{:?}", m.id, m.status))
+                        .collect();
+                    self.log(|| format!("{member} view v{version} [{}]", summary.join(" ")));
                     self.input(member.node, Input::MembershipChanged(view));
                 }
             }
@@ -361,6 +370,7 @@ impl World {
             }
             Ev::Fault(fault) => {
                 self.mix(7, 0);
+                self.log(|| format!("fault {fault:?}"));
                 crate::faults::apply(self, fault);
             }
         }
@@ -419,6 +429,14 @@ impl World {
         let frame = codec::encode(&envelope).expect("core messages fit in a frame");
         let envelope = codec::decode(&frame).expect("frames decode");
         let link = (envelope.from.node, envelope.to.node);
+        if !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
+            self.log(|| {
+                format!(
+                    "{} -> {} {:?}",
+                    envelope.from, envelope.to, envelope.message.body
+                )
+            });
+        }
         if let Some(flight) = self.net.send(self.now, link) {
             self.schedule(
                 flight.at,
@@ -435,7 +453,8 @@ impl World {
     /// (graceful ones may be ignored until forced), and some entities passivate themselves.
     fn entity(&mut self, member: MemberId, effect: EntityEffect) {
         match effect {
-            EntityEffect::Start { entity, .. } => {
+            EntityEffect::Start { entity, shard, .. } => {
+                self.log(|| format!("{member} start {entity} ({shard})"));
                 self.check.start(self.now, member, &entity);
                 self.incarnations
                     .insert((member, entity), self.check.starts);
@@ -452,6 +471,7 @@ impl World {
                 }
             }
             EntityEffect::Stop { entity, reason, .. } => {
+                self.log(|| format!("{member} stop {entity} {reason:?}"));
                 let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
                     return;
                 };
@@ -473,6 +493,13 @@ impl World {
                     },
                 );
             }
+        }
+    }
+
+    /// Prints a trace line (with `SIM_TRACE` set).
+    pub(crate) fn log(&self, line: impl FnOnce() -> String) {
+        if self.trace {
+            eprintln!("{} {}", self.now, line());
         }
     }
 

@@ -1,35 +1,39 @@
-//! Akka's least-shard allocation strategy, newer algorithm (Akka ≥ 2.6.10,
-//! `internal/LeastShardAllocationStrategy.scala`).
-//!
-//! *Allocate*: the most suitable region ([`AllocationView::most_suitable`]): Up before leaving,
-//! newest app version, fewest shards, oldest member.
-//!
-//! *Rebalance*, one round at a time (nothing while a handoff is in progress) and only at a good
-//! time ([`AllocationView::is_good_time_to_rebalance`]). With `N` shards over `R` regions,
-//! `optimal = ⌈N / R⌉` and `limit = max(1, min(⌊relative × N⌋, absolute))`:
-//! 1. from every region above `optimal`, in suitability order, take its oldest-allocated shards
-//!    down to `optimal`; return the first `limit` of them if any;
-//! 2. otherwise (fixing rounding) if some regions hold fewer than `optimal − 1`, take the oldest
-//!    shard of each region at or above `optimal`, at most `min(below, limit)` of them, where
-//!    `below = Σ max(0, optimal − 1 − size)`.
-//!
-//! Moved shards are re-allocated one by one through `allocate`, which is what balances them.
+//! Akka's newer least-shard allocation strategy: see [`LeastShardStrategy`].
 
 use std::collections::BTreeSet;
 
-use crate::allocation::{AllocationStrategy, AllocationView};
+use crate::allocation::{AllocationStrategy, AllocationView, RegionAllocation};
 use crate::id::{MemberId, ShardId};
 
-/// The default allocation strategy.
-#[derive(Clone, Debug)]
+/// Akka's newer `LeastShardAllocationStrategy` (Akka ≥ 2.6.10,
+/// `akka.cluster.sharding.internal.LeastShardAllocationStrategy`).
+///
+/// * **Allocate**: the most suitable region by [`AllocationView::most_suitable`] (not leaving,
+///   newest app version, fewest shards, oldest, lowest member id).
+/// * **Rebalance**: nothing while any rebalance is in progress or when it is not a good time
+///   ([`AllocationView::is_good_time_to_rebalance`]). Otherwise, with `N` shards over `R`
+///   regions, `optimal = ⌈N / R⌉` and `limit = max(1, min(⌊relative × N⌋, absolute))`:
+///   1. iterate the regions in suitability order (most suitable first, exactly as Akka sorts
+///      its region entries with `ShardSuitabilityOrdering`) and select, from each region holding
+///      more than `optimal`, its `size − optimal` oldest-allocated shards; return the first
+///      `limit` of them if any;
+///   2. otherwise fix the rounding: if `Σ max(0, (optimal − 1) − size)` is zero return nothing,
+///      else select the oldest shard of every region holding at least `optimal` (same order)
+///      and return the first `min(that sum, limit)`.
+///
+/// The returned shards are handed off and re-allocated one by one through
+/// [`AllocationStrategy::allocate_shard`], which sends each to the region with fewest shards:
+/// that is what balances the table.
+#[derive(Clone, Debug, PartialEq)]
 pub struct LeastShardStrategy {
     absolute_limit: u32,
     relative_limit: f64,
 }
 
 impl LeastShardStrategy {
-    /// At most `min(absolute_limit, relative_limit × total shards)` shards (and at least one)
-    /// move per rebalance round.
+    /// A strategy moving at most `max(1, min(⌊relative_limit × total⌋, absolute_limit))`
+    /// shards per rebalance round (Akka's `rebalance-absolute-limit` and
+    /// `rebalance-relative-limit`).
     pub fn new(absolute_limit: u32, relative_limit: f64) -> Self {
         Self {
             absolute_limit,
@@ -37,11 +41,40 @@ impl LeastShardStrategy {
         }
     }
 
-    /// Most shards one round may move when `total` shards are allocated.
-    pub fn limit(&self, total: usize) -> usize {
-        // Truncation is intended: Akka's `(relativeLimit * numberOfShards).toInt`.
-        let relative = (self.relative_limit * total as f64) as usize;
-        relative.min(self.absolute_limit as usize).max(1)
+    /// Most shards one rebalance round may move when `number_of_shards` are allocated: Akka's
+    /// `max(1, min((relativeLimit * n).toInt, absoluteLimit))`.
+    pub fn limit(&self, number_of_shards: usize) -> usize {
+        // `as` truncates toward zero and saturates (NaN → 0), like the JVM's `toInt`.
+        let relative = (self.relative_limit * number_of_shards as f64) as usize;
+        let absolute = usize::try_from(self.absolute_limit).unwrap_or(usize::MAX);
+        relative.min(absolute).max(1)
+    }
+
+    /// Phase 1: the oldest shards above `optimal` of each over-full region, first `limit`.
+    fn phase1(sorted: &[&RegionAllocation], optimal: usize, limit: usize) -> BTreeSet<ShardId> {
+        sorted
+            .iter()
+            .filter(|r| r.shards.len() > optimal)
+            .flat_map(|r| r.shards[..r.shards.len() - optimal].iter().copied())
+            .take(limit)
+            .collect()
+    }
+
+    /// Phase 2: move one shard from full regions while some region is two or more below.
+    fn phase2(sorted: &[&RegionAllocation], optimal: usize, limit: usize) -> BTreeSet<ShardId> {
+        let count_below_optimal: usize = sorted
+            .iter()
+            .map(|r| (optimal - 1).saturating_sub(r.shards.len()))
+            .sum();
+        if count_below_optimal == 0 {
+            return BTreeSet::new();
+        }
+        sorted
+            .iter()
+            .filter(|r| r.shards.len() >= optimal)
+            .filter_map(|r| r.shards.first().copied())
+            .take(count_below_optimal.min(limit))
+            .collect()
     }
 }
 
@@ -60,35 +93,23 @@ impl AllocationStrategy for LeastShardStrategy {
         view: &AllocationView,
         in_progress: &BTreeSet<ShardId>,
     ) -> BTreeSet<ShardId> {
+        // One rebalance round at a time.
         if !in_progress.is_empty() || !view.is_good_time_to_rebalance() {
             return BTreeSet::new();
         }
-        let regions = view.by_suitability();
-        let total = view.total_shards();
-        let optimal = total.div_ceil(regions.len());
-        let limit = self.limit(total);
-
-        let phase1: Vec<ShardId> = regions
-            .iter()
-            .filter(|r| r.shards.len() > optimal)
-            .flat_map(|r| r.shards[..r.shards.len() - optimal].iter().copied())
-            .collect();
-        if !phase1.is_empty() {
-            return phase1.into_iter().take(limit).collect();
-        }
-
-        let below_optimal: usize = regions
-            .iter()
-            .map(|r| (optimal.saturating_sub(1)).saturating_sub(r.shards.len()))
-            .sum();
-        if below_optimal == 0 {
+        let sorted = view.by_suitability();
+        let number_of_shards = view.total_shards();
+        let number_of_regions = sorted.len();
+        if number_of_regions == 0 || number_of_shards == 0 {
             return BTreeSet::new();
         }
-        regions
-            .iter()
-            .filter(|r| r.shards.len() >= optimal)
-            .filter_map(|r| r.shards.first().copied())
-            .take(below_optimal.min(limit))
-            .collect()
+        let optimal = number_of_shards.div_ceil(number_of_regions);
+        let limit = self.limit(number_of_shards);
+        let result = Self::phase1(&sorted, optimal, limit);
+        if result.is_empty() {
+            Self::phase2(&sorted, optimal, limit)
+        } else {
+            result
+        }
     }
 }

@@ -9,6 +9,8 @@
 mod consistent_hashing;
 mod external;
 mod least_shard;
+#[cfg(test)]
+mod tests;
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -152,6 +154,3 @@ pub fn strategy_for(config: &AllocationStrategyConfig) -> Box<dyn AllocationStra
         AllocationStrategyConfig::External => Box::new(ExternalStrategy::default()),
     }
 }
-
-#[cfg(test)]
-mod tests;
