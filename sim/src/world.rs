@@ -133,6 +133,8 @@ pub(crate) struct World {
     pub(crate) zipf: crate::workload::Zipf,
     /// Print a readable trace of the run to stderr (`SIM_TRACE=1`).
     pub(crate) trace: bool,
+    /// Also trace forwarded messages and deliveries (`SIM_TRACE=2`).
+    trace_all: bool,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -178,6 +180,7 @@ impl World {
             traffic: true,
             zipf: crate::workload::Zipf::new(opts_entities),
             trace: std::env::var_os("SIM_TRACE").is_some(),
+            trace_all: std::env::var("SIM_TRACE").is_ok_and(|v| v == "2"),
             events_processed: 0,
             dead_letters: 0,
             digest: 0xcbf2_9ce4_8422_2325,
@@ -429,7 +432,7 @@ impl World {
         let frame = codec::encode(&envelope).expect("core messages fit in a frame");
         let envelope = codec::decode(&frame).expect("frames decode");
         let link = (envelope.from.node, envelope.to.node);
-        if !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
+        if self.trace_all || !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
             self.log(|| {
                 format!(
                     "{} -> {} {:?}",
@@ -462,6 +465,9 @@ impl World {
             EntityEffect::Deliver {
                 entity, payload, ..
             } => {
+                if self.trace_all {
+                    self.log(|| format!("{member} deliver {entity} {:?}", &payload.0[16..]));
+                }
                 self.check.deliver(self.now, member, &entity, &payload);
                 if self.rng_entities.chance(self.opts.faults.passivate) {
                     let delay = self

@@ -100,3 +100,18 @@ fn seeds_parse_from_decimal_hex_and_commit_hashes() {
     );
     assert_eq!(parse_seed("not a seed"), None);
 }
+
+/// Seeds that found bugs, kept forever (see the commit messages that fixed them):
+/// 1455 — a new coordinator answered a request waiting for its gate with the home of a shard a
+///        later registration reported as handing off (order violation);
+/// 2026, 1153 — a region cached a home on a crashed incarnation its view no longer held
+///        (messages lost until the end: liveness violation);
+/// 2165, 2745 — the oracle let a restarted node form a new cluster while downed members still
+///        ran entities (a simulator model bug; they are now classified NoProgress).
+#[test]
+fn regression_seeds() {
+    for seed in [1455, 2026, 1153, 2165, 2745] {
+        let report = run(Options::from_seed(seed));
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    }
+}

@@ -21,23 +21,7 @@ impl Coordinator {
         shard: ShardId,
         out: &mut Effects,
     ) {
-        if let Some(handoff) = self.handoffs.get_mut(&shard) {
-            handoff.requesters.insert(from);
-            return;
-        }
-        match self.shards.get(&shard) {
-            Some(home) if !self.terminating.contains_key(home) => {
-                let region = *home;
-                out.send(from, &self.entity_type, Body::ShardHome { shard, region });
-            }
-            Some(_) => {
-                self.waiting.entry(shard).or_default().insert(from);
-            }
-            None if !self.gate_open => {
-                self.waiting.entry(shard).or_default().insert(from);
-            }
-            None => self.allocate(now, view, shard, [from].into(), out),
-        }
+        self.answer_or_defer(now, view, shard, [from].into(), out);
     }
 
     /// Chooses a home for an unallocated shard and answers `requesters`; if no region is
@@ -76,25 +60,38 @@ impl Coordinator {
     /// Answers requests that were waiting, now that something changed.
     pub(super) fn serve_waiting(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
         for (shard, requesters) in std::mem::take(&mut self.waiting) {
-            match self.shards.get(&shard) {
-                Some(home) if !self.terminating.contains_key(home) => {
-                    let region = *home;
-                    for requester in requesters {
-                        out.send(
-                            requester,
-                            &self.entity_type,
-                            Body::ShardHome { shard, region },
-                        );
-                    }
-                }
-                Some(_) => {
-                    self.waiting.insert(shard, requesters);
-                }
-                None if self.gate_open => self.allocate(now, view, shard, requesters, out),
-                None => {
-                    self.waiting.insert(shard, requesters);
+            self.answer_or_defer(now, view, shard, requesters, out);
+        }
+    }
+
+    /// Answers `requesters` about `shard` if that can be done now: not while it is being handed
+    /// off (its owner is stopping it), not while its region is being removed, and not for an
+    /// unknown shard before the gate opens. Otherwise they wait.
+    pub(super) fn answer_or_defer(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        shard: ShardId,
+        requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
+        if let Some(handoff) = self.handoffs.get_mut(&shard) {
+            handoff.requesters.extend(requesters);
+            return;
+        }
+        match self.shards.get(&shard) {
+            Some(home) if !self.terminating.contains_key(home) => {
+                let region = *home;
+                for requester in requesters {
+                    out.send(
+                        requester,
+                        &self.entity_type,
+                        Body::ShardHome { shard, region },
+                    );
                 }
             }
+            None if self.gate_open => self.allocate(now, view, shard, requesters, out),
+            _ => self.waiting.entry(shard).or_default().extend(requesters),
         }
     }
 

@@ -497,3 +497,33 @@ fn stats_list_silent_regions_as_failed_after_the_query_timeout() {
     };
     assert_eq!(f.sends(), [(4, expected)]);
 }
+
+/// Found by the simulator (seed 1455): a new coordinator answered a request that waited for the
+/// gate with the home of a shard that a later registration reported as handing off, so
+/// messages were forwarded into a stopping shard and re-routed later, out of order.
+#[test]
+fn waiting_requests_for_a_shard_being_handed_off_wait_for_its_stop() {
+    let mut f = Fixture::with(ShardingSettings::default());
+    f.view = view_of(&[1, 2, 3]);
+    f.register(2, &[], &[]);
+    f.sends();
+    f.recv(2, Body::GetShardHome { shard: s(21) });
+    assert_eq!(f.sends(), [], "the gate waits for member 3");
+    f.register(3, &[], &[21]);
+    let sends = f.sends();
+    assert!(
+        !sends
+            .iter()
+            .any(|(_, b)| matches!(b, Body::ShardHome { .. })),
+        "no home while the owner stops the shard: {sends:?}"
+    );
+    f.register(1, &[], &[]);
+    f.sends();
+    f.recv(3, Body::ShardStopped { shard: s(21) });
+    let sends = f.sends();
+    assert!(
+        sends.iter().any(
+            |(to, b)| *to == 2 && matches!(b, Body::ShardHome { shard, .. } if *shard == s(21))
+        )
+    );
+}

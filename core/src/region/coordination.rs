@@ -178,6 +178,13 @@ impl Region {
             }
             return Handled::Accepted;
         }
+        if !self.members.contains(&region) {
+            // A home on a member this region's view does not (or no longer) hold, e.g. a
+            // crashed incarnation the coordinator has not noticed yet: forwarding there would
+            // lose messages. Keep them buffered; the retry tick asks again.
+            tracing::debug!(%shard, %region, "home on a member outside the view");
+            return Handled::Rejected;
+        }
         if self.shards.contains_key(&shard) {
             tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
             return Handled::Rejected;

@@ -31,7 +31,8 @@ impl Region {
             None if self.seen_self => return self.terminate(out),
             None => {}
         }
-        self.homes.retain(|_, home| view.member(*home).is_some());
+        self.members = view.members().iter().map(|m| m.id).collect();
+        self.homes.retain(|_, home| self.members.contains(home));
         let expected = view.oldest_up(self.role.as_deref());
         if expected != self.registration.coordinator {
             self.registration.coordinator = expected;

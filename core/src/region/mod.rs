@@ -79,6 +79,8 @@ pub(crate) struct Region {
     lifecycle: Lifecycle,
     /// Set once this member appeared in a view, so that its later absence means removal.
     seen_self: bool,
+    /// Members of the latest view: homes are only ever cached on one of them.
+    members: BTreeSet<MemberId>,
 }
 
 impl Region {
@@ -116,6 +118,7 @@ impl Region {
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
             seen_self: false,
+            members: BTreeSet::new(),
         }
     }
 

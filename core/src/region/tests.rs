@@ -476,3 +476,29 @@ fn the_retry_tick_asks_again_for_buffered_shards() {
     );
     assert_eq!(f.region.poll_timeout(), Some(at(4_000)));
 }
+
+/// Found by the simulator (seeds 2026, 1153): a home on a member outside the region's view (a
+/// crashed incarnation the coordinator had not noticed) was cached and messages were lost.
+#[test]
+fn a_home_on_a_member_outside_the_view_is_not_cached() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.take();
+    assert_eq!(
+        f.recv(
+            1,
+            Body::ShardHome {
+                shard: ShardId(1),
+                region: MemberId::new(3, 0)
+            }
+        ),
+        Handled::Rejected
+    );
+    assert_eq!(f.take(), [], "still buffered");
+    f.region.handle_timeout(at(2_000), &mut f.rng, &mut f.out);
+    assert_eq!(
+        f.take(),
+        [send(1, Body::GetShardHome { shard: ShardId(1) })],
+        "asked again"
+    );
+}
