@@ -27,6 +27,12 @@ pub(crate) enum Fault {
     Break,
     /// The downing decision for connectivity epoch `n` (skipped if connectivity changed since).
     Decide(u64),
+    /// A random member leaves gracefully: its region hands off every shard, then it leaves.
+    Leave,
+    /// Checks whether a leaving member's region has stopped; if so it is removed and exits.
+    LeaveDone(NodeId),
+    /// A new node joins (scale out).
+    Join,
 }
 
 /// Applies `fault` to the world.
@@ -86,7 +92,82 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
                 decide(w);
             }
         }
+        Fault::Leave => leave(w),
+        Fault::LeaveDone(node) => leave_done(w, node),
+        Fault::Join => {
+            let next = w
+                .last_incarnation
+                .keys()
+                .chain(w.nodes.keys())
+                .map(|n| n.0)
+                .max()
+                .unwrap_or(0)
+                + 1;
+            if next <= MAX_NODES {
+                w.start_node(NodeId(next), Incarnation(1));
+                let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+                w.publish(&everyone, w.oracle.view());
+            }
+        }
     }
+}
+
+/// Scale-out stops adding nodes beyond this.
+const MAX_NODES: u64 = 12;
+
+/// A member starts leaving: it is marked Leaving and its regions shut down gracefully.
+fn leave(w: &mut World) {
+    let members: Vec<NodeId> = w
+        .nodes
+        .values()
+        .filter(|n| w.oracle.is_up(n.id))
+        .map(|n| n.id.node)
+        .collect();
+    if members.len() <= 2 {
+        return;
+    }
+    let node = *w.rng_faults.pick(&members);
+    w.oracle.leaving(node);
+    let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+    w.publish(&everyone, w.oracle.view());
+    let shutdown = shoal_core::Command::GracefulShutdown { entity_type: None };
+    w.input(
+        node,
+        shoal_core::Input::Command {
+            request: shoal_core::RequestId(0),
+            command: shutdown,
+        },
+    );
+    w.schedule(
+        w.now + Duration::from_secs(1),
+        Ev::Fault(Fault::LeaveDone(node)),
+    );
+}
+
+/// Once a leaving member's region stopped, it is removed from the cluster and its process exits.
+fn leave_done(w: &mut World, node: NodeId) {
+    let Some(sim) = w.nodes.get(&node) else {
+        return;
+    };
+    if !w.oracle.is_member(sim.id) {
+        return;
+    }
+    if !sim
+        .driver
+        .node()
+        .is_region_stopped(&shoal_core::EntityType::new(crate::world::TYPE))
+    {
+        w.schedule(
+            w.now + Duration::from_secs(1),
+            Ev::Fault(Fault::LeaveDone(node)),
+        );
+        return;
+    }
+    w.oracle.remove(node);
+    let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+    w.publish(&everyone, w.oracle.view());
+    w.kill(node);
+    w.left.insert(node);
 }
 
 /// Heals every partition; downed members restart soon after (a downed member must restart).
@@ -170,6 +251,8 @@ pub(crate) fn schedule_faults(w: &mut World, until: shoal_core::Instant) {
         (w.opts.faults.crash_every, Fault::Crash),
         (w.opts.faults.partition_every, Fault::Partition),
         (w.opts.faults.break_every, Fault::Break),
+        (w.opts.faults.leave_every, Fault::Leave),
+        (w.opts.faults.join_every, Fault::Join),
     ];
     for (every, fault) in kinds {
         let Some(every) = every else { continue };

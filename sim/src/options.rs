@@ -26,6 +26,10 @@ pub struct Faults {
     pub partition_every: Option<Duration>,
     /// Mean time between connection breaks (in-flight messages on a link are lost).
     pub break_every: Option<Duration>,
+    /// Mean time between graceful leaves (a member hands off its shards and leaves).
+    pub leave_every: Option<Duration>,
+    /// Mean time between new nodes joining (scale out).
+    pub join_every: Option<Duration>,
     /// Maximum clock drift per node, in parts per million.
     pub drift_ppm: u32,
     /// Probability that an entity ignores a graceful stop (it is force-stopped later).
@@ -75,6 +79,8 @@ impl Options {
             crash_every: every(&mut r, 0.3, 20, 90),
             partition_every: every(&mut r, 0.3, 30, 120),
             break_every: every(&mut r, 0.3, 5, 40),
+            leave_every: every(&mut r, 0.3, 20, 90),
+            join_every: every(&mut r, 0.3, 15, 60),
             drift_ppm: if r.chance(0.5) {
                 r.range(1, 1000) as u32
             } else {
@@ -104,7 +110,7 @@ impl fmt::Display for Options {
         };
         write!(
             f,
-            "nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            "nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} leave={} join={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
             self.nodes,
             self.entities,
             self.shards,
@@ -114,6 +120,8 @@ impl fmt::Display for Options {
             on(self.faults.crash_every),
             on(self.faults.partition_every),
             on(self.faults.break_every),
+            on(self.faults.leave_every),
+            on(self.faults.join_every),
             self.faults.drift_ppm,
             self.faults.ignore_stop,
             self.faults.passivate,

@@ -59,9 +59,31 @@ impl Oracle {
         MembershipView::new(self.members.values().cloned().collect())
     }
 
+    /// Marks a member Leaving (it is handing off its shards).
+    pub(crate) fn leaving(&mut self, node: NodeId) {
+        if let Some(m) = self.members.get_mut(&node) {
+            m.status = MemberStatus::Leaving;
+            self.version += 1;
+        }
+    }
+
+    /// Removes a member that left gracefully.
+    pub(crate) fn remove(&mut self, node: NodeId) {
+        if self.members.remove(&node).is_some() {
+            self.version += 1;
+        }
+    }
+
     /// Whether no member is left (the cluster downed itself).
     pub(crate) fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// Whether `id` is a current Up member.
+    pub(crate) fn is_up(&self, id: MemberId) -> bool {
+        self.members
+            .get(&id.node)
+            .is_some_and(|m| m.id == id && m.status == MemberStatus::Up)
     }
 
     /// Whether `id` is a current member (and not Down).

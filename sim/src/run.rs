@@ -122,7 +122,7 @@ pub fn run(options: Options) -> Report {
     let senders: Vec<MemberId> = w
         .nodes
         .values()
-        .filter(|n| w.oracle.is_member(n.id))
+        .filter(|n| w.oracle.is_up(n.id))
         .map(|n| n.id)
         .collect();
     let probes: Vec<EntityId> = (0..10)

@@ -57,7 +57,7 @@ fn send_one(w: &mut World) {
     let senders: Vec<_> = w
         .nodes
         .values()
-        .filter(|n| w.oracle.is_member(n.id))
+        .filter(|n| w.oracle.is_up(n.id))
         .map(|n| n.id)
         .collect();
     if senders.is_empty() {

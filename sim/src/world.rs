@@ -122,6 +122,8 @@ pub(crate) struct World {
     /// Crashed nodes (no process) and downed nodes (process running, must restart).
     pub(crate) crashed: BTreeSet<NodeId>,
     pub(crate) downed: BTreeSet<NodeId>,
+    /// Nodes that left gracefully (their process exited).
+    pub(crate) left: BTreeSet<NodeId>,
     /// Highest incarnation each node has used.
     pub(crate) last_incarnation: BTreeMap<NodeId, u64>,
     /// Bumped on every connectivity change; a downing decision applies only to its epoch.
@@ -174,6 +176,7 @@ impl World {
             settings,
             crashed: BTreeSet::new(),
             downed: BTreeSet::new(),
+            left: BTreeSet::new(),
             last_incarnation: BTreeMap::new(),
             topology_epoch: 0,
             no_survivors: false,

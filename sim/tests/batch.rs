@@ -107,10 +107,13 @@ fn seeds_parse_from_decimal_hex_and_commit_hashes() {
 /// 2026, 1153 — a region cached a home on a crashed incarnation its view no longer held
 ///        (messages lost until the end: liveness violation);
 /// 2165, 2745 — the oracle let a restarted node form a new cluster while downed members still
-///        ran entities (a simulator model bug; they are now classified NoProgress).
+///        ran entities (a simulator model bug; they are now classified NoProgress);
+/// 290, 400 — a coordinator that took over mid-shutdown started handoffs before every region
+///        had registered, so a region outside the barrier forwarded into a stopping shard
+///        (order violation; a lost message).
 #[test]
 fn regression_seeds() {
-    for seed in [1455, 2026, 1153, 2165, 2745] {
+    for seed in [1455, 2026, 1153, 2165, 2745, 290, 400] {
         let report = run(Options::from_seed(seed));
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
     }

@@ -167,12 +167,27 @@ impl Coordinator {
         region: MemberId,
         out: &mut Effects,
     ) {
+        if !self.regions.contains_key(&region) || !self.shutting_down.insert(region) {
+            return;
+        }
+        // A handoff needs the acks of every region that may forward to the owner; before the gate
+        // opens some have not registered yet, so the handoffs start when it opens.
+        if self.gate_open {
+            self.hand_off_region(now, view, region, out);
+        }
+    }
+
+    /// Starts handing off every shard of a region that is shutting down.
+    pub(super) fn hand_off_region(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        region: MemberId,
+        out: &mut Effects,
+    ) {
         let Some(shards) = self.regions.get(&region).cloned() else {
             return;
         };
-        if !self.shutting_down.insert(region) {
-            return;
-        }
         for shard in shards {
             if self.unacked.contains_key(&shard) {
                 // Never started there: a region acknowledges every shard it starts before it

@@ -77,6 +77,9 @@ impl Coordinator {
             self.gate_open = true;
             self.next_register_request = None;
             self.next_rebalance = now + self.settings.rebalance_interval;
+            for region in self.shutting_down.clone() {
+                self.hand_off_region(now, view, region, out);
+            }
             self.serve_waiting(now, view, out);
             return;
         }
