@@ -33,6 +33,8 @@ pub(crate) enum Fault {
     LeaveDone(NodeId),
     /// A new node joins (scale out).
     Join,
+    /// A member that left exits, once every member has seen it removed.
+    Exit(NodeId),
 }
 
 /// Applies `fault` to the world.
@@ -93,6 +95,11 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
             }
         }
         Fault::Leave => leave(w),
+        Fault::Exit(node) => {
+            if w.left.contains(&node) {
+                w.kill(node);
+            }
+        }
         Fault::LeaveDone(node) => leave_done(w, node),
         Fault::Join => {
             let next = w
@@ -164,11 +171,18 @@ fn leave_done(w: &mut World, node: NodeId) {
         return;
     }
     w.oracle.remove(node);
-    let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
-    w.publish(&everyone, w.oracle.view());
-    w.kill(node);
+    // The leaver learns of its own removal last (it exits then), so it keeps routing meanwhile.
+    let others: BTreeSet<NodeId> = w.nodes.keys().copied().filter(|n| *n != node).collect();
+    w.publish(&others, w.oracle.view());
+    // Like Akka's Exiting -> Removed at convergence: the process exits only after every member
+    // has seen the removal, so messages they forwarded before that still reach it and are
+    // routed on (views take at most 1 s to arrive, messages at most about 2 s).
     w.left.insert(node);
+    w.schedule(w.now + EXIT_AFTER_REMOVAL, Ev::Fault(Fault::Exit(node)));
 }
+
+/// How long a removed member keeps running before its process exits.
+const EXIT_AFTER_REMOVAL: Duration = Duration::from_secs(4);
 
 /// Heals every partition; downed members restart soon after (a downed member must restart).
 pub(crate) fn heal(w: &mut World) {
