@@ -3,11 +3,14 @@
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--downing auto]   run n seeds; exit non-zero on failure
 //! sim replay <seed> [--downing auto]                        run one seed and print its report
+//! sim bench                                                 events/s and time acceleration
 //! ```
 
 use std::process::ExitCode;
 
-use sim::{Downing, Options, Outcome, parse_seed, run};
+use std::time::Duration;
+
+use sim::{Downing, Faults, Options, Outcome, parse_seed, run};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -73,6 +76,10 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
+        Some("bench") => {
+            bench();
+            ExitCode::SUCCESS
+        }
         _ => {
             eprintln!(
                 "usage: sim sweep --seeds <n> [--start <seed>] [--downing auto] | sim replay <seed> [--downing auto]"
@@ -92,4 +99,41 @@ fn wall_seconds() -> f64 {
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_secs_f64()
+}
+
+/// Steady traffic without faults on 5, 20 and 100 nodes: simulated events per wall second and
+/// simulated seconds per wall second.
+fn bench() {
+    println!("nodes  events     wall s  events/s    simulated s  acceleration");
+    for nodes in [5, 20, 100] {
+        let options = Options {
+            nodes,
+            entities: 2_000,
+            shards: 200,
+            duration: Duration::from_secs(120),
+            message_every: Duration::from_millis(2),
+            faults: Faults {
+                crash_every: None,
+                partition_every: None,
+                break_every: None,
+                leave_every: None,
+                join_every: None,
+                drift_ppm: 0,
+                ignore_stop: 0.0,
+                passivate: 0.0,
+                slow_stop: Duration::from_millis(10),
+            },
+            ..Options::from_seed(1)
+        };
+        let started = wall_seconds();
+        let report = run(options);
+        let wall = wall_seconds() - started;
+        let simulated = report.simulated.as_secs_f64();
+        println!(
+            "{nodes:>5}  {:>9}  {wall:>6.2}  {:>9.0}  {simulated:>11.0}  {:>10.0}x",
+            report.events,
+            report.events as f64 / wall,
+            simulated / wall
+        );
+    }
 }
