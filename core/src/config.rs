@@ -200,6 +200,11 @@ pub struct ShardingSettings {
     /// Largest message payload accepted (4 MiB); larger ones become dead letters at once
     /// rather than failing later at the transport. At most [`MAX_PAYLOAD_SIZE`].
     pub max_payload_size: usize,
+    /// Test-only negative control: the coordinator allocates unknown shards without waiting for
+    /// every possible host to register. Breaks single activation on purpose.
+    #[cfg(feature = "fault-injection")]
+    #[serde(default)]
+    pub broken_coordinator_gate: bool,
 }
 
 /// The largest `max_payload_size` allowed: a frame holds one payload plus the envelope, and
@@ -219,6 +224,8 @@ impl Default for ShardingSettings {
             down_removal_margin: Duration::from_secs(20),
             shard_region_query_timeout: Duration::from_secs(3),
             max_payload_size: 4 * 1024 * 1024,
+            #[cfg(feature = "fault-injection")]
+            broken_coordinator_gate: false,
         }
     }
 }

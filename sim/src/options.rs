@@ -66,6 +66,8 @@ pub struct Options {
     pub faults: Faults,
     /// The downing strategy of the membership oracle.
     pub downing: Downing,
+    /// Negative control: run the core with its coordinator gate deliberately broken.
+    pub broken_coordinator: bool,
 }
 
 impl Options {
@@ -99,6 +101,7 @@ impl Options {
             message_every: Duration::from_millis(r.range(5, 50)),
             faults,
             downing: Downing::KeepMajority,
+            broken_coordinator: false,
         }
     }
 }

@@ -154,6 +154,7 @@ impl World {
         let settings = ShardingSettings {
             handoff_timeout: Duration::from_secs(30),
             down_removal_margin: crate::faults::STABLE_AFTER + Duration::from_secs(2),
+            broken_coordinator_gate: opts.broken_coordinator,
             ..ShardingSettings::default()
         };
         let mut w = Self {

@@ -120,3 +120,23 @@ fn regression_seeds() {
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
     }
 }
+
+/// Negative control: a coordinator that allocates unknown shards without waiting for every
+/// possible host to register (a test-only switch in the core) is caught by the default batch.
+#[test]
+fn a_broken_coordinator_is_caught_within_the_default_batch() {
+    let caught = (0..BATCH).find(|&seed| {
+        let report = run(Options {
+            broken_coordinator: true,
+            ..Options::from_seed(seed)
+        });
+        report
+            .violations
+            .iter()
+            .any(|v| v.property == Property::SingleActivation)
+    });
+    assert!(
+        caught.is_some(),
+        "the broken coordinator must produce a double activation"
+    );
+}

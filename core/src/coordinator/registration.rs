@@ -73,6 +73,8 @@ impl Coordinator {
                     || !(m.status.may_host_shards() || m.status == MemberStatus::Down)
                     || self.is_registered(m.id)
             });
+        #[cfg(feature = "fault-injection")]
+        let all_known = all_known || self.settings.broken_coordinator_gate;
         if enough && all_known {
             self.gate_open = true;
             self.next_register_request = None;
