@@ -26,7 +26,7 @@ mod world;
 
 pub use check::{Property, Violation};
 pub use options::{Downing, Faults, Options};
-pub use run::{Outcome, Report, run};
+pub use run::{Outcome, Report, run, run_traced};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

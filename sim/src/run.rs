@@ -101,7 +101,15 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs the simulation described by `options`.
 pub fn run(options: Options) -> Report {
+    run_traced(options, None)
+}
+
+/// Runs the simulation, writing a JSON-lines trace of every event to `trace` if given.
+pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> Report {
     let mut w = World::new(options.clone());
+    if let Some(sink) = trace {
+        w.trace_to(sink);
+    }
     let fault_end = Instant::ZERO + options.duration;
     faults::schedule_faults(&mut w, fault_end);
     w.schedule(Instant::ZERO + options.message_every, Ev::Client);

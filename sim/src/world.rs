@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::io::Write as _;
 use std::time::Duration;
 
 use shoal_core::{
@@ -96,6 +97,15 @@ impl Io for Outbox {
     }
 }
 
+/// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
+pub(crate) struct TraceSink(pub(crate) Box<dyn std::io::Write>);
+
+impl std::fmt::Debug for TraceSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TraceSink")
+    }
+}
+
 /// The simulated cluster.
 #[derive(Debug)]
 pub(crate) struct World {
@@ -135,8 +145,10 @@ pub(crate) struct World {
     pub(crate) zipf: crate::workload::Zipf,
     /// Print a readable trace of the run to stderr (`SIM_TRACE=1`).
     pub(crate) trace: bool,
-    /// Also trace forwarded messages and deliveries (`SIM_TRACE=2`).
+    /// Also trace forwarded messages and deliveries (`SIM_TRACE=2`, or a trace file).
     trace_all: bool,
+    /// The JSON-lines trace file, if one was asked for.
+    pub(crate) sink: Option<TraceSink>,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -185,6 +197,7 @@ impl World {
             zipf: crate::workload::Zipf::new(opts_entities),
             trace: std::env::var_os("SIM_TRACE").is_some(),
             trace_all: std::env::var("SIM_TRACE").is_ok_and(|v| v == "2"),
+            sink: None,
             events_processed: 0,
             dead_letters: 0,
             digest: 0xcbf2_9ce4_8422_2325,
@@ -511,11 +524,39 @@ impl World {
         }
     }
 
-    /// Prints a trace line (with `SIM_TRACE` set).
-    pub(crate) fn log(&self, line: impl FnOnce() -> String) {
-        if self.trace {
-            eprintln!("{} {}", self.now, line());
+    /// Records a trace line: to stderr with `SIM_TRACE` set, and as a JSON object to the trace
+    /// file if there is one.
+    pub(crate) fn log(&mut self, line: impl FnOnce() -> String) {
+        if !self.trace && self.sink.is_none() {
+            return;
         }
+        let line = line();
+        if self.trace {
+            eprintln!("{} {line}", self.now);
+        }
+        if let Some(TraceSink(out)) = &mut self.sink {
+            let escaped: String = line
+                .chars()
+                .flat_map(|c| match c {
+                    '"' => vec!['\\', '"'],
+                    '\\' => vec!['\\', '\\'],
+                    c if c.is_control() => format!("\\u{:04x}", c as u32).chars().collect(),
+                    c => vec![c],
+                })
+                .collect();
+            // A broken trace file must not change the run; the error is reported at the end.
+            let _ = writeln!(
+                out,
+                "{{\"t_ns\":{},\"event\":\"{escaped}\"}}",
+                self.now.as_nanos()
+            );
+        }
+    }
+
+    /// Turns on the JSON-lines trace (which also records every message and delivery).
+    pub(crate) fn trace_to(&mut self, sink: Box<dyn std::io::Write>) {
+        self.sink = Some(TraceSink(sink));
+        self.trace_all = true;
     }
 
     fn mix(&mut self, kind: u64, node: u64) {

@@ -140,3 +140,20 @@ fn a_broken_coordinator_is_caught_within_the_default_batch() {
         "the broken coordinator must produce a double activation"
     );
 }
+
+/// Pins the digests of a few seeds: any change to the core's or the simulator's behaviour shows
+/// up here, and an unintended one (non-determinism) cannot slip in unnoticed.
+#[test]
+fn digests_are_pinned() {
+    let digests: Vec<String> = [3, 17, 256]
+        .into_iter()
+        .map(|seed| {
+            let r = run(Options::from_seed(seed));
+            format!(
+                "seed {seed}: {:?} {} events digest {:016x}",
+                r.outcome, r.events, r.digest
+            )
+        })
+        .collect();
+    insta::assert_snapshot!(digests.join("\n"));
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--downing auto]   run n seeds; exit non-zero on failure
-//! sim replay <seed> [--downing auto]                        run one seed and print its report
+//! sim replay <seed> [--trace <file>] [--downing auto]       run one seed, print its report
 //! sim bench                                                 events/s and time acceleration
 //! ```
 
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use sim::{Downing, Faults, Options, Outcome, parse_seed, run};
+use sim::{Downing, Faults, Options, Outcome, parse_seed, run, run_traced};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,11 +65,25 @@ fn main() -> ExitCode {
         }
         Some("replay") => {
             let Some(seed) = args.get(1).and_then(|s| parse_seed(s)) else {
-                eprintln!("usage: sim replay <seed> [--downing auto]");
+                eprintln!("usage: sim replay <seed> [--trace <file>] [--downing auto]");
                 return ExitCode::from(2);
             };
-            let report = run(options(seed));
+            let trace_path = flag("--trace");
+            let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
+                Some(path) => match std::fs::File::create(path) {
+                    Ok(file) => Some(Box::new(std::io::BufWriter::new(file))),
+                    Err(e) => {
+                        eprintln!("cannot create trace file {path}: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
+                None => None,
+            };
+            let report = run_traced(options(seed), sink);
             print!("{report}");
+            if let Some(path) = trace_path {
+                println!("  trace: {path} (JSON lines)");
+            }
             if report.outcome == Outcome::Failed {
                 ExitCode::FAILURE
             } else {
