@@ -70,8 +70,11 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
             }
             let cut = w.rng_faults.range(1, running.len() as u64 - 1) as usize;
             let (a, b) = running.split_at(cut);
+            // Sometimes one-way: `b` still hears `a` but not the reverse.
             w.net.block(a, b);
-            w.net.block(b, a);
+            if !w.rng_faults.chance(0.3) {
+                w.net.block(b, a);
+            }
             topology_changed(w);
             let heal = w.now
                 + w.rng_faults
