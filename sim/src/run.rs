@@ -49,6 +49,8 @@ pub struct Report {
     pub lost: u64,
     /// Dead letters the nodes reported.
     pub dead_letters: u64,
+    /// How often each "sometimes" marker fired.
+    pub coverage: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Report {
@@ -180,6 +182,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         starts: w.check.starts,
         lost: w.net.lost,
         dead_letters: w.dead_letters,
+        coverage: std::mem::take(&mut w.coverage),
         options,
     }
 }

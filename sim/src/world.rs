@@ -149,6 +149,10 @@ pub(crate) struct World {
     trace_all: bool,
     /// The JSON-lines trace file, if one was asked for.
     pub(crate) sink: Option<TraceSink>,
+    /// How often each interesting situation ("sometimes" marker) occurred.
+    pub(crate) coverage: BTreeMap<&'static str, u64>,
+    /// The entity whose stop is being reported in the current driver call.
+    reporting_stop: Option<(MemberId, EntityId)>,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -198,6 +202,8 @@ impl World {
             trace: std::env::var_os("SIM_TRACE").is_some(),
             trace_all: std::env::var("SIM_TRACE").is_ok_and(|v| v == "2"),
             sink: None,
+            coverage: BTreeMap::new(),
+            reporting_stop: None,
             events_processed: 0,
             dead_letters: 0,
             digest: 0xcbf2_9ce4_8422_2325,
@@ -343,8 +349,10 @@ impl World {
                     .remove(&(member, entity.clone(), incarnation))
                 {
                     self.incarnations.remove(&(member, entity.clone()));
+                    self.log(|| format!("{member} stopped {entity}"));
                     self.check.stopped(member, &entity);
                     let entity_type = EntityType::new(TYPE);
+                    self.reporting_stop = Some((member, entity.clone()));
                     self.input_to(
                         member,
                         Input::EntityStopped {
@@ -352,6 +360,7 @@ impl World {
                             entity,
                         },
                     );
+                    self.reporting_stop = None;
                 }
             }
             Ev::Passivate { member, entity } => {
@@ -449,6 +458,16 @@ impl World {
         let frame = codec::encode(&envelope).expect("core messages fit in a frame");
         let envelope = codec::decode(&frame).expect("frames decode");
         let link = (envelope.from.node, envelope.to.node);
+        match &envelope.message.body {
+            shoal_core::Body::HandOff { .. } if self.net.partitioned() => {
+                self.mark("handoff during a partition");
+            }
+            shoal_core::Body::Register { handing_off, .. } if !handing_off.is_empty() => {
+                self.mark("coordinator moved while a handoff was in flight");
+            }
+            shoal_core::Body::BeginHandOff { .. } => self.mark("handoff begun"),
+            _ => {}
+        }
         if self.trace_all || !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
             self.log(|| {
                 format!(
@@ -475,6 +494,11 @@ impl World {
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
                 self.log(|| format!("{member} start {entity} ({shard})"));
+                if self.reporting_stop.as_ref() == Some(&(member, entity.clone())) {
+                    self.mark(
+                        "a stopped entity restarted at once for messages that raced its stop",
+                    );
+                }
                 self.check.start(self.now, member, &entity);
                 self.incarnations
                     .insert((member, entity), self.check.starts);
@@ -557,6 +581,10 @@ impl World {
     pub(crate) fn trace_to(&mut self, sink: Box<dyn std::io::Write>) {
         self.sink = Some(TraceSink(sink));
         self.trace_all = true;
+    }
+
+    fn mark(&mut self, marker: &'static str) {
+        *self.coverage.entry(marker).or_default() += 1;
     }
 
     fn mix(&mut self, kind: u64, node: u64) {
