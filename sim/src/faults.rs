@@ -35,6 +35,8 @@ pub(crate) enum Fault {
     Join,
     /// A member that left exits, once every member has seen it removed.
     Exit(NodeId),
+    /// Crash the oldest member (where the coordinators run).
+    CrashOldest,
 }
 
 /// Applies `fault` to the world.
@@ -101,6 +103,28 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
         Fault::Exit(node) => {
             if w.left.contains(&node) {
                 w.kill(node);
+                if w.opts.faults.rejoin_after_leave {
+                    w.left.remove(&node);
+                    w.crashed.insert(node);
+                    let at = w.now
+                        + w.rng_faults
+                            .duration(Duration::from_secs(1), Duration::from_secs(5));
+                    w.schedule(at, Ev::Fault(Fault::Restart(node)));
+                }
+            }
+        }
+        Fault::CrashOldest => {
+            let oldest = w.oracle.view().oldest_up(None);
+            if let Some(oldest) = oldest.filter(|_| w.nodes.len() > 1) {
+                if w.nodes.get(&oldest.node).is_some_and(|n| n.id == oldest) {
+                    w.kill(oldest.node);
+                    w.crashed.insert(oldest.node);
+                    topology_changed(w);
+                    let again = w.now
+                        + w.rng_faults
+                            .duration(Duration::from_secs(10), Duration::from_secs(40));
+                    w.schedule(again, Ev::Fault(Fault::Restart(oldest.node)));
+                }
             }
         }
         Fault::LeaveDone(node) => leave_done(w, node),
@@ -270,6 +294,7 @@ pub(crate) fn schedule_faults(w: &mut World, until: shoal_core::Instant) {
         (w.opts.faults.break_every, Fault::Break),
         (w.opts.faults.leave_every, Fault::Leave),
         (w.opts.faults.join_every, Fault::Join),
+        (w.opts.faults.crash_oldest_every, Fault::CrashOldest),
     ];
     for (every, fault) in kinds {
         let Some(every) = every else { continue };

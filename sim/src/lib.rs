@@ -25,7 +25,7 @@ mod workload;
 mod world;
 
 pub use check::{Property, Violation};
-pub use options::{Downing, Faults, Options};
+pub use options::{Downing, Family, Faults, Options};
 pub use run::{Outcome, Report, run, run_traced};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex

@@ -6,6 +6,73 @@ use std::time::Duration;
 
 use crate::rng::{SimRng, Stream};
 
+/// A scenario family: a fault profile. `Swarm` draws every fault kind at random per seed.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Family {
+    /// Every fault kind switched on or off per seed, with a random intensity.
+    Swarm,
+    /// Traffic without faults (exactly-once is checked).
+    Steady,
+    /// Members leave gracefully one after another and come back as new incarnations.
+    RollingRestart,
+    /// Three nodes grow to seven.
+    ScaleOut,
+    /// Seven nodes shrink by graceful leaves.
+    ScaleIn,
+    /// Repeated network partitions (some one-way).
+    Partitions,
+    /// The coordinator's node (the oldest) crashes repeatedly.
+    CoordinatorCrash,
+    /// Connections break often and short partitions come and go.
+    FlappingLinks,
+    /// Entities passivate themselves often and some ignore stops.
+    MassPassivation,
+    /// Several members shut down gracefully at about the same time.
+    MassShutdown,
+}
+
+impl Family {
+    /// Every family, in the order the default batch cycles through them.
+    pub const ALL: [Self; 10] = [
+        Self::Swarm,
+        Self::Steady,
+        Self::RollingRestart,
+        Self::ScaleOut,
+        Self::ScaleIn,
+        Self::Partitions,
+        Self::CoordinatorCrash,
+        Self::FlappingLinks,
+        Self::MassPassivation,
+        Self::MassShutdown,
+    ];
+
+    /// The family the default batch, `sweep` and `replay` use for `seed`.
+    pub fn of_seed(seed: u64) -> Self {
+        Self::ALL[(seed % Self::ALL.len() as u64) as usize]
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Swarm => "swarm",
+            Self::Steady => "steady",
+            Self::RollingRestart => "rolling-restart",
+            Self::ScaleOut => "scale-out",
+            Self::ScaleIn => "scale-in",
+            Self::Partitions => "partitions",
+            Self::CoordinatorCrash => "coordinator-crash",
+            Self::FlappingLinks => "flapping-links",
+            Self::MassPassivation => "mass-passivation",
+            Self::MassShutdown => "mass-shutdown",
+        }
+    }
+
+    /// The family named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
 /// How the membership oracle downs unreachable members.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum Downing {
@@ -30,6 +97,10 @@ pub struct Faults {
     pub leave_every: Option<Duration>,
     /// Mean time between new nodes joining (scale out).
     pub join_every: Option<Duration>,
+    /// Mean time between crashes of the oldest member (where the coordinator runs).
+    pub crash_oldest_every: Option<Duration>,
+    /// Members that left come back as new incarnations (rolling restart).
+    pub rejoin_after_leave: bool,
     /// Maximum clock drift per node, in parts per million.
     pub drift_ppm: u32,
     /// Probability that an entity ignores a graceful stop (it is force-stopped later).
@@ -43,7 +114,10 @@ pub struct Faults {
 impl Faults {
     /// Whether messages may be lost (crash, partition, connection break).
     pub fn lossy(&self) -> bool {
-        self.crash_every.is_some() || self.partition_every.is_some() || self.break_every.is_some()
+        self.crash_every.is_some()
+            || self.crash_oldest_every.is_some()
+            || self.partition_every.is_some()
+            || self.break_every.is_some()
     }
 }
 
@@ -68,6 +142,8 @@ pub struct Options {
     pub downing: Downing,
     /// Negative control: run the core with its coordinator gate deliberately broken.
     pub broken_coordinator: bool,
+    /// The scenario family these options come from.
+    pub family: Family,
 }
 
 impl Options {
@@ -83,6 +159,8 @@ impl Options {
             break_every: every(&mut r, 0.3, 5, 40),
             leave_every: every(&mut r, 0.3, 20, 90),
             join_every: every(&mut r, 0.3, 15, 60),
+            crash_oldest_every: None,
+            rejoin_after_leave: false,
             drift_ppm: if r.chance(0.5) {
                 r.range(1, 1000) as u32
             } else {
@@ -102,7 +180,65 @@ impl Options {
             faults,
             downing: Downing::KeepMajority,
             broken_coordinator: false,
+            family: Family::Swarm,
         }
+    }
+
+    /// The options of `seed` in the default batch (families in turn, by seed).
+    pub fn for_seed(seed: u64) -> Self {
+        Self::for_family(seed, Family::of_seed(seed))
+    }
+
+    /// Options of `seed` shaped by `family`.
+    pub fn for_family(seed: u64, family: Family) -> Self {
+        let mut o = Self::from_seed(seed);
+        o.family = family;
+        if family == Family::Swarm {
+            return o;
+        }
+        let secs = Duration::from_secs;
+        let f = &mut o.faults;
+        (
+            f.crash_every,
+            f.partition_every,
+            f.break_every,
+            f.leave_every,
+            f.join_every,
+        ) = (None, None, None, None, None);
+        f.passivate = 0.0;
+        f.ignore_stop = 0.0;
+        let mut nodes = o.nodes;
+        match family {
+            Family::Swarm | Family::Steady => {}
+            Family::RollingRestart => {
+                f.leave_every = Some(secs(15));
+                f.rejoin_after_leave = true;
+            }
+            Family::ScaleOut => {
+                nodes = 3;
+                f.join_every = Some(secs(15));
+            }
+            Family::ScaleIn => {
+                nodes = 7;
+                f.leave_every = Some(secs(20));
+            }
+            Family::Partitions => f.partition_every = Some(secs(30)),
+            Family::CoordinatorCrash => f.crash_oldest_every = Some(secs(40)),
+            Family::FlappingLinks => {
+                f.break_every = Some(secs(3));
+                f.partition_every = Some(secs(15));
+            }
+            Family::MassPassivation => {
+                f.passivate = 0.2;
+                f.ignore_stop = 0.2;
+            }
+            Family::MassShutdown => {
+                nodes = 7;
+                f.leave_every = Some(secs(4));
+            }
+        }
+        o.nodes = nodes;
+        o
     }
 }
 
@@ -113,7 +249,8 @@ impl fmt::Display for Options {
         };
         write!(
             f,
-            "nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} leave={} join={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            "family={} nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} leave={} join={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            self.family.name(),
             self.nodes,
             self.entities,
             self.shards,

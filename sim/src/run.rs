@@ -61,8 +61,13 @@ impl Report {
         } else {
             ""
         };
+        let family = if self.options.family == crate::Family::of_seed(self.options.seed) {
+            String::new()
+        } else {
+            format!(" --family {}", self.options.family.name())
+        };
         format!(
-            "cargo run -p sim --release -- replay {}{downing}",
+            "cargo run -p sim --release -- replay {}{family}{downing}",
             self.options.seed
         )
     }

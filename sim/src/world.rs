@@ -430,7 +430,15 @@ impl World {
         let next = node
             .driver
             .next_wakeup()
-            .map(|local| node.clock.true_time(local).max(self.now));
+            .map(|local| node.clock.true_time(local).max(self.now))
+            // A busy loop (reported below as a violation) must not spin the world at one instant.
+            .map(|at| {
+                if busy > 0 {
+                    at.max(self.now + Duration::from_millis(100))
+                } else {
+                    at
+                }
+            });
         if let Some(at) = next {
             if node.wakeup.is_none_or(|w| at < w || w < self.now) {
                 node.wakeup = Some(at);

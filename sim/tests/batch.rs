@@ -10,7 +10,7 @@ const CHUNKS: u64 = 4;
 fn run_seeds(seeds: impl Iterator<Item = u64>) {
     let mut failures = Vec::new();
     for seed in seeds {
-        let report = run(Options::from_seed(seed));
+        let report = run(Options::for_seed(seed));
         if report.outcome == Outcome::Failed {
             failures.push(report.to_string());
         }
@@ -63,7 +63,7 @@ fn auto_downing_produces_duplicates_that_the_checker_catches() {
     let caught = (0..200).any(|seed| {
         let report = run(Options {
             downing: Downing::Auto,
-            ..Options::from_seed(seed)
+            ..Options::for_seed(seed)
         });
         report
             .violations
@@ -80,13 +80,13 @@ fn auto_downing_produces_duplicates_that_the_checker_catches() {
 #[test]
 fn runs_are_deterministic() {
     for seed in [1, 7, 42, 0xdead_beef] {
-        let a = run(Options::from_seed(seed));
-        let b = run(Options::from_seed(seed));
+        let a = run(Options::for_seed(seed));
+        let b = run(Options::for_seed(seed));
         assert_eq!(a.digest, b.digest, "seed {seed}");
         assert_eq!(a.events, b.events, "seed {seed}");
     }
-    let one = run(Options::from_seed(1)).digest;
-    let two = run(Options::from_seed(2)).digest;
+    let one = run(Options::for_seed(1)).digest;
+    let two = run(Options::for_seed(2)).digest;
     assert_ne!(one, two, "different seeds differ");
 }
 
@@ -116,7 +116,7 @@ fn seeds_parse_from_decimal_hex_and_commit_hashes() {
 #[test]
 fn regression_seeds() {
     for seed in [1455, 2026, 1153, 2165, 2745, 290, 400, 1631] {
-        let report = run(Options::from_seed(seed));
+        let report = run(Options::for_seed(seed));
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
     }
 }
@@ -128,7 +128,7 @@ fn a_broken_coordinator_is_caught_within_the_default_batch() {
     let caught = (0..BATCH).find(|&seed| {
         let report = run(Options {
             broken_coordinator: true,
-            ..Options::from_seed(seed)
+            ..Options::for_seed(seed)
         });
         report
             .violations
@@ -148,7 +148,7 @@ fn digests_are_pinned() {
     let digests: Vec<String> = [3, 17, 256]
         .into_iter()
         .map(|seed| {
-            let r = run(Options::from_seed(seed));
+            let r = run(Options::for_seed(seed));
             format!(
                 "seed {seed}: {:?} {} events digest {:016x}",
                 r.outcome, r.events, r.digest
@@ -170,7 +170,7 @@ fn coverage_markers_fire_within_the_batch() {
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {
-        for (marker, n) in run(Options::from_seed(seed)).coverage {
+        for (marker, n) in run(Options::for_seed(seed)).coverage {
             *seen.entry(marker).or_insert(0u64) += n;
         }
         if MARKERS.iter().all(|m| seen.contains_key(m)) {

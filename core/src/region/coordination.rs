@@ -4,6 +4,7 @@
 use crate::effect::{DeadLetterReason, Effects, Event};
 use crate::id::{MemberId, ShardId};
 use crate::message::{Body, RegionShards};
+use crate::region::lifecycle::initial_backoff;
 use crate::region::{Lifecycle, Region};
 use crate::time::Instant;
 
@@ -44,6 +45,9 @@ impl Region {
             Body::RegisterAck => self.handle_register_ack(from, out),
             Body::RegisterRequest => {
                 self.registration.registered = false;
+                // Retried like any registration, in case this Register is lost.
+                self.registration.backoff = initial_backoff(self.settings.retry_interval);
+                self.registration.next_attempt = Some(now + self.registration.backoff);
                 let body = self.register_body();
                 out.send(from, &self.entity_type, body);
             }

@@ -55,7 +55,11 @@ impl Region {
 
     pub(super) fn retry_registration(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         let reg = &mut self.registration;
-        let (Some(coordinator), Some(at)) = (reg.coordinator, reg.next_attempt) else {
+        let Some(at) = reg.next_attempt else { return };
+        let Some(coordinator) = reg.coordinator else {
+            // Nobody to register with: the next membership change that names a coordinator
+            // re-arms the attempt. Leaving it armed would keep a past deadline due forever.
+            reg.next_attempt = None;
             return;
         };
         if reg.registered {

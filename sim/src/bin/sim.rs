@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use sim::{Downing, Faults, Options, Outcome, parse_seed, run, run_traced};
+use sim::{Downing, Family, Faults, Options, Outcome, parse_seed, run, run_traced};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,9 +28,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let options = |seed: u64| Options {
-        downing,
-        ..Options::from_seed(seed)
+    let family = match flag("--family") {
+        None => None,
+        Some(name) => match Family::parse(&name) {
+            Some(f) => Some(f),
+            None => {
+                let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+                eprintln!("unknown family {name:?}; one of: {}", names.join(", "));
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let options = |seed: u64| {
+        let base = match family {
+            Some(f) => Options::for_family(seed, f),
+            None => Options::for_seed(seed),
+        };
+        Options { downing, ..base }
     };
     match args.first().map(String::as_str) {
         Some("sweep") => {
@@ -120,6 +134,7 @@ fn wall_seconds() -> f64 {
 fn bench() {
     println!("nodes  events     wall s  events/s    simulated s  acceleration");
     for nodes in [5, 20, 100] {
+        let steady = Options::for_family(1, Family::Steady);
         let options = Options {
             nodes,
             entities: 2_000,
@@ -127,17 +142,11 @@ fn bench() {
             duration: Duration::from_secs(120),
             message_every: Duration::from_millis(2),
             faults: Faults {
-                crash_every: None,
-                partition_every: None,
-                break_every: None,
-                leave_every: None,
-                join_every: None,
                 drift_ppm: 0,
-                ignore_stop: 0.0,
-                passivate: 0.0,
                 slow_stop: Duration::from_millis(10),
+                ..steady.faults.clone()
             },
-            ..Options::from_seed(1)
+            ..steady
         };
         let started = wall_seconds();
         let report = run(options);
