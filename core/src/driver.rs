@@ -21,6 +21,20 @@ pub trait Io {
     fn emit(&mut self, event: Event);
 }
 
+/// Records effects in order, for hosts that act on them after the driver call returns (the
+/// simulator, tests).
+impl Io for Vec<Effect> {
+    fn send(&mut self, envelope: Envelope) {
+        self.push(Effect::Send(envelope));
+    }
+    fn entity(&mut self, effect: EntityEffect) {
+        self.push(Effect::Entity(effect));
+    }
+    fn emit(&mut self, event: Event) {
+        self.push(Effect::Event(event));
+    }
+}
+
 /// Owns a [`Node`] and drives it: clamps time, runs due timers, drains every effect into an
 /// [`Io`] in order, and exposes the next wakeup.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use shoal_core::{
     Config, Driver, Effect, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
-    Incarnation, Input, Instant, Io, MemberId, MembershipView, Node, NodeId, ShardingSettings,
+    Incarnation, Input, Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings,
     StopReason, codec,
 };
 
@@ -79,22 +79,6 @@ pub(crate) struct SimNode {
     clock: Clock,
     wakeup: Option<Instant>,
     view_version: u64,
-}
-
-/// Effects of one driver call, handled after it returns.
-#[derive(Default)]
-struct Outbox(Vec<Effect>);
-
-impl Io for Outbox {
-    fn send(&mut self, envelope: Envelope) {
-        self.0.push(Effect::Send(envelope));
-    }
-    fn entity(&mut self, effect: EntityEffect) {
-        self.0.push(Effect::Entity(effect));
-    }
-    fn emit(&mut self, event: Event) {
-        self.0.push(Effect::Event(event));
-    }
 }
 
 /// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
@@ -298,7 +282,7 @@ impl World {
         let Some(node) = self.nodes.get_mut(&n) else {
             return;
         };
-        let mut out = Outbox::default();
+        let mut out: Vec<Effect> = Vec::new();
         let local = node.clock.local(self.now);
         node.driver.handle_input(local, input, &mut out);
         self.after_call(n, out);
@@ -333,7 +317,7 @@ impl World {
                     return;
                 }
                 node.wakeup = None;
-                let mut out = Outbox::default();
+                let mut out: Vec<Effect> = Vec::new();
                 let local = node.clock.local(self.now);
                 node.driver.handle_wakeup(local, &mut out);
                 self.after_call(n, out);
@@ -412,11 +396,11 @@ impl World {
     }
 
     /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
-    fn after_call(&mut self, n: NodeId, out: Outbox) {
+    fn after_call(&mut self, n: NodeId, out: Vec<Effect>) {
         let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
             return;
         };
-        for effect in out.0 {
+        for effect in out {
             match effect {
                 Effect::Send(envelope) => self.send(envelope),
                 Effect::Entity(e) => self.entity(member, e),

@@ -9,27 +9,11 @@ use std::time::Duration;
 
 use shoal_core::{
     Body, Command, Config, Driver, Effect, EntityEffect, EntityId, EntityType, EntityTypeConfig,
-    Envelope, Event, Incarnation, Input, Instant, Io, Member, MemberId, MembershipView, Node,
-    NodeId, Payload, RequestId, StopReason,
+    Envelope, Event, Incarnation, Input, Instant, Member, MemberId, MembershipView, Node, NodeId,
+    Payload, RequestId, StopReason,
 };
 
 pub const TYPE: &str = "counter";
-
-/// Collects one driver call's effects, in order.
-#[derive(Default)]
-struct Collect(Vec<Effect>);
-
-impl Io for Collect {
-    fn send(&mut self, envelope: Envelope) {
-        self.0.push(Effect::Send(envelope));
-    }
-    fn entity(&mut self, effect: EntityEffect) {
-        self.0.push(Effect::Entity(effect));
-    }
-    fn emit(&mut self, event: Event) {
-        self.0.push(Effect::Event(event));
-    }
-}
 
 /// How the test host answers entity stops.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -225,7 +209,7 @@ impl TestCluster {
 
     /// Feeds one input to a node and processes its effects.
     pub fn input(&mut self, n: u64, input: Input) {
-        let mut io = Collect::default();
+        let mut io: Vec<Effect> = Vec::new();
         let Some(driver) = self.nodes.get_mut(&NodeId(n)) else {
             return;
         };
@@ -263,7 +247,7 @@ impl TestCluster {
             match next {
                 Some((at, id)) if at <= target => {
                     self.now = self.now.max(at);
-                    let mut io = Collect::default();
+                    let mut io: Vec<Effect> = Vec::new();
                     let driver = self.nodes.get_mut(&id).expect("node");
                     driver.handle_wakeup(self.now, &mut io);
                     self.absorb(id, io);
@@ -341,9 +325,9 @@ impl TestCluster {
         }
     }
 
-    fn absorb(&mut self, n: NodeId, io: Collect) {
+    fn absorb(&mut self, n: NodeId, io: Vec<Effect>) {
         let now = self.now;
-        for effect in io.0 {
+        for effect in io {
             match effect {
                 Effect::Send(envelope) => {
                     if self.trace_network {
