@@ -16,11 +16,13 @@
 
 mod check;
 mod faults;
+mod host;
 mod net;
 mod options;
 mod oracle;
 mod rng;
 mod run;
+mod trace;
 mod workload;
 mod world;
 

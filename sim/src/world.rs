@@ -4,13 +4,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use std::io::Write as _;
+
 use std::time::Duration;
 
 use shoal_core::{
-    Config, Driver, Effect, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
-    Incarnation, Input, Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings,
-    StopReason, codec,
+    Config, Driver, Effect, EntityId, EntityType, EntityTypeConfig, Envelope, Event, Incarnation,
+    Input, Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings, codec,
 };
 
 use crate::check::{Checker, Property};
@@ -105,13 +104,13 @@ pub(crate) struct World {
     pub(crate) check: Checker,
     pub(crate) rng_faults: SimRng,
     pub(crate) rng_work: SimRng,
-    rng_entities: SimRng,
+    pub(crate) rng_entities: SimRng,
     rng_membership: SimRng,
     rng_nodes: SimRng,
     /// Entity stops the host has not reported yet: (member, entity, incarnation).
-    pending_stops: BTreeSet<(MemberId, EntityId, u64)>,
+    pub(crate) pending_stops: BTreeSet<(MemberId, EntityId, u64)>,
     /// Current incarnation number of each running entity.
-    incarnations: BTreeMap<(MemberId, EntityId), u64>,
+    pub(crate) incarnations: BTreeMap<(MemberId, EntityId), u64>,
     pub(crate) settings: ShardingSettings,
     /// Crashed nodes (no process) and downed nodes (process running, must restart).
     pub(crate) crashed: BTreeSet<NodeId>,
@@ -130,13 +129,13 @@ pub(crate) struct World {
     /// Print a readable trace of the run to stderr (`SIM_TRACE=1`).
     pub(crate) trace: bool,
     /// Also trace forwarded messages and deliveries (`SIM_TRACE=2`, or a trace file).
-    trace_all: bool,
+    pub(crate) trace_all: bool,
     /// The JSON-lines trace file, if one was asked for.
     pub(crate) sink: Option<TraceSink>,
     /// How often each interesting situation ("sometimes" marker) occurred.
     pub(crate) coverage: BTreeMap<&'static str, u64>,
     /// The entity whose stop is being reported in the current driver call.
-    reporting_stop: Option<(MemberId, EntityId)>,
+    pub(crate) reporting_stop: Option<(MemberId, EntityId)>,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -478,105 +477,6 @@ impl World {
                 },
             );
         }
-    }
-
-    /// The host runs entities: starts are checked, deliveries recorded, stops take a while
-    /// (graceful ones may be ignored until forced), and some entities passivate themselves.
-    fn entity(&mut self, member: MemberId, effect: EntityEffect) {
-        match effect {
-            EntityEffect::Start { entity, shard, .. } => {
-                self.log(|| format!("{member} start {entity} ({shard})"));
-                if self.reporting_stop.as_ref() == Some(&(member, entity.clone())) {
-                    self.mark(
-                        "a stopped entity restarted at once for messages that raced its stop",
-                    );
-                }
-                self.check.start(self.now, member, &entity);
-                self.incarnations
-                    .insert((member, entity), self.check.starts);
-            }
-            EntityEffect::Deliver {
-                entity, payload, ..
-            } => {
-                if self.trace_all {
-                    self.log(|| {
-                        format!(
-                            "{member} deliver {entity} from n{} seq {}",
-                            payload.0[0], payload.0[16]
-                        )
-                    });
-                }
-                self.check.deliver(self.now, member, &entity, &payload);
-                if self.rng_entities.chance(self.opts.faults.passivate) {
-                    let delay = self
-                        .rng_entities
-                        .duration(Duration::from_millis(1), Duration::from_secs(2));
-                    self.schedule(self.now + delay, Ev::Passivate { member, entity });
-                }
-            }
-            EntityEffect::Stop { entity, reason, .. } => {
-                self.log(|| format!("{member} stop {entity} {reason:?}"));
-                let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
-                    return;
-                };
-                let delay = match reason {
-                    StopReason::Forced => Duration::from_millis(1),
-                    _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => return,
-                    _ => self
-                        .rng_entities
-                        .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
-                };
-                self.pending_stops
-                    .insert((member, entity.clone(), incarnation));
-                self.schedule(
-                    self.now + delay,
-                    Ev::EntityStopped {
-                        member,
-                        entity,
-                        incarnation,
-                    },
-                );
-            }
-        }
-    }
-
-    /// Records a trace line: to stderr with `SIM_TRACE` set, and as a JSON object to the trace
-    /// file if there is one.
-    pub(crate) fn log(&mut self, line: impl FnOnce() -> String) {
-        if !self.trace && self.sink.is_none() {
-            return;
-        }
-        let line = line();
-        if self.trace {
-            eprintln!("{} {line}", self.now);
-        }
-        if let Some(TraceSink(out)) = &mut self.sink {
-            let escaped: String = line
-                .chars()
-                .flat_map(|c| match c {
-                    '"' => vec!['\\', '"'],
-                    '\\' => vec!['\\', '\\'],
-                    c if c.is_control() => format!("\\u{:04x}", c as u32).chars().collect(),
-                    c => vec![c],
-                })
-                .collect();
-            // A broken trace file must not change the run; the error is reported at the end.
-            let _ = writeln!(
-                out,
-                "{{\"t_ns\":{},\"event\":\"{escaped}\"}}",
-                self.now.as_nanos()
-            );
-        }
-    }
-
-    /// Turns on the JSON-lines trace (which also records every message and delivery).
-    pub(crate) fn trace_to(&mut self, sink: Box<dyn std::io::Write>) {
-        self.sink = Some(TraceSink(sink));
-        self.trace_all = true;
-    }
-
-    fn mark(&mut self, marker: &'static str) {
-        *self.coverage.entry(marker).or_default() += 1;
     }
 
     fn mix(&mut self, kind: u64, node: u64) {

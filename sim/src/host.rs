@@ -1,0 +1,70 @@
+//! The simulated host's entities: starts are checked, deliveries recorded, stops take a while
+//! (graceful ones may be ignored until forced), and some entities passivate themselves.
+
+use std::time::Duration;
+
+use shoal_core::{EntityEffect, MemberId, StopReason};
+
+use crate::world::{Ev, World};
+
+impl World {
+    /// The host runs entities: starts are checked, deliveries recorded, stops take a while
+    /// (graceful ones may be ignored until forced), and some entities passivate themselves.
+    pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
+        match effect {
+            EntityEffect::Start { entity, shard, .. } => {
+                self.log(|| format!("{member} start {entity} ({shard})"));
+                if self.reporting_stop.as_ref() == Some(&(member, entity.clone())) {
+                    self.mark(
+                        "a stopped entity restarted at once for messages that raced its stop",
+                    );
+                }
+                self.check.start(self.now, member, &entity);
+                self.incarnations
+                    .insert((member, entity), self.check.starts);
+            }
+            EntityEffect::Deliver {
+                entity, payload, ..
+            } => {
+                if self.trace_all {
+                    self.log(|| {
+                        format!(
+                            "{member} deliver {entity} from n{} seq {}",
+                            payload.0[0], payload.0[16]
+                        )
+                    });
+                }
+                self.check.deliver(self.now, member, &entity, &payload);
+                if self.rng_entities.chance(self.opts.faults.passivate) {
+                    let delay = self
+                        .rng_entities
+                        .duration(Duration::from_millis(1), Duration::from_secs(2));
+                    self.schedule(self.now + delay, Ev::Passivate { member, entity });
+                }
+            }
+            EntityEffect::Stop { entity, reason, .. } => {
+                self.log(|| format!("{member} stop {entity} {reason:?}"));
+                let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+                    return;
+                };
+                let delay = match reason {
+                    StopReason::Forced => Duration::from_millis(1),
+                    _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => return,
+                    _ => self
+                        .rng_entities
+                        .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
+                };
+                self.pending_stops
+                    .insert((member, entity.clone(), incarnation));
+                self.schedule(
+                    self.now + delay,
+                    Ev::EntityStopped {
+                        member,
+                        entity,
+                        incarnation,
+                    },
+                );
+            }
+        }
+    }
+}
