@@ -69,7 +69,7 @@ impl Region {
         if at > now {
             return;
         }
-        // Akka's backoff: start at max(100 ms, retry/8), double up to retry-interval; ±20 %
+        // Akka's backoff: start at max(100 ms, retry/8), double up to retry-interval; ±10 %
         // jitter so that regions restarted together do not register in lockstep.
         let jitter = reg.backoff / 5;
         let jitter = Duration::from_nanos(rng.below(jitter.as_nanos().max(1) as u64));
