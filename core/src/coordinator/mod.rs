@@ -139,7 +139,7 @@ impl Coordinator {
                     out.send(from, &self.entity_type, Body::RegisterRequest);
                     return false;
                 }
-                self.handle_get_shard_home(now, view, from, shard, out);
+                self.answer_or_defer(now, view, shard, [from].into(), out);
             }
             Body::ShardStarted { shard } => {
                 if self.shards.get(&shard) == Some(&from) {

@@ -13,17 +13,6 @@ use crate::message::Body;
 use crate::time::Instant;
 
 impl Coordinator {
-    pub(super) fn handle_get_shard_home(
-        &mut self,
-        now: Instant,
-        view: &MembershipView,
-        from: MemberId,
-        shard: ShardId,
-        out: &mut Effects,
-    ) {
-        self.answer_or_defer(now, view, shard, [from].into(), out);
-    }
-
     /// Chooses a home for an unallocated shard and answers `requesters`; if no region is
     /// available they wait for the next chance.
     pub(super) fn allocate(
@@ -48,6 +37,17 @@ impl Coordinator {
         self.unacked
             .insert(shard, now + self.settings.shard_start_timeout);
         out.send(region, &self.entity_type, Body::HostShard { shard });
+        self.send_home(shard, region, requesters, out);
+    }
+
+    /// Tells each requester where `shard` lives.
+    fn send_home(
+        &self,
+        shard: ShardId,
+        region: MemberId,
+        requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
         for requester in requesters {
             out.send(
                 requester,
@@ -82,13 +82,7 @@ impl Coordinator {
         match self.shards.get(&shard) {
             Some(home) if !self.terminating.contains_key(home) => {
                 let region = *home;
-                for requester in requesters {
-                    out.send(
-                        requester,
-                        &self.entity_type,
-                        Body::ShardHome { shard, region },
-                    );
-                }
+                self.send_home(shard, region, requesters, out);
             }
             None if self.gate_open => self.allocate(now, view, shard, requesters, out),
             _ => self.waiting.entry(shard).or_default().extend(requesters),
