@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::time::Duration;
 
 use shoal_core::{
-    Command, Config, Driver, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
-    Incarnation, Input, Instant, Io, Member, MemberStatus, MembershipView, Node, NodeId, Payload,
+    Command, Config, Driver, Effect, EntityEffect, EntityId, EntityType, EntityTypeConfig, Event,
+    Incarnation, Input, Instant, Member, MemberStatus, MembershipView, Node, NodeId, Payload,
     Reply, RequestId, codec,
 };
 
@@ -36,26 +36,6 @@ enum Ev {
 #[derive(Debug, Eq, Ord, PartialEq, PartialOrd)]
 enum Input2 {
     Stopped(String),
-}
-
-/// Collects one node's effects during one driver call.
-#[derive(Default)]
-struct Outbox {
-    sends: Vec<Envelope>,
-    entity: Vec<EntityEffect>,
-    events: Vec<Event>,
-}
-
-impl Io for Outbox {
-    fn send(&mut self, envelope: Envelope) {
-        self.sends.push(envelope);
-    }
-    fn entity(&mut self, effect: EntityEffect) {
-        self.entity.push(effect);
-    }
-    fn emit(&mut self, event: Event) {
-        self.events.push(event);
-    }
 }
 
 struct World {
@@ -141,7 +121,7 @@ impl World {
     }
 
     fn input(&mut self, n: u64, input: Input) {
-        let mut out = Outbox::default();
+        let mut out: Vec<Effect> = Vec::new();
         let Some(driver) = self.nodes.get_mut(&n) else {
             return;
         };
@@ -149,8 +129,18 @@ impl World {
         self.absorb(n, out);
     }
 
-    fn absorb(&mut self, n: u64, out: Outbox) {
-        for envelope in out.sends {
+    fn absorb(&mut self, n: u64, out: Vec<Effect>) {
+        // Network first, then entities, then events: the demo's own processing order.
+        let (mut sends, mut entity, mut events) = (Vec::new(), Vec::new(), Vec::new());
+        for effect in out {
+            match effect {
+                Effect::Send(envelope) => sends.push(envelope),
+                Effect::Entity(e) => entity.push(e),
+                Effect::Event(e) => events.push(e),
+                _ => {}
+            }
+        }
+        for envelope in sends {
             let frame = codec::encode(&envelope).expect("frames stay under the cap");
             self.bytes += frame.len() as u64;
             self.frames += 1;
@@ -161,7 +151,7 @@ impl World {
             *link = at;
             self.schedule(at, Ev::Deliver(to, frame));
         }
-        for effect in out.entity {
+        for effect in entity {
             match effect {
                 EntityEffect::Start { entity, .. } => {
                     let previous = self.alive.insert(entity.0.clone(), n);
@@ -187,7 +177,7 @@ impl World {
                 }
             }
         }
-        for event in out.events {
+        for event in events {
             match event {
                 Event::DeadLetter { .. } => self.dead_letters += 1,
                 Event::Reply {
@@ -228,7 +218,7 @@ impl World {
                     self.input(n, input);
                 }
                 Ev::Wakeup(n) => {
-                    let mut out = Outbox::default();
+                    let mut out: Vec<Effect> = Vec::new();
                     if let Some(driver) = self.nodes.get_mut(&n) {
                         if driver.next_wakeup().is_some_and(|w| w <= self.now) {
                             driver.handle_wakeup(self.now, &mut out);
