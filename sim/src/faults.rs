@@ -151,12 +151,7 @@ const MAX_NODES: u64 = 12;
 
 /// A member starts leaving: it is marked Leaving and its regions shut down gracefully.
 fn leave(w: &mut World) {
-    let members: Vec<NodeId> = w
-        .nodes
-        .values()
-        .filter(|n| w.oracle.is_up(n.id))
-        .map(|n| n.id.node)
-        .collect();
+    let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();
     if members.len() <= 2 {
         return;
     }

@@ -134,12 +134,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     w.run_until(settled);
 
     // Liveness: a new message from every member to a sample of entities arrives in time.
-    let senders: Vec<MemberId> = w
-        .nodes
-        .values()
-        .filter(|n| w.oracle.is_up(n.id))
-        .map(|n| n.id)
-        .collect();
+    let senders: Vec<MemberId> = w.up_members();
     let probes: Vec<EntityId> = (0..10)
         .map(|i| EntityId::new(format!("e{}", i * 7 % options.entities)))
         .collect::<BTreeSet<_>>()

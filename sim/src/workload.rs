@@ -54,12 +54,7 @@ pub(crate) fn client_message(w: &mut World) {
 }
 
 fn send_one(w: &mut World) {
-    let senders: Vec<_> = w
-        .nodes
-        .values()
-        .filter(|n| w.oracle.is_up(n.id))
-        .map(|n| n.id)
-        .collect();
+    let senders: Vec<_> = w.up_members();
     if senders.is_empty() {
         return;
     }

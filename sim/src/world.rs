@@ -256,6 +256,15 @@ impl World {
         self.oracle.join(id);
     }
 
+    /// Running processes of current Up members (those clients send through).
+    pub(crate) fn up_members(&self) -> Vec<MemberId> {
+        self.nodes
+            .values()
+            .filter(|n| self.oracle.is_up(n.id))
+            .map(|n| n.id)
+            .collect()
+    }
+
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay.
     pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {
         let version = self.oracle.version;
