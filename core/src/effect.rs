@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::CommandError;
 use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
 use crate::message::{Body, Envelope, Message, Payload, RegionStats};
+use crate::shard::Delivery;
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
 #[must_use]
@@ -81,6 +82,9 @@ pub enum Event {
         entity_type: EntityType,
         /// The target entity, when the message had one.
         entity: Option<EntityId>,
+        /// The message's payload (`None` for a bare start-entity request), handed back so the
+        /// application can log, retry or account for it.
+        payload: Option<Payload>,
         /// Why it was dropped.
         reason: DeadLetterReason,
     },
@@ -200,6 +204,7 @@ impl Effects {
         let envelope = Envelope {
             from: self.me,
             to,
+            seq: 0,
             message,
         };
         if to == self.me {
@@ -229,16 +234,18 @@ impl Effects {
         self.push(Effect::Entity(effect));
     }
 
+    /// Reports a message to `entity` that is dropped for `reason`.
     pub(crate) fn dead_letter(
         &mut self,
         entity_type: &EntityType,
-        entity: Option<EntityId>,
+        (entity, payload): Delivery,
         reason: DeadLetterReason,
     ) {
-        tracing::debug!(%entity_type, ?entity, ?reason, "dead letter");
+        tracing::debug!(%entity_type, %entity, ?reason, "dead letter");
         self.event(Event::DeadLetter {
             entity_type: entity_type.clone(),
-            entity,
+            entity: Some(entity),
+            payload,
             reason,
         });
     }

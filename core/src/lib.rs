@@ -71,6 +71,7 @@ mod error;
 mod hash;
 mod id;
 mod input;
+mod link_seq;
 mod membership;
 mod message;
 mod node;

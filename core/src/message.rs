@@ -32,6 +32,10 @@ pub struct Envelope {
     pub from: MemberId,
     /// The receiving member; a node drops envelopes addressed to another incarnation.
     pub to: MemberId,
+    /// Link sequence number: the sending `Node` numbers its envelopes to each member from 1,
+    /// and the receiver drops any number it has already passed, so a frame the transport
+    /// delivers twice is handled once. 0 means unnumbered (never deduplicated).
+    pub seq: u64,
     /// What is sent.
     pub message: Message,
 }

@@ -10,6 +10,7 @@ use crate::effect::{DeadLetterReason, Effect, Effects, Event, Reply};
 use crate::error::{CommandError, ConfigError};
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
 use crate::input::{Command, Input};
+use crate::link_seq::LinkSequences;
 use crate::membership::MembershipView;
 use crate::message::{Body, Envelope, Payload};
 use crate::region::{Handled, Region};
@@ -22,6 +23,8 @@ use crate::time::{Instant, earliest};
 pub struct Metrics {
     /// Envelopes addressed to another incarnation of this node.
     pub misaddressed: u64,
+    /// Envelopes the transport delivered twice (or out of order), by their link sequence number.
+    pub duplicates: u64,
     /// Messages for an entity type this node does not serve.
     pub unknown_entity_type: u64,
     /// Coordinator messages from a coordinator the membership view does not name.
@@ -52,6 +55,8 @@ pub struct Node {
     rng: Rng,
     /// When members left the view; coordinators starting soon after wait out the margin.
     removals: BTreeMap<MemberId, Instant>,
+    /// Numbers envelopes per link so that copies from the transport are dropped.
+    links: LinkSequences,
     metrics: Metrics,
 }
 
@@ -86,6 +91,7 @@ impl Node {
             types,
             effects: Effects::new(me),
             removals: BTreeMap::new(),
+            links: LinkSequences::default(),
             metrics: Metrics::default(),
         })
     }
@@ -97,6 +103,9 @@ impl Node {
                 if envelope.to != self.me {
                     self.metrics.misaddressed += 1;
                     tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
+                } else if !self.links.accept(envelope.from, envelope.seq) {
+                    self.metrics.duplicates += 1;
+                    tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
                 } else {
                     self.dispatch(now, envelope);
                 }
@@ -141,13 +150,24 @@ impl Node {
             }
         }
         let margin = self.config.settings.down_removal_margin;
-        self.removals.retain(|_, at| now < *at + margin);
+        let links = &mut self.links;
+        self.removals.retain(|member, at| {
+            let keep = now < *at + margin;
+            if !keep {
+                links.forget(*member);
+            }
+            keep
+        });
         self.deliver_local(now);
     }
 
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
-        self.effects.pop()
+        let mut effect = self.effects.pop()?;
+        if let Effect::Send(envelope) = &mut effect {
+            envelope.seq = self.links.next_to(envelope.to);
+        }
+        Some(effect)
     }
 
     /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
@@ -231,7 +251,8 @@ impl Node {
                     .handle_tell(now, entity, Some(payload), &mut self.effects);
             }
         };
-        self.effects.dead_letter(&entity_type, Some(entity), reason);
+        self.effects
+            .dead_letter(&entity_type, (entity, Some(payload)), reason);
     }
 
     fn handle_membership(&mut self, now: Instant, view: MembershipView) {
@@ -350,10 +371,13 @@ impl Node {
         let Some(t) = self.types.get_mut(&message.entity_type) else {
             self.metrics.unknown_entity_type += 1;
             tracing::debug!(entity_type = %message.entity_type, %from, "message for an unknown entity type");
-            if let Body::Forward { entity, .. } = message.body {
+            if let Body::Forward {
+                entity, payload, ..
+            } = message.body
+            {
                 self.effects.dead_letter(
                     &message.entity_type,
-                    Some(entity),
+                    (entity, payload),
                     DeadLetterReason::UnknownEntityType,
                 );
             }

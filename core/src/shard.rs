@@ -95,7 +95,7 @@ impl Shard {
                 if !budget.try_take() {
                     out.dead_letter(
                         &self.entity_type,
-                        Some(entity),
+                        (entity, payload),
                         DeadLetterReason::BufferFull,
                     );
                     return;

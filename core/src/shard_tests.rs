@@ -215,6 +215,7 @@ fn an_exhausted_budget_is_a_dead_letter() {
     let dead = Event::DeadLetter {
         entity_type: ty(),
         entity: Some(id("a")),
+        payload: p("m3"),
         reason: DeadLetterReason::BufferFull,
     };
     assert_eq!(o.take(), [Effect::Event(dead)]);

@@ -142,13 +142,16 @@ fn variant_index(body: &Body) -> usize {
 const VARIANTS: usize = 26;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
-    (member(), member(), ".{0,16}", body()).prop_map(|(from, to, t, body)| Envelope {
-        from,
-        to,
-        message: Message {
-            entity_type: EntityType::new(t),
-            body,
-        },
+    (member(), member(), any::<u64>(), ".{0,16}", body()).prop_map(|(from, to, seq, t, body)| {
+        Envelope {
+            from,
+            to,
+            seq,
+            message: Message {
+                entity_type: EntityType::new(t),
+                body,
+            },
+        }
     })
 }
 
@@ -202,6 +205,7 @@ fn sample() -> Envelope {
     Envelope {
         from: MemberId::new(1, 7),
         to: MemberId::new(2, 9),
+        seq: 300,
         message: Message {
             entity_type: EntityType::new("counter"),
             body: Body::Forward {

@@ -134,6 +134,7 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
     let stale = Envelope {
         from: member(2),
         to: shoal_core::MemberId::new(1, 0),
+        seq: 0,
         message: Message {
             entity_type: counter(),
             body: Body::HostShard { shard: ShardId(1) },
@@ -151,6 +152,7 @@ fn regions_obey_only_the_coordinator_their_view_names() {
     let forged = Envelope {
         from: member(2),
         to: member(1),
+        seq: 0,
         message: Message {
             entity_type: counter(),
             body: Body::HostShard { shard: ShardId(4) },
@@ -202,6 +204,7 @@ fn malformed_peer_input_never_panics() {
                 Input::Receive(Envelope {
                     from: member(from),
                     to: member(to),
+                    seq: 0,
                     message,
                 }),
             );
@@ -217,6 +220,7 @@ fn malformed_peer_input_never_panics() {
         Input::Receive(Envelope {
             from: member(2),
             to: member(1),
+            seq: 0,
             message: unknown,
         }),
     );

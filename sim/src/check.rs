@@ -78,6 +78,8 @@ pub(crate) struct Checker {
     inbox: BTreeMap<(EntityId, Sender), Vec<u64>>,
     /// Per entity and sender: how many messages were sent.
     sent: BTreeMap<(EntityId, Sender), u64>,
+    /// Per entity and sender: sequence numbers reported as dead letters (dropped for a reason).
+    dead: BTreeMap<(EntityId, Sender), Vec<u64>>,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
     /// Messages delivered so far.
@@ -145,6 +147,14 @@ impl Checker {
         inbox.push(seq);
     }
 
+    /// A node reported `payload` to `entity` as a dead letter: dropped, but not silently.
+    pub(crate) fn dead_letter(&mut self, entity: &EntityId, payload: &Payload) {
+        if let Some((sender, seq)) = decode(payload) {
+            let key = (entity.clone(), Sender(sender));
+            self.dead.entry(key).or_default().push(seq);
+        }
+    }
+
     /// The incarnation of `entity` on `member` terminated.
     pub(crate) fn stopped(&mut self, member: MemberId, entity: &EntityId) {
         if self.live.get(entity).is_some_and(|(m, _)| *m == member) {
@@ -166,13 +176,27 @@ impl Checker {
         });
     }
 
-    /// End of run without loss: every message sent was delivered exactly once.
+    /// End of run without loss: every message sent was delivered exactly once, or reported
+    /// as a dead letter (and then not delivered).
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut missing = Vec::new();
+        let none = Vec::new();
         for (key, count) in &self.sent {
-            let got = self.inbox.get(key).map_or(0, Vec::len) as u64;
-            if got != *count {
-                missing.push(format!("{} from {}: {got} of {count}", key.0, key.1.0));
+            let got = self.inbox.get(key).unwrap_or(&none);
+            let dead = self.dead.get(key).unwrap_or(&none);
+            if let Some(seq) = dead.iter().find(|seq| got.contains(seq)) {
+                let detail = format!(
+                    "{} from {}: {seq} delivered and dead-lettered",
+                    key.0, key.1.0
+                );
+                missing.push(detail);
+            } else if (got.len() + dead.len()) as u64 != *count {
+                let (got, dead) = (got.len(), dead.len());
+                let detail = format!(
+                    "{} from {}: {got} delivered + {dead} dead letters of {count}",
+                    key.0, key.1.0
+                );
+                missing.push(detail);
             }
         }
         if !missing.is_empty() {

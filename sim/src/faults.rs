@@ -6,100 +6,44 @@ use std::time::Duration;
 
 use shoal_core::{Incarnation, NodeId};
 
+use crate::schedule::{Act, Schedule, resolve};
 use crate::world::{Ev, World};
 
 /// Connectivity must stay unchanged this long before the oracle downs anyone (Akka's SBR
 /// `stable-after`, shortened for simulation).
 pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
 
-/// One scheduled fault action.
+/// Something the fault machinery schedules: a planned action, or a consequence of one.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub(crate) enum Fault {
-    /// Crash a random running node.
-    Crash,
+    /// A planned action of the run's [`Schedule`](crate::Schedule) fires.
+    Act(Act),
     /// Restart a crashed or downed node as a new incarnation.
     Restart(NodeId),
-    /// Split the running members into two sides.
-    Partition,
     /// Remove every partition.
     Heal,
-    /// Break one random connection (in-flight messages on it are lost).
-    Break,
     /// The downing decision for connectivity epoch `n` (skipped if connectivity changed since).
     Decide(u64),
-    /// A random member leaves gracefully: its region hands off every shard, then it leaves.
-    Leave,
     /// Checks whether a leaving member's region has stopped; if so it is removed and exits.
     LeaveDone(NodeId),
-    /// A new node joins (scale out).
-    Join,
     /// A member that left exits, once every member has seen it removed.
     Exit(NodeId),
-    /// Crash the oldest member (where the coordinators run).
-    CrashOldest,
+    /// A paused node runs again.
+    Resume(NodeId),
 }
 
 /// Applies `fault` to the world.
 pub(crate) fn apply(w: &mut World, fault: Fault) {
     match fault {
-        Fault::Crash => {
-            let running: Vec<NodeId> = w.nodes.keys().copied().collect();
-            if running.len() <= 1 {
-                return;
-            }
-            let victim = *w.rng_faults.pick(&running);
-            w.kill(victim);
-            w.crashed.insert(victim);
-            topology_changed(w);
-            let again = w.now
-                + w.rng_faults
-                    .duration(Duration::from_secs(10), Duration::from_secs(40));
-            w.schedule(again, Ev::Fault(Fault::Restart(victim)));
-        }
+        Fault::Act(act) => act_on(w, act),
         Fault::Restart(node) => restart(w, node),
-        Fault::Partition => {
-            if w.net.partitioned() {
-                return;
-            }
-            let mut running: Vec<NodeId> = w.nodes.keys().copied().collect();
-            if running.len() < 2 {
-                return;
-            }
-            // A random split: shuffle, then cut at a random point.
-            for i in (1..running.len()).rev() {
-                let j = w.rng_faults.below(i as u64 + 1) as usize;
-                running.swap(i, j);
-            }
-            let cut = w.rng_faults.range(1, running.len() as u64 - 1) as usize;
-            let (a, b) = running.split_at(cut);
-            // Sometimes one-way: `b` still hears `a` but not the reverse.
-            w.net.block(a, b);
-            if !w.rng_faults.chance(0.3) {
-                w.net.block(b, a);
-            }
-            topology_changed(w);
-            let heal = w.now
-                + w.rng_faults
-                    .duration(Duration::from_secs(5), Duration::from_secs(60));
-            w.schedule(heal, Ev::Fault(Fault::Heal));
-        }
         Fault::Heal => heal(w),
-        Fault::Break => {
-            let running: Vec<NodeId> = w.nodes.keys().copied().collect();
-            if running.len() >= 2 {
-                let a = *w.rng_faults.pick(&running);
-                let b = *w.rng_faults.pick(&running);
-                if a != b {
-                    w.net.break_connection(a, b);
-                }
-            }
-        }
         Fault::Decide(epoch) => {
             if epoch == w.topology_epoch {
                 decide(w);
             }
         }
-        Fault::Leave => leave(w),
+        Fault::LeaveDone(node) => leave_done(w, node),
         Fault::Exit(node) => {
             if w.left.contains(&node) {
                 w.kill(node);
@@ -113,22 +57,65 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
                 }
             }
         }
-        Fault::CrashOldest => {
+        Fault::Resume(node) => {
+            if w.resume(node) {
+                topology_changed(w);
+            }
+        }
+    }
+}
+
+/// Carries out one planned action (see [`schedule`](crate::schedule) for how targets resolve).
+fn act_on(w: &mut World, act: Act) {
+    let running: Vec<NodeId> = w.nodes.keys().copied().collect();
+    match act {
+        Act::Crash {
+            node,
+            restart_after,
+        } => {
+            if let Some(victim) = resolve(&running, node).filter(|_| running.len() > 1) {
+                crash(w, victim, restart_after);
+            }
+        }
+        Act::CrashOldest { restart_after } => {
             let oldest = w.oracle.view().oldest_up(None);
-            if let Some(oldest) = oldest.filter(|_| w.nodes.len() > 1) {
+            if let Some(oldest) = oldest.filter(|_| running.len() > 1) {
                 if w.nodes.get(&oldest.node).is_some_and(|n| n.id == oldest) {
-                    w.kill(oldest.node);
-                    w.crashed.insert(oldest.node);
-                    topology_changed(w);
-                    let again = w.now
-                        + w.rng_faults
-                            .duration(Duration::from_secs(10), Duration::from_secs(40));
-                    w.schedule(again, Ev::Fault(Fault::Restart(oldest.node)));
+                    crash(w, oldest.node, restart_after);
                 }
             }
         }
-        Fault::LeaveDone(node) => leave_done(w, node),
-        Fault::Join => {
+        Act::Partition {
+            side,
+            one_way,
+            heal_after,
+        } => {
+            let (a, b): (Vec<NodeId>, Vec<NodeId>) = running.iter().partition(|n| side.contains(n));
+            if w.net.partitioned() || a.is_empty() || b.is_empty() {
+                return;
+            }
+            // One-way: the rest still hears `side`, but `side` hears nothing from the rest.
+            w.net.block(&a, &b);
+            if !one_way {
+                w.net.block(&b, &a);
+            }
+            topology_changed(w);
+            w.schedule(w.now + heal_after, Ev::Fault(Fault::Heal));
+        }
+        Act::Break { a, b } => {
+            if let (Some(a), Some(b)) = (resolve(&running, a), resolve(&running, b)) {
+                if a != b {
+                    w.net.break_connection(a, b);
+                }
+            }
+        }
+        Act::Leave { node } => {
+            let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();
+            if let Some(node) = resolve(&members, node).filter(|_| members.len() > 2) {
+                leave(w, node);
+            }
+        }
+        Act::Join => {
             let next = w
                 .last_incarnation
                 .keys()
@@ -137,25 +124,46 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
                 .max()
                 .unwrap_or(0)
                 + 1;
-            if next <= MAX_NODES {
+            if next <= w.opts.max_nodes {
                 w.start_node(NodeId(next), Incarnation(1));
                 let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
                 w.publish(&everyone, w.oracle.view());
             }
         }
+        Act::Clog { node, peer, lasts } => {
+            let Some(node) = resolve(&running, node) else {
+                return;
+            };
+            let until = w.now + lasts;
+            match peer.and_then(|p| resolve(&running, p)) {
+                Some(peer) if peer != node => w.net.clog_link(node, peer, until),
+                Some(_) => {}
+                None => w.net.clog_node(node, until),
+            }
+            w.mark("messages held by a clog");
+        }
+        Act::Pause { node, lasts } => {
+            let Some(node) = resolve(&running, node) else {
+                return;
+            };
+            if w.pause(node) {
+                topology_changed(w);
+                w.schedule(w.now + lasts, Ev::Fault(Fault::Resume(node)));
+            }
+        }
     }
 }
 
-/// Scale-out stops adding nodes beyond this.
-const MAX_NODES: u64 = 12;
+/// Crashes `node` (its process and entities are gone) and restarts it after `restart_after`.
+fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
+    w.kill(node);
+    w.crashed.insert(node);
+    topology_changed(w);
+    w.schedule(w.now + restart_after, Ev::Fault(Fault::Restart(node)));
+}
 
 /// A member starts leaving: it is marked Leaving and its regions shut down gracefully.
-fn leave(w: &mut World) {
-    let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();
-    if members.len() <= 2 {
-        return;
-    }
-    let node = *w.rng_faults.pick(&members);
+fn leave(w: &mut World, node: NodeId) {
     w.oracle.leaving(node);
     let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
     w.publish(&everyone, w.oracle.view());
@@ -239,10 +247,21 @@ pub(crate) fn restart(w: &mut World, node: NodeId) {
     w.publish(&everyone, w.oracle.view());
 }
 
+/// Connectivity changed: downing is decided after `stable-after` without further change, and
+/// failure detection tells every node who is now unreachable (from anyone, as gossip spreads it).
 fn topology_changed(w: &mut World) {
     w.topology_epoch += 1;
     let epoch = w.topology_epoch;
     w.schedule(w.now + STABLE_AFTER, Ev::Fault(Fault::Decide(epoch)));
+    publish_reachability(w);
+}
+
+fn publish_reachability(w: &mut World) {
+    let unreachable = w.unreachable();
+    if w.oracle.set_unreachable(&unreachable) {
+        let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+        w.publish(&everyone, w.oracle.view());
+    }
 }
 
 /// Groups running members by connectivity and lets the oracle down the losers.
@@ -250,7 +269,7 @@ fn decide(w: &mut World) {
     let members: Vec<NodeId> = w
         .nodes
         .values()
-        .filter(|n| w.oracle.is_member(n.id))
+        .filter(|n| w.oracle.is_member(n.id) && !n.is_paused())
         .map(|n| n.id.node)
         .collect();
     let mut sides: Vec<BTreeSet<NodeId>> = Vec::new();
@@ -279,27 +298,14 @@ fn decide(w: &mut World) {
         }
     }
     w.no_survivors |= decision.no_survivors;
+    // Members unreachable only from the downed ones are reachable again.
+    publish_reachability(w);
 }
 
-/// Schedules the next occurrence of each enabled fault kind, until `until`.
-pub(crate) fn schedule_faults(w: &mut World, until: shoal_core::Instant) {
-    let kinds = [
-        (w.opts.faults.crash_every, Fault::Crash),
-        (w.opts.faults.partition_every, Fault::Partition),
-        (w.opts.faults.break_every, Fault::Break),
-        (w.opts.faults.leave_every, Fault::Leave),
-        (w.opts.faults.join_every, Fault::Join),
-        (w.opts.faults.crash_oldest_every, Fault::CrashOldest),
-    ];
-    for (every, fault) in kinds {
-        let Some(every) = every else { continue };
-        let mut at = w.now;
-        loop {
-            at += w.rng_faults.duration(every / 2, every * 3 / 2);
-            if at >= until {
-                break;
-            }
-            w.schedule(at, Ev::Fault(fault.clone()));
-        }
+/// Schedules every action of `schedule`.
+pub(crate) fn schedule_actions(w: &mut World, schedule: &Schedule) {
+    for action in &schedule.0 {
+        let at = shoal_core::Instant::ZERO + action.at;
+        w.schedule(at, Ev::Fault(Fault::Act(action.act.clone())));
     }
 }

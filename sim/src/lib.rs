@@ -22,6 +22,7 @@ mod options;
 mod oracle;
 mod rng;
 mod run;
+mod schedule;
 mod trace;
 mod workload;
 mod world;
@@ -29,6 +30,7 @@ mod world;
 pub use check::{Property, Violation};
 pub use options::{Downing, Family, Faults, Options};
 pub use run::{Outcome, Report, run, run_traced};
+pub use schedule::{Act, Action, Schedule, ScheduleError};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

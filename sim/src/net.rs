@@ -1,6 +1,8 @@
-//! The simulated network: like TCP, FIFO per link and no duplicates. Latency is usually well
-//! under a few milliseconds with a rare long tail. A link can break (everything in flight on it
-//! is lost, then it reconnects) and links can be blocked in one or both directions (partitions).
+//! The simulated network: like TCP, FIFO per link. Latency is usually well under a few
+//! milliseconds with a rare long tail. A link can break (everything in flight on it is lost,
+//! then it reconnects), links can be blocked in one or both directions (partitions), a node or
+//! a link can be clogged (messages are held until the clog ends, not lost), and, as an optional
+//! fault, a message can arrive twice (the core must drop the copy).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -22,6 +24,11 @@ pub(crate) struct Net {
     generation: BTreeMap<Link, u64>,
     /// Links that currently drop everything.
     blocked: BTreeSet<Link>,
+    /// Clogged nodes and links (either direction, smaller address first): held until then.
+    clogged_nodes: BTreeMap<NodeId, Instant>,
+    clogged_links: BTreeMap<Link, Instant>,
+    /// Probability that a message is delivered twice.
+    duplicate: f64,
     /// Messages lost so far (breaks, partitions).
     pub(crate) lost: u64,
 }
@@ -36,31 +43,71 @@ pub(crate) struct Flight {
 }
 
 impl Net {
-    /// A network drawing latencies from `rng`.
-    pub(crate) fn new(rng: SimRng) -> Self {
+    /// A network drawing latencies from `rng` that duplicates messages with probability
+    /// `duplicate`.
+    pub(crate) fn new(rng: SimRng, duplicate: f64) -> Self {
         Self {
             rng,
             last_delivery: BTreeMap::new(),
             generation: BTreeMap::new(),
             blocked: BTreeSet::new(),
+            clogged_nodes: BTreeMap::new(),
+            clogged_links: BTreeMap::new(),
+            duplicate,
             lost: 0,
         }
     }
 
-    /// Sends on `link` at `now`: when it will arrive, or `None` if the link is blocked.
-    pub(crate) fn send(&mut self, now: Instant, link: Link) -> Option<Flight> {
+    /// Sends on `link` at `now`: when it arrives (nothing if the link is blocked), and when its
+    /// duplicate arrives if the network makes one.
+    pub(crate) fn send(&mut self, now: Instant, link: Link) -> [Option<Flight>; 2] {
         if self.blocked.contains(&link) {
             self.lost += 1;
-            return None;
+            return [None, None];
         }
+        let generation = self.generation.get(&link).copied().unwrap_or(0);
+        let held = self.held_until(link, now);
+        let first = self.next_arrival(link, held);
+        let copy = (self.duplicate > 0.0 && self.rng.chance(self.duplicate))
+            .then(|| self.next_arrival(link, held));
+        [Some(first), copy].map(|at| at.map(|at| Flight { at, generation }))
+    }
+
+    /// The arrival of the next message sent on `link` no earlier than `from`: after the
+    /// latency, and never before an earlier message of the link (FIFO).
+    fn next_arrival(&mut self, link: Link, from: Instant) -> Instant {
         let latency = self.latency();
         let last = self.last_delivery.entry(link).or_insert(Instant::ZERO);
-        let at = (now + latency).max(*last);
-        *last = at;
-        Some(Flight {
-            at,
-            generation: self.generation.get(&link).copied().unwrap_or(0),
-        })
+        *last = (from + latency).max(*last);
+        *last
+    }
+
+    /// When a message sent on `link` at `now` may leave: after any clog on its ends or the link.
+    fn held_until(&self, (a, b): Link, now: Instant) -> Instant {
+        let pair = (a.min(b), a.max(b));
+        [
+            self.clogged_nodes.get(&a),
+            self.clogged_nodes.get(&b),
+            self.clogged_links.get(&pair),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(now, |at, until| at.max(*until))
+    }
+
+    /// Holds every message to or from `node` until `until`.
+    pub(crate) fn clog_node(&mut self, node: NodeId, until: Instant) {
+        let at = self.clogged_nodes.entry(node).or_insert(until);
+        *at = (*at).max(until);
+    }
+
+    /// Holds every message between `a` and `b` (both directions) until `until`.
+    pub(crate) fn clog_link(&mut self, a: NodeId, b: NodeId, until: Instant) {
+        let at = self
+            .clogged_links
+            .entry((a.min(b), a.max(b)))
+            .or_insert(until);
+        *at = (*at).max(until);
     }
 
     /// Whether a message that left in `flight` still arrives (its connection did not break and

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::rng::{SimRng, Stream};
+use crate::schedule::Schedule;
 
 /// A scenario family: a fault profile. `Swarm` draws every fault kind at random per seed.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -109,16 +110,12 @@ pub struct Faults {
     pub passivate: f64,
     /// Longest time an entity takes to stop.
     pub slow_stop: Duration,
-}
-
-impl Faults {
-    /// Whether messages may be lost (crash, partition, connection break).
-    pub fn lossy(&self) -> bool {
-        self.crash_every.is_some()
-            || self.crash_oldest_every.is_some()
-            || self.partition_every.is_some()
-            || self.break_every.is_some()
-    }
+    /// Mean time between clogs (a node's or a link's messages held for a while, not lost).
+    pub clog_every: Option<Duration>,
+    /// Mean time between process pauses (a node stops running for up to a few seconds).
+    pub pause_every: Option<Duration>,
+    /// Probability that the network delivers a message twice (the core must drop the copy).
+    pub duplicate: f64,
 }
 
 /// One run's settings.
@@ -128,6 +125,8 @@ pub struct Options {
     pub seed: u64,
     /// Nodes at the start.
     pub nodes: u64,
+    /// Joins stop adding nodes beyond this many addresses.
+    pub max_nodes: u64,
     /// Distinct entities the workload addresses (Zipf-distributed).
     pub entities: u32,
     /// Shards of the entity type.
@@ -144,6 +143,13 @@ pub struct Options {
     pub broken_coordinator: bool,
     /// The scenario family these options come from.
     pub family: Family,
+    /// Longest delay before a node learns of a membership or reachability change.
+    pub detection_delay: Duration,
+    /// Each region's buffer cap (`buffer_size`); small caps make buffers overflow.
+    pub buffer_size: usize,
+    /// The fault actions; `None` plans them from the seed and the fault rates
+    /// ([`Schedule::plan`]).
+    pub schedule: Option<Schedule>,
 }
 
 impl Options {
@@ -169,10 +175,15 @@ impl Options {
             ignore_stop: if r.chance(0.3) { r.unit() * 0.3 } else { 0.0 },
             passivate: if r.chance(0.4) { r.unit() * 0.05 } else { 0.0 },
             slow_stop: Duration::from_millis(r.range(1, 3000)),
+            clog_every: every(&mut r, 0.3, 5, 40),
+            pause_every: every(&mut r, 0.2, 10, 60),
+            duplicate: if r.chance(0.2) { r.unit() * 0.05 } else { 0.0 },
         };
+        let nodes = r.range(3, 7);
         Self {
             seed,
-            nodes: r.range(3, 7),
+            nodes,
+            max_nodes: 12,
             entities: r.range(20, 300) as u32,
             shards: r.range(8, 64) as u32,
             duration: Duration::from_secs(r.range(60, 240)),
@@ -181,6 +192,14 @@ impl Options {
             downing: Downing::KeepMajority,
             broken_coordinator: false,
             family: Family::Swarm,
+            detection_delay: Duration::from_millis(r.range(100, 3000)),
+            // Usually Akka's default, sometimes small enough to overflow during a partition.
+            buffer_size: if r.chance(0.2) {
+                r.range(20, 500) as usize
+            } else {
+                100_000
+            },
+            schedule: None,
         }
     }
 
@@ -204,7 +223,10 @@ impl Options {
             f.break_every,
             f.leave_every,
             f.join_every,
-        ) = (None, None, None, None, None);
+            f.clog_every,
+            f.pause_every,
+        ) = (None, None, None, None, None, None, None);
+        f.duplicate = 0.0;
         f.passivate = 0.0;
         f.ignore_stop = 0.0;
         let mut nodes = o.nodes;
@@ -216,6 +238,7 @@ impl Options {
             }
             Family::ScaleOut => {
                 nodes = 3;
+                o.max_nodes = 7;
                 f.join_every = Some(secs(15));
             }
             Family::ScaleIn => {
@@ -227,6 +250,7 @@ impl Options {
             Family::FlappingLinks => {
                 f.break_every = Some(secs(3));
                 f.partition_every = Some(secs(15));
+                f.clog_every = Some(secs(5));
             }
             Family::MassPassivation => {
                 f.passivate = 0.2;
@@ -249,19 +273,26 @@ impl fmt::Display for Options {
         };
         write!(
             f,
-            "family={} nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} crash={} partition={} break={} leave={} join={} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            "family={} nodes={} max_nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} detection<={}ms buffer={} crash={} crash_oldest={} partition={} break={} leave={} join={} clog={} pause={} duplicate={:.3} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
             self.family.name(),
             self.nodes,
+            self.max_nodes,
             self.entities,
             self.shards,
             self.duration.as_secs(),
             self.message_every.as_millis(),
             self.downing,
+            self.detection_delay.as_millis(),
+            self.buffer_size,
             on(self.faults.crash_every),
+            on(self.faults.crash_oldest_every),
             on(self.faults.partition_every),
             on(self.faults.break_every),
             on(self.faults.leave_every),
             on(self.faults.join_every),
+            on(self.faults.clog_every),
+            on(self.faults.pause_every),
+            self.faults.duplicate,
             self.faults.drift_ppm,
             self.faults.ignore_stop,
             self.faults.passivate,

@@ -74,6 +74,21 @@ impl Oracle {
         }
     }
 
+    /// Marks exactly the members at `unreachable` addresses unreachable; whether anything
+    /// changed.
+    pub(crate) fn set_unreachable(&mut self, unreachable: &BTreeSet<NodeId>) -> bool {
+        let mut changed = false;
+        for (node, m) in &mut self.members {
+            let reachable = !unreachable.contains(node);
+            changed |= m.reachable != reachable;
+            m.reachable = reachable;
+        }
+        if changed {
+            self.version += 1;
+        }
+        changed
+    }
+
     /// Whether no member is left (the cluster downed itself).
     pub(crate) fn is_empty(&self) -> bool {
         self.members.is_empty()

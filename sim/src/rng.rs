@@ -65,7 +65,7 @@ pub(crate) enum Stream {
     Options = 1,
     /// Latency, breaks, loss.
     Network = 2,
-    /// The fault schedule.
+    /// Random choices of faults as they happen (restart delays of downed members, exits).
     Faults = 3,
     /// Client traffic.
     Workload = 4,
@@ -75,6 +75,8 @@ pub(crate) enum Stream {
     Membership = 6,
     /// Node seeds and clock drift.
     Nodes = 7,
+    /// The fault schedule's times and targets.
+    Schedule = 8,
 }
 
 impl SimRng {

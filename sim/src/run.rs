@@ -10,6 +10,7 @@ use shoal_core::{EntityId, EntityType, Instant, MemberId, NodeId};
 use crate::check::{Property, Violation};
 use crate::faults::{self, Fault};
 use crate::options::Options;
+use crate::schedule::Schedule;
 use crate::workload;
 use crate::world::{Ev, TYPE, World};
 
@@ -29,6 +30,8 @@ pub enum Outcome {
 pub struct Report {
     /// What the run did.
     pub options: Options,
+    /// The fault actions it carried out (planned from the seed unless the options gave some).
+    pub schedule: Schedule,
     /// How it ended.
     pub outcome: Outcome,
     /// Broken guarantees (empty unless failed).
@@ -118,7 +121,11 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         w.trace_to(sink);
     }
     let fault_end = Instant::ZERO + options.duration;
-    faults::schedule_faults(&mut w, fault_end);
+    let schedule = options
+        .schedule
+        .clone()
+        .unwrap_or_else(|| Schedule::plan(&options));
+    faults::schedule_actions(&mut w, &schedule);
     w.schedule(Instant::ZERO + options.message_every, Ev::Client);
     w.run_until(fault_end);
 
@@ -162,7 +169,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         }
         check_coordinator(&mut w, end);
     }
-    if !options.faults.lossy() {
+    if !schedule.lossy() {
         w.check.check_exactly_once(end);
     }
 
@@ -184,6 +191,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         dead_letters: w.dead_letters,
         coverage: std::mem::take(&mut w.coverage),
         options,
+        schedule,
     }
 }
 

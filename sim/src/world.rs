@@ -78,6 +78,15 @@ pub(crate) struct SimNode {
     clock: Clock,
     wakeup: Option<Instant>,
     view_version: u64,
+    /// While the process is paused: the inputs that reached it, replayed in order on resume.
+    paused: Option<Vec<Input>>,
+}
+
+impl SimNode {
+    /// Whether the process is paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
 }
 
 /// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
@@ -152,13 +161,16 @@ impl World {
         // stable-after plus its longest detection delay, as down-removal-margin must.
         let settings = ShardingSettings {
             handoff_timeout: Duration::from_secs(30),
-            down_removal_margin: crate::faults::STABLE_AFTER + Duration::from_secs(2),
+            buffer_size: opts.buffer_size,
+            down_removal_margin: crate::faults::STABLE_AFTER
+                + opts.detection_delay
+                + Duration::from_secs(1),
             broken_coordinator_gate: opts.broken_coordinator,
             ..ShardingSettings::default()
         };
         let mut w = Self {
             oracle: Oracle::new(opts.downing),
-            net: Net::new(SimRng::of(seed, Stream::Network)),
+            net: Net::new(SimRng::of(seed, Stream::Network), opts.faults.duplicate),
             opts,
             now: Instant::ZERO,
             seq: 0,
@@ -251,6 +263,7 @@ impl World {
             clock,
             wakeup: None,
             view_version: 0,
+            paused: None,
         };
         self.nodes.insert(node, sim);
         self.oracle.join(id);
@@ -275,7 +288,7 @@ impl World {
             let member = node.id;
             let delay = self
                 .rng_membership
-                .duration(Duration::from_millis(10), Duration::from_millis(1000));
+                .duration(Duration::from_millis(10), self.opts.detection_delay);
             let ev = Ev::View {
                 member,
                 version,
@@ -285,15 +298,72 @@ impl World {
         }
     }
 
-    /// Feeds `input` to node `n` (if it runs) and handles its effects.
+    /// Feeds `input` to node `n` (if it runs) and handles its effects; a paused node gets it
+    /// when it resumes.
     pub(crate) fn input(&mut self, n: NodeId, input: Input) {
         let Some(node) = self.nodes.get_mut(&n) else {
             return;
         };
+        if let Some(deferred) = &mut node.paused {
+            deferred.push(input);
+            return;
+        }
         let mut out: Vec<Effect> = Vec::new();
         let local = node.clock.local(self.now);
         node.driver.handle_input(local, input, &mut out);
         self.after_call(n, out);
+    }
+
+    /// Pauses node `n`'s process; whether it was running and not already paused.
+    pub(crate) fn pause(&mut self, n: NodeId) -> bool {
+        match self.nodes.get_mut(&n) {
+            Some(node) if node.paused.is_none() => {
+                node.paused = Some(Vec::new());
+                self.log(|| format!("{n} paused"));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Resumes a paused node: it handles what reached it meanwhile, in order, then its timers.
+    pub(crate) fn resume(&mut self, n: NodeId) -> bool {
+        let Some(deferred) = self.nodes.get_mut(&n).and_then(|node| node.paused.take()) else {
+            return false;
+        };
+        self.log(|| format!("{n} resumed with {} inputs waiting", deferred.len()));
+        if !deferred.is_empty() {
+            self.mark("a paused node resumed with inputs waiting");
+        }
+        for input in deferred {
+            self.input(n, input);
+        }
+        self.wake(n);
+        true
+    }
+
+    /// Members (by address) that some running member cannot reach: crashed but not yet
+    /// removed, paused, or cut off by a partition in either direction.
+    pub(crate) fn unreachable(&self) -> BTreeSet<NodeId> {
+        let live: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| !n.is_paused())
+            .map(|n| n.id.node)
+            .collect();
+        self.oracle
+            .view()
+            .members()
+            .iter()
+            .map(|m| m.id)
+            .filter(|m| {
+                let running = self.nodes.get(&m.node).is_some_and(|n| n.id == *m);
+                !running
+                    || !live.contains(&m.node)
+                    || live.iter().any(|o| !self.net.connected(m.node, *o))
+            })
+            .map(|m| m.node)
+            .collect()
     }
 
     /// Removes a node's process (crash): its entities die at once.
@@ -318,17 +388,13 @@ impl World {
             }
             Ev::Wakeup(n) => {
                 self.mix(2, n.0);
-                let Some(node) = self.nodes.get_mut(&n) else {
-                    return;
-                };
-                if node.wakeup != Some(self.now) {
-                    return;
+                if self
+                    .nodes
+                    .get(&n)
+                    .is_some_and(|node| node.wakeup == Some(self.now))
+                {
+                    self.wake(n);
                 }
-                node.wakeup = None;
-                let mut out: Vec<Effect> = Vec::new();
-                let local = node.clock.local(self.now);
-                node.driver.handle_wakeup(local, &mut out);
-                self.after_call(n, out);
             }
             Ev::EntityStopped {
                 member,
@@ -397,6 +463,21 @@ impl World {
         }
     }
 
+    /// Runs node `n`'s due timers (unless it is paused: it runs them when it resumes).
+    fn wake(&mut self, n: NodeId) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        node.wakeup = None;
+        if node.is_paused() {
+            return;
+        }
+        let mut out: Vec<Effect> = Vec::new();
+        let local = node.clock.local(self.now);
+        node.driver.handle_wakeup(local, &mut out);
+        self.after_call(n, out);
+    }
+
     fn input_to(&mut self, member: MemberId, input: Input) {
         if self.nodes.get(&member.node).is_some_and(|n| n.id == member) {
             self.input(member.node, input);
@@ -412,7 +493,19 @@ impl World {
             match effect {
                 Effect::Send(envelope) => self.send(envelope),
                 Effect::Entity(e) => self.entity(member, e),
-                Effect::Event(Event::DeadLetter { .. }) => self.dead_letters += 1,
+                Effect::Event(Event::DeadLetter {
+                    entity: Some(entity),
+                    payload: Some(payload),
+                    reason,
+                    ..
+                }) => {
+                    self.dead_letters += 1;
+                    if reason == shoal_core::DeadLetterReason::BufferFull {
+                        self.mark("a full buffer dead-lettered a message");
+                    }
+                    self.log(|| format!("{member} dead letter {entity} {reason:?}"));
+                    self.check.dead_letter(&entity, &payload);
+                }
                 _ => {}
             }
         }
@@ -476,7 +569,20 @@ impl World {
                 )
             });
         }
-        if let Some(flight) = self.net.send(self.now, link) {
+        let [first, copy] = self.net.send(self.now, link);
+        if let Some(flight) = copy {
+            self.mark("the network duplicated a message");
+            let envelope = envelope.clone();
+            self.schedule(
+                flight.at,
+                Ev::Deliver {
+                    link,
+                    flight,
+                    envelope,
+                },
+            );
+        }
+        if let Some(flight) = first {
             self.schedule(
                 flight.at,
                 Ev::Deliver {

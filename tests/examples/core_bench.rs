@@ -98,6 +98,7 @@ fn main() {
     let frame_env = Envelope {
         from: MemberId::new(2, 1),
         to: MemberId::new(1, 1),
+        seq: 1,
         message: Message {
             entity_type: EntityType::new("counter"),
             body: Body::Forward {

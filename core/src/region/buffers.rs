@@ -44,20 +44,20 @@ pub(crate) struct ShardBuffers {
 }
 
 impl ShardBuffers {
-    /// Appends a message. Returns `Some(true)` if it is the shard's first buffered message,
-    /// `Some(false)` otherwise, `None` if the budget is exhausted (nothing was buffered).
+    /// Appends a message. Returns whether it is the shard's first buffered message, or the
+    /// message back if the budget is exhausted (nothing was buffered).
     pub(crate) fn push(
         &mut self,
         shard: ShardId,
         delivery: Delivery,
         budget: &mut BufferBudget,
-    ) -> Option<bool> {
+    ) -> Result<bool, Delivery> {
         if !budget.try_take() {
-            return None;
+            return Err(delivery);
         }
         let queue = self.map.entry(shard).or_default();
         queue.push_back(delivery);
-        Some(queue.len() == 1)
+        Ok(queue.len() == 1)
     }
 
     /// Removes and returns the shard's queue, releasing its budget.

@@ -32,10 +32,13 @@ impl Region {
             return Handled::Fenced;
         }
         if self.lifecycle == Lifecycle::Terminated {
-            if let Body::Forward { entity, .. } = body {
+            if let Body::Forward {
+                entity, payload, ..
+            } = body
+            {
                 out.dead_letter(
                     &self.entity_type,
-                    Some(entity),
+                    (entity, payload),
                     DeadLetterReason::RegionStopped,
                 );
             }

@@ -123,12 +123,8 @@ impl Region {
         self.homes.clear();
         let already_stopped = self.lifecycle == Lifecycle::Stopped;
         self.lifecycle = Lifecycle::Terminated;
-        for (entity, _) in dropped {
-            out.dead_letter(
-                &self.entity_type,
-                Some(entity),
-                DeadLetterReason::RegionStopped,
-            );
+        for delivery in dropped {
+            out.dead_letter(&self.entity_type, delivery, DeadLetterReason::RegionStopped);
         }
         if !already_stopped {
             out.event(Event::RegionStopped {

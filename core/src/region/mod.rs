@@ -220,7 +220,7 @@ impl Region {
         if self.lifecycle == Lifecycle::Terminated {
             out.dead_letter(
                 &self.entity_type,
-                Some(entity),
+                (entity, payload),
                 DeadLetterReason::RegionStopped,
             );
             return;
@@ -249,17 +249,14 @@ impl Region {
     }
 
     fn buffer(&mut self, shard: ShardId, delivery: Delivery, out: &mut Effects) {
-        let entity = delivery.0.clone();
         match self.buffers.push(shard, delivery, &mut self.budget) {
-            None => out.dead_letter(
-                &self.entity_type,
-                Some(entity),
-                DeadLetterReason::BufferFull,
-            ),
-            Some(true) if self.should_ask_home(shard) => {
+            Err(refused) => {
+                out.dead_letter(&self.entity_type, refused, DeadLetterReason::BufferFull)
+            }
+            Ok(true) if self.should_ask_home(shard) => {
                 self.send_to_coordinator(Body::GetShardHome { shard }, out);
             }
-            Some(_) => {}
+            Ok(_) => {}
         }
     }
 

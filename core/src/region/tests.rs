@@ -82,6 +82,7 @@ fn send(to: u64, body: Body) -> Effect {
     Effect::Send(Envelope {
         from: m(2),
         to: m(to),
+        seq: 0,
         message: Message {
             entity_type: ty(),
             body,
@@ -410,10 +411,11 @@ fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     f.take();
     f.region
         .handle_membership(at(0), &view(true), &mut f.rng, &mut f.out);
-    let dead = |s| {
+    let dead = |s, payload: &str| {
         event(Event::DeadLetter {
             entity_type: ty(),
             entity: Some(entity(s)),
+            payload: Some(Payload::from(payload.as_bytes())),
             reason: DeadLetterReason::RegionStopped,
         })
     };
@@ -425,12 +427,12 @@ fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
                 entity: entity(1),
                 reason: StopReason::Forced
             }),
-            dead(2),
+            dead(2, "waiting"),
             event(Event::RegionStopped { entity_type: ty() }),
         ]
     );
     f.tell(3, "late");
-    assert_eq!(f.take(), [dead(3)]);
+    assert_eq!(f.take(), [dead(3, "late")]);
 }
 
 #[test]
