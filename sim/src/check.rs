@@ -15,6 +15,8 @@ pub struct Violation {
     pub at: Instant,
     /// Which property.
     pub property: Property,
+    /// What it is about (an entity, a member or a shard, as the trace names it).
+    pub subject: String,
     /// What exactly.
     pub detail: String,
 }
@@ -106,7 +108,7 @@ impl Checker {
         if let Some((other, since)) = self.live.get(entity) {
             let detail =
                 format!("{entity} started on {member} while alive on {other} since {since}");
-            self.fail(at, Property::SingleActivation, detail);
+            self.fail(at, Property::SingleActivation, entity, detail);
         }
         self.live.insert(entity.clone(), (member, at));
     }
@@ -124,14 +126,11 @@ impl Checker {
             let where_ = self.live.get(entity).map(|(m, _)| m.to_string());
             let detail =
                 format!("{entity} got a message on {member}; live incarnation: {where_:?}");
-            self.fail(at, Property::DeadIncarnation, detail);
+            self.fail(at, Property::DeadIncarnation, entity, detail);
         }
         let Some((sender, seq)) = decode(payload) else {
-            return self.fail(
-                at,
-                Property::Order,
-                format!("{entity}: undecodable payload"),
-            );
+            let detail = format!("{entity}: undecodable payload");
+            return self.fail(at, Property::Order, entity, detail);
         };
         let inbox = self
             .inbox
@@ -141,7 +140,7 @@ impl Checker {
             if seq <= last {
                 let detail = format!("{entity} from {sender}: message {seq} after {last}");
                 inbox.push(seq);
-                return self.fail(at, Property::Order, detail);
+                return self.fail(at, Property::Order, entity, detail);
             }
         }
         inbox.push(seq);
@@ -167,11 +166,18 @@ impl Checker {
         self.live.retain(|_, (m, _)| *m != member);
     }
 
-    /// Records a violation found elsewhere (buffer caps, liveness, consistency).
-    pub(crate) fn fail(&mut self, at: Instant, property: Property, detail: String) {
+    /// Records a violation of `property` concerning `subject`.
+    pub(crate) fn fail(
+        &mut self,
+        at: Instant,
+        property: Property,
+        subject: impl fmt::Display,
+        detail: String,
+    ) {
         self.violations.push(Violation {
             at,
             property,
+            subject: subject.to_string(),
             detail,
         });
     }
@@ -180,6 +186,7 @@ impl Checker {
     /// as a dead letter (and then not delivered).
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut missing = Vec::new();
+        let mut first = None;
         let none = Vec::new();
         for (key, count) in &self.sent {
             let got = self.inbox.get(key).unwrap_or(&none);
@@ -189,6 +196,7 @@ impl Checker {
                     "{} from {}: {seq} delivered and dead-lettered",
                     key.0, key.1.0
                 );
+                first.get_or_insert(&key.0);
                 missing.push(detail);
             } else if (got.len() + dead.len()) as u64 != *count {
                 let (got, dead) = (got.len(), dead.len());
@@ -196,6 +204,7 @@ impl Checker {
                     "{} from {}: {got} delivered + {dead} dead letters of {count}",
                     key.0, key.1.0
                 );
+                first.get_or_insert(&key.0);
                 missing.push(detail);
             }
         }
@@ -205,7 +214,8 @@ impl Checker {
                 missing.len(),
                 missing[..missing.len().min(3)].join("; ")
             );
-            self.fail(at, Property::ExactlyOnce, detail);
+            let subject = first.map(ToString::to_string).unwrap_or_default();
+            self.fail(at, Property::ExactlyOnce, subject, detail);
         }
     }
 

@@ -15,8 +15,10 @@
 #![warn(missing_docs)]
 
 mod check;
+mod explain;
 mod faults;
 mod host;
+mod minimize;
 mod net;
 mod options;
 mod oracle;
@@ -28,6 +30,8 @@ mod workload;
 mod world;
 
 pub use check::{Property, Violation};
+pub use explain::{Explanation, explain, trace_dir};
+pub use minimize::{Minimized, minimize};
 pub use options::{Downing, Family, Faults, Options};
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};

@@ -69,10 +69,19 @@ impl Report {
         } else {
             format!(" --family {}", self.options.family.name())
         };
+        let schedule = match &self.options.schedule {
+            Some(s) => format!(" --schedule \"{s}\""),
+            None => String::new(),
+        };
         format!(
-            "cargo run -p sim --release -- replay {}{family}{downing}",
+            "cargo run -p sim --release -- replay {}{family}{downing}{schedule}",
             self.options.seed
         )
+    }
+
+    /// The command that shrinks this run's fault schedule to a minimal failing one.
+    pub fn minimize_command(&self) -> String {
+        self.reproduce().replacen(" replay ", " minimize ", 1)
     }
 }
 
@@ -100,6 +109,12 @@ impl fmt::Display for Report {
         }
         if self.outcome == Outcome::Failed {
             writeln!(f, "  reproduce: {}", self.reproduce())?;
+            writeln!(
+                f,
+                "  schedule ({} actions; shrink it with: {})",
+                self.schedule.len(),
+                self.minimize_command()
+            )?;
         }
         Ok(())
     }
@@ -164,7 +179,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
                     "probe from {sender} to {entity} not delivered within {}s after healing",
                     PROBE_DEADLINE.as_secs()
                 );
-                w.check.fail(end, Property::Liveness, detail);
+                w.check.fail(end, Property::Liveness, &entity, detail);
             }
         }
         check_coordinator(&mut w, end);
@@ -203,11 +218,10 @@ fn check_coordinator(w: &mut World, at: Instant) {
         .values()
         .find_map(|n| n.driver.node().coordinator_allocations(&t).cloned())
     else {
-        return w.check.fail(
-            at,
-            Property::CoordinatorConsistency,
-            "no coordinator runs".into(),
-        );
+        let detail = "no coordinator runs".to_owned();
+        return w
+            .check
+            .fail(at, Property::CoordinatorConsistency, "coordinator", detail);
     };
     for node in w.nodes.values() {
         if !w.oracle.is_member(node.id) {
@@ -220,7 +234,8 @@ fn check_coordinator(w: &mut World, at: Instant) {
                     node.id,
                     table.get(&shard)
                 );
-                w.check.fail(at, Property::CoordinatorConsistency, detail);
+                w.check
+                    .fail(at, Property::CoordinatorConsistency, shard, detail);
             }
         }
     }
@@ -232,7 +247,8 @@ fn check_coordinator(w: &mut World, at: Instant) {
         if !hosts {
             let detail =
                 format!("the coordinator places {shard} on {region}, which does not host it");
-            w.check.fail(at, Property::CoordinatorConsistency, detail);
+            w.check
+                .fail(at, Property::CoordinatorConsistency, shard, detail);
         }
     }
 }

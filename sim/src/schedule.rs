@@ -97,6 +97,10 @@ impl Schedule {
     /// around its mean, with random targets, all drawn from the seed.
     pub fn plan(o: &Options) -> Self {
         let mut r = SimRng::of(o.seed, Stream::Schedule);
+        // Whole milliseconds, so that a schedule reads back exactly as it prints.
+        let ms = |r: &mut SimRng, lo: Duration, hi: Duration| {
+            Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
+        };
         let f = &o.faults;
         let kinds: [(Option<Duration>, Kind); 8] = [
             (f.crash_every, Kind::Crash),
@@ -113,7 +117,7 @@ impl Schedule {
             let Some(every) = every else { continue };
             let mut at = Duration::ZERO;
             loop {
-                at += r.duration(every / 2, every * 3 / 2);
+                at += ms(&mut r, every / 2, every * 3 / 2);
                 if at >= o.duration {
                     break;
                 }
@@ -130,16 +134,27 @@ impl Schedule {
             let act = match kind {
                 Kind::Crash => Act::Crash {
                     node: node(&mut r),
-                    restart_after: r.duration(secs(10), secs(40)),
+                    restart_after: ms(&mut r, secs(10), secs(40)),
                 },
                 Kind::CrashOldest => Act::CrashOldest {
-                    restart_after: r.duration(secs(10), secs(40)),
+                    restart_after: ms(&mut r, secs(10), secs(40)),
                 },
-                Kind::Partition => Act::Partition {
-                    side: (1..=known).filter(|_| r.chance(0.5)).map(NodeId).collect(),
-                    one_way: r.chance(0.3),
-                    heal_after: r.duration(secs(5), secs(60)),
-                },
+                Kind::Partition => {
+                    // A random non-empty proper subset of the addresses known by then.
+                    let mut side: BTreeSet<NodeId> =
+                        (1..=known).filter(|_| r.chance(0.5)).map(NodeId).collect();
+                    let pick = node(&mut r);
+                    if side.is_empty() {
+                        side.insert(pick);
+                    } else if side.len() as u64 == known {
+                        side.remove(&pick);
+                    }
+                    Act::Partition {
+                        side,
+                        one_way: r.chance(0.3),
+                        heal_after: ms(&mut r, secs(5), secs(60)),
+                    }
+                }
                 Kind::Break => Act::Break {
                     a: node(&mut r),
                     b: node(&mut r),
@@ -152,11 +167,11 @@ impl Schedule {
                 Kind::Clog => Act::Clog {
                     node: node(&mut r),
                     peer: r.chance(0.5).then(|| node(&mut r)),
-                    lasts: r.duration(Duration::from_millis(50), secs(3)),
+                    lasts: ms(&mut r, Duration::from_millis(50), secs(3)),
                 },
                 Kind::Pause => Act::Pause {
                     node: node(&mut r),
-                    lasts: r.duration(Duration::from_millis(50), MAX_PAUSE),
+                    lasts: ms(&mut r, Duration::from_millis(50), MAX_PAUSE),
                 },
             };
             actions.push(Action { at, act });

@@ -531,18 +531,14 @@ impl World {
             }
         }
         if buffered > self.settings.buffer_size {
-            self.check.fail(
-                self.now,
-                Property::BufferCap,
-                format!("{member} buffers {buffered}"),
-            );
+            let detail = format!("{member} buffers {buffered}");
+            self.check
+                .fail(self.now, Property::BufferCap, member, detail);
         }
         if busy > 0 {
-            self.check.fail(
-                self.now,
-                Property::BusyLoop,
-                format!("{member}: {busy} busy loops"),
-            );
+            let detail = format!("{member}: {busy} busy loops");
+            self.check
+                .fail(self.now, Property::BusyLoop, member, detail);
         }
     }
 

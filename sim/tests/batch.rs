@@ -1,7 +1,10 @@
 //! `cargo test -p sim` runs a fixed default batch of seeds; `SIM_SEED=<seed>` replays one seed
 //! (decimal, hex, or a git commit hash) and `SIM_SEEDS=<n>` runs n seeds.
 
-use sim::{Downing, Family, Options, Outcome, Property, parse_seed, run};
+use sim::{
+    Downing, Family, Options, Outcome, Property, Schedule, explain, minimize, parse_seed, run,
+    trace_dir,
+};
 
 /// Seeds in the default batch, split over several tests so they run on every core.
 const BATCH: u64 = 400;
@@ -12,7 +15,15 @@ fn run_seeds(seeds: impl Iterator<Item = u64>) {
     for seed in seeds {
         let report = run(Options::for_seed(seed));
         if report.outcome == Outcome::Failed {
-            failures.push(report.to_string());
+            // The first failures come with their trace and the events that led to them.
+            let explanation = match failures.len() < 3 {
+                true => match explain(&report, &trace_dir()) {
+                    Ok(e) => e.to_string(),
+                    Err(e) => format!("  (no trace: {e})\n"),
+                },
+                false => String::new(),
+            };
+            failures.push(format!("{report}{explanation}"));
         }
     }
     assert!(
@@ -183,4 +194,61 @@ fn coverage_markers_fire_within_the_batch() {
     }
     let missing: Vec<&&str> = MARKERS.iter().filter(|m| !seen.contains_key(**m)).collect();
     panic!("markers that never fired: {missing:?}; seen: {seen:?}");
+}
+
+/// A failing run's schedule shrinks to a smaller one that breaks the same guarantee, which
+/// replays from its printed form; the failure's explanation names the trace and its events.
+#[test]
+fn failing_schedules_shrink_and_replay_from_text() {
+    let failing = (0..200)
+        .map(|seed| {
+            run(Options {
+                downing: Downing::Auto,
+                ..Options::for_family(seed, Family::Partitions)
+            })
+        })
+        .find(|r| r.outcome == Outcome::Failed)
+        .expect("auto-down fails within 200 partition seeds");
+    let property = failing.violations[0].property;
+    let min = minimize(&failing, 300).expect("a failing run minimizes");
+    assert!(
+        min.schedule.len() < failing.schedule.len(),
+        "{} of {} actions",
+        min.schedule.len(),
+        failing.schedule.len()
+    );
+    assert!(min.report.violations.iter().any(|v| v.property == property));
+    // The printed schedule is the reproducer.
+    let text = min.schedule.to_string();
+    let replayed = run(Options {
+        schedule: Some(text.parse::<Schedule>().expect("parses")),
+        ..failing.options.clone()
+    });
+    assert_eq!(replayed.digest, min.report.digest, "{text}");
+
+    let dir = std::env::temp_dir().join(format!("shoal-sim-test-{}", std::process::id()));
+    let explanation = explain(&failing, &dir).expect("trace written");
+    assert!(explanation.trace.exists());
+    let subject = &failing.violations[0].subject;
+    assert!(!explanation.events.is_empty());
+    assert!(
+        explanation
+            .events
+            .iter()
+            .all(|e| e.contains(subject.as_str()))
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A schedule given explicitly runs exactly as the planned one.
+#[test]
+fn an_explicit_schedule_replays_the_planned_run() {
+    for seed in [5, 26, 37] {
+        let planned = run(Options::for_seed(seed));
+        let explicit = run(Options {
+            schedule: Some(Schedule::plan(&Options::for_seed(seed))),
+            ..Options::for_seed(seed)
+        });
+        assert_eq!(planned.digest, explicit.digest, "seed {seed}");
+    }
 }

@@ -1,19 +1,46 @@
 //! The simulator's command line.
 //!
 //! ```text
-//! sim sweep --seeds <n> [--start <seed>] [--downing auto]   run n seeds; exit non-zero on failure
-//! sim replay <seed> [--trace <file>] [--downing auto]       run one seed, print its report
-//! sim bench                                                 events/s and time acceleration
+//! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]
+//!     run n seeds; print each failure (explained, the first ones minimized); exit non-zero on
+//!     any failure; the last line is "N passed, M failed"
+//! sim replay <seed> [--family <f>] [--downing auto] [--schedule "<actions>"] [--trace <file>]
+//!     run one seed, print its report and digest
+//! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
+//!     shrink a failing seed's fault schedule to a minimal one that still fails
+//! sim bench
+//!     events/s and time acceleration for 5, 20 and 100 nodes
 //! ```
 
 use std::process::ExitCode;
-
 use std::time::Duration;
 
-use sim::{Downing, Family, Faults, Options, Outcome, parse_seed, run, run_traced};
+use sim::{
+    Downing, Family, Faults, Options, Outcome, Report, Schedule, explain, minimize, parse_seed,
+    run, run_traced, trace_dir,
+};
+
+/// Failures a sweep explains and minimizes (each takes many runs).
+const MINIMIZE_FIRST: usize = 3;
+/// Runs one minimization may spend.
+const MINIMIZE_RUNS: usize = 400;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("{message}\n\n{}", usage());
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn usage() -> &'static str {
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim bench"
+}
+
+fn parse(args: &[String]) -> Result<ExitCode, String> {
     let flag = |name: &str| {
         args.iter()
             .position(|a| a == name)
@@ -23,98 +50,136 @@ fn main() -> ExitCode {
     let downing = match flag("--downing").as_deref() {
         Some("auto") => Downing::Auto,
         None | Some("keep-majority") => Downing::KeepMajority,
-        Some(other) => {
-            eprintln!("unknown downing strategy {other:?} (keep-majority | auto)");
-            return ExitCode::from(2);
-        }
+        Some(other) => return Err(format!("unknown downing {other:?} (keep-majority | auto)")),
     };
     let family = match flag("--family") {
         None => None,
-        Some(name) => match Family::parse(&name) {
-            Some(f) => Some(f),
-            None => {
-                let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
-                eprintln!("unknown family {name:?}; one of: {}", names.join(", "));
-                return ExitCode::from(2);
-            }
-        },
+        Some(name) => Some(Family::parse(&name).ok_or_else(|| {
+            let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown family {name:?}; one of: {}", names.join(", "))
+        })?),
+    };
+    let schedule = match flag("--schedule") {
+        None => None,
+        Some(text) => Some(text.parse::<Schedule>().map_err(|e| e.to_string())?),
     };
     let options = |seed: u64| {
         let base = match family {
             Some(f) => Options::for_family(seed, f),
             None => Options::for_seed(seed),
         };
-        Options { downing, ..base }
+        Options {
+            downing,
+            schedule: schedule.clone(),
+            ..base
+        }
+    };
+    let seed = || {
+        args.get(1)
+            .and_then(|s| parse_seed(s))
+            .ok_or("a seed: decimal, 0x-hex or a commit hash")
     };
     match args.first().map(String::as_str) {
         Some("sweep") => {
-            let Some(n) = flag("--seeds").and_then(|s| s.parse::<u64>().ok()) else {
-                eprintln!("usage: sim sweep --seeds <n> [--start <seed>] [--downing auto]");
-                return ExitCode::from(2);
-            };
+            let n = flag("--seeds")
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or("sweep needs --seeds <n>")?;
             let start = flag("--start").and_then(|s| parse_seed(&s)).unwrap_or(0);
-            let started = wall_seconds();
-            let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
-            for seed in start..start + n {
-                let report = run(options(seed));
-                match report.outcome {
-                    Outcome::Passed => passed += 1,
-                    Outcome::NoProgress => no_progress += 1,
-                    Outcome::Failed => {
-                        failed += 1;
-                        print!("{report}");
-                    }
-                }
-            }
-            eprintln!(
-                "{:.1}s wall; {no_progress} runs without a surviving majority (classified, not failed)",
-                wall_seconds() - started
-            );
-            println!("{passed} passed, {failed} failed");
-            if failed == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+            Ok(sweep(start..start + n, options))
         }
-        Some("replay") => {
-            let Some(seed) = args.get(1).and_then(|s| parse_seed(s)) else {
-                eprintln!("usage: sim replay <seed> [--trace <file>] [--downing auto]");
-                return ExitCode::from(2);
-            };
-            let trace_path = flag("--trace");
-            let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
-                Some(path) => match std::fs::File::create(path) {
-                    Ok(file) => Some(Box::new(std::io::BufWriter::new(file))),
-                    Err(e) => {
-                        eprintln!("cannot create trace file {path}: {e}");
-                        return ExitCode::from(2);
-                    }
-                },
-                None => None,
-            };
-            let report = run_traced(options(seed), sink);
-            print!("{report}");
-            if let Some(path) = trace_path {
-                println!("  trace: {path} (JSON lines)");
-            }
-            if report.outcome == Outcome::Failed {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
+        Some("replay") => replay(options(seed()?), flag("--trace")),
+        Some("minimize") => Ok(shrink(&run(options(seed()?)))),
         Some("bench") => {
             bench();
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
-        _ => {
-            eprintln!(
-                "usage: sim sweep --seeds <n> [--start <seed>] [--downing auto] | sim replay <seed> [--downing auto]"
-            );
-            ExitCode::from(2)
+        _ => Err("unknown command".into()),
+    }
+}
+
+fn exit(failed: bool) -> ExitCode {
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn sweep(seeds: std::ops::Range<u64>, options: impl Fn(u64) -> Options) -> ExitCode {
+    let started = wall_seconds();
+    let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
+    for seed in seeds {
+        let report = run(options(seed));
+        match report.outcome {
+            Outcome::Passed => passed += 1,
+            Outcome::NoProgress => no_progress += 1,
+            Outcome::Failed => {
+                failed += 1;
+                print!("{report}");
+                if failed <= MINIMIZE_FIRST {
+                    explain_to_stdout(&report);
+                    shrink(&report);
+                }
+            }
         }
     }
+    eprintln!(
+        "{:.1}s wall; {no_progress} runs without a surviving majority (classified, not failed)",
+        wall_seconds() - started
+    );
+    println!("{passed} passed, {failed} failed");
+    exit(failed > 0)
+}
+
+fn replay(options: Options, trace_path: Option<String>) -> Result<ExitCode, String> {
+    let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot create trace file {path}: {e}"))?;
+            Some(Box::new(std::io::BufWriter::new(file)))
+        }
+        None => None,
+    };
+    let report = run_traced(options, sink);
+    print!("{report}");
+    println!("  schedule: {}", report.schedule);
+    match trace_path {
+        Some(path) => println!("  trace: {path} (JSON lines)"),
+        None if report.outcome == Outcome::Failed => explain_to_stdout(&report),
+        None => {}
+    }
+    Ok(exit(report.outcome == Outcome::Failed))
+}
+
+fn explain_to_stdout(report: &Report) {
+    match explain(report, &trace_dir()) {
+        Ok(explanation) => print!("{explanation}"),
+        Err(e) => println!("  (no trace: {e})"),
+    }
+}
+
+/// Minimizes a failing run's schedule and prints the result and how to replay it.
+fn shrink(report: &Report) -> ExitCode {
+    let Some(min) = minimize(report, MINIMIZE_RUNS) else {
+        println!(
+            "seed {} did not fail: nothing to minimize",
+            report.options.seed
+        );
+        return ExitCode::SUCCESS;
+    };
+    println!(
+        "  minimized: {} of {} actions still break {:?} ({} runs): {}",
+        min.schedule.len(),
+        report.schedule.len(),
+        report.violations[0].property,
+        min.runs,
+        min.schedule
+    );
+    if let Some(v) = min.report.violations.first() {
+        println!("    first violation {v}");
+    }
+    println!("    replay: {}", min.report.reproduce());
+    ExitCode::FAILURE
 }
 
 /// Wall-clock seconds, for reporting how long a sweep took. The simulation itself never reads a
