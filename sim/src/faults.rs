@@ -116,14 +116,8 @@ fn act_on(w: &mut World, act: Act) {
             }
         }
         Act::Join => {
-            let next = w
-                .last_incarnation
-                .keys()
-                .chain(w.nodes.keys())
-                .map(|n| n.0)
-                .max()
-                .unwrap_or(0)
-                + 1;
+            // A new address: never one a crashed or departed node used.
+            let next = w.last_incarnation.keys().map(|n| n.0).max().unwrap_or(0) + 1;
             if next <= w.opts.max_nodes {
                 w.start_node(NodeId(next), Incarnation(1));
                 let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
@@ -237,12 +231,9 @@ pub(crate) fn restart(w: &mut World, node: NodeId) {
             w.crashed.insert(n);
         }
     }
-    let previous = w.nodes.get(&node).map(|n| n.id.incarnation.0);
     w.kill(node);
-    let incarnation = w.last_incarnation.entry(node).or_insert(1);
-    *incarnation = (*incarnation).max(previous.unwrap_or(0)) + 1;
-    let incarnation = Incarnation(*incarnation);
-    w.start_node(node, incarnation);
+    let incarnation = w.last_incarnation.get(&node).map_or(1, |last| last + 1);
+    w.start_node(node, Incarnation(incarnation));
     let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
     w.publish(&everyone, w.oracle.view());
 }

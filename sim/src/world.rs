@@ -126,7 +126,7 @@ pub(crate) struct World {
     pub(crate) downed: BTreeSet<NodeId>,
     /// Nodes that left gracefully (their process exited).
     pub(crate) left: BTreeSet<NodeId>,
-    /// Highest incarnation each node has used.
+    /// Highest incarnation each address has used (every address ever started is here).
     pub(crate) last_incarnation: BTreeMap<NodeId, u64>,
     /// Bumped on every connectivity change; a downing decision applies only to its epoch.
     pub(crate) topology_epoch: u64,
@@ -266,6 +266,10 @@ impl World {
             paused: None,
         };
         self.nodes.insert(node, sim);
+        let last = self.last_incarnation.entry(node).or_default();
+        // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
+        assert!(incarnation.0 > *last, "{id} was started before");
+        *last = incarnation.0;
         self.oracle.join(id);
     }
 

@@ -126,6 +126,9 @@ fn seeds_parse_from_decimal_hex_and_commit_hashes() {
 ///        message forwarded to it meanwhile (a model bug: members exit after convergence).
 /// rolling-restart 51, 92 — a region that finished shutting down while no coordinator was known
 ///        kept a past registration deadline armed: a timer busy loop.
+/// (These seeds date from before fault schedules were planned explicitly, so they no longer
+/// replay the runs that failed; the role tests named in their fixes pin those bugs. Newer
+/// regressions keep their minimized schedule, which replays the same faults for good.)
 #[test]
 fn regression_seeds() {
     let swarm = [1455, 2026, 1153, 2165, 2745, 290, 400, 1631].map(|s| (s, Family::Swarm));
@@ -134,6 +137,41 @@ fn regression_seeds() {
         let report = run(Options::for_family(seed, family));
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
     }
+}
+
+/// Failures found with explicit fault schedules, kept with their minimized schedules:
+/// - mass-shutdown 1559 (and 2419): a coordinator gave out a shard's home before its region
+///   acknowledged it; the region was shutting down, refused, and the shard moved without a
+///   handoff while others had forwarded to the old home (order violation). Fixed in the core:
+///   homes are given out only after `ShardStarted`.
+/// - swarm 860 and 2130: a join reused the address and incarnation of a node that had crashed
+///   or left (a simulator bug: member ids never come back), so two processes shared an id
+///   (double activation; envelopes dropped as duplicates).
+#[test]
+fn regression_schedules() {
+    let cases = [
+        (1559, Family::MassShutdown, "@3.805 leave n4"),
+        (
+            860,
+            Family::Swarm,
+            "@44.333 join; @69.772 crash n8 restart 28.086; @77.532 join",
+        ),
+        (
+            2130,
+            Family::Swarm,
+            "@46.431 join; @73.351 join; @118.533 leave n2; @123.506 join; @148.712 join; \
+             @169.963 leave n11; @181.239 join",
+        ),
+    ];
+    for (seed, family, schedule) in cases {
+        let report = run(Options {
+            schedule: Some(schedule.parse().expect("a valid schedule")),
+            ..Options::for_family(seed, family)
+        });
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    }
+    let report = run(Options::for_family(2419, Family::MassShutdown));
+    assert_ne!(report.outcome, Outcome::Failed, "{report}");
 }
 
 /// Negative control: a coordinator that allocates unknown shards without waiting for every

@@ -127,6 +127,10 @@ impl Coordinator {
                 }
                 self.handle_register(now, from, shards, handing_off, out);
                 self.try_open_gate(now, view, out);
+                // The registration may have acknowledged shards that requesters wait for.
+                if self.gate_open {
+                    self.serve_waiting(now, view, out);
+                }
             }
             Body::RegisterProxy => {
                 self.proxies.insert(from);
@@ -141,11 +145,7 @@ impl Coordinator {
                 }
                 self.answer_or_defer(now, view, shard, [from].into(), out);
             }
-            Body::ShardStarted { shard } => {
-                if self.shards.get(&shard) == Some(&from) {
-                    self.unacked.remove(&shard);
-                }
-            }
+            Body::ShardStarted { shard } => self.handle_shard_started(now, view, from, shard, out),
             Body::BeginHandOffAck { shard, region } => {
                 self.handle_handoff_ack(now, shard, region, out)
             }

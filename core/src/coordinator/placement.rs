@@ -37,7 +37,10 @@ impl Coordinator {
         self.unacked
             .insert(shard, now + self.settings.shard_start_timeout);
         out.send(region, &self.entity_type, Body::HostShard { shard });
-        self.send_home(shard, region, requesters, out);
+        // Requesters learn the home once the region acknowledges it (`ShardStarted`): until
+        // then the allocation may still move without a handoff (a region that is shutting
+        // down refuses it), and no one must have forwarded anything there.
+        self.waiting.entry(shard).or_default().extend(requesters);
     }
 
     /// Tells each requester where `shard` lives.
@@ -65,8 +68,9 @@ impl Coordinator {
     }
 
     /// Answers `requesters` about `shard` if that can be done now: not while it is being handed
-    /// off (its owner is stopping it), not while its region is being removed, and not for an
-    /// unknown shard before the gate opens. Otherwise they wait.
+    /// off (its owner is stopping it), not before its region acknowledged it, not while its
+    /// region is being removed, and not for an unknown shard before the gate opens. Otherwise
+    /// they wait.
     pub(super) fn answer_or_defer(
         &mut self,
         now: Instant,
@@ -80,12 +84,31 @@ impl Coordinator {
             return;
         }
         match self.shards.get(&shard) {
-            Some(home) if !self.terminating.contains_key(home) => {
+            Some(home)
+                if !self.terminating.contains_key(home) && !self.unacked.contains_key(&shard) =>
+            {
                 let region = *home;
                 self.send_home(shard, region, requesters, out);
             }
             None if self.gate_open => self.allocate(now, view, shard, requesters, out),
             _ => self.waiting.entry(shard).or_default().extend(requesters),
+        }
+    }
+
+    /// `region` acknowledged hosting `shard`: requesters waiting for it learn its home.
+    pub(super) fn handle_shard_started(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        region: MemberId,
+        shard: ShardId,
+        out: &mut Effects,
+    ) {
+        if self.shards.get(&shard) != Some(&region) || self.unacked.remove(&shard).is_none() {
+            return;
+        }
+        if let Some(requesters) = self.waiting.remove(&shard) {
+            self.answer_or_defer(now, view, shard, requesters, out);
         }
     }
 

@@ -136,7 +136,11 @@ impl Coordinator {
         let homes: Vec<(ShardId, MemberId)> = self
             .shards
             .iter()
-            .filter(|(s, r)| !self.handoffs.contains_key(s) && !self.terminating.contains_key(r))
+            .filter(|(s, r)| {
+                !self.handoffs.contains_key(s)
+                    && !self.unacked.contains_key(s)
+                    && !self.terminating.contains_key(r)
+            })
             .map(|(s, r)| (*s, *r))
             .collect();
         for batch in homes.chunks(SHARD_HOMES_BATCH) {

@@ -21,6 +21,13 @@ fn at(secs: u64) -> Instant {
     Instant::from_secs(secs)
 }
 
+fn home(shard: u32, region: u64) -> Body {
+    Body::ShardHome {
+        shard: s(shard),
+        region: m(region),
+    }
+}
+
 fn view_of(members: &[u64]) -> MembershipView {
     MembershipView::new(members.iter().map(|&n| Member::up(m(n), n, &[])).collect())
 }
@@ -182,18 +189,11 @@ fn unknown_shards_wait_for_the_gate() {
     // Least-shard picks the older of two empty regions: member 1 (local).
     assert_eq!(
         f.sends(),
-        [
-            (
-                2,
-                Body::ShardHome {
-                    shard: s(7),
-                    region: m(1)
-                }
-            ),
-            (1, Body::RegisterAck),
-            (1, Body::HostShard { shard: s(7) })
-        ]
+        [(1, Body::RegisterAck), (1, Body::HostShard { shard: s(7) })]
     );
+    // The asker learns the home once the region acknowledges it.
+    f.recv(1, Body::ShardStarted { shard: s(7) });
+    assert_eq!(f.sends(), [(2, home(7, 1))]);
 }
 
 #[test]
@@ -253,19 +253,9 @@ fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
     f.recv(2, Body::ShardStopped { shard: s(3) });
     // Re-allocated away from the shutting-down region, to the older of the two empty ones
     // (member 1, local: listed last); the deferred asker is answered.
-    assert_eq!(
-        f.sends(),
-        [
-            (
-                3,
-                Body::ShardHome {
-                    shard: s(3),
-                    region: m(1)
-                }
-            ),
-            (1, Body::HostShard { shard: s(3) })
-        ]
-    );
+    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    f.recv(1, Body::ShardStarted { shard: s(3) });
+    assert_eq!(f.sends(), [(3, home(3, 1))]);
 }
 
 #[test]
@@ -334,19 +324,9 @@ fn a_stop_that_is_late_repeats_handoff_and_still_deallocates() {
     );
     f.recv_at(70, 2, Body::ShardStopped { shard: s(3) });
     // The shard moves to the region with fewest shards; the deferred asker is answered.
-    assert_eq!(
-        f.sends(),
-        [
-            (
-                3,
-                Body::ShardHome {
-                    shard: s(3),
-                    region: m(1)
-                }
-            ),
-            (1, Body::HostShard { shard: s(3) })
-        ]
-    );
+    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    f.recv(1, Body::ShardStarted { shard: s(3) });
+    assert_eq!(f.sends(), [(3, home(3, 1))]);
 }
 
 #[test]
@@ -400,6 +380,11 @@ fn host_shard_is_resent_until_acknowledged() {
         Body::ShardStarted { shard: s(8) },
         &mut f.out,
     );
+    let answer = Body::ShardHome {
+        shard: s(8),
+        region: m(home),
+    };
+    assert_eq!(f.sends(), [(3, answer)], "answered once acknowledged");
     f.timeout(20);
     assert_eq!(f.sends(), []);
 }
@@ -414,19 +399,9 @@ fn a_removed_regions_shards_move_after_the_margin() {
     f.timeout(19);
     assert_eq!(f.sends(), [], "within down-removal-margin");
     f.timeout(20);
-    assert_eq!(
-        f.sends(),
-        [
-            (
-                3,
-                Body::ShardHome {
-                    shard: s(3),
-                    region: m(1)
-                }
-            ),
-            (1, Body::HostShard { shard: s(3) })
-        ]
-    );
+    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    f.recv(1, Body::ShardStarted { shard: s(3) });
+    assert_eq!(f.sends(), [(3, home(3, 1))]);
     assert!(!f.c.regions.contains_key(&m(2)));
 }
 
@@ -520,10 +495,35 @@ fn waiting_requests_for_a_shard_being_handed_off_wait_for_its_stop() {
     f.register(1, &[], &[]);
     f.sends();
     f.recv(3, Body::ShardStopped { shard: s(21) });
+    let new_home = f.c.allocations()[&s(21)];
+    f.recv(new_home.node.0, Body::ShardStarted { shard: s(21) });
     let sends = f.sends();
     assert!(
         sends.iter().any(
             |(to, b)| *to == 2 && matches!(b, Body::ShardHome { shard, .. } if *shard == s(21))
         )
     );
+}
+
+/// Found by the simulator (seed 1559, mass shutdown, schedule "@3.805 leave n4"): the home of a
+/// shard was given out as soon as it was allocated; its region, already shutting down, refused
+/// it, and the shard moved without a handoff while other regions had forwarded messages to the
+/// old home. Those came back later, behind newer ones (order violation). Homes are now given out
+/// only once the region acknowledged the shard.
+#[test]
+fn a_home_is_given_out_only_once_its_region_acknowledged_the_shard() {
+    let mut f = Fixture::ready();
+    f.recv(3, Body::GetShardHome { shard: s(8) });
+    let first = f.c.allocations()[&s(8)];
+    assert_eq!(f.sends(), [(first.node.0, Body::HostShard { shard: s(8) })]);
+    // The chosen region is shutting down: it refuses the shard and asks to hand off.
+    f.recv(first.node.0, Body::GracefulShutdownReq);
+    let second = f.c.allocations()[&s(8)];
+    assert_ne!(second, first);
+    assert_eq!(
+        f.sends(),
+        [(second.node.0, Body::HostShard { shard: s(8) })]
+    );
+    f.recv(second.node.0, Body::ShardStarted { shard: s(8) });
+    assert_eq!(f.sends(), [(3, home(8, second.node.0))]);
 }
