@@ -38,6 +38,8 @@ pub enum Property {
     Liveness,
     /// At quiescence the coordinator's table differs from what regions host.
     CoordinatorConsistency,
+    /// After healing, rebalancing did not converge (shards per region differ by more than one).
+    Rebalance,
     /// The core's driver detected a busy loop (a timer that stays due).
     BusyLoop,
 }

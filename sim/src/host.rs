@@ -14,10 +14,17 @@ impl World {
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
                 self.log(|| format!("{member} start {entity} ({shard})"));
-                if self.reporting_stop.as_ref() == Some(&(member, entity.clone())) {
+                let raced = match &self.reporting_stop {
+                    Some((m, e, reason)) if *m == member && *e == entity => Some(*reason),
+                    _ => None,
+                };
+                if let Some(reason) = raced {
                     self.mark(
                         "a stopped entity restarted at once for messages that raced its stop",
                     );
+                    if reason == StopReason::Passivation {
+                        self.mark("passivation raced a delivery");
+                    }
                 }
                 self.check.start(self.now, member, &entity);
                 self.incarnations
@@ -47,15 +54,23 @@ impl World {
                 let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
                     return;
                 };
+                let key = (member, entity.clone(), incarnation);
                 let delay = match reason {
-                    StopReason::Forced => Duration::from_millis(1),
-                    _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => return,
+                    StopReason::Forced => {
+                        if self.ignored_stops.remove(&key) {
+                            self.mark("an entity that ignored its stop was forced");
+                        }
+                        Duration::from_millis(1)
+                    }
+                    _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => {
+                        self.ignored_stops.insert(key);
+                        return;
+                    }
                     _ => self
                         .rng_entities
                         .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
                 };
-                self.pending_stops
-                    .insert((member, entity.clone(), incarnation));
+                self.pending_stops.insert(key, reason);
                 self.schedule(
                     self.now + delay,
                     Ev::EntityStopped {

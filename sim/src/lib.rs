@@ -22,6 +22,7 @@ mod minimize;
 mod net;
 mod options;
 mod oracle;
+mod quiescence;
 mod rng;
 mod run;
 mod schedule;

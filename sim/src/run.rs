@@ -5,14 +5,15 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use shoal_core::{EntityId, EntityType, Instant, MemberId, NodeId};
+use shoal_core::{EntityId, Instant, MemberId, NodeId};
 
 use crate::check::{Property, Violation};
 use crate::faults::{self, Fault};
 use crate::options::Options;
+use crate::quiescence;
 use crate::schedule::Schedule;
 use crate::workload;
-use crate::world::{Ev, TYPE, World};
+use crate::world::{Ev, World};
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -182,8 +183,10 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
                 w.check.fail(end, Property::Liveness, &entity, detail);
             }
         }
-        check_coordinator(&mut w, end);
+        let end = quiescence::await_balance(&mut w, end);
+        quiescence::check_coordinator(&mut w, end);
     }
+    let end = end.max(w.now);
     if !schedule.lossy() {
         w.check.check_exactly_once(end);
     }
@@ -207,48 +210,5 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         coverage: std::mem::take(&mut w.coverage),
         options,
         schedule,
-    }
-}
-
-/// At quiescence the coordinator's table equals what the regions host.
-fn check_coordinator(w: &mut World, at: Instant) {
-    let t = EntityType::new(TYPE);
-    let Some(table) = w
-        .nodes
-        .values()
-        .find_map(|n| n.driver.node().coordinator_allocations(&t).cloned())
-    else {
-        let detail = "no coordinator runs".to_owned();
-        return w
-            .check
-            .fail(at, Property::CoordinatorConsistency, "coordinator", detail);
-    };
-    for node in w.nodes.values() {
-        if !w.oracle.is_member(node.id) {
-            continue;
-        }
-        for shard in node.driver.node().hosted_shards(&t) {
-            if table.get(&shard) != Some(&node.id) {
-                let detail = format!(
-                    "{} hosts {shard} but the coordinator says {:?}",
-                    node.id,
-                    table.get(&shard)
-                );
-                w.check
-                    .fail(at, Property::CoordinatorConsistency, shard, detail);
-            }
-        }
-    }
-    for (shard, region) in &table {
-        let hosts = w
-            .nodes
-            .get(&region.node)
-            .is_some_and(|n| n.id == *region && n.driver.node().hosted_shards(&t).contains(shard));
-        if !hosts {
-            let detail =
-                format!("the coordinator places {shard} on {region}, which does not host it");
-            w.check
-                .fail(at, Property::CoordinatorConsistency, shard, detail);
-        }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use shoal_core::{
     Config, Driver, Effect, EntityId, EntityType, EntityTypeConfig, Envelope, Event, Incarnation,
-    Input, Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings, codec,
+    Input, Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings, StopReason, codec,
 };
 
 use crate::check::{Checker, Property};
@@ -117,7 +117,9 @@ pub(crate) struct World {
     rng_membership: SimRng,
     rng_nodes: SimRng,
     /// Entity stops the host has not reported yet: (member, entity, incarnation).
-    pub(crate) pending_stops: BTreeSet<(MemberId, EntityId, u64)>,
+    pub(crate) pending_stops: BTreeMap<(MemberId, EntityId, u64), StopReason>,
+    /// Graceful stops an entity ignored (it runs on until forced).
+    pub(crate) ignored_stops: BTreeSet<(MemberId, EntityId, u64)>,
     /// Current incarnation number of each running entity.
     pub(crate) incarnations: BTreeMap<(MemberId, EntityId), u64>,
     pub(crate) settings: ShardingSettings,
@@ -144,7 +146,7 @@ pub(crate) struct World {
     /// How often each interesting situation ("sometimes" marker) occurred.
     pub(crate) coverage: BTreeMap<&'static str, u64>,
     /// The entity whose stop is being reported in the current driver call.
-    pub(crate) reporting_stop: Option<(MemberId, EntityId)>,
+    pub(crate) reporting_stop: Option<(MemberId, EntityId, StopReason)>,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -183,7 +185,8 @@ impl World {
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
-            pending_stops: BTreeSet::new(),
+            pending_stops: BTreeMap::new(),
+            ignored_stops: BTreeSet::new(),
             incarnations: BTreeMap::new(),
             settings,
             crashed: BTreeSet::new(),
@@ -406,15 +409,15 @@ impl World {
                 incarnation,
             } => {
                 self.mix(3, member.node.0);
-                if self
-                    .pending_stops
-                    .remove(&(member, entity.clone(), incarnation))
+                if let Some(reason) =
+                    self.pending_stops
+                        .remove(&(member, entity.clone(), incarnation))
                 {
                     self.incarnations.remove(&(member, entity.clone()));
                     self.log(|| format!("{member} stopped {entity}"));
                     self.check.stopped(member, &entity);
                     let entity_type = EntityType::new(TYPE);
-                    self.reporting_stop = Some((member, entity.clone()));
+                    self.reporting_stop = Some((member, entity.clone(), reason));
                     self.input_to(
                         member,
                         Input::EntityStopped {

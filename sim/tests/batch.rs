@@ -215,11 +215,17 @@ fn digests_are_pinned() {
 /// batch is not testing what it claims to.
 #[test]
 fn coverage_markers_fire_within_the_batch() {
-    const MARKERS: [&str; 4] = [
+    const MARKERS: [&str; 10] = [
         "handoff begun",
         "handoff during a partition",
         "coordinator moved while a handoff was in flight",
         "a stopped entity restarted at once for messages that raced its stop",
+        "passivation raced a delivery",
+        "an entity that ignored its stop was forced",
+        "a full buffer dead-lettered a message",
+        "messages held by a clog",
+        "a paused node resumed with inputs waiting",
+        "the network duplicated a message",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {

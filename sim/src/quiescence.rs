@@ -1,0 +1,99 @@
+//! Checks once the cluster is quiet after healing: rebalancing converges, and the coordinator's
+//! allocation table equals what the regions host.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use shoal_core::{EntityType, Instant, MemberId, ShardId};
+
+use crate::check::Property;
+use crate::world::{TYPE, World};
+
+/// How long rebalancing may take to converge once the liveness probes are through.
+const REBALANCE_DEADLINE: Duration = Duration::from_secs(180);
+/// How often convergence is looked at meanwhile (the default rebalance interval).
+const LOOK_EVERY: Duration = Duration::from_secs(10);
+
+/// The running coordinator's allocation table.
+fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
+    let t = EntityType::new(TYPE);
+    w.nodes
+        .values()
+        .find_map(|n| n.driver.node().coordinator_allocations(&t).cloned())
+}
+
+/// Shards per Up member's region, if they differ by more than one (the default least-shard
+/// strategy's goal: every region holds ⌊N/R⌋ or ⌈N/R⌉ of the N allocated shards).
+fn imbalance(w: &World) -> Option<BTreeMap<MemberId, usize>> {
+    let table = coordinator_table(w)?;
+    let mut counts: BTreeMap<MemberId, usize> =
+        w.up_members().into_iter().map(|m| (m, 0)).collect();
+    for region in table.values() {
+        if let Some(n) = counts.get_mut(region) {
+            *n += 1;
+        }
+    }
+    let min = counts.values().min().copied().unwrap_or(0);
+    let max = counts.values().max().copied().unwrap_or(0);
+    (max > min + 1).then_some(counts)
+}
+
+/// Runs on from `from` until rebalancing has converged or its deadline passed (a violation);
+/// returns the time reached.
+pub(crate) fn await_balance(w: &mut World, from: Instant) -> Instant {
+    let mut at = from;
+    while let Some(counts) = imbalance(w) {
+        if at >= from + REBALANCE_DEADLINE {
+            let counts: Vec<String> = counts.iter().map(|(r, n)| format!("{r}:{n}")).collect();
+            let detail = format!(
+                "shards per region still differ by more than one {}s after the probes: {}",
+                REBALANCE_DEADLINE.as_secs(),
+                counts.join(" ")
+            );
+            w.check.fail(at, Property::Rebalance, "coordinator", detail);
+            break;
+        }
+        at += LOOK_EVERY;
+        w.run_until(at);
+    }
+    at
+}
+
+/// At quiescence the coordinator's table equals what the regions host.
+pub(crate) fn check_coordinator(w: &mut World, at: Instant) {
+    let t = EntityType::new(TYPE);
+    let Some(table) = coordinator_table(w) else {
+        let detail = "no coordinator runs".to_owned();
+        return w
+            .check
+            .fail(at, Property::CoordinatorConsistency, "coordinator", detail);
+    };
+    for node in w.nodes.values() {
+        if !w.oracle.is_member(node.id) {
+            continue;
+        }
+        for shard in node.driver.node().hosted_shards(&t) {
+            if table.get(&shard) != Some(&node.id) {
+                let detail = format!(
+                    "{} hosts {shard} but the coordinator says {:?}",
+                    node.id,
+                    table.get(&shard)
+                );
+                w.check
+                    .fail(at, Property::CoordinatorConsistency, shard, detail);
+            }
+        }
+    }
+    for (shard, region) in &table {
+        let hosts = w
+            .nodes
+            .get(&region.node)
+            .is_some_and(|n| n.id == *region && n.driver.node().hosted_shards(&t).contains(shard));
+        if !hosts {
+            let detail =
+                format!("the coordinator places {shard} on {region}, which does not host it");
+            w.check
+                .fail(at, Property::CoordinatorConsistency, shard, detail);
+        }
+    }
+}
