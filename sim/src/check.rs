@@ -50,10 +50,6 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Who sent a message: a node incarnation (its region) and that sender's sequence number.
-#[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
-pub(crate) struct Sender(pub(crate) MemberId);
-
 /// Encodes the workload's payload: sender member, sequence number.
 pub(crate) fn payload(sender: MemberId, seq: u64) -> Payload {
     let mut bytes = Vec::with_capacity(24);
@@ -73,17 +69,41 @@ fn decode(payload: &Payload) -> Option<(MemberId, u64)> {
     Some((MemberId::new(word(0)?, word(1)?), word(2)?))
 }
 
+/// An entity of the simulated workload (`e<n>`), as a cheap key.
+#[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
+struct Ent(u32);
+
+impl Ent {
+    /// The workload names entities `e<n>`; anything else is a bug the checker reports.
+    fn of(entity: &EntityId) -> Option<Self> {
+        entity.as_str().strip_prefix('e')?.parse().ok().map(Ent)
+    }
+}
+
+impl fmt::Display for Ent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "e{}", self.0)
+    }
+}
+
+/// One sender's messages to one entity.
+#[derive(Debug, Default)]
+struct Stream {
+    /// How many were sent.
+    sent: u64,
+    /// Sequence numbers delivered, in delivery order.
+    delivered: Vec<u64>,
+    /// Sequence numbers reported as dead letters (dropped for a reason).
+    dead: Vec<u64>,
+}
+
 /// Everything the checker knows.
 #[derive(Debug, Default)]
 pub(crate) struct Checker {
-    /// The live incarnation of each entity: its member and when it started.
-    live: BTreeMap<EntityId, (MemberId, Instant)>,
-    /// Per entity and sender: sequence numbers delivered, in delivery order.
-    inbox: BTreeMap<(EntityId, Sender), Vec<u64>>,
-    /// Per entity and sender: how many messages were sent.
-    sent: BTreeMap<(EntityId, Sender), u64>,
-    /// Per entity and sender: sequence numbers reported as dead letters (dropped for a reason).
-    dead: BTreeMap<(EntityId, Sender), Vec<u64>>,
+    /// The live incarnation of each entity (by number): its member and when it started.
+    live: Vec<Option<(MemberId, Instant)>>,
+    /// Per entity and sender.
+    streams: BTreeMap<(Ent, MemberId), Stream>,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
     /// Messages delivered so far.
@@ -95,24 +115,42 @@ pub(crate) struct Checker {
 impl Checker {
     /// A client sent the next message of `sender` to `entity`; returns its payload.
     pub(crate) fn send(&mut self, entity: &EntityId, sender: MemberId) -> Payload {
-        let seq = self
-            .sent
-            .entry((entity.clone(), Sender(sender)))
-            .or_default();
-        let p = payload(sender, *seq);
-        *seq += 1;
+        let ent = Ent::of(entity).expect("the workload names entities e<n>");
+        let stream = self.streams.entry((ent, sender)).or_default();
+        let p = payload(sender, stream.sent);
+        stream.sent += 1;
         p
+    }
+
+    fn live_mut(&mut self, ent: Ent) -> &mut Option<(MemberId, Instant)> {
+        let i = ent.0 as usize;
+        if i >= self.live.len() {
+            self.live.resize(i + 1, None);
+        }
+        &mut self.live[i]
+    }
+
+    /// The entity number of `entity`, or a violation if it is not one the workload addresses.
+    fn ent(&mut self, at: Instant, entity: &EntityId) -> Option<Ent> {
+        let ent = Ent::of(entity);
+        if ent.is_none() {
+            let detail = format!("{entity:?} is not an entity the workload addresses");
+            self.fail(at, Property::DeadIncarnation, entity, detail);
+        }
+        ent
     }
 
     /// `member` started an incarnation of `entity`.
     pub(crate) fn start(&mut self, at: Instant, member: MemberId, entity: &EntityId) {
         self.starts += 1;
-        if let Some((other, since)) = self.live.get(entity) {
+        let Some(ent) = self.ent(at, entity) else {
+            return;
+        };
+        if let Some((other, since)) = self.live_mut(ent).replace((member, at)) {
             let detail =
                 format!("{entity} started on {member} while alive on {other} since {since}");
             self.fail(at, Property::SingleActivation, entity, detail);
         }
-        self.live.insert(entity.clone(), (member, at));
     }
 
     /// `member` delivered `payload` to `entity`.
@@ -124,8 +162,12 @@ impl Checker {
         payload: &Payload,
     ) {
         self.deliveries += 1;
-        if self.live.get(entity).map(|(m, _)| *m) != Some(member) {
-            let where_ = self.live.get(entity).map(|(m, _)| m.to_string());
+        let Some(ent) = self.ent(at, entity) else {
+            return;
+        };
+        let live = *self.live_mut(ent);
+        if live.map(|(m, _)| m) != Some(member) {
+            let where_ = live.map(|(m, _)| m.to_string());
             let detail =
                 format!("{entity} got a message on {member}; live incarnation: {where_:?}");
             self.fail(at, Property::DeadIncarnation, entity, detail);
@@ -134,38 +176,39 @@ impl Checker {
             let detail = format!("{entity}: undecodable payload");
             return self.fail(at, Property::Order, entity, detail);
         };
-        let inbox = self
-            .inbox
-            .entry((entity.clone(), Sender(sender)))
-            .or_default();
-        if let Some(&last) = inbox.last() {
-            if seq <= last {
-                let detail = format!("{entity} from {sender}: message {seq} after {last}");
-                inbox.push(seq);
-                return self.fail(at, Property::Order, entity, detail);
-            }
+        let delivered = &mut self.streams.entry((ent, sender)).or_default().delivered;
+        let last = delivered.last().copied();
+        delivered.push(seq);
+        if let Some(last) = last.filter(|last| seq <= *last) {
+            let detail = format!("{entity} from {sender}: message {seq} after {last}");
+            self.fail(at, Property::Order, entity, detail);
         }
-        inbox.push(seq);
     }
 
     /// A node reported `payload` to `entity` as a dead letter: dropped, but not silently.
     pub(crate) fn dead_letter(&mut self, entity: &EntityId, payload: &Payload) {
-        if let Some((sender, seq)) = decode(payload) {
-            let key = (entity.clone(), Sender(sender));
-            self.dead.entry(key).or_default().push(seq);
+        if let (Some(ent), Some((sender, seq))) = (Ent::of(entity), decode(payload)) {
+            self.streams.entry((ent, sender)).or_default().dead.push(seq);
         }
     }
 
     /// The incarnation of `entity` on `member` terminated.
     pub(crate) fn stopped(&mut self, member: MemberId, entity: &EntityId) {
-        if self.live.get(entity).is_some_and(|(m, _)| *m == member) {
-            self.live.remove(entity);
+        if let Some(ent) = Ent::of(entity) {
+            let live = self.live_mut(ent);
+            if live.is_some_and(|(m, _)| m == member) {
+                *live = None;
+            }
         }
     }
 
     /// `member` crashed: all its entities are gone at once.
     pub(crate) fn crashed(&mut self, member: MemberId) {
-        self.live.retain(|_, (m, _)| *m != member);
+        for live in &mut self.live {
+            if live.is_some_and(|(m, _)| m == member) {
+                *live = None;
+            }
+        }
     }
 
     /// Records a violation of `property` concerning `subject`.
@@ -189,47 +232,38 @@ impl Checker {
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut missing = Vec::new();
         let mut first = None;
-        let none = Vec::new();
-        for (key, count) in &self.sent {
-            let got = self.inbox.get(key).unwrap_or(&none);
-            let dead = self.dead.get(key).unwrap_or(&none);
-            if let Some(seq) = dead.iter().find(|seq| got.contains(seq)) {
-                let detail = format!(
-                    "{} from {}: {seq} delivered and dead-lettered",
-                    key.0, key.1.0
-                );
-                first.get_or_insert(&key.0);
-                missing.push(detail);
-            } else if (got.len() + dead.len()) as u64 != *count {
-                let (got, dead) = (got.len(), dead.len());
-                let detail = format!(
-                    "{} from {}: {got} delivered + {dead} dead letters of {count}",
-                    key.0, key.1.0
-                );
-                first.get_or_insert(&key.0);
-                missing.push(detail);
-            }
+        for ((ent, sender), stream) in &self.streams {
+            let (got, dead) = (&stream.delivered, &stream.dead);
+            let detail = if let Some(seq) = dead.iter().find(|seq| got.contains(seq)) {
+                format!("{ent} from {sender}: {seq} delivered and dead-lettered")
+            } else if (got.len() + dead.len()) as u64 != stream.sent {
+                let (got, dead, sent) = (got.len(), dead.len(), stream.sent);
+                format!("{ent} from {sender}: {got} delivered + {dead} dead letters of {sent}")
+            } else {
+                continue;
+            };
+            first.get_or_insert(*ent);
+            missing.push(detail);
         }
-        if !missing.is_empty() {
+        if let Some(subject) = first {
             let detail = format!(
                 "{} streams incomplete, e.g. {}",
                 missing.len(),
                 missing[..missing.len().min(3)].join("; ")
             );
-            let subject = first.map(ToString::to_string).unwrap_or_default();
             self.fail(at, Property::ExactlyOnce, subject, detail);
         }
     }
 
     /// How many of `sender`'s messages to `entity` were delivered.
     pub(crate) fn delivered(&self, entity: &EntityId, sender: MemberId) -> usize {
-        self.inbox
-            .get(&(entity.clone(), Sender(sender)))
-            .map_or(0, Vec::len)
+        Ent::of(entity)
+            .and_then(|ent| self.streams.get(&(ent, sender)))
+            .map_or(0, |s| s.delivered.len())
     }
 
     /// Messages sent so far.
     pub(crate) fn sent_total(&self) -> u64 {
-        self.sent.values().sum()
+        self.streams.values().map(|s| s.sent).sum()
     }
 }

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use shoal_core::{EntityId, EntityType, Input};
+use shoal_core::{EntityId, Input};
 
-use crate::world::{Ev, TYPE, World};
+use crate::world::{Ev, World};
 
 /// Zipf(1) over `n` entities, as a cumulative table.
 #[derive(Debug)]
@@ -54,20 +54,19 @@ pub(crate) fn client_message(w: &mut World) {
 }
 
 fn send_one(w: &mut World) {
-    let senders: Vec<_> = w.up_members();
-    if senders.is_empty() {
+    let Some(sender) = w.pick_sender() else {
         return;
-    }
-    let sender = *w.rng_work.pick(&senders);
+    };
     let index = w.zipf.sample(w.rng_work.unit());
-    tell(w, sender, &EntityId::new(format!("e{index}")));
+    let entity = w.entity_ids[index].clone();
+    tell(w, sender, &entity);
 }
 
 /// Sends the next sequenced message from `sender` to `entity`.
 pub(crate) fn tell(w: &mut World, sender: shoal_core::MemberId, entity: &EntityId) {
     let payload = w.check.send(entity, sender);
     let input = Input::Tell {
-        entity_type: EntityType::new(TYPE),
+        entity_type: w.ty.clone(),
         entity: entity.clone(),
         payload,
     };

@@ -104,8 +104,11 @@ pub(crate) struct World {
     pub(crate) opts: Options,
     pub(crate) now: Instant,
     seq: u64,
-    queue: BinaryHeap<Reverse<(Instant, u64)>>,
-    events: BTreeMap<u64, Ev>,
+    /// Pending events by (time, sequence number), each naming its slot in `slots`.
+    queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    /// Scheduled events; freed slots are reused (`free`), so scheduling rarely allocates.
+    slots: Vec<Option<Ev>>,
+    free: Vec<usize>,
     pub(crate) nodes: BTreeMap<NodeId, SimNode>,
     pub(crate) oracle: Oracle,
     pub(crate) net: Net,
@@ -151,6 +154,13 @@ pub(crate) struct World {
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
     pub(crate) dead_letters: u64,
+    /// The entity type every node serves, and the names of the workload's entities.
+    pub(crate) ty: EntityType,
+    pub(crate) entity_ids: Vec<EntityId>,
+    /// Bumped whenever a process starts or stops, to know when `senders` is stale.
+    nodes_epoch: u64,
+    /// Up members clients send through, as of (oracle version, nodes epoch).
+    senders: ((u64, u64), Vec<MemberId>),
     digest: u64,
 }
 
@@ -177,7 +187,8 @@ impl World {
             now: Instant::ZERO,
             seq: 0,
             queue: BinaryHeap::new(),
-            events: BTreeMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             nodes: BTreeMap::new(),
             check: Checker::default(),
             rng_faults: SimRng::of(seed, Stream::Faults),
@@ -204,6 +215,12 @@ impl World {
             reporting_stop: None,
             events_processed: 0,
             dead_letters: 0,
+            ty: EntityType::new(TYPE),
+            entity_ids: (0..opts_entities)
+                .map(|i| EntityId::new(format!("e{i}")))
+                .collect(),
+            nodes_epoch: 0,
+            senders: ((u64::MAX, 0), Vec::new()),
             digest: 0xcbf2_9ce4_8422_2325,
         };
         for n in 1..=w.opts.nodes {
@@ -217,18 +234,28 @@ impl World {
     /// Schedules `ev` at `at` (never in the past).
     pub(crate) fn schedule(&mut self, at: Instant, ev: Ev) {
         self.seq += 1;
-        self.queue.push(Reverse((at.max(self.now), self.seq)));
-        self.events.insert(self.seq, ev);
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(ev);
+                slot
+            }
+            None => {
+                self.slots.push(Some(ev));
+                self.slots.len() - 1
+            }
+        };
+        self.queue.push(Reverse((at.max(self.now), self.seq, slot)));
     }
 
     /// Processes events until `until` (true time).
     pub(crate) fn run_until(&mut self, until: Instant) {
-        while let Some(&Reverse((at, seq))) = self.queue.peek() {
+        while let Some(&Reverse((at, _, slot))) = self.queue.peek() {
             if at > until {
                 break;
             }
             self.queue.pop();
-            let ev = self.events.remove(&seq).expect("scheduled event");
+            let ev = self.slots[slot].take().expect("scheduled event");
+            self.free.push(slot);
             self.now = at;
             self.events_processed += 1;
             self.handle(ev);
@@ -269,6 +296,7 @@ impl World {
             paused: None,
         };
         self.nodes.insert(node, sim);
+        self.nodes_epoch += 1;
         let last = self.last_incarnation.entry(node).or_default();
         // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
         assert!(incarnation.0 > *last, "{id} was started before");
@@ -283,6 +311,17 @@ impl World {
             .filter(|n| self.oracle.is_up(n.id))
             .map(|n| n.id)
             .collect()
+    }
+
+    /// A random running Up member for a client to send through (the list is cached until the
+    /// membership or the set of processes changes: clients send thousands of messages between).
+    pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
+        let key = (self.oracle.version, self.nodes_epoch);
+        if self.senders.0 != key {
+            self.senders = (key, self.up_members());
+        }
+        let senders = &self.senders.1;
+        (!senders.is_empty()).then(|| *self.rng_work.pick(senders))
     }
 
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay.
@@ -376,6 +415,7 @@ impl World {
     /// Removes a node's process (crash): its entities die at once.
     pub(crate) fn kill(&mut self, n: NodeId) -> Option<MemberId> {
         let node = self.nodes.remove(&n)?;
+        self.nodes_epoch += 1;
         self.check.crashed(node.id);
         self.incarnations.retain(|(m, _), _| *m != node.id);
         Some(node.id)
@@ -416,7 +456,7 @@ impl World {
                     self.incarnations.remove(&(member, entity.clone()));
                     self.log(|| format!("{member} stopped {entity}"));
                     self.check.stopped(member, &entity);
-                    let entity_type = EntityType::new(TYPE);
+                    let entity_type = self.ty.clone();
                     self.reporting_stop = Some((member, entity.clone(), reason));
                     self.input_to(
                         member,
@@ -433,7 +473,7 @@ impl World {
                 self.input_to(
                     member,
                     Input::Passivate {
-                        entity_type: EntityType::new(TYPE),
+                        entity_type: self.ty.clone(),
                         entity,
                     },
                 );
@@ -517,7 +557,7 @@ impl World {
             }
         }
         let node = self.nodes.get_mut(&n).expect("node still running");
-        let buffered = node.driver.node().buffered(&EntityType::new(TYPE));
+        let buffered = node.driver.node().buffered(&self.ty);
         let busy = node.driver.busy_loops();
         let next = node
             .driver

@@ -195,7 +195,8 @@ fn wall_seconds() -> f64 {
 }
 
 /// Steady traffic without faults on 5, 20 and 100 nodes: simulated events per wall second and
-/// simulated seconds per wall second.
+/// simulated seconds per wall second, from the fastest of three runs (the machine is shared;
+/// the slower runs measure its other tenants).
 fn bench() {
     println!("nodes  events     wall s  events/s    simulated s  acceleration");
     for nodes in [5, 20, 100] {
@@ -213,9 +214,14 @@ fn bench() {
             },
             ..steady
         };
-        let started = wall_seconds();
-        let report = run(options);
-        let wall = wall_seconds() - started;
+        let mut wall = f64::INFINITY;
+        let mut report = None;
+        for _ in 0..3 {
+            let started = wall_seconds();
+            report = Some(run(options.clone()));
+            wall = wall.min(wall_seconds() - started);
+        }
+        let report = report.expect("ran");
         let simulated = report.simulated.as_secs_f64();
         println!(
             "{nodes:>5}  {:>9}  {wall:>6.2}  {:>9.0}  {simulated:>11.0}  {:>10.0}x",
