@@ -2,7 +2,7 @@
 //! Decoding arbitrary bytes never panics; anything unexpected is a [`CodecError`].
 
 use crate::error::CodecError;
-use crate::message::Envelope;
+use crate::message::{Body, Envelope};
 
 /// The protocol version this build speaks; the first byte of every frame.
 pub const PROTOCOL_VERSION: u8 = 1;
@@ -11,15 +11,26 @@ pub const PROTOCOL_VERSION: u8 = 1;
 /// peer cannot make a node allocate without bound.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
 
+/// Typical size of a frame without its payload (version, members, entity type and id).
+const FRAME_OVERHEAD: usize = 96;
+
 /// Encodes an envelope into a frame.
 ///
 /// # Errors
 /// [`CodecError::TooLarge`] if the frame would exceed [`MAX_FRAME_LEN`] (an oversized payload);
 /// nothing is sent.
 pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
-    let mut frame = vec![PROTOCOL_VERSION];
-    let frame = postcard::to_extend(envelope, std::mem::take(&mut frame))
-        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    // Room for the headers and the payload up front, so the frame is not regrown while written.
+    let payload = match &envelope.message.body {
+        Body::Forward {
+            payload: Some(p), ..
+        } => p.0.len(),
+        _ => 0,
+    };
+    let mut frame = Vec::with_capacity(FRAME_OVERHEAD + payload);
+    frame.push(PROTOCOL_VERSION);
+    let frame =
+        postcard::to_extend(envelope, frame).map_err(|e| CodecError::Malformed(e.to_string()))?;
     if frame.len() > MAX_FRAME_LEN {
         return Err(CodecError::TooLarge(frame.len()));
     }

@@ -3,7 +3,6 @@
 //! duplicates, no reordering) on every delivery, buffer caps after every event, and at the end
 //! loss (exactly-once in runs without loss) and the coordinator's table at quiescence.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use shoal_core::{EntityId, Instant, MemberId, Payload};
@@ -102,8 +101,8 @@ struct Stream {
 pub(crate) struct Checker {
     /// The live incarnation of each entity (by number): its member and when it started.
     live: Vec<Option<(MemberId, Instant)>>,
-    /// Per entity and sender.
-    streams: BTreeMap<(Ent, MemberId), Stream>,
+    /// Per entity (by number), per sender (few per entity: a short list beats a map).
+    streams: Vec<Vec<(MemberId, Stream)>>,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
     /// Messages delivered so far.
@@ -116,10 +115,26 @@ impl Checker {
     /// A client sent the next message of `sender` to `entity`; returns its payload.
     pub(crate) fn send(&mut self, entity: &EntityId, sender: MemberId) -> Payload {
         let ent = Ent::of(entity).expect("the workload names entities e<n>");
-        let stream = self.streams.entry((ent, sender)).or_default();
+        let stream = self.stream(ent, sender);
         let p = payload(sender, stream.sent);
         stream.sent += 1;
         p
+    }
+
+    fn stream(&mut self, ent: Ent, sender: MemberId) -> &mut Stream {
+        let i = ent.0 as usize;
+        if i >= self.streams.len() {
+            self.streams.resize_with(i + 1, Vec::new);
+        }
+        let senders = &mut self.streams[i];
+        let at = match senders.iter().position(|(s, _)| *s == sender) {
+            Some(at) => at,
+            None => {
+                senders.push((sender, Stream::default()));
+                senders.len() - 1
+            }
+        };
+        &mut senders[at].1
     }
 
     fn live_mut(&mut self, ent: Ent) -> &mut Option<(MemberId, Instant)> {
@@ -176,7 +191,7 @@ impl Checker {
             let detail = format!("{entity}: undecodable payload");
             return self.fail(at, Property::Order, entity, detail);
         };
-        let delivered = &mut self.streams.entry((ent, sender)).or_default().delivered;
+        let delivered = &mut self.stream(ent, sender).delivered;
         let last = delivered.last().copied();
         delivered.push(seq);
         if let Some(last) = last.filter(|last| seq <= *last) {
@@ -188,7 +203,7 @@ impl Checker {
     /// A node reported `payload` to `entity` as a dead letter: dropped, but not silently.
     pub(crate) fn dead_letter(&mut self, entity: &EntityId, payload: &Payload) {
         if let (Some(ent), Some((sender, seq))) = (Ent::of(entity), decode(payload)) {
-            self.streams.entry((ent, sender)).or_default().dead.push(seq);
+            self.stream(ent, sender).dead.push(seq);
         }
     }
 
@@ -232,7 +247,13 @@ impl Checker {
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut missing = Vec::new();
         let mut first = None;
-        for ((ent, sender), stream) in &self.streams {
+        let mut streams: Vec<(Ent, MemberId, &Stream)> = (0..)
+            .map(Ent)
+            .zip(&self.streams)
+            .flat_map(|(ent, senders)| senders.iter().map(move |(s, stream)| (ent, *s, stream)))
+            .collect();
+        streams.sort_by_key(|(ent, sender, _)| (*ent, *sender));
+        for (ent, sender, stream) in streams {
             let (got, dead) = (&stream.delivered, &stream.dead);
             let detail = if let Some(seq) = dead.iter().find(|seq| got.contains(seq)) {
                 format!("{ent} from {sender}: {seq} delivered and dead-lettered")
@@ -242,7 +263,7 @@ impl Checker {
             } else {
                 continue;
             };
-            first.get_or_insert(*ent);
+            first.get_or_insert(ent);
             missing.push(detail);
         }
         if let Some(subject) = first {
@@ -257,13 +278,14 @@ impl Checker {
 
     /// How many of `sender`'s messages to `entity` were delivered.
     pub(crate) fn delivered(&self, entity: &EntityId, sender: MemberId) -> usize {
-        Ent::of(entity)
-            .and_then(|ent| self.streams.get(&(ent, sender)))
-            .map_or(0, |s| s.delivered.len())
+        let senders = Ent::of(entity).and_then(|ent| self.streams.get(ent.0 as usize));
+        senders
+            .and_then(|s| s.iter().find(|(s, _)| *s == sender))
+            .map_or(0, |(_, s)| s.delivered.len())
     }
 
     /// Messages sent so far.
     pub(crate) fn sent_total(&self) -> u64 {
-        self.streams.values().map(|s| s.sent).sum()
+        self.streams.iter().flatten().map(|(_, s)| s.sent).sum()
     }
 }

@@ -161,6 +161,8 @@ pub(crate) struct World {
     nodes_epoch: u64,
     /// Up members clients send through, as of (oracle version, nodes epoch).
     senders: ((u64, u64), Vec<MemberId>),
+    /// The effects of one driver call, reused from call to call.
+    scratch: Vec<Effect>,
     digest: u64,
 }
 
@@ -221,6 +223,7 @@ impl World {
                 .collect(),
             nodes_epoch: 0,
             senders: ((u64::MAX, 0), Vec::new()),
+            scratch: Vec::new(),
             digest: 0xcbf2_9ce4_8422_2325,
         };
         for n in 1..=w.opts.nodes {
@@ -354,10 +357,11 @@ impl World {
             deferred.push(input);
             return;
         }
-        let mut out: Vec<Effect> = Vec::new();
+        let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
         node.driver.handle_input(local, input, &mut out);
-        self.after_call(n, out);
+        self.after_call(n, &mut out);
+        self.scratch = out;
     }
 
     /// Pauses node `n`'s process; whether it was running and not already paused.
@@ -519,10 +523,11 @@ impl World {
         if node.is_paused() {
             return;
         }
-        let mut out: Vec<Effect> = Vec::new();
+        let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
         node.driver.handle_wakeup(local, &mut out);
-        self.after_call(n, out);
+        self.after_call(n, &mut out);
+        self.scratch = out;
     }
 
     fn input_to(&mut self, member: MemberId, input: Input) {
@@ -532,11 +537,11 @@ impl World {
     }
 
     /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
-    fn after_call(&mut self, n: NodeId, out: Vec<Effect>) {
+    fn after_call(&mut self, n: NodeId, out: &mut Vec<Effect>) {
         let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
-            return;
+            return out.clear();
         };
-        for effect in out {
+        for effect in out.drain(..) {
             match effect {
                 Effect::Send(envelope) => self.send(envelope),
                 Effect::Entity(e) => self.entity(member, e),
