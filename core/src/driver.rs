@@ -42,12 +42,15 @@ pub struct Driver {
     node: Node,
     now: Instant,
     busy_loops: u64,
+    /// The node's `poll_timeout` after the last call (only the driver changes the node).
+    next_wakeup: Option<Instant>,
 }
 
 impl Driver {
     /// Wraps a node created at `now`.
     pub fn new(node: Node, now: Instant) -> Self {
         Self {
+            next_wakeup: node.poll_timeout(),
             node,
             now,
             busy_loops: 0,
@@ -73,7 +76,7 @@ impl Driver {
     /// When the host should call [`Driver::handle_wakeup`] next.
     #[must_use]
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.node.poll_timeout()
+        self.next_wakeup
     }
 
     /// The driven node, for queries and checkers.
@@ -98,12 +101,14 @@ impl Driver {
 
     fn run_timers(&mut self, now: Instant, io: &mut impl Io) {
         for _ in 0..MAX_TIMER_ROUNDS {
-            if self.node.poll_timeout().is_none_or(|at| at > now) {
+            self.next_wakeup = self.node.poll_timeout();
+            if self.next_wakeup.is_none_or(|at| at > now) {
                 return;
             }
             self.node.handle_timeout(now);
             self.drain(io);
         }
+        self.next_wakeup = self.node.poll_timeout();
         self.busy_loops += 1;
         tracing::error!(%now, next = ?self.node.poll_timeout(), "busy loop: a timer stays due after firing");
     }

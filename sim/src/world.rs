@@ -56,17 +56,23 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    /// This clock's reading at true time `t`.
+    /// This clock's reading at true time `t`: `t + offset + t·skew/10⁶`, in 64-bit arithmetic
+    /// (split so that `t·skew` cannot overflow; this runs twice per simulated event).
     fn local(self, t: Instant) -> Instant {
-        let t = i128::from(t.as_nanos());
-        Instant((t + i128::from(self.offset) + t * i128::from(self.skew_ppm) / 1_000_000) as u64)
+        let t = t.as_nanos() as i64;
+        let drift = (t / 1_000_000) * self.skew_ppm + (t % 1_000_000) * self.skew_ppm / 1_000_000;
+        Instant((t + self.offset as i64 + drift) as u64)
     }
 
-    /// The earliest true time at which this clock reads `local`.
+    /// The true time at which this clock reads `local` (rounded up: never earlier).
     fn true_time(self, local: Instant) -> Instant {
-        let l = i128::from(local.as_nanos()) - i128::from(self.offset);
-        let scale = 1_000_000 + i128::from(self.skew_ppm);
-        Instant(((l * 1_000_000 + scale - 1) / scale).max(0) as u64)
+        let l = local.as_nanos() as i64 - self.offset as i64;
+        let scale = 1_000_000 + self.skew_ppm;
+        let t = match l.checked_mul(1_000_000) {
+            Some(scaled) => (scaled + scale - 1) / scale,
+            None => ((i128::from(l) * 1_000_000 + i128::from(scale) - 1) / i128::from(scale)) as i64,
+        };
+        Instant(t.max(0) as u64)
     }
 }
 
@@ -642,11 +648,37 @@ impl World {
         }
     }
 
+    /// Folds one event (its time, kind and node) into the digest.
     fn mix(&mut self, kind: u64, node: u64) {
         for word in [self.now.as_nanos(), kind, node] {
-            for byte in word.to_le_bytes() {
-                self.digest ^= u64::from(byte);
-                self.digest = self.digest.wrapping_mul(0x0100_0000_01b3);
+            // FNV-1a over whole words, then a xor-shift so high bits reach low ones.
+            self.digest = (self.digest ^ word).wrapping_mul(0x0100_0000_01b3);
+            self.digest ^= self.digest >> 29;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_convert_exactly_as_wide_arithmetic_does() {
+        for skew_ppm in [-1000, -7, 0, 3, 999] {
+            for offset in [0, 123_456_789, 999_999_999] {
+                let clock = Clock { offset, skew_ppm };
+                for t in [0, 1, 999_999, 1_000_001, 86_400_000_000_123, 1 << 50] {
+                    let wide = i128::from(t);
+                    let expected =
+                        wide + i128::from(offset) + wide * i128::from(skew_ppm) / 1_000_000;
+                    let local = clock.local(Instant(t));
+                    assert_eq!(i128::from(local.as_nanos()), expected);
+                    // A wakeup for a reading fires when the clock shows it, a nanosecond or
+                    // two late at most (the division rounds up).
+                    let back = clock.true_time(local);
+                    assert!(clock.local(back) >= local, "{skew_ppm} {offset} {t}");
+                    assert!(back <= Instant(t + 2), "{skew_ppm} {offset} {t}");
+                }
             }
         }
     }
