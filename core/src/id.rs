@@ -1,6 +1,7 @@
 //! Identifier newtypes shared by every role.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,13 +35,15 @@ impl MemberId {
 }
 
 /// The name of an entity type; one region per node and one coordinator per cluster serve it.
+/// Shared, not copied: every message and entity effect names its type, so a clone is a
+/// reference count, not an allocation. On the wire it is a plain string.
 #[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
-pub struct EntityType(pub String);
+pub struct EntityType(Arc<str>);
 
 impl EntityType {
     /// Builds an entity type name.
     pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
+        Self(Arc::from(name.into()))
     }
 
     /// The name as a string slice.
@@ -49,14 +52,15 @@ impl EntityType {
     }
 }
 
-/// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`].
+/// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`]. Shared
+/// like [`EntityType`]: cloning it (into effects, maps, forwarded messages) never allocates.
 #[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
-pub struct EntityId(pub String);
+pub struct EntityId(Arc<str>);
 
 impl EntityId {
     /// Builds an entity id.
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(Arc::from(id.into()))
     }
 
     /// The id as a string slice.

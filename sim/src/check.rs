@@ -101,7 +101,7 @@ struct Stream {
 pub(crate) struct Checker {
     /// The live incarnation of each entity (by number): its member and when it started.
     live: Vec<Option<(MemberId, Instant)>>,
-    /// Per entity (by number), per sender (few per entity: a short list beats a map).
+    /// Per entity (by number), per sender (sorted by sender: a short list beats a map).
     streams: Vec<Vec<(MemberId, Stream)>>,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
@@ -127,11 +127,11 @@ impl Checker {
             self.streams.resize_with(i + 1, Vec::new);
         }
         let senders = &mut self.streams[i];
-        let at = match senders.iter().position(|(s, _)| *s == sender) {
-            Some(at) => at,
-            None => {
-                senders.push((sender, Stream::default()));
-                senders.len() - 1
+        let at = match senders.binary_search_by_key(&sender, |(s, _)| *s) {
+            Ok(at) => at,
+            Err(at) => {
+                senders.insert(at, (sender, Stream::default()));
+                at
             }
         };
         &mut senders[at].1
@@ -247,12 +247,10 @@ impl Checker {
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut missing = Vec::new();
         let mut first = None;
-        let mut streams: Vec<(Ent, MemberId, &Stream)> = (0..)
+        let streams = (0..)
             .map(Ent)
             .zip(&self.streams)
-            .flat_map(|(ent, senders)| senders.iter().map(move |(s, stream)| (ent, *s, stream)))
-            .collect();
-        streams.sort_by_key(|(ent, sender, _)| (*ent, *sender));
+            .flat_map(|(ent, senders)| senders.iter().map(move |(s, stream)| (ent, *s, stream)));
         for (ent, sender, stream) in streams {
             let (got, dead) = (&stream.delivered, &stream.dead);
             let detail = if let Some(seq) = dead.iter().find(|seq| got.contains(seq)) {
@@ -279,9 +277,11 @@ impl Checker {
     /// How many of `sender`'s messages to `entity` were delivered.
     pub(crate) fn delivered(&self, entity: &EntityId, sender: MemberId) -> usize {
         let senders = Ent::of(entity).and_then(|ent| self.streams.get(ent.0 as usize));
-        senders
-            .and_then(|s| s.iter().find(|(s, _)| *s == sender))
-            .map_or(0, |(_, s)| s.delivered.len())
+        let found = senders.and_then(|s| {
+            let at = s.binary_search_by_key(&sender, |(s, _)| *s).ok()?;
+            Some(&s[at].1)
+        });
+        found.map_or(0, |s| s.delivered.len())
     }
 
     /// Messages sent so far.

@@ -20,6 +20,7 @@ mod faults;
 mod host;
 mod minimize;
 mod net;
+mod nodes;
 mod options;
 mod oracle;
 mod quiescence;

@@ -4,7 +4,6 @@
 //! a link can be clogged (messages are held until the clog ends, not lost), and, as an optional
 //! fault, a message can arrive twice (the core must drop the copy).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{Instant, NodeId};
@@ -14,19 +13,30 @@ use crate::rng::SimRng;
 /// A directed link.
 pub(crate) type Link = (NodeId, NodeId);
 
+/// What the network knows about one directed link.
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkState {
+    /// Latest delivery time scheduled, so later messages never overtake earlier ones.
+    last_delivery: Instant,
+    /// Connection generation; a break bumps it and in-flight messages are dropped.
+    generation: u64,
+    /// The link drops everything (a partition).
+    blocked: bool,
+    /// Messages on the link (either direction) are held until then.
+    clogged_until: Instant,
+}
+
 /// Network state.
 #[derive(Debug)]
 pub(crate) struct Net {
     rng: SimRng,
-    /// Latest delivery time scheduled per link, so later messages never overtake earlier ones.
-    last_delivery: BTreeMap<Link, Instant>,
-    /// Connection generation per link; a break bumps it and in-flight messages are dropped.
-    generation: BTreeMap<Link, u64>,
-    /// Links that currently drop everything.
-    blocked: BTreeSet<Link>,
-    /// Clogged nodes and links (either direction, smaller address first): held until then.
-    clogged_nodes: BTreeMap<NodeId, Instant>,
-    clogged_links: BTreeMap<Link, Instant>,
+    /// Per directed link, indexed `[from][to]` by address (small integers; looked up on every
+    /// message, so a table beats a map).
+    links: Vec<Vec<LinkState>>,
+    /// Clogged nodes: everything to and from them is held until then.
+    clogged_nodes: Vec<Instant>,
+    /// How many links are blocked.
+    blocked: usize,
     /// Probability that a message is delivered twice.
     duplicate: f64,
     /// Messages lost so far (breaks, partitions).
@@ -42,34 +52,68 @@ pub(crate) struct Flight {
     pub(crate) generation: u64,
 }
 
+fn index(node: NodeId) -> usize {
+    usize::try_from(node.0).expect("simulated addresses are small")
+}
+
 impl Net {
     /// A network drawing latencies from `rng` that duplicates messages with probability
     /// `duplicate`.
     pub(crate) fn new(rng: SimRng, duplicate: f64) -> Self {
         Self {
             rng,
-            last_delivery: BTreeMap::new(),
-            generation: BTreeMap::new(),
-            blocked: BTreeSet::new(),
-            clogged_nodes: BTreeMap::new(),
-            clogged_links: BTreeMap::new(),
+            links: Vec::new(),
+            clogged_nodes: Vec::new(),
+            blocked: 0,
             duplicate,
             lost: 0,
         }
     }
 
+    fn link(&self, (a, b): Link) -> LinkState {
+        self.links
+            .get(index(a))
+            .and_then(|row| row.get(index(b)))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn link_mut(&mut self, (a, b): Link) -> &mut LinkState {
+        let (a, b) = (index(a), index(b));
+        if a >= self.links.len() {
+            self.links.resize_with(a + 1, Vec::new);
+        }
+        let row = &mut self.links[a];
+        if b >= row.len() {
+            row.resize(b + 1, LinkState::default());
+        }
+        &mut row[b]
+    }
+
+    fn node_clog(&self, node: NodeId) -> Instant {
+        self.clogged_nodes
+            .get(index(node))
+            .copied()
+            .unwrap_or(Instant::ZERO)
+    }
+
     /// Sends on `link` at `now`: when it arrives (nothing if the link is blocked), and when its
     /// duplicate arrives if the network makes one.
     pub(crate) fn send(&mut self, now: Instant, link: Link) -> [Option<Flight>; 2] {
-        if self.blocked.contains(&link) {
+        let state = self.link(link);
+        if state.blocked {
             self.lost += 1;
             return [None, None];
         }
-        let generation = self.generation.get(&link).copied().unwrap_or(0);
-        let held = self.held_until(link, now);
+        // Held by a clog on either end or on the link.
+        let held = now
+            .max(state.clogged_until)
+            .max(self.node_clog(link.0))
+            .max(self.node_clog(link.1));
         let first = self.next_arrival(link, held);
         let copy = (self.duplicate > 0.0 && self.rng.chance(self.duplicate))
             .then(|| self.next_arrival(link, held));
+        let generation = state.generation;
         [Some(first), copy].map(|at| at.map(|at| Flight { at, generation }))
     }
 
@@ -77,44 +121,33 @@ impl Net {
     /// latency, and never before an earlier message of the link (FIFO).
     fn next_arrival(&mut self, link: Link, from: Instant) -> Instant {
         let latency = self.latency();
-        let last = self.last_delivery.entry(link).or_insert(Instant::ZERO);
-        *last = (from + latency).max(*last);
-        *last
-    }
-
-    /// When a message sent on `link` at `now` may leave: after any clog on its ends or the link.
-    fn held_until(&self, (a, b): Link, now: Instant) -> Instant {
-        let pair = (a.min(b), a.max(b));
-        [
-            self.clogged_nodes.get(&a),
-            self.clogged_nodes.get(&b),
-            self.clogged_links.get(&pair),
-        ]
-        .into_iter()
-        .flatten()
-        .fold(now, |at, until| at.max(*until))
+        let state = self.link_mut(link);
+        state.last_delivery = (from + latency).max(state.last_delivery);
+        state.last_delivery
     }
 
     /// Holds every message to or from `node` until `until`.
     pub(crate) fn clog_node(&mut self, node: NodeId, until: Instant) {
-        let at = self.clogged_nodes.entry(node).or_insert(until);
-        *at = (*at).max(until);
+        let i = index(node);
+        if i >= self.clogged_nodes.len() {
+            self.clogged_nodes.resize(i + 1, Instant::ZERO);
+        }
+        self.clogged_nodes[i] = self.clogged_nodes[i].max(until);
     }
 
     /// Holds every message between `a` and `b` (both directions) until `until`.
     pub(crate) fn clog_link(&mut self, a: NodeId, b: NodeId, until: Instant) {
-        let at = self
-            .clogged_links
-            .entry((a.min(b), a.max(b)))
-            .or_insert(until);
-        *at = (*at).max(until);
+        for link in [(a, b), (b, a)] {
+            let state = self.link_mut(link);
+            state.clogged_until = state.clogged_until.max(until);
+        }
     }
 
     /// Whether a message that left in `flight` still arrives (its connection did not break and
     /// the link is not blocked now).
     pub(crate) fn arrives(&mut self, link: Link, flight: Flight) -> bool {
-        let current = self.generation.get(&link).copied().unwrap_or(0);
-        let ok = current == flight.generation && !self.blocked.contains(&link);
+        let state = self.link(link);
+        let ok = state.generation == flight.generation && !state.blocked;
         if !ok {
             self.lost += 1;
         }
@@ -124,7 +157,7 @@ impl Net {
     /// Breaks the connection between `a` and `b` in both directions.
     pub(crate) fn break_connection(&mut self, a: NodeId, b: NodeId) {
         for link in [(a, b), (b, a)] {
-            *self.generation.entry(link).or_default() += 1;
+            self.link_mut(link).generation += 1;
         }
     }
 
@@ -133,25 +166,32 @@ impl Net {
     pub(crate) fn block(&mut self, from: &[NodeId], to: &[NodeId]) {
         for &a in from {
             for &b in to {
-                self.blocked.insert((a, b));
-                *self.generation.entry((a, b)).or_default() += 1;
+                let state = self.link_mut((a, b));
+                if !state.blocked {
+                    state.blocked = true;
+                    state.generation += 1;
+                    self.blocked += 1;
+                }
             }
         }
     }
 
     /// Unblocks every link.
     pub(crate) fn heal(&mut self) {
-        self.blocked.clear();
+        for state in self.links.iter_mut().flatten() {
+            state.blocked = false;
+        }
+        self.blocked = 0;
     }
 
     /// Whether `a` and `b` reach each other in both directions.
     pub(crate) fn connected(&self, a: NodeId, b: NodeId) -> bool {
-        !self.blocked.contains(&(a, b)) && !self.blocked.contains(&(b, a))
+        !self.link((a, b)).blocked && !self.link((b, a)).blocked
     }
 
     /// Whether any link is blocked.
     pub(crate) fn partitioned(&self) -> bool {
-        !self.blocked.is_empty()
+        self.blocked > 0
     }
 
     /// Sub-millisecond to a few milliseconds, with a rare long tail.

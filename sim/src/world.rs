@@ -14,6 +14,7 @@ use shoal_core::{
 
 use crate::check::{Checker, Property};
 use crate::net::{Flight, Link, Net};
+use crate::nodes::Nodes;
 use crate::options::Options;
 use crate::oracle::Oracle;
 use crate::rng::{SimRng, Stream};
@@ -70,7 +71,9 @@ impl Clock {
         let scale = 1_000_000 + self.skew_ppm;
         let t = match l.checked_mul(1_000_000) {
             Some(scaled) => (scaled + scale - 1) / scale,
-            None => ((i128::from(l) * 1_000_000 + i128::from(scale) - 1) / i128::from(scale)) as i64,
+            None => {
+                ((i128::from(l) * 1_000_000 + i128::from(scale) - 1) / i128::from(scale)) as i64
+            }
         };
         Instant(t.max(0) as u64)
     }
@@ -115,7 +118,7 @@ pub(crate) struct World {
     /// Scheduled events; freed slots are reused (`free`), so scheduling rarely allocates.
     slots: Vec<Option<Ev>>,
     free: Vec<usize>,
-    pub(crate) nodes: BTreeMap<NodeId, SimNode>,
+    pub(crate) nodes: Nodes,
     pub(crate) oracle: Oracle,
     pub(crate) net: Net,
     /// The guarantees, checked as the run goes.
@@ -197,7 +200,7 @@ impl World {
             queue: BinaryHeap::new(),
             slots: Vec::new(),
             free: Vec::new(),
-            nodes: BTreeMap::new(),
+            nodes: Nodes::default(),
             check: Checker::default(),
             rng_faults: SimRng::of(seed, Stream::Faults),
             rng_work: SimRng::of(seed, Stream::Workload),
@@ -601,9 +604,14 @@ impl World {
     }
 
     fn send(&mut self, envelope: Envelope) {
-        // Every message crosses the real codec, as it would on the wire.
+        // Every message is encoded as it would be for the wire (so one that does not fit a frame
+        // fails the run). Test builds also decode every frame and check the round trip; release
+        // builds (sweeps, the bench) skip that third of a message's cost.
         let frame = codec::encode(&envelope).expect("core messages fit in a frame");
-        let envelope = codec::decode(&frame).expect("frames decode");
+        if cfg!(debug_assertions) {
+            let decoded = codec::decode(&frame).expect("frames decode");
+            assert_eq!(decoded, envelope, "the codec round-trips every message");
+        }
         let link = (envelope.from.node, envelope.to.node);
         match &envelope.message.body {
             shoal_core::Body::HandOff { .. } if self.net.partitioned() => {

@@ -35,7 +35,7 @@ enum Ev {
 /// Host reports, kept orderable for the event queue.
 #[derive(Debug, Eq, Ord, PartialEq, PartialOrd)]
 enum Input2 {
-    Stopped(String),
+    Stopped(EntityId),
 }
 
 struct World {
@@ -48,8 +48,8 @@ struct World {
     link_clock: BTreeMap<(u64, u64), Instant>,
     rng: u64,
     /// Per entity: payloads received, in order.
-    inbox: BTreeMap<String, Vec<u32>>,
-    alive: BTreeMap<String, u64>,
+    inbox: BTreeMap<EntityId, Vec<u32>>,
+    alive: BTreeMap<EntityId, u64>,
     started: u64,
     bytes: u64,
     frames: u64,
@@ -154,7 +154,7 @@ impl World {
         for effect in entity {
             match effect {
                 EntityEffect::Start { entity, .. } => {
-                    let previous = self.alive.insert(entity.0.clone(), n);
+                    let previous = self.alive.insert(entity.clone(), n);
                     assert!(previous.is_none(), "{entity} would run twice");
                     self.started += 1;
                 }
@@ -162,18 +162,18 @@ impl World {
                     entity, payload, ..
                 } => {
                     assert_eq!(
-                        self.alive.get(&entity.0),
+                        self.alive.get(&entity),
                         Some(&n),
                         "delivery to a live entity"
                     );
                     let seq =
                         u32::from_le_bytes(payload.0[..4].try_into().expect("4-byte payload"));
-                    self.inbox.entry(entity.0).or_default().push(seq);
+                    self.inbox.entry(entity).or_default().push(seq);
                 }
                 EntityEffect::Stop { entity, .. } => {
                     // Entities stop after a short while, as real ones would.
                     let at = self.now + Duration::from_millis(2);
-                    self.schedule(at, Ev::Host(n, Input2::Stopped(entity.0)));
+                    self.schedule(at, Ev::Host(n, Input2::Stopped(entity)));
                 }
             }
         }
@@ -213,7 +213,7 @@ impl World {
                     }
                     let input = Input::EntityStopped {
                         entity_type: EntityType::new(TYPE),
-                        entity: EntityId::new(entity),
+                        entity,
                     };
                     self.input(n, input);
                 }
@@ -361,7 +361,11 @@ fn main() {
     let mut complete = 0;
     let mut lost_in_crash = 0;
     for (entity, count) in &sent {
-        let inbox = w.inbox.get(entity).cloned().unwrap_or_default();
+        let inbox = w
+            .inbox
+            .get(&EntityId::new(entity.as_str()))
+            .cloned()
+            .unwrap_or_default();
         let unique: BTreeSet<u32> = inbox.iter().copied().collect();
         assert_eq!(unique.len(), inbox.len(), "{entity}: no duplicates");
         assert!(inbox.windows(2).all(|p| p[0] < p[1]), "{entity}: in order");

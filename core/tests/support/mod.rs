@@ -312,7 +312,7 @@ impl TestCluster {
     /// An incarnation terminates once, so the host reports it once (a graceful stop followed by
     /// a forced one still ends one incarnation).
     fn report_stopped(&mut self, n: NodeId, entity_type: EntityType, entity: EntityId) {
-        if self.alive.remove(&(n, entity.0.clone())) {
+        if self.alive.remove(&(n, entity.as_str().to_owned())) {
             self.trace
                 .push(format!("{} n{} entity {} stopped", self.now, n.0, entity));
             self.host_inputs.push_back((
@@ -358,13 +358,13 @@ impl TestCluster {
                 let elsewhere = self
                     .alive
                     .iter()
-                    .find(|(node, e)| *e == entity.0 && *node != n);
+                    .find(|(node, e)| *e == entity.as_str() && *node != n);
                 assert!(
                     elsewhere.is_none(),
                     "{entity} started on n{} while alive on {elsewhere:?}",
                     n.0
                 );
-                let fresh = self.alive.insert((n, entity.0.clone()));
+                let fresh = self.alive.insert((n, entity.as_str().to_owned()));
                 assert!(
                     fresh,
                     "{entity} started twice on n{}; trace:\n{}",
@@ -378,13 +378,13 @@ impl TestCluster {
                 entity, payload, ..
             } => {
                 assert!(
-                    self.alive.contains(&(n, entity.0.clone())),
+                    self.alive.contains(&(n, entity.as_str().to_owned())),
                     "delivery to a dead entity {entity}"
                 );
                 let text = String::from_utf8_lossy(&payload.0).into_owned();
                 self.trace
                     .push(format!("{now} n{} deliver {entity} {text:?}", n.0));
-                self.deliveries.push((n, entity.0, text));
+                self.deliveries.push((n, entity.as_str().to_owned(), text));
             }
             EntityEffect::Stop {
                 entity_type,

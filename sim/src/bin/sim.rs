@@ -8,8 +8,8 @@
 //!     run one seed, print its report and digest
 //! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
 //!     shrink a failing seed's fault schedule to a minimal one that still fails
-//! sim bench
-//!     events/s and time acceleration for 5, 20 and 100 nodes
+//! sim bench [--nodes <n>]
+//!     events/s and time acceleration for 5, 20 and 100 nodes (or n)
 //! ```
 
 use std::process::ExitCode;
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim bench"
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim bench [--nodes <n>]"
 }
 
 fn parse(args: &[String]) -> Result<ExitCode, String> {
@@ -90,7 +90,11 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
         Some("replay") => replay(options(seed()?), flag("--trace")),
         Some("minimize") => Ok(shrink(&run(options(seed()?)))),
         Some("bench") => {
-            bench();
+            let nodes = match flag("--nodes") {
+                Some(n) => vec![n.parse().map_err(|_| "--nodes <n>")?],
+                None => vec![5, 20, 100],
+            };
+            bench(&nodes);
             Ok(ExitCode::SUCCESS)
         }
         _ => Err("unknown command".into()),
@@ -197,9 +201,9 @@ fn wall_seconds() -> f64 {
 /// Steady traffic without faults on 5, 20 and 100 nodes: simulated events per wall second and
 /// simulated seconds per wall second, from the fastest of three runs (the machine is shared;
 /// the slower runs measure its other tenants).
-fn bench() {
+fn bench(sizes: &[u64]) {
     println!("nodes  events     wall s  events/s    simulated s  acceleration");
-    for nodes in [5, 20, 100] {
+    for &nodes in sizes {
         let steady = Options::for_family(1, Family::Steady);
         let options = Options {
             nodes,

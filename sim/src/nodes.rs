@@ -1,0 +1,53 @@
+//! The running processes, indexed by address: the simulator looks nodes up several times per
+//! event, and addresses are small integers, so a vector beats a map. Iteration is in address
+//! order, as a `BTreeMap`'s would be.
+
+use shoal_core::NodeId;
+
+use crate::world::SimNode;
+
+/// Running processes by address.
+#[derive(Debug, Default)]
+pub(crate) struct Nodes {
+    slots: Vec<Option<SimNode>>,
+}
+
+impl Nodes {
+    fn index(node: NodeId) -> usize {
+        usize::try_from(node.0).expect("simulated addresses are small")
+    }
+
+    /// The process at `node`, if one runs.
+    pub(crate) fn get(&self, node: &NodeId) -> Option<&SimNode> {
+        self.slots.get(Self::index(*node))?.as_ref()
+    }
+
+    /// The process at `node`, if one runs.
+    pub(crate) fn get_mut(&mut self, node: &NodeId) -> Option<&mut SimNode> {
+        self.slots.get_mut(Self::index(*node))?.as_mut()
+    }
+
+    /// Starts `sim` at `node` (replacing whatever ran there).
+    pub(crate) fn insert(&mut self, node: NodeId, sim: SimNode) {
+        let i = Self::index(node);
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(sim);
+    }
+
+    /// Stops the process at `node`.
+    pub(crate) fn remove(&mut self, node: &NodeId) -> Option<SimNode> {
+        self.slots.get_mut(Self::index(*node))?.take()
+    }
+
+    /// Addresses of running processes, in order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &NodeId> + '_ {
+        self.values().map(|n| &n.id.node)
+    }
+
+    /// Running processes, in address order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &SimNode> + '_ {
+        self.slots.iter().flatten()
+    }
+}
