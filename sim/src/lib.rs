@@ -15,6 +15,8 @@
 #![warn(missing_docs)]
 
 mod check;
+mod clock;
+mod drive;
 mod explain;
 mod faults;
 mod host;
@@ -28,6 +30,7 @@ mod rng;
 mod run;
 mod schedule;
 mod trace;
+mod views;
 mod workload;
 mod world;
 

@@ -2,9 +2,28 @@
 //! event, and addresses are small integers, so a vector beats a map. Iteration is in address
 //! order, as a `BTreeMap`'s would be.
 
-use shoal_core::NodeId;
+use shoal_core::{Driver, Input, Instant, MemberId, NodeId};
 
-use crate::world::SimNode;
+use crate::clock::Clock;
+
+/// One simulated member process.
+#[derive(Debug)]
+pub(crate) struct SimNode {
+    pub(crate) driver: Driver,
+    pub(crate) id: MemberId,
+    pub(crate) clock: Clock,
+    pub(crate) wakeup: Option<Instant>,
+    pub(crate) view_version: u64,
+    /// While the process is paused: the inputs that reached it, replayed in order on resume.
+    pub(crate) paused: Option<Vec<Input>>,
+}
+
+impl SimNode {
+    /// Whether the process is paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
+}
 
 /// Running processes by address.
 #[derive(Debug, Default)]

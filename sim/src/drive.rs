@@ -1,0 +1,191 @@
+//! How the world drives a node process: inputs (deferred while it is paused), wakeups for its
+//! timers, and what becomes of its effects: messages through the codec into the network, entity
+//! effects to the simulated host, dead letters to the checker; then buffer caps and busy loops
+//! are checked and the next wakeup armed.
+
+use std::time::Duration;
+
+use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, codec};
+
+use crate::check::Property;
+use crate::world::{Ev, World};
+
+impl World {
+    /// Feeds `input` to node `n` (if it runs) and handles its effects; a paused node gets it
+    /// when it resumes.
+    pub(crate) fn input(&mut self, n: NodeId, input: Input) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        if let Some(deferred) = &mut node.paused {
+            deferred.push(input);
+            return;
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        let local = node.clock.local(self.now);
+        node.driver.handle_input(local, input, &mut out);
+        self.after_call(n, &mut out);
+        self.scratch = out;
+    }
+
+    /// Pauses node `n`'s process; whether it was running and not already paused.
+    pub(crate) fn pause(&mut self, n: NodeId) -> bool {
+        match self.nodes.get_mut(&n) {
+            Some(node) if node.paused.is_none() => {
+                node.paused = Some(Vec::new());
+                self.log(|| format!("{n} paused"));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Resumes a paused node: it handles what reached it meanwhile, in order, then its timers.
+    pub(crate) fn resume(&mut self, n: NodeId) -> bool {
+        let Some(deferred) = self.nodes.get_mut(&n).and_then(|node| node.paused.take()) else {
+            return false;
+        };
+        self.log(|| format!("{n} resumed with {} inputs waiting", deferred.len()));
+        if !deferred.is_empty() {
+            self.mark("a paused node resumed with inputs waiting");
+        }
+        for input in deferred {
+            self.input(n, input);
+        }
+        self.wake(n);
+        true
+    }
+
+    /// Runs node `n`'s due timers (unless it is paused: it runs them when it resumes).
+    pub(crate) fn wake(&mut self, n: NodeId) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        node.wakeup = None;
+        if node.is_paused() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        let local = node.clock.local(self.now);
+        node.driver.handle_wakeup(local, &mut out);
+        self.after_call(n, &mut out);
+        self.scratch = out;
+    }
+
+    pub(crate) fn input_to(&mut self, member: MemberId, input: Input) {
+        if self.nodes.get(&member.node).is_some_and(|n| n.id == member) {
+            self.input(member.node, input);
+        }
+    }
+
+    /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
+    fn after_call(&mut self, n: NodeId, out: &mut Vec<Effect>) {
+        let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
+            return out.clear();
+        };
+        for effect in out.drain(..) {
+            match effect {
+                Effect::Send(envelope) => self.send(envelope),
+                Effect::Entity(e) => self.entity(member, e),
+                Effect::Event(Event::DeadLetter {
+                    entity: Some(entity),
+                    payload: Some(payload),
+                    reason,
+                    ..
+                }) => {
+                    self.dead_letters += 1;
+                    if reason == shoal_core::DeadLetterReason::BufferFull {
+                        self.mark("a full buffer dead-lettered a message");
+                    }
+                    self.log(|| format!("{member} dead letter {entity} {reason:?}"));
+                    self.check.dead_letter(&entity, &payload);
+                }
+                _ => {}
+            }
+        }
+        let node = self.nodes.get_mut(&n).expect("node still running");
+        let buffered = node.driver.node().buffered(&self.ty);
+        let busy = node.driver.busy_loops();
+        let next = node
+            .driver
+            .next_wakeup()
+            .map(|local| node.clock.true_time(local).max(self.now))
+            // A busy loop (reported below as a violation) must not spin the world at one instant.
+            .map(|at| {
+                if busy > 0 {
+                    at.max(self.now + Duration::from_millis(100))
+                } else {
+                    at
+                }
+            });
+        if let Some(at) = next {
+            if node.wakeup.is_none_or(|w| at < w || w < self.now) {
+                node.wakeup = Some(at);
+                self.schedule(at, Ev::Wakeup(n));
+            }
+        }
+        if buffered > self.settings.buffer_size {
+            let detail = format!("{member} buffers {buffered}");
+            self.check
+                .fail(self.now, Property::BufferCap, member, detail);
+        }
+        if busy > 0 {
+            let detail = format!("{member}: {busy} busy loops");
+            self.check
+                .fail(self.now, Property::BusyLoop, member, detail);
+        }
+    }
+
+    fn send(&mut self, envelope: Envelope) {
+        // Every message is encoded as it would be for the wire (so one that does not fit a frame
+        // fails the run). Test builds also decode every frame and check the round trip; release
+        // builds (sweeps, the bench) skip that third of a message's cost.
+        let frame = codec::encode(&envelope).expect("core messages fit in a frame");
+        if cfg!(debug_assertions) {
+            let decoded = codec::decode(&frame).expect("frames decode");
+            assert_eq!(decoded, envelope, "the codec round-trips every message");
+        }
+        let link = (envelope.from.node, envelope.to.node);
+        match &envelope.message.body {
+            shoal_core::Body::HandOff { .. } if self.net.partitioned() => {
+                self.mark("handoff during a partition");
+            }
+            shoal_core::Body::Register { handing_off, .. } if !handing_off.is_empty() => {
+                self.mark("coordinator moved while a handoff was in flight");
+            }
+            shoal_core::Body::BeginHandOff { .. } => self.mark("handoff begun"),
+            _ => {}
+        }
+        if self.trace_all || !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
+            self.log(|| {
+                format!(
+                    "{} -> {} {:?}",
+                    envelope.from, envelope.to, envelope.message.body
+                )
+            });
+        }
+        let [first, copy] = self.net.send(self.now, link);
+        if let Some(flight) = copy {
+            self.mark("the network duplicated a message");
+            let envelope = envelope.clone();
+            self.schedule(
+                flight.at,
+                Ev::Deliver {
+                    link,
+                    flight,
+                    envelope,
+                },
+            );
+        }
+        if let Some(flight) = first {
+            self.schedule(
+                flight.at,
+                Ev::Deliver {
+                    link,
+                    flight,
+                    envelope,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Membership as the world shows it: the views the oracle publishes to nodes (each after its
+//! own detection delay), who is unreachable, and the Up members clients send through.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use shoal_core::{MemberId, MembershipView, NodeId};
+
+use crate::world::{Ev, World};
+
+impl World {
+    /// Running processes of current Up members (those clients send through).
+    pub(crate) fn up_members(&self) -> Vec<MemberId> {
+        self.nodes
+            .values()
+            .filter(|n| self.oracle.is_up(n.id))
+            .map(|n| n.id)
+            .collect()
+    }
+
+    /// A random running Up member for a client to send through (the list is cached until the
+    /// membership or the set of processes changes: clients send thousands of messages between).
+    pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
+        let key = (self.oracle.version, self.nodes_epoch);
+        if self.senders.0 != key {
+            self.senders = (key, self.up_members());
+        }
+        let senders = &self.senders.1;
+        (!senders.is_empty()).then(|| *self.rng_work.pick(senders))
+    }
+
+    /// Delivers `view` to each of `to` (running nodes) after its own detection delay.
+    pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {
+        let version = self.oracle.version;
+        for n in to {
+            let Some(node) = self.nodes.get(n) else {
+                continue;
+            };
+            let member = node.id;
+            let delay = self
+                .rng_membership
+                .duration(Duration::from_millis(10), self.opts.detection_delay);
+            let ev = Ev::View {
+                member,
+                version,
+                view: view.clone(),
+            };
+            self.schedule(self.now + delay, ev);
+        }
+    }
+
+    /// Members (by address) that some running member cannot reach: crashed but not yet
+    /// removed, paused, or cut off by a partition in either direction.
+    pub(crate) fn unreachable(&self) -> BTreeSet<NodeId> {
+        let live: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| !n.is_paused())
+            .map(|n| n.id.node)
+            .collect();
+        self.oracle
+            .view()
+            .members()
+            .iter()
+            .map(|m| m.id)
+            .filter(|m| {
+                let running = self.nodes.get(&m.node).is_some_and(|n| n.id == *m);
+                !running
+                    || !live.contains(&m.node)
+                    || live.iter().any(|o| !self.net.connected(m.node, *o))
+            })
+            .map(|m| m.node)
+            .collect()
+    }
+}
