@@ -58,6 +58,14 @@ pub(crate) fn payload(sender: MemberId, seq: u64) -> Payload {
     Payload(bytes)
 }
 
+/// How traces show a workload payload: its sender and sequence number.
+pub(crate) fn describe(payload: &Payload) -> String {
+    match decode(payload) {
+        Some((sender, seq)) => format!("from {sender} seq {seq}"),
+        None => format!("{} undecodable bytes", payload.0.len()),
+    }
+}
+
 fn decode(payload: &Payload) -> Option<(MemberId, u64)> {
     let b = &payload.0;
     let word = |i: usize| {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, codec};
 
 use crate::check::Property;
+use crate::net::{Flight, Link};
 use crate::world::{Ev, World};
 
 impl World {
@@ -156,36 +157,41 @@ impl World {
             shoal_core::Body::BeginHandOff { .. } => self.mark("handoff begun"),
             _ => {}
         }
-        if self.trace_all || !matches!(envelope.message.body, shoal_core::Body::Forward { .. }) {
-            self.log(|| {
-                format!(
-                    "{} -> {} {:?}",
-                    envelope.from, envelope.to, envelope.message.body
-                )
-            });
+        match &envelope.message.body {
+            shoal_core::Body::Forward {
+                shard,
+                entity,
+                payload,
+            } if self.trace_all => {
+                let sent = payload
+                    .as_ref()
+                    .map_or_else(|| "(start)".to_owned(), crate::check::describe);
+                let (from, to) = (envelope.from, envelope.to);
+                self.log(|| format!("{from} -> {to} Forward {shard} {entity} {sent}"));
+            }
+            shoal_core::Body::Forward { .. } => {}
+            body => {
+                let (from, to) = (envelope.from, envelope.to);
+                self.log(|| format!("{from} -> {to} {body:?}"));
+            }
         }
         let [first, copy] = self.net.send(self.now, link);
         if let Some(flight) = copy {
             self.mark("the network duplicated a message");
-            let envelope = envelope.clone();
-            self.schedule(
-                flight.at,
-                Ev::Deliver {
-                    link,
-                    flight,
-                    envelope,
-                },
-            );
+            self.arrive(link, flight, envelope.clone());
         }
         if let Some(flight) = first {
-            self.schedule(
-                flight.at,
-                Ev::Deliver {
-                    link,
-                    flight,
-                    envelope,
-                },
-            );
+            self.arrive(link, flight, envelope);
         }
+    }
+
+    /// Schedules the arrival of `envelope` on `link`.
+    fn arrive(&mut self, link: Link, flight: Flight, envelope: Envelope) {
+        let ev = Ev::Deliver {
+            link,
+            flight,
+            envelope,
+        };
+        self.schedule(flight.at, ev);
     }
 }

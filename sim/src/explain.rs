@@ -1,6 +1,7 @@
 //! Explaining a failure: the run is replayed (deterministically) with a JSON-lines trace, and
 //! the trace events about the first violation's subject leading up to it are picked out.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter};
@@ -8,8 +9,10 @@ use std::path::{Path, PathBuf};
 
 use crate::run::{Report, run_traced};
 
-/// Trace events shown per failure.
-const EVENTS: usize = 12;
+/// Trace events shown per failure: the subject's last lifecycle events (starts, stops, views,
+/// handoffs), and the last few messages to it, which would otherwise crowd them out.
+const LIFECYCLE_EVENTS: usize = 10;
+const MESSAGE_EVENTS: usize = 4;
 
 /// Where a failed run's trace went and what led to its first violation.
 #[derive(Debug)]
@@ -47,8 +50,10 @@ pub fn explain(report: &Report, dir: &Path) -> io::Result<Explanation> {
         });
     };
     let until = first.at.as_nanos();
-    let mut events = std::collections::VecDeque::with_capacity(EVENTS + 1);
-    for line in BufReader::new(File::open(&trace)?).lines() {
+    // (line number, text), newest last, for each kind.
+    let mut lifecycle = VecDeque::new();
+    let mut messages = VecDeque::new();
+    for (n, line) in BufReader::new(File::open(&trace)?).lines().enumerate() {
         let line = line?;
         let Some((t, event)) = parse_line(&line) else {
             continue;
@@ -56,16 +61,31 @@ pub fn explain(report: &Report, dir: &Path) -> io::Result<Explanation> {
         if t > until {
             break;
         }
-        if mentions(&event, &first.subject) {
-            events.push_back(format!("[{:.6}s] {event}", t as f64 / 1e9));
-            if events.len() > EVENTS {
-                events.pop_front();
-            }
+        // Dead letters are consequences (counted and checked elsewhere), not causes.
+        if !mentions(&event, &first.subject) || event.contains(" dead letter ") {
+            continue;
+        }
+        let is_message = event.contains(" deliver ") || event.contains(" Forward ");
+        let (kept, cap) = if is_message {
+            (&mut messages, MESSAGE_EVENTS)
+        } else {
+            (&mut lifecycle, LIFECYCLE_EVENTS)
+        };
+        kept.push_back((n, format!("[{:.6}s] {event}", t as f64 / 1e9)));
+        if kept.len() > cap {
+            kept.pop_front();
+        }
+        // At the violation's instant, the first event about its subject is the one that broke
+        // it; what follows at that instant is aftermath.
+        if t == until {
+            break;
         }
     }
+    let mut events: Vec<(usize, String)> = lifecycle.into_iter().chain(messages).collect();
+    events.sort();
     Ok(Explanation {
         trace,
-        events: events.into(),
+        events: events.into_iter().map(|(_, e)| e).collect(),
     })
 }
 

@@ -34,12 +34,8 @@ impl World {
                 entity, payload, ..
             } => {
                 if self.trace_all {
-                    self.log(|| {
-                        format!(
-                            "{member} deliver {entity} from n{} seq {}",
-                            payload.0[0], payload.0[16]
-                        )
-                    });
+                    let sent = crate::check::describe(&payload);
+                    self.log(|| format!("{member} deliver {entity} {sent}"));
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
                 if self.rng_entities.chance(self.opts.faults.passivate) {
