@@ -5,7 +5,8 @@ use crate::error::CodecError;
 use crate::message::{Body, Envelope};
 
 /// The protocol version this build speaks; the first byte of every frame.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// Version 2 added `Envelope::seq` (link sequence numbers).
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
 /// peer cannot make a node allocate without bound.

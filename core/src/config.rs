@@ -95,7 +95,7 @@ pub struct EntityTypeConfig {
 impl EntityTypeConfig {
     /// A type with 1000 shards (Akka typed's default), no role, the default allocation strategy
     /// and idle passivation after 120 s (Akka's `default-idle-strategy`).
-    pub fn new(name: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<std::sync::Arc<str>>) -> Self {
         Self {
             name: EntityType::new(name),
             number_of_shards: 1000,

@@ -80,8 +80,8 @@ pub enum Event {
     DeadLetter {
         /// The message's entity type.
         entity_type: EntityType,
-        /// The target entity, when the message had one.
-        entity: Option<EntityId>,
+        /// The target entity.
+        entity: EntityId,
         /// The message's payload (`None` for a bare start-entity request), handed back so the
         /// application can log, retry or account for it.
         payload: Option<Payload>,
@@ -244,7 +244,7 @@ impl Effects {
         tracing::debug!(%entity_type, %entity, ?reason, "dead letter");
         self.event(Event::DeadLetter {
             entity_type: entity_type.clone(),
-            entity: Some(entity),
+            entity,
             payload,
             reason,
         });

@@ -42,8 +42,8 @@ pub struct EntityType(Arc<str>);
 
 impl EntityType {
     /// Builds an entity type name.
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(Arc::from(name.into()))
+    pub fn new(name: impl Into<Arc<str>>) -> Self {
+        Self(name.into())
     }
 
     /// The name as a string slice.
@@ -59,8 +59,8 @@ pub struct EntityId(Arc<str>);
 
 impl EntityId {
     /// Builds an entity id.
-    pub fn new(id: impl Into<String>) -> Self {
-        Self(Arc::from(id.into()))
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        Self(id.into())
     }
 
     /// The id as a string slice.

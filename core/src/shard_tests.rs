@@ -214,7 +214,7 @@ fn an_exhausted_budget_is_a_dead_letter() {
     s.handle_delivery(at(0), id("a"), p("m3"), &mut b, &mut o);
     let dead = Event::DeadLetter {
         entity_type: ty(),
-        entity: Some(id("a")),
+        entity: id("a"),
         payload: p("m3"),
         reason: DeadLetterReason::BufferFull,
     };

@@ -89,8 +89,8 @@ impl World {
                 Effect::Send(envelope) => self.send(envelope),
                 Effect::Entity(e) => self.entity(member, e),
                 Effect::Event(Event::DeadLetter {
-                    entity: Some(entity),
-                    payload: Some(payload),
+                    entity,
+                    payload,
                     reason,
                     ..
                 }) => {
@@ -99,7 +99,9 @@ impl World {
                         self.mark("a full buffer dead-lettered a message");
                     }
                     self.log(|| format!("{member} dead letter {entity} {reason:?}"));
-                    self.check.dead_letter(&entity, &payload);
+                    if let Some(payload) = payload {
+                        self.check.dead_letter(&entity, &payload, reason);
+                    }
                 }
                 _ => {}
             }

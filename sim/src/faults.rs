@@ -151,6 +151,7 @@ fn act_on(w: &mut World, act: Act) {
 /// Crashes `node` (its process and entities are gone) and restarts it after `restart_after`.
 fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
     w.kill(node);
+    w.crashed_or_downed = true;
     w.crashed.insert(node);
     topology_changed(w);
     w.schedule(w.now + restart_after, Ev::Fault(Fault::Restart(node)));
@@ -199,14 +200,13 @@ fn leave_done(w: &mut World, node: NodeId) {
     let others: BTreeSet<NodeId> = w.nodes.keys().copied().filter(|n| *n != node).collect();
     w.publish(&others, w.oracle.view());
     // Like Akka's Exiting -> Removed at convergence: the process exits only after every member
-    // has seen the removal, so messages they forwarded before that still reach it and are
-    // routed on (views take at most 1 s to arrive, messages at most about 2 s).
+    // has seen the removal (views take at most the detection delay to arrive), and after what
+    // they forwarded before that has reached it to be routed on (messages take at most about
+    // 2 s, the latency's long tail).
     w.left.insert(node);
-    w.schedule(w.now + EXIT_AFTER_REMOVAL, Ev::Fault(Fault::Exit(node)));
+    let exit = w.now + w.opts.detection_delay + Duration::from_secs(3);
+    w.schedule(exit, Ev::Fault(Fault::Exit(node)));
 }
-
-/// How long a removed member keeps running before its process exits.
-const EXIT_AFTER_REMOVAL: Duration = Duration::from_secs(4);
 
 /// Heals every partition; downed members restart soon after (a downed member must restart).
 pub(crate) fn heal(w: &mut World) {
@@ -280,6 +280,7 @@ fn decide(w: &mut World) {
         w.publish(&to, view);
     }
     for member in decision.downed {
+        w.crashed_or_downed = true;
         if w.nodes.get(&member.node).is_some_and(|n| n.id == member) {
             w.downed.insert(member.node);
             let at = w.now

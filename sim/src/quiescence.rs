@@ -13,6 +13,9 @@ use crate::world::{TYPE, World};
 const REBALANCE_DEADLINE: Duration = Duration::from_secs(180);
 /// How often convergence is looked at meanwhile (the default rebalance interval).
 const LOOK_EVERY: Duration = Duration::from_secs(10);
+/// Quiet time after convergence before the table is compared (well above message latency,
+/// well below the next rebalance tick).
+const SETTLE_AFTER_BALANCE: Duration = Duration::from_secs(3);
 
 /// The running coordinator's allocation table.
 fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
@@ -56,6 +59,10 @@ pub(crate) fn await_balance(w: &mut World, from: Instant) -> Instant {
         at += LOOK_EVERY;
         w.run_until(at);
     }
+    // The last rebalance may have moved a shard in the table while its `HostShard` is still on
+    // the way: let that land before the table is compared with the regions.
+    at += SETTLE_AFTER_BALANCE;
+    w.run_until(at);
     at
 }
 

@@ -179,20 +179,6 @@ impl Schedule {
         Self(actions)
     }
 
-    /// Whether some action may lose messages (a crash, a partition or a connection break):
-    /// only runs without any must deliver every message exactly once.
-    pub fn lossy(&self) -> bool {
-        self.0.iter().any(|a| {
-            matches!(
-                a.act,
-                Act::Crash { .. }
-                    | Act::CrashOldest { .. }
-                    | Act::Partition { .. }
-                    | Act::Break { .. }
-            )
-        })
-    }
-
     /// Number of actions.
     pub fn len(&self) -> usize {
         self.0.len()
@@ -354,10 +340,20 @@ impl FromStr for Action {
                     lasts: parse_secs(d)?,
                 }
             }
-            ["pause", node, d] => Act::Pause {
-                node: parse_node(node)?,
-                lasts: parse_secs(d)?.min(MAX_PAUSE),
-            },
+            ["pause", node, d] => {
+                let lasts = parse_secs(d)?;
+                if lasts > MAX_PAUSE {
+                    let max = MAX_PAUSE.as_secs();
+                    return Err(ScheduleError(format!(
+                        "pauses last at most {max} s (longer ones would get a member downed \
+                         while its entities run on): {text:?}"
+                    )));
+                }
+                Act::Pause {
+                    node: parse_node(node)?,
+                    lasts,
+                }
+            }
             _ => return Err(bad()),
         };
         Ok(Self { at, act })
@@ -419,6 +415,10 @@ mod tests {
         assert!("@1 explode n1".parse::<Schedule>().is_err());
         assert!("crash n1 restart 2".parse::<Schedule>().is_err());
         assert!("@1 crash x1 restart 2".parse::<Schedule>().is_err());
+        assert!(
+            "@1 pause n1 10".parse::<Schedule>().is_err(),
+            "too long a pause"
+        );
     }
 
     #[test]

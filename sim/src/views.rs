@@ -52,10 +52,12 @@ impl World {
     /// Members (by address) that some running member cannot reach: crashed but not yet
     /// removed, paused, or cut off by a partition in either direction.
     pub(crate) fn unreachable(&self) -> BTreeSet<NodeId> {
+        // Observers: members whose process runs (a downed process that still runs is no
+        // longer a member, and what it cannot reach does not count).
         let live: Vec<NodeId> = self
             .nodes
             .values()
-            .filter(|n| !n.is_paused())
+            .filter(|n| !n.is_paused() && self.oracle.is_member(n.id))
             .map(|n| n.id.node)
             .collect();
         self.oracle

@@ -98,6 +98,8 @@ pub(crate) struct World {
     pub(crate) topology_epoch: u64,
     /// Some downing decision left no surviving majority (no progress possible afterwards).
     pub(crate) no_survivors: bool,
+    /// A process crashed or a member was downed: messages it held may be lost.
+    pub(crate) crashed_or_downed: bool,
     /// Whether clients send messages.
     pub(crate) traffic: bool,
     pub(crate) zipf: crate::workload::Zipf,
@@ -169,6 +171,7 @@ impl World {
             last_incarnation: BTreeMap::new(),
             topology_epoch: 0,
             no_survivors: false,
+            crashed_or_downed: false,
             traffic: true,
             zipf: crate::workload::Zipf::new(opts_entities),
             trace: std::env::var_os("SIM_TRACE").is_some(),

@@ -163,7 +163,6 @@ impl Coordinator {
     pub(super) fn handle_graceful_shutdown(
         &mut self,
         now: Instant,
-        view: &MembershipView,
         region: MemberId,
         out: &mut Effects,
     ) {
@@ -173,27 +172,25 @@ impl Coordinator {
         // A handoff needs the acks of every region that may forward to the owner; before the gate
         // opens some have not registered yet, so the handoffs start when it opens.
         if self.gate_open {
-            self.hand_off_region(now, view, region, out);
+            self.hand_off_region(now, region, out);
         }
     }
 
     /// Starts handing off every shard of a region that is shutting down.
-    pub(super) fn hand_off_region(
-        &mut self,
-        now: Instant,
-        view: &MembershipView,
-        region: MemberId,
-        out: &mut Effects,
-    ) {
+    pub(super) fn hand_off_region(&mut self, now: Instant, region: MemberId, out: &mut Effects) {
         let Some(shards) = self.regions.get(&region).cloned() else {
             return;
         };
         for shard in shards {
-            if self.unacked.contains_key(&shard) {
-                // Never started there: a region acknowledges every shard it starts before it
-                // asks to shut down (FIFO), and refuses `HostShard` from then on.
-                self.deallocate(shard);
-                self.allocate(now, view, shard, BTreeSet::new(), out);
+            if self.unacked.contains_key(&shard) && !self.handoffs.contains_key(&shard) {
+                // Not acknowledged, so no other region was told its home and nothing can have
+                // been forwarded there: no barrier is needed. But the region may have started
+                // it (its `ShardStarted` lost with a broken connection), so it is told to stop
+                // it like any handoff, and the shard moves on its `ShardStopped`.
+                let deadline = now + self.settings.handoff_timeout;
+                self.handoffs
+                    .insert(shard, Handoff::stopping(region, deadline));
+                out.send(region, &self.entity_type, Body::HandOff { shard });
             } else {
                 self.start_handoff(now, shard, out);
             }

@@ -9,9 +9,11 @@
 //! ```text
 //!  GetShardHome ─▶ handoff in progress? ─yes─▶ defer until it ends
 //!                     │no
-//!                     ├─ allocated ───────────▶ ShardHome (unless its region is being removed)
+//!                     ├─ acknowledged ────────▶ ShardHome (unless its region is being removed)
+//!                     ├─ allocated, unacked ──▶ wait for its ShardStarted
 //!                     ├─ gate closed ─────────▶ wait for the gate
-//!                     └─ strategy.allocate ───▶ HostShard to the home, ShardHome to the asker
+//!                     └─ strategy.allocate ───▶ HostShard to the home; the asker waits for
+//!                                               its ShardStarted, then gets ShardHome
 //! ```
 
 mod handoff;
@@ -53,7 +55,8 @@ pub(crate) struct Coordinator {
     shutting_down: BTreeSet<MemberId>,
     /// Removed regions whose shards move once `down-removal-margin` has passed.
     terminating: BTreeMap<MemberId, Instant>,
-    /// Requests for shards that cannot be answered yet (gate closed, no region, home removed).
+    /// Requests for shards that cannot be answered yet (gate closed, no region, home removed,
+    /// home not acknowledged yet).
     waiting: BTreeMap<ShardId, BTreeSet<MemberId>>,
     gate_open: bool,
     /// Recently removed members; the gate waits out their margin (they may have hosted shards).
@@ -150,7 +153,7 @@ impl Coordinator {
                 self.handle_handoff_ack(now, shard, region, out)
             }
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
-            Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, view, from, out),
+            Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
             Body::RegionStopped => self.remove_region(now, view, from, out),
             Body::GetCurrentRegions { request } => {
                 let regions = self.regions.keys().copied().collect();

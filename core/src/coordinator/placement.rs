@@ -13,8 +13,8 @@ use crate::message::Body;
 use crate::time::Instant;
 
 impl Coordinator {
-    /// Chooses a home for an unallocated shard and answers `requesters`; if no region is
-    /// available they wait for the next chance.
+    /// Chooses a home for an unallocated shard and sends it `HostShard`; `requesters` wait for
+    /// its acknowledgement (or, if no region is available, for the next chance).
     pub(super) fn allocate(
         &mut self,
         now: Instant,
@@ -109,6 +109,10 @@ impl Coordinator {
         }
         if let Some(requesters) = self.waiting.remove(&shard) {
             self.answer_or_defer(now, view, shard, requesters, out);
+        }
+        // A region that is shutting down hands off what it acknowledges late, too.
+        if self.gate_open && self.shutting_down.contains(&region) {
+            self.start_handoff(now, shard, out);
         }
     }
 

@@ -80,7 +80,7 @@ impl Coordinator {
             self.next_register_request = None;
             self.next_rebalance = now + self.settings.rebalance_interval;
             for region in self.shutting_down.clone() {
-                self.hand_off_region(now, view, region, out);
+                self.hand_off_region(now, region, out);
             }
             self.serve_waiting(now, view, out);
             return;

@@ -516,8 +516,12 @@ fn a_home_is_given_out_only_once_its_region_acknowledged_the_shard() {
     f.recv(3, Body::GetShardHome { shard: s(8) });
     let first = f.c.allocations()[&s(8)];
     assert_eq!(f.sends(), [(first.node.0, Body::HostShard { shard: s(8) })]);
-    // The chosen region is shutting down: it refuses the shard and asks to hand off.
+    // The chosen region is shutting down: it refuses the shard and asks to hand off. No one
+    // was told the home, so no barrier is needed, but it may have started the shard (its
+    // `ShardStarted` lost): it is told to stop it.
     f.recv(first.node.0, Body::GracefulShutdownReq);
+    assert_eq!(f.sends(), [(first.node.0, Body::HandOff { shard: s(8) })]);
+    f.recv(first.node.0, Body::ShardStopped { shard: s(8) });
     let second = f.c.allocations()[&s(8)];
     assert_ne!(second, first);
     assert_eq!(
@@ -526,4 +530,26 @@ fn a_home_is_given_out_only_once_its_region_acknowledged_the_shard() {
     );
     f.recv(second.node.0, Body::ShardStarted { shard: s(8) });
     assert_eq!(f.sends(), [(3, home(8, second.node.0))]);
+}
+
+/// Found in review: a region started a shard, its `ShardStarted` was lost with a broken
+/// connection, and it then shut down. Its late acknowledgement (answering the resent
+/// `HostShard`) must start a handoff, or the shutdown never completes.
+#[test]
+fn a_shard_acknowledged_by_a_region_that_is_shutting_down_is_handed_off() {
+    let mut f = Fixture::ready();
+    f.recv(3, Body::GetShardHome { shard: s(8) });
+    let home = f.c.allocations()[&s(8)];
+    f.c.shutting_down.insert(home);
+    f.sends();
+    f.recv(home.node.0, Body::ShardStarted { shard: s(8) });
+    let begin = |to: u64| {
+        let body = Body::BeginHandOff {
+            shard: s(8),
+            owner: home,
+        };
+        (to, body)
+    };
+    let sends = f.sends();
+    assert!(sends.contains(&begin(3)), "{sends:?}");
 }

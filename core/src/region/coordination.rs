@@ -6,6 +6,7 @@ use crate::id::{MemberId, ShardId};
 use crate::message::{Body, RegionShards};
 use crate::region::lifecycle::initial_backoff;
 use crate::region::{Lifecycle, Region};
+use crate::shard::Shard;
 use crate::time::Instant;
 
 /// Whether a message was acted on; rejected messages are counted by the node.
@@ -206,18 +207,22 @@ impl Region {
             tracing::warn!(%shard, "a proxy region was asked to host a shard");
             return Handled::Rejected;
         }
+        // A shard hosted already is acknowledged again (the first `ShardStarted` may have been
+        // lost), even while shutting down: the coordinator then hands it off.
+        let hosted = self.shards.get(&shard).map(Shard::is_handing_off);
+        if hosted == Some(false) {
+            self.send_to_coordinator(Body::ShardStarted { shard }, out);
+            return Handled::Accepted;
+        }
         if self.lifecycle == Lifecycle::ShuttingDown {
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             return Handled::Rejected;
         }
-        match self.shards.get(&shard) {
-            Some(hosted) if !hosted.is_handing_off() => {
-                self.send_to_coordinator(Body::ShardStarted { shard }, out);
-            }
-            Some(_) => {
-                self.start_after_stop.insert(shard);
-            }
-            None => self.start_shard(now, shard, out),
+        if hosted.is_some() {
+            // The old instance is still stopping: start the new one once it has (akka#32976).
+            self.start_after_stop.insert(shard);
+        } else {
+            self.start_shard(now, shard, out);
         }
         Handled::Accepted
     }

@@ -414,7 +414,7 @@ fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     let dead = |s, payload: &str| {
         event(Event::DeadLetter {
             entity_type: ty(),
-            entity: Some(entity(s)),
+            entity: entity(s),
             payload: Some(Payload::from(payload.as_bytes())),
             reason: DeadLetterReason::RegionStopped,
         })
@@ -503,4 +503,21 @@ fn a_home_on_a_member_outside_the_view_is_not_cached() {
         [send(1, Body::GetShardHome { shard: ShardId(1) })],
         "asked again"
     );
+}
+
+/// Found in review: a hosted shard whose `ShardStarted` was lost is acknowledged again when the
+/// coordinator resends `HostShard`, even while the region shuts down.
+#[test]
+fn a_hosted_shard_is_acknowledged_again_while_shutting_down() {
+    let mut f = Fixture::registered();
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.region.handle_graceful_shutdown(&mut f.out);
+    f.take();
+    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    assert_eq!(
+        f.take(),
+        [send(1, Body::ShardStarted { shard: ShardId(1) })]
+    );
+    f.recv(1, Body::HostShard { shard: ShardId(2) });
+    assert_eq!(f.take(), [send(1, Body::GracefulShutdownReq)]);
 }
