@@ -34,11 +34,49 @@ impl MemberId {
     }
 }
 
+/// Equality, order and hash of a shared string by its contents, equality and order short-cut
+/// when both sides share one allocation.
+macro_rules! shared_str_ordering {
+    ($ty:ty) => {
+        impl PartialEq for $ty {
+            fn eq(&self, other: &Self) -> bool {
+                Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+            }
+        }
+
+        impl Eq for $ty {}
+
+        impl Ord for $ty {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                if Arc::ptr_eq(&self.0, &other.0) {
+                    return std::cmp::Ordering::Equal;
+                }
+                self.0.cmp(&other.0)
+            }
+        }
+
+        impl PartialOrd for $ty {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl std::hash::Hash for $ty {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+            }
+        }
+    };
+}
+
 /// The name of an entity type; one region per node and one coordinator per cluster serve it.
 /// Shared, not copied: every message and entity effect names its type, so a clone is a
-/// reference count, not an allocation. On the wire it is a plain string.
-#[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+/// reference count, not an allocation, and comparing two clones of one name is a pointer
+/// comparison. On the wire it is a plain string.
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct EntityType(Arc<str>);
+
+shared_str_ordering!(EntityType);
 
 impl EntityType {
     /// Builds an entity type name.
@@ -54,8 +92,10 @@ impl EntityType {
 
 /// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`]. Shared
 /// like [`EntityType`]: cloning it (into effects, maps, forwarded messages) never allocates.
-#[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct EntityId(Arc<str>);
+
+shared_str_ordering!(EntityId);
 
 impl EntityId {
     /// Builds an entity id.
@@ -110,5 +150,32 @@ impl fmt::Display for MemberId {
 impl fmt::Display for AppVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+
+    fn hash(id: &EntityId) -> u64 {
+        let mut h = DefaultHasher::new();
+        id.hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn shared_strings_compare_and_hash_by_contents() {
+        let a = EntityId::new("user-1");
+        let same_allocation = a.clone();
+        let same_text = EntityId::new(String::from("user-1"));
+        let other = EntityId::new("user-2");
+        assert_eq!(a, same_allocation);
+        assert_eq!(a, same_text);
+        assert_eq!(hash(&a), hash(&same_text));
+        assert!(a < other && other > same_text);
+        assert_eq!(a.cmp(&same_allocation), std::cmp::Ordering::Equal);
+        assert_ne!(EntityType::new("a"), EntityType::new("b"));
     }
 }

@@ -24,15 +24,13 @@ impl Link {
     /// This address's link for `member`: the same one if it is that incarnation, a fresh one
     /// for a newer incarnation, `None` for an older (dead) one.
     fn of(links: &mut BTreeMap<NodeId, Self>, member: MemberId) -> Option<&mut Self> {
-        let link = links.entry(member.node).or_insert(Self {
+        let fresh = Self {
             incarnation: member.incarnation,
             last: 0,
-        });
+        };
+        let link = links.entry(member.node).or_insert(fresh);
         if link.incarnation < member.incarnation {
-            *link = Self {
-                incarnation: member.incarnation,
-                last: 0,
-            };
+            *link = fresh;
         }
         (link.incarnation == member.incarnation).then_some(link)
     }

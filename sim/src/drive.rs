@@ -140,13 +140,18 @@ impl World {
     }
 
     fn send(&mut self, envelope: Envelope) {
-        // Every message is encoded as it would be for the wire (so one that does not fit a frame
-        // fails the run). Test builds also decode every frame and check the round trip; release
-        // builds (sweeps, the bench) skip that third of a message's cost.
-        let frame = codec::encode(&envelope).expect("core messages fit in a frame");
-        if cfg!(debug_assertions) {
-            let decoded = codec::decode(&frame).expect("frames decode");
-            assert_eq!(decoded, envelope, "the codec round-trips every message");
+        // Test builds (the default batch) encode and decode every message and check the round
+        // trip. Release builds (sweeps, the bench) encode control messages, whose size grows
+        // with the cluster, so one that does not fit a frame fails the run; they skip forwarded
+        // entity messages, whose frames cannot outgrow the cap (the core refuses payloads over
+        // `max_payload_size`, a quarter of it) and are most of the traffic.
+        let is_forward = matches!(envelope.message.body, shoal_core::Body::Forward { .. });
+        if cfg!(debug_assertions) || !is_forward {
+            let frame = codec::encode(&envelope).expect("core messages fit in a frame");
+            if cfg!(debug_assertions) {
+                let decoded = codec::decode(&frame).expect("frames decode");
+                assert_eq!(decoded, envelope, "the codec round-trips every message");
+            }
         }
         let link = (envelope.from.node, envelope.to.node);
         match &envelope.message.body {

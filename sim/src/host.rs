@@ -38,7 +38,8 @@ impl World {
                     self.log(|| format!("{member} deliver {entity} {sent}"));
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
-                if self.rng_entities.chance(self.opts.faults.passivate) {
+                let passivate = self.opts.faults.passivate;
+                if passivate > 0.0 && self.rng_entities.chance(passivate) {
                     let delay = self
                         .rng_entities
                         .duration(Duration::from_millis(1), Duration::from_secs(2));

@@ -237,7 +237,10 @@ impl World {
 
     /// Starts (or restarts) `node` as incarnation `incarnation` and adds it to the membership.
     pub(crate) fn start_node(&mut self, node: NodeId, incarnation: Incarnation) {
+        // The type's name is shared by every node, as a clone of `self.ty` (comparisons are
+        // pointer comparisons then, as with clones of one name in a real process).
         let mut t = EntityTypeConfig::new(TYPE);
+        t.name = self.ty.clone();
         t.number_of_shards = self.opts.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
         let mut config = Config::new(node, incarnation).with_entity_type(t);

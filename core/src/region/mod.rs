@@ -229,7 +229,8 @@ impl Region {
             if let Some(hosted) = self.shards.get_mut(&shard) {
                 if !hosted.is_handing_off() {
                     hosted.handle_delivery(now, entity, payload, &mut self.budget, out);
-                    return self.touch(shard);
+                    // As `touch`, without looking the shard up again (this runs per message).
+                    return self.timers.set(shard, hosted.poll_timeout());
                 }
             } else if let Some(&home) = self.homes.get(&shard) {
                 if home != self.me {
