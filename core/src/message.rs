@@ -98,6 +98,8 @@ pub enum Body {
         shard: ShardId,
         /// The region that acknowledges.
         region: MemberId,
+        /// The handoff round acknowledged (from its `BeginHandOff`).
+        round: u64,
     },
     /// Every entity of the shard has stopped; the region no longer hosts it. Also sent when a
     /// region is told a shard lives with it that it does not host.
@@ -156,6 +158,9 @@ pub enum Body {
         shard: ShardId,
         /// The region currently hosting it.
         owner: MemberId,
+        /// Which handoff this is: an acknowledgement counts only for its own round, so a late
+        /// one from an abandoned handoff cannot complete the barrier of the next.
+        round: u64,
     },
     /// Stop every entity of the shard and answer `ShardStopped`.
     HandOff {
@@ -203,6 +208,8 @@ pub enum Body {
         shard: ShardId,
         /// The coordinator that started the handoff.
         coordinator: MemberId,
+        /// The handoff round acknowledged.
+        round: u64,
     },
     /// Query an entity's liveness at its home region.
     LocateEntity {

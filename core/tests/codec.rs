@@ -47,7 +47,13 @@ fn body() -> impl Strategy<Value = Body> {
         Just(Body::RegisterProxy),
         shard().prop_map(|shard| Body::GetShardHome { shard }),
         shard().prop_map(|shard| Body::ShardStarted { shard }),
-        (shard(), member()).prop_map(|(shard, region)| Body::BeginHandOffAck { shard, region }),
+        (shard(), member(), any::<u64>()).prop_map(|(shard, region, round)| {
+            Body::BeginHandOffAck {
+                shard,
+                region,
+                round,
+            }
+        }),
         shard().prop_map(|shard| Body::ShardStopped { shard }),
         Just(Body::GracefulShutdownReq),
         Just(Body::RegionStopped),
@@ -65,7 +71,11 @@ fn body() -> impl Strategy<Value = Body> {
                 .collect(),
         }),
         shard().prop_map(|shard| Body::HostShard { shard }),
-        (shard(), member()).prop_map(|(shard, owner)| Body::BeginHandOff { shard, owner }),
+        (shard(), member(), any::<u64>()).prop_map(|(shard, owner, round)| Body::BeginHandOff {
+            shard,
+            owner,
+            round
+        }),
         shard().prop_map(|shard| Body::HandOff { shard }),
         (request(), prop::collection::vec(member(), 0..5))
             .prop_map(|(request, regions)| Body::CurrentRegions { request, regions }),
@@ -90,8 +100,13 @@ fn body() -> impl Strategy<Value = Body> {
                 payload,
             }
         }),
-        (shard(), member())
-            .prop_map(|(shard, coordinator)| Body::RelayHandOffAck { shard, coordinator }),
+        (shard(), member(), any::<u64>()).prop_map(|(shard, coordinator, round)| {
+            Body::RelayHandOffAck {
+                shard,
+                coordinator,
+                round,
+            }
+        }),
         (request(), entity()).prop_map(|(request, entity)| Body::LocateEntity { request, entity }),
         (request(), entity(), shard(), any::<bool>(), any::<bool>()).prop_map(
             |(request, entity, shard, hosted, alive)| Body::EntityLocated {

@@ -174,6 +174,7 @@ fn malformed_peer_input_never_panics() {
         Body::BeginHandOffAck {
             shard: ShardId(3),
             region: member(7),
+            round: 1,
         },
         Body::ShardStarted {
             shard: ShardId(u32::MAX),
@@ -191,6 +192,7 @@ fn malformed_peer_input_never_panics() {
         Body::RelayHandOffAck {
             shard: ShardId(5),
             coordinator: member(9),
+            round: u64::MAX,
         },
     ];
     for body in bodies {

@@ -24,8 +24,12 @@ use crate::time::Instant;
 /// The phase of one handoff.
 #[derive(Debug)]
 enum Phase {
-    /// Waiting for these regions and proxies to forget the shard's home.
-    Acking(BTreeSet<MemberId>),
+    /// Waiting for these regions and proxies to forget the shard's home and acknowledge
+    /// this round.
+    Acking {
+        round: u64,
+        pending: BTreeSet<MemberId>,
+    },
     /// `HandOff` sent; waiting for the owner's `ShardStopped`.
     Stopping,
 }
@@ -69,16 +73,21 @@ impl Coordinator {
             .filter(|r| !self.terminating.contains_key(r))
             .copied()
             .collect();
+        // Rounds are unique across this member's coordinators too: they start from the time
+        // the coordinator started.
+        let round = self.next_round;
+        self.next_round += 1;
         for &region in &pending {
-            out.send(
-                region,
-                &self.entity_type,
-                Body::BeginHandOff { shard, owner },
-            );
+            let begin = Body::BeginHandOff {
+                shard,
+                owner,
+                round,
+            };
+            out.send(region, &self.entity_type, begin);
         }
         let handoff = Handoff {
             owner,
-            phase: Phase::Acking(pending),
+            phase: Phase::Acking { round, pending },
             deadline: now + self.settings.handoff_timeout,
             requesters: BTreeSet::new(),
         };
@@ -88,16 +97,20 @@ impl Coordinator {
 
     pub(super) fn handle_handoff_ack(
         &mut self,
-        _now: Instant,
         shard: ShardId,
         region: MemberId,
+        acked: u64,
         out: &mut Effects,
     ) {
         if let Some(Handoff {
-            phase: Phase::Acking(pending),
+            phase: Phase::Acking { round, pending },
             ..
         }) = self.handoffs.get_mut(&shard)
         {
+            if *round != acked {
+                tracing::debug!(%shard, %region, acked, round, "acknowledgement of another handoff round");
+                return;
+            }
             pending.remove(&region);
             self.advance_handoff(shard, out);
         }
@@ -108,7 +121,7 @@ impl Coordinator {
         let shards: Vec<ShardId> = self.handoffs.keys().copied().collect();
         for shard in shards {
             if let Some(Handoff {
-                phase: Phase::Acking(pending),
+                phase: Phase::Acking { pending, .. },
                 ..
             }) = self.handoffs.get_mut(&shard)
             {
@@ -124,7 +137,7 @@ impl Coordinator {
         let Some(handoff) = self.handoffs.get_mut(&shard) else {
             return;
         };
-        if matches!(&handoff.phase, Phase::Acking(pending) if pending.is_empty()) {
+        if matches!(&handoff.phase, Phase::Acking { pending, .. } if pending.is_empty()) {
             handoff.phase = Phase::Stopping;
             out.send(handoff.owner, &self.entity_type, Body::HandOff { shard });
         }

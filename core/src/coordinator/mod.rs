@@ -65,6 +65,8 @@ pub(crate) struct Coordinator {
     next_register_request: Option<Instant>,
     stats: BTreeMap<u64, StatsQuery>,
     next_query: u64,
+    /// The next handoff round (see `Body::BeginHandOff`).
+    next_round: u64,
 }
 
 impl Coordinator {
@@ -103,6 +105,7 @@ impl Coordinator {
             next_register_request: Some(now + settings.retry_interval),
             stats: BTreeMap::new(),
             next_query: 0,
+            next_round: now.as_nanos(),
         }
     }
 
@@ -149,9 +152,11 @@ impl Coordinator {
                 self.answer_or_defer(now, view, shard, [from].into(), out);
             }
             Body::ShardStarted { shard } => self.handle_shard_started(now, view, from, shard, out),
-            Body::BeginHandOffAck { shard, region } => {
-                self.handle_handoff_ack(now, shard, region, out)
-            }
+            Body::BeginHandOffAck {
+                shard,
+                region,
+                round,
+            } => self.handle_handoff_ack(shard, region, round, out),
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
             Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
             Body::RegionStopped => self.remove_region(now, view, from, out),

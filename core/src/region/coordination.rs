@@ -66,18 +66,24 @@ impl Region {
                 }
             }
             Body::HostShard { shard } => return self.handle_host_shard(now, shard, out),
-            Body::BeginHandOff { shard, owner } => {
+            Body::BeginHandOff {
+                shard,
+                owner,
+                round,
+            } => {
                 self.homes.remove(&shard);
                 if owner == self.me {
                     let ack = Body::BeginHandOffAck {
                         shard,
                         region: self.me,
+                        round,
                     };
                     out.send(from, &self.entity_type, ack);
                 } else {
                     let relay = Body::RelayHandOffAck {
                         shard,
                         coordinator: from,
+                        round,
                     };
                     out.send(owner, &self.entity_type, relay);
                 }
@@ -100,11 +106,16 @@ impl Region {
                 entity,
                 payload,
             } => self.route(now, shard, entity, payload, out),
-            Body::RelayHandOffAck { shard, coordinator } => {
+            Body::RelayHandOffAck {
+                shard,
+                coordinator,
+                round,
+            } => {
                 // Everything `from` forwarded before this ack has been routed by now (FIFO).
                 let ack = Body::BeginHandOffAck {
                     shard,
                     region: from,
+                    round,
                 };
                 out.send(coordinator, &self.entity_type, ack);
             }

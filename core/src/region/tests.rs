@@ -251,6 +251,7 @@ fn begin_handoff_is_acknowledged_directly_by_the_owner() {
         Body::BeginHandOff {
             shard: ShardId(1),
             owner: m(2),
+            round: 7,
         },
     );
     assert_eq!(
@@ -259,7 +260,8 @@ fn begin_handoff_is_acknowledged_directly_by_the_owner() {
             1,
             Body::BeginHandOffAck {
                 shard: ShardId(1),
-                region: m(2)
+                region: m(2),
+                round: 7,
             }
         )]
     );
@@ -280,6 +282,7 @@ fn begin_handoff_is_acknowledged_through_the_owner() {
         Body::BeginHandOff {
             shard: ShardId(1),
             owner: m(3),
+            round: 7,
         },
     );
     assert_eq!(
@@ -288,7 +291,8 @@ fn begin_handoff_is_acknowledged_through_the_owner() {
             3,
             Body::RelayHandOffAck {
                 shard: ShardId(1),
-                coordinator: m(1)
+                coordinator: m(1),
+                round: 7,
             }
         )]
     );
@@ -308,6 +312,7 @@ fn a_relayed_ack_goes_to_the_named_coordinator() {
         Body::RelayHandOffAck {
             shard: ShardId(1),
             coordinator: m(1),
+            round: 7,
         },
     );
     assert_eq!(
@@ -316,7 +321,8 @@ fn a_relayed_ack_goes_to_the_named_coordinator() {
             1,
             Body::BeginHandOffAck {
                 shard: ShardId(1),
-                region: m(3)
+                region: m(3),
+                round: 7,
             }
         )]
     );
