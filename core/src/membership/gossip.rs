@@ -1,0 +1,360 @@
+//! The gossiped membership state, Akka-style: members with their lifecycle status, tombstones of
+//! removed members, reachability observations, and the set of members that have seen this exact
+//! state. Two states merge deterministically (a join of lattices: the later lifecycle status
+//! wins, tombstones win, each observer's newer reachability row wins), so no vector clock is
+//! needed: "newer" means "the merge changes nothing".
+//!
+//! Convergence: no member is unreachable unless Down or Exiting, and every Up or Leaving member
+//! has seen the state. Only then does the leader (the first reachable Up or Leaving member by
+//! address; the first reachable member if there is none) move members along:
+//! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{AppVersion, MemberId};
+use crate::membership::reachability::Reachability;
+use crate::membership::view::{Member, MemberStatus, MembershipView};
+
+/// One member as gossiped.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct GossipMember {
+    /// Address plus incarnation.
+    pub id: MemberId,
+    /// Lifecycle status.
+    pub status: MemberStatus,
+    /// Roles (fixed for an incarnation).
+    pub roles: BTreeSet<String>,
+    /// Age order, assigned by the leader when the member becomes Up; 0 before.
+    pub up_number: u64,
+    /// The member's application version (fixed for an incarnation).
+    pub app_version: AppVersion,
+    /// A Leaving member whose regions have handed off every shard: it may become Exiting.
+    pub ready_to_exit: bool,
+}
+
+impl GossipMember {
+    /// A member asking to join.
+    pub(crate) fn joining(id: MemberId, roles: BTreeSet<String>, app_version: AppVersion) -> Self {
+        Self {
+            id,
+            status: MemberStatus::Joining,
+            roles,
+            up_number: 0,
+            app_version,
+            ready_to_exit: false,
+        }
+    }
+
+    fn merge(&self, other: &Self) -> Self {
+        let up_number = match (self.up_number, other.up_number) {
+            (0, n) | (n, 0) => n,
+            (a, b) => a.min(b),
+        };
+        Self {
+            status: rank(self.status).max(rank(other.status)).1,
+            up_number,
+            ready_to_exit: self.ready_to_exit || other.ready_to_exit,
+            ..self.clone()
+        }
+    }
+}
+
+/// Lifecycle order for merging: a later status always wins.
+fn rank(status: MemberStatus) -> (u8, MemberStatus) {
+    let n = match status {
+        MemberStatus::Joining => 0,
+        MemberStatus::Up => 1,
+        MemberStatus::Leaving => 2,
+        MemberStatus::Exiting => 3,
+        MemberStatus::Down => 4,
+    };
+    (n, status)
+}
+
+/// The membership state one node holds and gossips.
+#[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Gossip {
+    members: BTreeMap<MemberId, GossipMember>,
+    /// Removed members: never members again (a restarted node joins as a new incarnation).
+    removed: BTreeSet<MemberId>,
+    reachability: Reachability,
+    /// Members that have seen exactly this state.
+    seen: BTreeSet<MemberId>,
+}
+
+/// What receiving a gossip did to the local state.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum Received {
+    /// The same state: only the seen sets were combined.
+    Same,
+    /// The sender's state was newer and is now ours.
+    Newer,
+    /// The sender's state was older: it should get ours.
+    Older,
+    /// Both had something the other lacked: ours is the merge, seen only by us.
+    Merged,
+}
+
+impl Gossip {
+    /// A gossip holding only `member`, seen by it (a node forming a new cluster).
+    pub(crate) fn founding(member: GossipMember) -> Self {
+        let me = member.id;
+        let mut g = Self::default();
+        g.members.insert(me, member);
+        g.seen.insert(me);
+        g
+    }
+
+    /// The members (removed ones excluded), by id.
+    pub(crate) fn members(&self) -> impl Iterator<Item = &GossipMember> {
+        self.members.values()
+    }
+
+    /// The member `id`, if it is one.
+    pub(crate) fn member(&self, id: MemberId) -> Option<&GossipMember> {
+        self.members.get(&id)
+    }
+
+    /// Whether `id` was removed.
+    pub(crate) fn is_removed(&self, id: MemberId) -> bool {
+        self.removed.contains(&id)
+    }
+
+    /// Members that have seen this state.
+    pub(crate) fn seen(&self) -> &BTreeSet<MemberId> {
+        &self.seen
+    }
+
+    /// The state without the seen set: what two gossips compare on.
+    fn same_state(&self, other: &Self) -> bool {
+        self.members == other.members
+            && self.removed == other.removed
+            && self.reachability == other.reachability
+    }
+
+    /// The merge of both states (seen set empty).
+    fn merge(&self, other: &Self) -> Self {
+        let removed: BTreeSet<MemberId> = self.removed.union(&other.removed).copied().collect();
+        let mut members = self.members.clone();
+        for (id, theirs) in &other.members {
+            let merged = match members.get(id) {
+                Some(ours) => ours.merge(theirs),
+                None => theirs.clone(),
+            };
+            members.insert(*id, merged);
+        }
+        members.retain(|id, _| !removed.contains(id));
+        let mut g = Self {
+            members,
+            removed,
+            reachability: self.reachability.merge(&other.reachability),
+            seen: BTreeSet::new(),
+        };
+        g.prune();
+        g
+    }
+
+    /// Drops what refers to members that are gone.
+    fn prune(&mut self) {
+        let ids: BTreeSet<MemberId> = self.members.keys().copied().collect();
+        self.reachability.retain_members(&ids);
+        self.seen.retain(|id| ids.contains(id));
+    }
+
+    /// Takes in `remote`, received by `me`.
+    pub(crate) fn receive(&mut self, me: MemberId, remote: Self) -> Received {
+        if self.same_state(&remote) {
+            self.seen.extend(remote.seen);
+            self.seen.insert(me);
+            return Received::Same;
+        }
+        let merged = self.merge(&remote);
+        let (outcome, mut next) = if merged.same_state(&remote) {
+            (Received::Newer, remote)
+        } else if merged.same_state(self) {
+            (Received::Older, std::mem::take(self))
+        } else {
+            (Received::Merged, merged)
+        };
+        if outcome == Received::Merged {
+            next.seen.clear();
+        }
+        next.seen.insert(me);
+        next.prune();
+        *self = next;
+        outcome
+    }
+
+    /// A local change: the state is new, seen only by `me`.
+    fn changed(&mut self, me: MemberId) {
+        self.seen.clear();
+        self.seen.insert(me);
+    }
+
+    /// Adds `member` as Joining (a new incarnation of a member's address marks the old one
+    /// Down: it is dead, or it would not have restarted). Whether anything changed.
+    pub(crate) fn add_joining(&mut self, me: MemberId, member: GossipMember) -> bool {
+        if self.members.contains_key(&member.id) || self.removed.contains(&member.id) {
+            return false;
+        }
+        let older: Vec<MemberId> = self
+            .members
+            .keys()
+            .filter(|m| m.node == member.id.node && m.incarnation < member.id.incarnation)
+            .copied()
+            .collect();
+        for id in older {
+            self.set_status(me, id, MemberStatus::Down);
+        }
+        self.members.insert(member.id, member);
+        self.changed(me);
+        true
+    }
+
+    /// Moves `id` to `status` if that is later in its lifecycle. Whether it changed.
+    pub(crate) fn set_status(&mut self, me: MemberId, id: MemberId, status: MemberStatus) -> bool {
+        let Some(m) = self.members.get_mut(&id) else {
+            return false;
+        };
+        if rank(status) <= rank(m.status) {
+            return false;
+        }
+        m.status = status;
+        self.changed(me);
+        true
+    }
+
+    /// Marks `me` ready to exit (it is Leaving and its regions have stopped).
+    pub(crate) fn set_ready_to_exit(&mut self, me: MemberId) -> bool {
+        match self.members.get_mut(&me) {
+            Some(m) if !m.ready_to_exit => {
+                m.ready_to_exit = true;
+                self.changed(me);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records `me`'s observation of `subject`. Whether it changed.
+    pub(crate) fn observe(&mut self, me: MemberId, subject: MemberId, reachable: bool) -> bool {
+        let changed = self.members.contains_key(&subject)
+            && self.reachability.observe(me, subject, reachable);
+        if changed {
+            self.changed(me);
+        }
+        changed
+    }
+
+    /// Members whose observations count: current members that are not Down.
+    fn observers(&self) -> BTreeSet<MemberId> {
+        self.members
+            .values()
+            .filter(|m| m.status != MemberStatus::Down)
+            .map(|m| m.id)
+            .collect()
+    }
+
+    /// Members some current member cannot reach.
+    pub(crate) fn unreachable(&self) -> BTreeSet<MemberId> {
+        let observers = self.observers();
+        self.reachability.unreachable(&observers).collect()
+    }
+
+    /// Whether every Up or Leaving member has seen this state and nobody is unreachable but
+    /// Down or Exiting members.
+    pub(crate) fn converged(&self) -> bool {
+        let unreachable = self.unreachable();
+        self.members.values().all(|m| {
+            let skip = matches!(m.status, MemberStatus::Down | MemberStatus::Exiting);
+            if unreachable.contains(&m.id) {
+                return skip;
+            }
+            !matches!(m.status, MemberStatus::Up | MemberStatus::Leaving)
+                || self.seen.contains(&m.id)
+        })
+    }
+
+    /// The leader as `me` sees it: the first member `me` considers reachable that is Up or
+    /// Leaving, else the first reachable member.
+    pub(crate) fn leader(&self, me: MemberId) -> Option<MemberId> {
+        let unreachable = self.unreachable();
+        let candidates: Vec<&GossipMember> = self
+            .members
+            .values()
+            .filter(|m| m.id == me || !unreachable.contains(&m.id))
+            .collect();
+        candidates
+            .iter()
+            .find(|m| matches!(m.status, MemberStatus::Up | MemberStatus::Leaving))
+            .or_else(|| candidates.first())
+            .map(|m| m.id)
+    }
+
+    /// The leader's moves at convergence: Joining → Up (once `min_members` are known),
+    /// Leaving and ready → Exiting, Exiting members that saw it and unreachable Down or
+    /// Exiting members → Removed. Whether anything changed.
+    pub(crate) fn leader_actions(&mut self, me: MemberId, min_members: usize) -> bool {
+        if self.leader(me) != Some(me) || !self.converged() {
+            return false;
+        }
+        let unreachable = self.unreachable();
+        let mut next_up = self.members.values().map(|m| m.up_number).max().unwrap_or(0);
+        let enough = self.members.len() >= min_members;
+        let mut changed = false;
+        let mut removed = Vec::new();
+        for m in self.members.values_mut() {
+            match m.status {
+                MemberStatus::Joining if enough => {
+                    next_up += 1;
+                    m.status = MemberStatus::Up;
+                    m.up_number = next_up;
+                    changed = true;
+                }
+                MemberStatus::Leaving if m.ready_to_exit => {
+                    m.status = MemberStatus::Exiting;
+                    changed = true;
+                }
+                MemberStatus::Exiting if self.seen.contains(&m.id) || unreachable.contains(&m.id) => {
+                    removed.push(m.id);
+                }
+                MemberStatus::Down if unreachable.contains(&m.id) => removed.push(m.id),
+                _ => {}
+            }
+        }
+        for id in &removed {
+            self.members.remove(id);
+            self.removed.insert(*id);
+        }
+        changed |= !removed.is_empty();
+        if changed {
+            self.prune();
+            self.changed(me);
+        }
+        changed
+    }
+
+    /// The view the sharding roles consume, with reachability as `me` knows it.
+    pub(crate) fn view(&self) -> MembershipView {
+        let unreachable = self.unreachable();
+        MembershipView::new(
+            self.members
+                .values()
+                .map(|m| Member {
+                    id: m.id,
+                    status: m.status,
+                    roles: m.roles.clone(),
+                    up_number: m.up_number,
+                    app_version: m.app_version,
+                    reachable: !unreachable.contains(&m.id),
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+#[path = "gossip_tests.rs"]
+mod tests;

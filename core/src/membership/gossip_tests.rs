@@ -1,0 +1,152 @@
+//! Role tests for the gossip state: merge, seen sets and convergence, leader and its actions.
+
+use super::*;
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn joining(n: u64) -> GossipMember {
+    GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default())
+}
+
+/// A converged three-member cluster (all Up, all seen), as member 1 holds it.
+fn three_up() -> Gossip {
+    let mut g = Gossip::founding(joining(1));
+    g.add_joining(m(1), joining(2));
+    g.add_joining(m(1), joining(3));
+    g.seen.extend([m(2), m(3)]);
+    assert!(g.leader_actions(m(1), 1));
+    g.seen.extend([m(2), m(3)]);
+    g
+}
+
+fn status(g: &Gossip, n: u64) -> Option<MemberStatus> {
+    g.member(m(n)).map(|m| m.status)
+}
+
+#[test]
+fn the_leader_moves_joining_members_up_in_address_order_at_convergence() {
+    let mut g = Gossip::founding(joining(1));
+    g.add_joining(m(1), joining(3));
+    g.add_joining(m(1), joining(2));
+    assert!(!g.leader_actions(m(1), 4), "min-nr-of-members not reached");
+    assert!(g.leader_actions(m(1), 3));
+    let ups: Vec<(u64, u64)> = g.members().map(|m| (m.id.node.0, m.up_number)).collect();
+    assert_eq!(ups, [(1, 1), (2, 2), (3, 3)]);
+    assert_eq!(g.seen(), &[m(1)].into(), "a new state, seen by the leader only");
+    assert!(!g.leader_actions(m(1), 3), "not converged: 2 and 3 have not seen it");
+}
+
+#[test]
+fn only_the_leader_acts() {
+    let mut g = three_up();
+    g.add_joining(m(1), joining(4));
+    g.seen.extend([m(2), m(3)]);
+    assert_eq!(g.leader(m(2)), Some(m(1)));
+    assert!(!g.leader_actions(m(2), 1));
+    assert!(g.leader_actions(m(1), 1));
+    assert_eq!(status(&g, 4), Some(MemberStatus::Up));
+}
+
+#[test]
+fn merging_is_a_join_later_statuses_and_tombstones_win() {
+    let base = three_up();
+    let mut a = base.clone();
+    let mut b = base.clone();
+    a.set_status(m(1), m(2), MemberStatus::Leaving);
+    a.add_joining(m(1), joining(5));
+    b.set_status(m(3), m(2), MemberStatus::Down);
+    b.add_joining(m(3), joining(4));
+    let mut a2 = a.clone();
+    assert_eq!(a2.receive(m(1), b.clone()), Received::Merged);
+    let mut b2 = b.clone();
+    assert_eq!(b2.receive(m(3), a.clone()), Received::Merged);
+    assert!(a2.same_state(&b2), "merge is commutative");
+    assert_eq!(status(&a2, 2), Some(MemberStatus::Down));
+    assert_eq!(status(&a2, 4), Some(MemberStatus::Joining));
+    assert_eq!(status(&a2, 5), Some(MemberStatus::Joining));
+    assert_eq!(a2.seen(), &[m(1)].into());
+    // Strictly newer or older states are recognised as such.
+    let mut behind = base.clone();
+    assert_eq!(behind.receive(m(2), b.clone()), Received::Newer);
+    assert_eq!(behind.seen(), &[m(2), m(3)].into(), "b's seen set plus the receiver");
+    let mut ahead = b.clone();
+    assert_eq!(ahead.receive(m(3), base.clone()), Received::Older);
+
+    // A removed member never comes back through an older gossip.
+    let mut c = base.clone();
+    c.members.remove(&m(3));
+    c.removed.insert(m(3));
+    let mut old = base.clone();
+    assert_eq!(old.receive(m(2), c.clone()), Received::Newer);
+    assert!(old.is_removed(m(3)) && old.member(m(3)).is_none());
+    assert_eq!(c.receive(m(1), base), Received::Older);
+}
+
+#[test]
+fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
+    let g = three_up();
+    let mut other = g.clone();
+    other.seen = [m(2)].into();
+    let mut mine = g.clone();
+    mine.seen = [m(1)].into();
+    assert_eq!(mine.receive(m(1), other), Received::Same);
+    assert_eq!(mine.seen(), &[m(1), m(2)].into());
+    let mut newer = g.clone();
+    newer.set_status(m(3), m(3), MemberStatus::Leaving);
+    assert_eq!(mine.receive(m(1), newer), Received::Newer);
+    assert_eq!(mine.seen(), &[m(1), m(3)].into());
+}
+
+#[test]
+fn an_unreachable_member_blocks_convergence_until_it_is_down() {
+    let mut g = three_up();
+    assert!(g.converged());
+    g.observe(m(1), m(3), false);
+    g.seen.extend([m(2), m(3)]);
+    assert!(!g.converged(), "unreachable and Up");
+    assert_eq!(g.view().members()[2].reachable, false);
+    g.set_status(m(1), m(3), MemberStatus::Down);
+    g.seen.insert(m(2));
+    assert!(g.converged(), "Down members may be unreachable");
+    assert!(g.leader_actions(m(1), 1));
+    assert!(g.is_removed(m(3)), "unreachable Down members are removed");
+    assert!(g.unreachable().is_empty(), "observations of removed members are forgotten");
+}
+
+#[test]
+fn the_leader_is_the_first_reachable_up_member() {
+    let mut g = three_up();
+    g.observe(m(2), m(1), false);
+    assert_eq!(g.leader(m(2)), Some(m(2)), "member 1 is unreachable");
+    assert_eq!(g.leader(m(1)), Some(m(1)), "a member never considers itself unreachable");
+    let founding = Gossip::founding(joining(5));
+    assert_eq!(founding.leader(m(5)), Some(m(5)), "no Up member: the first reachable");
+}
+
+#[test]
+fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
+    let mut g = three_up();
+    g.set_status(m(3), m(3), MemberStatus::Leaving);
+    g.seen.extend([m(1), m(2)]);
+    assert!(!g.leader_actions(m(1), 1), "not ready: its regions still hand off");
+    g.set_ready_to_exit(m(3));
+    g.seen.extend([m(1), m(2)]);
+    assert!(g.leader_actions(m(1), 1));
+    assert_eq!(status(&g, 3), Some(MemberStatus::Exiting));
+    g.seen.insert(m(2));
+    assert!(!g.leader_actions(m(1), 1), "member 3 has not seen itself Exiting");
+    g.seen.insert(m(3));
+    assert!(g.leader_actions(m(1), 1));
+    assert!(g.is_removed(m(3)));
+}
+
+#[test]
+fn a_new_incarnation_marks_the_old_one_down() {
+    let mut g = three_up();
+    let restarted = GossipMember::joining(MemberId::new(2, 2), BTreeSet::new(), AppVersion::default());
+    assert!(g.add_joining(m(1), restarted.clone()));
+    assert_eq!(status(&g, 2), Some(MemberStatus::Down));
+    assert!(!g.add_joining(m(1), restarted), "already joining");
+}

@@ -1,0 +1,123 @@
+//! Reachability observations, as Akka keeps them: each member's failure detector records which
+//! members *it* cannot reach, in its own row that only it writes (with a version it bumps on
+//! every change), and gossip spreads the rows. A member is unreachable if any current member
+//! observes it so; the observation is undone by the same observer when heartbeats resume.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::MemberId;
+
+/// One observer's row.
+#[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+struct Row {
+    /// Bumped by the observer on every change; the newer row wins a merge.
+    version: u64,
+    /// The members this observer cannot reach.
+    unreachable: BTreeSet<MemberId>,
+}
+
+/// Who cannot reach whom.
+#[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+pub(crate) struct Reachability {
+    rows: BTreeMap<MemberId, Row>,
+}
+
+impl Reachability {
+    /// `observer` cannot reach `subject` (or can again, if `reachable`); whether that changed
+    /// its row.
+    pub(crate) fn observe(&mut self, observer: MemberId, subject: MemberId, reachable: bool) -> bool {
+        let row = self.rows.entry(observer).or_default();
+        let changed = if reachable {
+            row.unreachable.remove(&subject)
+        } else {
+            row.unreachable.insert(subject)
+        };
+        if changed {
+            row.version += 1;
+        }
+        changed
+    }
+
+    /// Whether `observer` currently observes `subject` unreachable.
+    pub(crate) fn observes_unreachable(&self, observer: MemberId, subject: MemberId) -> bool {
+        self.rows
+            .get(&observer)
+            .is_some_and(|row| row.unreachable.contains(&subject))
+    }
+
+    /// Members some observer in `observers` cannot reach.
+    pub(crate) fn unreachable<'a>(
+        &'a self,
+        observers: &'a BTreeSet<MemberId>,
+    ) -> impl Iterator<Item = MemberId> + 'a {
+        let mut all = BTreeSet::new();
+        for (observer, row) in &self.rows {
+            if observers.contains(observer) {
+                all.extend(row.unreachable.iter().copied());
+            }
+        }
+        all.into_iter()
+    }
+
+    /// The rows of both, each observer's newer one.
+    pub(crate) fn merge(&self, other: &Self) -> Self {
+        let mut rows = self.rows.clone();
+        for (observer, theirs) in &other.rows {
+            match rows.get(observer) {
+                Some(ours) if ours.version >= theirs.version => {}
+                _ => {
+                    rows.insert(*observer, theirs.clone());
+                }
+            }
+        }
+        Self { rows }
+    }
+
+    /// Forgets rows of observers, and observations of subjects, that are not in `members`.
+    pub(crate) fn retain_members(&mut self, members: &BTreeSet<MemberId>) {
+        self.rows.retain(|observer, _| members.contains(observer));
+        for row in self.rows.values_mut() {
+            row.unreachable.retain(|subject| members.contains(subject));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(n: u64) -> MemberId {
+        MemberId::new(n, 1)
+    }
+
+    #[test]
+    fn observations_merge_by_observer_version_and_can_be_undone() {
+        let mut a = Reachability::default();
+        assert!(a.observe(m(1), m(3), false));
+        assert!(!a.observe(m(1), m(3), false), "no change, no new version");
+        let mut b = a.clone();
+        assert!(b.observe(m(1), m(3), true), "reachable again");
+        assert!(b.observe(m(2), m(3), false));
+        let merged = a.merge(&b);
+        assert_eq!(merged, b.merge(&a), "merge is symmetric");
+        assert!(!merged.observes_unreachable(m(1), m(3)), "the newer row of m1 wins");
+        assert!(merged.observes_unreachable(m(2), m(3)));
+        let observers: BTreeSet<MemberId> = [m(1), m(2)].into();
+        assert_eq!(merged.unreachable(&observers).collect::<Vec<_>>(), [m(3)]);
+        let only_one: BTreeSet<MemberId> = [m(1)].into();
+        assert_eq!(merged.unreachable(&only_one).count(), 0, "m2 is no observer");
+    }
+
+    #[test]
+    fn rows_and_subjects_of_non_members_are_forgotten() {
+        let mut r = Reachability::default();
+        r.observe(m(1), m(3), false);
+        r.observe(m(2), m(1), false);
+        r.retain_members(&[m(1), m(3)].into());
+        assert!(r.observes_unreachable(m(1), m(3)));
+        r.retain_members(&[m(1)].into());
+        assert!(!r.observes_unreachable(m(1), m(3)));
+    }
+}
