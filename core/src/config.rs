@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 use crate::id::{EntityType, Incarnation, MemberId, NodeId};
+use crate::membership::MembershipSettings;
 
 /// Everything a [`crate::Node`] needs to start. Build it with [`Config::new`], adjust the public
 /// fields, and let [`crate::Node::new`] validate it.
@@ -24,6 +25,9 @@ pub struct Config {
     pub entity_types: Vec<EntityTypeConfig>,
     /// Timers, limits and gates shared by every entity type.
     pub settings: ShardingSettings,
+    /// Membership managed by the node (joining through seeds, gossip, failure detection,
+    /// downing). `None`: the host supplies views with `Input::MembershipChanged`.
+    pub membership: Option<MembershipSettings>,
 }
 
 impl Config {
@@ -36,6 +40,7 @@ impl Config {
             seed: 0,
             entity_types: Vec::new(),
             settings: ShardingSettings::default(),
+            membership: None,
         }
     }
 
@@ -59,6 +64,9 @@ impl Config {
     /// The first violated rule, naming the offending field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.settings.validate()?;
+        if let Some(membership) = &self.membership {
+            membership.validate()?;
+        }
         let mut names = BTreeSet::new();
         for t in &self.entity_types {
             if t.name.as_str().is_empty() {

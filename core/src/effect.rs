@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
+use crate::membership::ClusterMessage;
 use crate::message::{Body, Envelope, Message, Payload, RegionStats};
 use crate::shard::Delivery;
 
@@ -109,6 +110,13 @@ pub enum Event {
         /// The shard.
         shard: ShardId,
     },
+    /// This member is out of the cluster: removed after leaving (`downed: false`), or downed
+    /// (its entities were stopped). The host should stop the process; to rejoin, restart it as
+    /// a new incarnation.
+    LeftCluster {
+        /// Whether it was downed rather than removed after a graceful leave.
+        downed: bool,
+    },
     /// The region finished its graceful shutdown.
     RegionStopped {
         /// The region's type.
@@ -197,7 +205,7 @@ impl Effects {
 
     /// Sends `body` of `entity_type` to `to` (locally if `to` is this member).
     pub(crate) fn send(&mut self, to: MemberId, entity_type: &EntityType, body: Body) {
-        let message = Message {
+        let message = Message::Sharding {
             entity_type: entity_type.clone(),
             body,
         };
@@ -212,6 +220,17 @@ impl Effects {
         } else {
             self.push(Effect::Send(envelope));
         }
+    }
+
+    /// Sends a membership message to `to` (never this member itself).
+    pub(crate) fn send_cluster(&mut self, to: MemberId, message: ClusterMessage) {
+        let envelope = Envelope {
+            from: self.me,
+            to,
+            seq: 0,
+            message: Message::Cluster(message),
+        };
+        self.push(Effect::Send(envelope));
     }
 
     pub(crate) fn pop_local(&mut self) -> Option<Envelope> {

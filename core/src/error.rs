@@ -33,6 +33,12 @@ pub enum ConfigError {
     /// A rebalance limit is out of range.
     #[error("invalid rebalance limit: {0}")]
     InvalidRebalanceLimit(&'static str),
+    /// Membership is managed by the node but no seed node is configured.
+    #[error("membership needs at least one seed node")]
+    NoSeedNodes,
+    /// A membership setting is out of range.
+    #[error("invalid membership setting: {0}")]
+    InvalidMembership(&'static str),
 }
 
 /// Why a wire frame could not be decoded. The frame is dropped and counted; state is unchanged.
@@ -82,4 +88,8 @@ pub enum CommandError {
     /// The region has stopped; it takes no more work.
     #[error("the region of `{0}` has stopped")]
     RegionStopped(EntityType),
+    /// The host manages membership (`Config::membership` is `None`): it leaves the cluster
+    /// through its own membership, not through the node.
+    #[error("membership is managed by the host")]
+    MembershipIsExternal,
 }

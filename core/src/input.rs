@@ -58,6 +58,10 @@ pub enum Command {
         /// The entity.
         entity: EntityId,
     },
+    /// Leave the cluster gracefully: every region hands off its shards, then the member
+    /// becomes Exiting, is removed, and the node emits `Event::LeftCluster`. Needs
+    /// `Config::membership`.
+    Leave,
     /// Hand off every shard of one type (or all types) and stop the region(s).
     GracefulShutdown {
         /// `None` shuts down every region of this node.

@@ -89,7 +89,10 @@ pub use error::{CodecError, CommandError, ConfigError};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId};
 pub use input::{Command, Input};
-pub use membership::{Member, MemberStatus, MembershipView};
+pub use membership::{
+    ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, Member, MemberStatus,
+    MembershipSettings, MembershipView, Phase,
+};
 pub use message::{Body, Envelope, Message, Payload, RegionShards, RegionStats};
 pub use node::{Metrics, Node};
 pub use time::Instant;

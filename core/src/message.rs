@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::membership::ClusterMessage;
 
 /// Opaque application bytes carried to an entity.
 #[derive(Clone, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
@@ -40,13 +41,28 @@ pub struct Envelope {
     pub message: Message,
 }
 
-/// One protocol message of one entity type.
+/// What an envelope carries: one entity type's sharding protocol, or cluster membership.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub struct Message {
-    /// The entity type whose region or coordinator handles it.
-    pub entity_type: EntityType,
-    /// The message itself.
-    pub body: Body,
+pub enum Message {
+    /// A sharding protocol message of one entity type.
+    Sharding {
+        /// The entity type whose region or coordinator handles it.
+        entity_type: EntityType,
+        /// The message itself.
+        body: Body,
+    },
+    /// A membership message (joining, gossip, heartbeats).
+    Cluster(ClusterMessage),
+}
+
+impl Message {
+    /// The sharding message's body, if this is one.
+    pub fn body(&self) -> Option<&Body> {
+        match self {
+            Self::Sharding { body, .. } => Some(body),
+            Self::Cluster(_) => None,
+        }
+    }
 }
 
 /// Shards one region hosts, as reported in [`Body::ShardHomes`].

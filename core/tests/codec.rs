@@ -162,7 +162,7 @@ fn envelope() -> impl Strategy<Value = Envelope> {
             from,
             to,
             seq,
-            message: Message {
+            message: Message::Sharding {
                 entity_type: EntityType::new(t),
                 body,
             },
@@ -221,7 +221,7 @@ fn sample() -> Envelope {
         from: MemberId::new(1, 7),
         to: MemberId::new(2, 9),
         seq: 300,
-        message: Message {
+        message: Message::Sharding {
             entity_type: EntityType::new("counter"),
             body: Body::Forward {
                 shard: ShardId(42),
@@ -256,10 +256,13 @@ fn malformed_frames_give_the_right_error() {
 #[test]
 fn oversized_payloads_are_refused_at_encoding() {
     let mut envelope = sample();
-    envelope.message.body = Body::Forward {
-        shard: ShardId(1),
-        entity: EntityId::new("big"),
-        payload: Some(Payload(vec![0; MAX_FRAME_LEN])),
+    envelope.message = Message::Sharding {
+        entity_type: EntityType::new("counter"),
+        body: Body::Forward {
+            shard: ShardId(1),
+            entity: EntityId::new("big"),
+            payload: Some(Payload(vec![0; MAX_FRAME_LEN])),
+        },
     };
     assert!(matches!(encode(&envelope), Err(CodecError::TooLarge(_))));
 }

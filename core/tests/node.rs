@@ -135,7 +135,7 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
         from: member(2),
         to: shoal_core::MemberId::new(1, 0),
         seq: 0,
-        message: Message {
+        message: Message::Sharding {
             entity_type: counter(),
             body: Body::HostShard { shard: ShardId(1) },
         },
@@ -153,7 +153,7 @@ fn regions_obey_only_the_coordinator_their_view_names() {
         from: member(2),
         to: member(1),
         seq: 0,
-        message: Message {
+        message: Message::Sharding {
             entity_type: counter(),
             body: Body::HostShard { shard: ShardId(4) },
         },
@@ -197,7 +197,7 @@ fn malformed_peer_input_never_panics() {
     ];
     for body in bodies {
         for (from, to) in [(2, 1), (1, 2)] {
-            let message = Message {
+            let message = Message::Sharding {
                 entity_type: counter(),
                 body: body.clone(),
             };
@@ -213,7 +213,7 @@ fn malformed_peer_input_never_panics() {
             c.settle();
         }
     }
-    let unknown = Message {
+    let unknown = Message::Sharding {
         entity_type: EntityType::new("other"),
         body: Body::RegisterAck,
     };

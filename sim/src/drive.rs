@@ -145,7 +145,8 @@ impl World {
         // with the cluster, so one that does not fit a frame fails the run; they skip forwarded
         // entity messages, whose frames cannot outgrow the cap (the core refuses payloads over
         // `max_payload_size`, a quarter of it) and are most of the traffic.
-        let is_forward = matches!(envelope.message.body, shoal_core::Body::Forward { .. });
+        let body = envelope.message.body();
+        let is_forward = matches!(body, Some(shoal_core::Body::Forward { .. }));
         if cfg!(debug_assertions) || !is_forward {
             let frame = codec::encode(&envelope).expect("core messages fit in a frame");
             if cfg!(debug_assertions) {
@@ -154,33 +155,36 @@ impl World {
             }
         }
         let link = (envelope.from.node, envelope.to.node);
-        match &envelope.message.body {
-            shoal_core::Body::HandOff { .. } if self.net.partitioned() => {
+        match body {
+            Some(shoal_core::Body::HandOff { .. }) if self.net.partitioned() => {
                 self.mark("handoff during a partition");
             }
-            shoal_core::Body::Register { handing_off, .. } if !handing_off.is_empty() => {
+            Some(shoal_core::Body::Register { handing_off, .. }) if !handing_off.is_empty() => {
                 self.mark("coordinator moved while a handoff was in flight");
             }
-            shoal_core::Body::BeginHandOff { .. } => self.mark("handoff begun"),
+            Some(shoal_core::Body::BeginHandOff { .. }) => self.mark("handoff begun"),
             _ => {}
         }
-        match &envelope.message.body {
-            shoal_core::Body::Forward {
+        let (from, to) = (envelope.from, envelope.to);
+        match body {
+            Some(shoal_core::Body::Forward {
                 shard,
                 entity,
                 payload,
-            } if self.trace_all => {
+            }) if self.trace_all => {
                 let sent = payload
                     .as_ref()
                     .map_or_else(|| "(start)".to_owned(), crate::check::describe);
-                let (from, to) = (envelope.from, envelope.to);
                 self.log(|| format!("{from} -> {to} Forward {shard} {entity} {sent}"));
             }
-            shoal_core::Body::Forward { .. } => {}
-            body => {
-                let (from, to) = (envelope.from, envelope.to);
-                self.log(|| format!("{from} -> {to} {body:?}"));
+            Some(shoal_core::Body::Forward { .. }) => {}
+            Some(body) => self.log(|| format!("{from} -> {to} {body:?}")),
+            // Membership traffic (heartbeats, gossip) only in full traces.
+            None if self.trace_all => {
+                let message = &envelope.message;
+                self.log(|| format!("{from} -> {to} {message:?}"));
             }
+            None => {}
         }
         let [first, copy] = self.net.send(self.now, link);
         if let Some(flight) = copy {

@@ -99,7 +99,7 @@ fn main() {
         from: MemberId::new(2, 1),
         to: MemberId::new(1, 1),
         seq: 1,
-        message: Message {
+        message: Message::Sharding {
             entity_type: EntityType::new("counter"),
             body: Body::Forward {
                 shard: ShardId(1),

@@ -7,7 +7,7 @@ use crate::effect::Effect;
 use crate::id::RequestId;
 use crate::membership::Member;
 use crate::membership::MemberStatus;
-use crate::message::{RegionShards, RegionStats};
+use crate::message::{Message, RegionShards, RegionStats};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -94,7 +94,10 @@ impl Fixture {
         });
         remote
             .chain(local)
-            .map(|env| (env.to.node.0, env.message.body))
+            .map(|env| match env.message {
+                Message::Sharding { body, .. } => (env.to.node.0, body),
+                Message::Cluster(c) => panic!("unexpected {c:?}"),
+            })
             .collect()
     }
 

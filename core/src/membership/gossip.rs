@@ -127,6 +127,12 @@ impl Gossip {
         &self.seen
     }
 
+    /// Records that `id` has seen this state (tests drive convergence by hand).
+    #[cfg(test)]
+    pub(crate) fn mark_seen(&mut self, id: MemberId) {
+        self.seen.insert(id);
+    }
+
     /// The state without the seen set: what two gossips compare on.
     fn same_state(&self, other: &Self) -> bool {
         self.members == other.members
@@ -248,6 +254,11 @@ impl Gossip {
         changed
     }
 
+    /// Whether `observer` currently observes `subject` unreachable.
+    pub(crate) fn observes_unreachable(&self, observer: MemberId, subject: MemberId) -> bool {
+        self.reachability.observes_unreachable(observer, subject)
+    }
+
     /// Members whose observations count: current members that are not Down.
     fn observers(&self) -> BTreeSet<MemberId> {
         self.members
@@ -261,6 +272,28 @@ impl Gossip {
     pub(crate) fn unreachable(&self) -> BTreeSet<MemberId> {
         let observers = self.observers();
         self.reachability.unreachable(&observers).collect()
+    }
+
+    /// The members `me`'s side cannot reach: those `me` observes unreachable, then those
+    /// observed unreachable by the other members not (yet) found unreachable, in address
+    /// order. Observations from the far side of a partition (about `me`'s side) do not count
+    /// once a near-side member has observed their observer unreachable: this is the view a
+    /// side decides downing on.
+    pub(crate) fn unreachable_from(&self, me: MemberId) -> BTreeSet<MemberId> {
+        let complaints = |observer: MemberId| {
+            self.members
+                .keys()
+                .filter(move |s| **s != me && self.reachability.observes_unreachable(observer, **s))
+                .copied()
+        };
+        let mut unreachable: BTreeSet<MemberId> = complaints(me).collect();
+        for observer in self.observers() {
+            if observer != me && !unreachable.contains(&observer) {
+                let found: Vec<MemberId> = complaints(observer).collect();
+                unreachable.extend(found);
+            }
+        }
+        unreachable
     }
 
     /// Whether every Up or Leaving member has seen this state and nobody is unreachable but
@@ -301,7 +334,12 @@ impl Gossip {
             return false;
         }
         let unreachable = self.unreachable();
-        let mut next_up = self.members.values().map(|m| m.up_number).max().unwrap_or(0);
+        let mut next_up = self
+            .members
+            .values()
+            .map(|m| m.up_number)
+            .max()
+            .unwrap_or(0);
         let enough = self.members.len() >= min_members;
         let mut changed = false;
         let mut removed = Vec::new();
@@ -317,7 +355,9 @@ impl Gossip {
                     m.status = MemberStatus::Exiting;
                     changed = true;
                 }
-                MemberStatus::Exiting if self.seen.contains(&m.id) || unreachable.contains(&m.id) => {
+                MemberStatus::Exiting
+                    if self.seen.contains(&m.id) || unreachable.contains(&m.id) =>
+                {
                     removed.push(m.id);
                 }
                 MemberStatus::Down if unreachable.contains(&m.id) => removed.push(m.id),

@@ -34,8 +34,15 @@ fn the_leader_moves_joining_members_up_in_address_order_at_convergence() {
     assert!(g.leader_actions(m(1), 3));
     let ups: Vec<(u64, u64)> = g.members().map(|m| (m.id.node.0, m.up_number)).collect();
     assert_eq!(ups, [(1, 1), (2, 2), (3, 3)]);
-    assert_eq!(g.seen(), &[m(1)].into(), "a new state, seen by the leader only");
-    assert!(!g.leader_actions(m(1), 3), "not converged: 2 and 3 have not seen it");
+    assert_eq!(
+        g.seen(),
+        &[m(1)].into(),
+        "a new state, seen by the leader only"
+    );
+    assert!(
+        !g.leader_actions(m(1), 3),
+        "not converged: 2 and 3 have not seen it"
+    );
 }
 
 #[test]
@@ -70,7 +77,11 @@ fn merging_is_a_join_later_statuses_and_tombstones_win() {
     // Strictly newer or older states are recognised as such.
     let mut behind = base.clone();
     assert_eq!(behind.receive(m(2), b.clone()), Received::Newer);
-    assert_eq!(behind.seen(), &[m(2), m(3)].into(), "b's seen set plus the receiver");
+    assert_eq!(
+        behind.seen(),
+        &[m(2), m(3)].into(),
+        "b's seen set plus the receiver"
+    );
     let mut ahead = b.clone();
     assert_eq!(ahead.receive(m(3), base.clone()), Received::Older);
 
@@ -93,7 +104,7 @@ fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
     mine.seen = [m(1)].into();
     assert_eq!(mine.receive(m(1), other), Received::Same);
     assert_eq!(mine.seen(), &[m(1), m(2)].into());
-    let mut newer = g.clone();
+    let mut newer = g;
     newer.set_status(m(3), m(3), MemberStatus::Leaving);
     assert_eq!(mine.receive(m(1), newer), Received::Newer);
     assert_eq!(mine.seen(), &[m(1), m(3)].into());
@@ -106,13 +117,16 @@ fn an_unreachable_member_blocks_convergence_until_it_is_down() {
     g.observe(m(1), m(3), false);
     g.seen.extend([m(2), m(3)]);
     assert!(!g.converged(), "unreachable and Up");
-    assert_eq!(g.view().members()[2].reachable, false);
+    assert!(!g.view().members()[2].reachable);
     g.set_status(m(1), m(3), MemberStatus::Down);
     g.seen.insert(m(2));
     assert!(g.converged(), "Down members may be unreachable");
     assert!(g.leader_actions(m(1), 1));
     assert!(g.is_removed(m(3)), "unreachable Down members are removed");
-    assert!(g.unreachable().is_empty(), "observations of removed members are forgotten");
+    assert!(
+        g.unreachable().is_empty(),
+        "observations of removed members are forgotten"
+    );
 }
 
 #[test]
@@ -120,9 +134,17 @@ fn the_leader_is_the_first_reachable_up_member() {
     let mut g = three_up();
     g.observe(m(2), m(1), false);
     assert_eq!(g.leader(m(2)), Some(m(2)), "member 1 is unreachable");
-    assert_eq!(g.leader(m(1)), Some(m(1)), "a member never considers itself unreachable");
+    assert_eq!(
+        g.leader(m(1)),
+        Some(m(1)),
+        "a member never considers itself unreachable"
+    );
     let founding = Gossip::founding(joining(5));
-    assert_eq!(founding.leader(m(5)), Some(m(5)), "no Up member: the first reachable");
+    assert_eq!(
+        founding.leader(m(5)),
+        Some(m(5)),
+        "no Up member: the first reachable"
+    );
 }
 
 #[test]
@@ -130,13 +152,19 @@ fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
     let mut g = three_up();
     g.set_status(m(3), m(3), MemberStatus::Leaving);
     g.seen.extend([m(1), m(2)]);
-    assert!(!g.leader_actions(m(1), 1), "not ready: its regions still hand off");
+    assert!(
+        !g.leader_actions(m(1), 1),
+        "not ready: its regions still hand off"
+    );
     g.set_ready_to_exit(m(3));
     g.seen.extend([m(1), m(2)]);
     assert!(g.leader_actions(m(1), 1));
     assert_eq!(status(&g, 3), Some(MemberStatus::Exiting));
     g.seen.insert(m(2));
-    assert!(!g.leader_actions(m(1), 1), "member 3 has not seen itself Exiting");
+    assert!(
+        !g.leader_actions(m(1), 1),
+        "member 3 has not seen itself Exiting"
+    );
     g.seen.insert(m(3));
     assert!(g.leader_actions(m(1), 1));
     assert!(g.is_removed(m(3)));
@@ -145,7 +173,8 @@ fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
 #[test]
 fn a_new_incarnation_marks_the_old_one_down() {
     let mut g = three_up();
-    let restarted = GossipMember::joining(MemberId::new(2, 2), BTreeSet::new(), AppVersion::default());
+    let restarted =
+        GossipMember::joining(MemberId::new(2, 2), BTreeSet::new(), AppVersion::default());
     assert!(g.add_joining(m(1), restarted.clone()));
     assert_eq!(status(&g, 2), Some(MemberStatus::Down));
     assert!(!g.add_joining(m(1), restarted), "already joining");

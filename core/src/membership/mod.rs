@@ -1,9 +1,18 @@
 //! Cluster membership: the view the sharding roles consume ([`MembershipView`]), and the
 //! membership state machine that produces it from gossip, failure detection and downing.
 
+mod detector;
+mod downing;
 mod gossip;
+mod machine;
+mod message;
 mod reachability;
+mod settings;
 mod view;
 
 pub use gossip::{Gossip, GossipMember};
+pub(crate) use machine::Membership;
+pub use machine::Phase;
+pub use message::ClusterMessage;
+pub use settings::{Downing, FailureDetectorSettings, MembershipSettings};
 pub use view::{Member, MemberStatus, MembershipView};

@@ -27,7 +27,12 @@ pub(crate) struct Reachability {
 impl Reachability {
     /// `observer` cannot reach `subject` (or can again, if `reachable`); whether that changed
     /// its row.
-    pub(crate) fn observe(&mut self, observer: MemberId, subject: MemberId, reachable: bool) -> bool {
+    pub(crate) fn observe(
+        &mut self,
+        observer: MemberId,
+        subject: MemberId,
+        reachable: bool,
+    ) -> bool {
         let row = self.rows.entry(observer).or_default();
         let changed = if reachable {
             row.unreachable.remove(&subject)
@@ -102,12 +107,19 @@ mod tests {
         assert!(b.observe(m(2), m(3), false));
         let merged = a.merge(&b);
         assert_eq!(merged, b.merge(&a), "merge is symmetric");
-        assert!(!merged.observes_unreachable(m(1), m(3)), "the newer row of m1 wins");
+        assert!(
+            !merged.observes_unreachable(m(1), m(3)),
+            "the newer row of m1 wins"
+        );
         assert!(merged.observes_unreachable(m(2), m(3)));
         let observers: BTreeSet<MemberId> = [m(1), m(2)].into();
         assert_eq!(merged.unreachable(&observers).collect::<Vec<_>>(), [m(3)]);
         let only_one: BTreeSet<MemberId> = [m(1)].into();
-        assert_eq!(merged.unreachable(&only_one).count(), 0, "m2 is no observer");
+        assert_eq!(
+            merged.unreachable(&only_one).count(),
+            0,
+            "m2 is no observer"
+        );
     }
 
     #[test]

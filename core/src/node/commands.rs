@@ -12,6 +12,7 @@ use crate::time::Instant;
 impl Node {
     pub(super) fn handle_command(&mut self, now: Instant, request: RequestId, command: Command) {
         let entity_type = match &command {
+            Command::Leave => return self.handle_leave(now, request),
             Command::GracefulShutdown { entity_type: None } => {
                 for t in self.types.values_mut() {
                     t.region.handle_graceful_shutdown(&mut self.effects);
@@ -77,6 +78,7 @@ impl Node {
                 let body = Body::GetClusterShardingStats { request };
                 t.region.handle_coordinator_query(request, body, out);
             }
+            Command::Leave => unreachable!("answered above"),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! member is the oldest Up member with the type's role) a coordinator; routes inputs to them;
 //! delivers messages between roles on this node in FIFO order; and owns the effect queue.
 
+mod cluster;
 mod commands;
 
 use std::collections::BTreeMap;
@@ -13,8 +14,8 @@ use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::link_seq::LinkSequences;
-use crate::membership::MembershipView;
-use crate::message::{Body, Envelope, Payload};
+use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
+use crate::message::{Body, Envelope, Message, Payload};
 use crate::region::{Handled, Region};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
@@ -59,6 +60,13 @@ pub struct Node {
     removals: BTreeMap<MemberId, Instant>,
     /// Numbers envelopes per link so that copies from the transport are dropped.
     links: LinkSequences,
+    /// Membership, when this node manages it (`Config::membership`); otherwise the host
+    /// supplies views.
+    membership: Option<Membership>,
+    /// Whether this member is leaving gracefully (its regions hand off, then it exits).
+    leaving: bool,
+    /// Whether [`Event::LeftCluster`] was emitted.
+    left: bool,
     metrics: Metrics,
 }
 
@@ -85,6 +93,10 @@ impl Node {
                 (t.name.clone(), roles)
             })
             .collect();
+        let membership = config.membership.clone().map(|settings| {
+            let joiner = GossipMember::joining(me, config.roles.clone(), settings.app_version);
+            Membership::new(me, joiner, settings, now)
+        });
         Ok(Self {
             me,
             rng: Rng::new(config.seed),
@@ -94,6 +106,9 @@ impl Node {
             effects: Effects::new(me),
             removals: BTreeMap::new(),
             links: LinkSequences::default(),
+            membership,
+            leaving: false,
+            left: false,
             metrics: Metrics::default(),
         })
     }
@@ -102,7 +117,7 @@ impl Node {
     pub fn handle_input(&mut self, now: Instant, input: Input) {
         match input {
             Input::Receive(envelope) => {
-                if envelope.to != self.me {
+                if envelope.to != self.me && !is_init_join_for(&envelope, self.me) {
                     self.metrics.misaddressed += 1;
                     tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
                 } else if !self.links.accept(envelope.from, envelope.seq) {
@@ -112,7 +127,14 @@ impl Node {
                     self.dispatch(now, envelope);
                 }
             }
-            Input::MembershipChanged(view) => self.handle_membership(now, view),
+            Input::MembershipChanged(view) if self.membership.is_none() => {
+                self.handle_membership(now, view);
+            }
+            Input::MembershipChanged(_) => {
+                // This node manages membership itself; a host's view would contradict it.
+                self.metrics.rejected += 1;
+                tracing::warn!("membership view from the host ignored: membership is managed");
+            }
             Input::Tell {
                 entity_type,
                 entity,
@@ -140,6 +162,7 @@ impl Node {
             }
         }
         self.deliver_local(now);
+        self.sync_membership(now);
     }
 
     /// Runs every timer that is due at `now`. Idempotent; may be called early or spuriously.
@@ -153,14 +176,22 @@ impl Node {
         }
         let margin = self.config.settings.down_removal_margin;
         self.removals.retain(|_, at| now < *at + margin);
+        if let Some(m) = &mut self.membership {
+            m.handle_timeout(now, &mut self.rng, &mut self.effects);
+        }
         self.deliver_local(now);
+        self.sync_membership(now);
     }
 
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         let mut effect = self.effects.pop()?;
+        // Envelopes to "whoever runs at an address" (a join's first contact) go unnumbered:
+        // numbering restarts once the receiver's incarnation is known.
         if let Effect::Send(envelope) = &mut effect {
-            envelope.seq = self.links.next_to(envelope.to);
+            if envelope.to.incarnation.0 != 0 {
+                envelope.seq = self.links.next_to(envelope.to);
+            }
         }
         Some(effect)
     }
@@ -176,7 +207,10 @@ impl Node {
                 t.coordinator.as_ref().and_then(Coordinator::poll_timeout),
             );
         }
-        next
+        earliest(
+            next,
+            self.membership.as_ref().and_then(Membership::poll_timeout),
+        )
     }
 
     /// This member's id.
@@ -293,15 +327,19 @@ impl Node {
 
     fn dispatch(&mut self, now: Instant, envelope: Envelope) {
         let Envelope { from, message, .. } = envelope;
-        let Some(t) = self.types.get_mut(&message.entity_type) else {
+        let (entity_type, body) = match message {
+            Message::Sharding { entity_type, body } => (entity_type, body),
+            Message::Cluster(message) => return self.handle_cluster(now, from, message),
+        };
+        let Some(t) = self.types.get_mut(&entity_type) else {
             self.metrics.unknown_entity_type += 1;
-            tracing::debug!(entity_type = %message.entity_type, %from, "message for an unknown entity type");
+            tracing::debug!(%entity_type, %from, "message for an unknown entity type");
             if let Body::Forward {
                 entity, payload, ..
-            } = message.body
+            } = body
             {
                 self.effects.dead_letter(
-                    &message.entity_type,
+                    &entity_type,
                     (entity, payload),
                     DeadLetterReason::UnknownEntityType,
                 );
@@ -309,7 +347,7 @@ impl Node {
             return;
         };
         let out = &mut self.effects;
-        match message.body {
+        match body {
             Body::SetShardLocations { locations } => {
                 for (shard, node) in locations {
                     if shard.0 >= t.config.number_of_shards {
@@ -363,4 +401,11 @@ fn is_for_coordinator(body: &Body) -> bool {
             | Body::GetClusterShardingStats { .. }
             | Body::RegionStatsReply { .. }
     )
+}
+
+/// Whether `envelope` is a join's first contact addressed to whoever runs at this address.
+fn is_init_join_for(envelope: &Envelope, me: MemberId) -> bool {
+    envelope.to.node == me.node
+        && envelope.to.incarnation.0 == 0
+        && matches!(envelope.message, Message::Cluster(ClusterMessage::InitJoin))
 }

@@ -83,7 +83,7 @@ fn send(to: u64, body: Body) -> Effect {
         from: m(2),
         to: m(to),
         seq: 0,
-        message: Message {
+        message: Message::Sharding {
             entity_type: ty(),
             body,
         },
@@ -138,7 +138,7 @@ fn registration_is_retried_with_growing_delays_up_to_the_retry_interval() {
     while attempts.len() < 6 {
         now = f.region.registration.next_attempt.expect("retry armed");
         f.region.handle_timeout(now, &mut f.rng, &mut f.out);
-        let sent = f.take().into_iter().filter(|e| matches!(e, Effect::Send(env) if matches!(env.message.body, Body::Register { .. }))).count();
+        let sent = f.take().into_iter().filter(|e| matches!(e, Effect::Send(env) if matches!(env.message.body(), Some(Body::Register { .. })))).count();
         if sent == 1 {
             attempts.push(now);
         }

@@ -331,7 +331,10 @@ impl TestCluster {
             match effect {
                 Effect::Send(envelope) => {
                     if self.trace_network {
-                        let body = describe(&envelope.message.body);
+                        let body = envelope
+                            .message
+                            .body()
+                            .map_or_else(|| format!("{:?}", envelope.message), describe);
                         self.trace
                             .push(format!("{now} {} -> {} {body}", envelope.from, envelope.to));
                     }

@@ -1,0 +1,203 @@
+//! Failure detection: which members each member monitors (a bounded ring, not all-to-all, as
+//! Akka's heartbeat ring), and the phi-accrual detector that turns heartbeat arrival times into
+//! a suspicion level (Hayashibara et al.; Akka's `PhiAccrualFailureDetector`).
+
+use std::collections::VecDeque;
+
+use crate::hash::murmur2;
+use crate::id::MemberId;
+use crate::membership::settings::FailureDetectorSettings;
+use crate::time::Instant;
+
+/// The members `me` monitors: the next `count` after it on a ring ordered by a hash of the
+/// member id, so each member is monitored by about `count` others wherever it sits.
+pub(crate) fn monitored(me: MemberId, members: &[MemberId], count: usize) -> Vec<MemberId> {
+    let key = |m: &MemberId| {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&m.node.0.to_le_bytes());
+        bytes[8..].copy_from_slice(&m.incarnation.0.to_le_bytes());
+        (murmur2(&bytes), *m)
+    };
+    let mut ring: Vec<(u32, MemberId)> = members.iter().map(key).collect();
+    ring.sort_unstable();
+    ring.dedup();
+    let start = ring.partition_point(|k| *k <= key(&me));
+    ring.iter()
+        .cycle()
+        .skip(start)
+        .take(ring.len())
+        .map(|(_, m)| *m)
+        .filter(|m| *m != me)
+        .take(count)
+        .collect()
+}
+
+/// Suspicion of one monitored member, from the intervals between its heartbeats.
+#[derive(Clone, Debug)]
+pub(crate) struct PhiAccrual {
+    /// Recent intervals, in milliseconds.
+    intervals: VecDeque<f64>,
+    sum: f64,
+    sum_of_squares: f64,
+    last: Option<Instant>,
+}
+
+impl PhiAccrual {
+    /// A detector that assumes `first_heartbeat_estimate` (± a quarter) until it has measured.
+    pub(crate) fn new(settings: &FailureDetectorSettings) -> Self {
+        let mean = ms(settings.first_heartbeat_estimate.as_nanos() as u64);
+        let mut d = Self {
+            intervals: VecDeque::new(),
+            sum: 0.0,
+            sum_of_squares: 0.0,
+            last: None,
+        };
+        d.record(mean - mean / 4.0, settings.max_sample_size);
+        d.record(mean + mean / 4.0, settings.max_sample_size);
+        d
+    }
+
+    fn record(&mut self, interval: f64, max: usize) {
+        if self.intervals.len() >= max {
+            if let Some(old) = self.intervals.pop_front() {
+                self.sum -= old;
+                self.sum_of_squares -= old * old;
+            }
+        }
+        self.intervals.push_back(interval);
+        self.sum += interval;
+        self.sum_of_squares += interval * interval;
+    }
+
+    /// A heartbeat arrived at `now`.
+    pub(crate) fn heartbeat(&mut self, now: Instant, settings: &FailureDetectorSettings) {
+        if let Some(last) = self.last {
+            // A gap that already made the member suspect is not a sample of its rhythm.
+            if self.is_available(now, settings) {
+                let interval = ms(now.saturating_duration_since(last).as_nanos() as u64);
+                self.record(interval, settings.max_sample_size);
+            }
+        }
+        self.last = Some(now);
+    }
+
+    /// Whether a heartbeat ever arrived.
+    pub(crate) fn is_monitoring(&self) -> bool {
+        self.last.is_some()
+    }
+
+    /// The suspicion level at `now` (0 before the first heartbeat).
+    pub(crate) fn phi(&self, now: Instant, settings: &FailureDetectorSettings) -> f64 {
+        let Some(last) = self.last else {
+            return 0.0;
+        };
+        let n = self.intervals.len() as f64;
+        let mean = self.sum / n;
+        let variance = (self.sum_of_squares / n - mean * mean).max(0.0);
+        let std = variance
+            .sqrt()
+            .max(ms(settings.min_std_deviation.as_nanos() as u64));
+        let mean = mean + ms(settings.acceptable_heartbeat_pause.as_nanos() as u64);
+        let elapsed = ms(now.saturating_duration_since(last).as_nanos() as u64);
+        phi(elapsed, mean, std)
+    }
+
+    /// Whether the member is considered alive at `now`.
+    pub(crate) fn is_available(&self, now: Instant, settings: &FailureDetectorSettings) -> bool {
+        self.phi(now, settings) < settings.threshold
+    }
+}
+
+fn ms(nanos: u64) -> f64 {
+    nanos as f64 / 1e6
+}
+
+/// Akka's logistic approximation of the normal distribution's tail: `-log10(P(later))`.
+fn phi(elapsed: f64, mean: f64, std: f64) -> f64 {
+    let y = (elapsed - mean) / std;
+    let e = (-y * (1.5976 + 0.070566 * y * y)).exp();
+    if elapsed > mean {
+        -(e / (1.0 + e)).log10()
+    } else {
+        -(1.0 - 1.0 / (1.0 + e)).log10()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn suspicion_grows_with_silence_and_resets_with_a_heartbeat() {
+        let s = FailureDetectorSettings::default();
+        let mut d = PhiAccrual::new(&s);
+        assert!(!d.is_monitoring());
+        assert_eq!(
+            d.phi(at(100_000), &s),
+            0.0,
+            "nothing to suspect before a heartbeat"
+        );
+        for i in 0..=10 {
+            d.heartbeat(at(i * 1000), &s);
+        }
+        // Heartbeats every second, 3 s of acceptable pause: fine after 2 s, dead after 10 s.
+        assert!(d.is_available(at(12_000), &s));
+        assert!(d.phi(at(14_000), &s) > d.phi(at(13_000), &s));
+        assert!(!d.is_available(at(20_000), &s));
+        d.heartbeat(at(20_000), &s);
+        assert!(d.is_available(at(20_500), &s));
+        assert_eq!(
+            d.intervals.len(),
+            2 + 10,
+            "the long gap was not taken as a sample"
+        );
+    }
+
+    #[test]
+    fn samples_are_bounded() {
+        let s = FailureDetectorSettings {
+            max_sample_size: 5,
+            ..FailureDetectorSettings::default()
+        };
+        let mut d = PhiAccrual::new(&s);
+        for i in 0..100 {
+            d.heartbeat(at(i * 1000), &s);
+        }
+        assert_eq!(d.intervals.len(), 5);
+        assert!(
+            (d.sum / 5.0 - 1000.0).abs() < 1e-6,
+            "only real intervals remain"
+        );
+    }
+
+    #[test]
+    fn each_member_is_monitored_by_a_bounded_number_of_others() {
+        let members: Vec<MemberId> = (1..=20).map(|n| MemberId::new(n, 1)).collect();
+        let mut monitored_by = std::collections::BTreeMap::<MemberId, usize>::new();
+        for &m in &members {
+            let targets = monitored(m, &members, 5);
+            assert_eq!(targets.len(), 5);
+            assert!(!targets.contains(&m));
+            for t in targets {
+                *monitored_by.entry(t).or_default() += 1;
+            }
+        }
+        assert!(
+            monitored_by.values().all(|&n| n == 5),
+            "a ring: {monitored_by:?}"
+        );
+        let few = &members[..3];
+        assert_eq!(
+            monitored(few[0], few, 5).len(),
+            2,
+            "everyone else when fewer"
+        );
+        assert_eq!(monitored(few[0], &few[..1], 5), [], "alone");
+    }
+}

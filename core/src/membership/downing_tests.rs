@@ -1,0 +1,133 @@
+//! Role tests for downing decisions.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::*;
+use crate::id::AppVersion;
+use crate::membership::gossip::GossipMember;
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn at(secs: u64) -> Instant {
+    Instant::ZERO + Duration::from_secs(secs)
+}
+
+/// `n` Up members, as member `me` holds the state, with `unreachable` observed by `observer`.
+fn cluster(n: u64, me: u64, observer: u64, unreachable: &[u64]) -> Gossip {
+    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let mut g = Gossip::founding(join(1));
+    for i in 2..=n {
+        g.add_joining(m(1), join(i));
+    }
+    let all: Vec<MemberId> = (1..=n).map(m).collect();
+    let mut seen = g.clone();
+    for id in &all {
+        seen.receive(*id, g.clone());
+    }
+    g = seen;
+    assert!(g.leader_actions(m(1), 1));
+    for u in unreachable {
+        g.observe(m(observer), m(*u), false);
+    }
+    let _ = me;
+    g
+}
+
+fn keep_majority(stable_secs: u64) -> Downer {
+    Downer::new(
+        Downing::KeepMajority {
+            stable_after: Duration::from_secs(stable_secs),
+        },
+        at(0),
+    )
+}
+
+fn ids(ns: &[u64]) -> BTreeSet<MemberId> {
+    ns.iter().map(|n| m(*n)).collect()
+}
+
+#[test]
+fn the_majority_downs_the_minority_after_stable_after() {
+    let g = cluster(5, 1, 1, &[4, 5]);
+    let mut d = keep_majority(20);
+    d.observe(at(1), m(1), &g);
+    assert_eq!(d.deadline(), Some(at(21)));
+    assert!(
+        d.decide(at(20), m(1), &g).is_empty(),
+        "not stable long enough"
+    );
+    assert_eq!(d.decide(at(21), m(1), &g), ids(&[4, 5]));
+    assert!(
+        d.decide(at(21), m(2), &g).is_empty(),
+        "only the leader acts"
+    );
+}
+
+#[test]
+fn the_minority_downs_itself() {
+    // Member 4's view: 1, 2 and 3 unreachable.
+    let g = cluster(5, 4, 4, &[1, 2, 3]);
+    let mut d = keep_majority(20);
+    d.observe(at(0), m(4), &g);
+    assert_eq!(g.leader(m(4)), Some(m(4)));
+    assert_eq!(d.decide(at(20), m(4), &g), ids(&[4, 5]));
+}
+
+#[test]
+fn a_tie_goes_to_the_side_with_the_lowest_address() {
+    let g = cluster(4, 1, 1, &[3, 4]);
+    let mut d = keep_majority(5);
+    d.observe(at(0), m(1), &g);
+    assert_eq!(d.decide(at(5), m(1), &g), ids(&[3, 4]));
+    let other = cluster(4, 3, 3, &[1, 2]);
+    let mut d = keep_majority(5);
+    d.observe(at(0), m(3), &other);
+    assert_eq!(d.decide(at(5), m(3), &other), ids(&[3, 4]), "downs itself");
+}
+
+#[test]
+fn any_change_restarts_the_stability_clock() {
+    let g = cluster(5, 1, 1, &[5]);
+    let mut d = keep_majority(10);
+    d.observe(at(0), m(1), &g);
+    let g2 = cluster(5, 1, 1, &[4, 5]);
+    d.observe(at(8), m(1), &g2);
+    assert!(d.decide(at(10), m(1), &g2).is_empty());
+    assert_eq!(d.decide(at(18), m(1), &g2), ids(&[4, 5]));
+    d.observe(at(19), m(1), &cluster(5, 1, 1, &[]));
+    assert_eq!(d.deadline(), None, "nobody unreachable");
+}
+
+#[test]
+fn auto_down_downs_whatever_it_cannot_reach_even_as_a_minority() {
+    let g = cluster(5, 4, 4, &[1, 2, 3]);
+    let mut d = Downer::new(
+        Downing::AutoDown {
+            after: Duration::from_secs(5),
+        },
+        at(0),
+    );
+    d.observe(at(0), m(4), &g);
+    assert_eq!(d.decide(at(5), m(4), &g), ids(&[1, 2, 3]));
+    let mut off = Downer::new(Downing::Off, at(0));
+    off.observe(at(0), m(4), &g);
+    assert!(off.decide(at(1000), m(4), &g).is_empty());
+}
+
+#[test]
+fn observations_from_the_far_side_do_not_count() {
+    // Member 1's gossip also carries member 4's row (from before the partition settled):
+    // 4 cannot reach 1, 2 and 3. Member 1's side still sees only 4 and 5 unreachable.
+    let mut g = cluster(5, 1, 1, &[4, 5]);
+    for s in [1, 2, 3] {
+        g.observe(m(4), m(s), false);
+    }
+    assert_eq!(g.unreachable_from(m(1)), ids(&[4, 5]));
+    assert_eq!(g.unreachable_from(m(4)), ids(&[1, 2, 3]));
+    let mut d = keep_majority(1);
+    d.observe(at(0), m(1), &g);
+    assert_eq!(d.decide(at(1), m(1), &g), ids(&[4, 5]));
+}

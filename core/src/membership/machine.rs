@@ -1,0 +1,416 @@
+//! The membership state machine a [`crate::Node`] runs when it manages membership itself:
+//! joining through seed nodes, gossip, heartbeats into phi-accrual detectors, reachability
+//! observations, leader actions at convergence and downing. It produces the
+//! [`MembershipView`] the sharding roles consume.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::effect::Effects;
+use crate::id::{Incarnation, MemberId, NodeId};
+use crate::membership::detector::{PhiAccrual, monitored};
+use crate::membership::downing::Downer;
+use crate::membership::gossip::{Gossip, GossipMember, Received};
+use crate::membership::message::ClusterMessage;
+use crate::membership::settings::MembershipSettings;
+use crate::membership::view::{MemberStatus, MembershipView};
+use crate::rng::Rng;
+use crate::time::{Instant, earliest};
+
+/// Where this member is in its life.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Phase {
+    /// Looking for a seed to join through.
+    Joining,
+    /// A member (Joining, Up, Leaving or Exiting in the gossip).
+    Member,
+    /// Removed after leaving: the host may stop this process.
+    Removed,
+    /// Downed (by the split brain resolver or an operator): it stopped every entity, and the
+    /// host must stop this process and restart it as a new incarnation to rejoin.
+    Downed,
+}
+
+/// The membership of one node.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    me: MemberId,
+    joiner: GossipMember,
+    settings: MembershipSettings,
+    phase: Phase,
+    gossip: Gossip,
+    /// While joining: when to ask the seeds again, and (first seed only) when to form a new
+    /// cluster if no other seed answered.
+    next_join_attempt: Instant,
+    form_cluster_at: Option<Instant>,
+    next_gossip: Instant,
+    next_heartbeat: Instant,
+    heartbeat_sequence: u64,
+    /// Monitored members: their detector, and when their first answer is due.
+    detectors: BTreeMap<MemberId, (PhiAccrual, Instant)>,
+    downer: Downer,
+    /// An Exiting member that never hears of its removal considers itself removed then.
+    exit_deadline: Option<Instant>,
+    /// The view last handed to the sharding roles.
+    published: MembershipView,
+}
+
+/// How many gossip rounds an Exiting member waits to hear of its removal.
+const EXIT_ROUNDS: u32 = 10;
+
+impl Membership {
+    /// A member that starts joining at `now`.
+    pub(crate) fn new(
+        me: MemberId,
+        joiner: GossipMember,
+        settings: MembershipSettings,
+        now: Instant,
+    ) -> Self {
+        let first_seed = settings.seed_nodes.first() == Some(&me.node);
+        let alone = settings.seed_nodes.iter().all(|s| *s == me.node);
+        let form_cluster_at = match (first_seed, alone) {
+            (_, true) => Some(now),
+            (true, false) => Some(now + settings.seed_node_timeout),
+            (false, false) => None,
+        };
+        Self {
+            me,
+            joiner,
+            phase: Phase::Joining,
+            gossip: Gossip::default(),
+            next_join_attempt: now,
+            form_cluster_at,
+            next_gossip: now + settings.gossip_interval,
+            next_heartbeat: now + settings.heartbeat_interval,
+            heartbeat_sequence: 0,
+            detectors: BTreeMap::new(),
+            downer: Downer::new(settings.downing, now),
+            exit_deadline: None,
+            published: MembershipView::default(),
+            settings,
+        }
+    }
+
+    /// Where this member is in its life.
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// This member's status in its own gossip.
+    pub(crate) fn status(&self) -> Option<MemberStatus> {
+        self.gossip.member(self.me).map(|m| m.status)
+    }
+
+    /// The view, if it changed since the last call.
+    pub(crate) fn take_view(&mut self) -> Option<MembershipView> {
+        if self.phase == Phase::Joining {
+            return None;
+        }
+        let view = self.gossip.view();
+        (view != self.published).then(|| {
+            self.published = view.clone();
+            view
+        })
+    }
+
+    /// Starts leaving gracefully (the node hands off its shards meanwhile).
+    pub(crate) fn leave(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        if self
+            .gossip
+            .set_status(self.me, self.me, MemberStatus::Leaving)
+        {
+            self.after_change(now, rng, out);
+        }
+    }
+
+    /// The node's regions have handed off everything: this Leaving member may exit.
+    pub(crate) fn ready_to_exit(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        if self.status() == Some(MemberStatus::Leaving) && self.gossip.set_ready_to_exit(self.me) {
+            self.after_change(now, rng, out);
+        }
+    }
+
+    /// A membership message from `from`.
+    pub(crate) fn handle_message(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        message: ClusterMessage,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        if matches!(self.phase, Phase::Removed | Phase::Downed) {
+            return;
+        }
+        match message {
+            ClusterMessage::InitJoin => {
+                if self.accepts_joins() {
+                    out.send_cluster(from, ClusterMessage::InitJoinAck);
+                }
+            }
+            ClusterMessage::InitJoinAck => {
+                if self.phase == Phase::Joining {
+                    let join = ClusterMessage::Join {
+                        roles: self.joiner.roles.clone(),
+                        app_version: self.joiner.app_version,
+                    };
+                    out.send_cluster(from, join);
+                }
+            }
+            ClusterMessage::Join { roles, app_version } => {
+                if self.accepts_joins() {
+                    let joiner = GossipMember::joining(from, roles, app_version);
+                    if self.gossip.add_joining(self.me, joiner) {
+                        self.after_change(now, rng, out);
+                    }
+                    if self.gossip.member(from).is_some() {
+                        out.send_cluster(
+                            from,
+                            ClusterMessage::Welcome(Box::new(self.gossip.clone())),
+                        );
+                    }
+                }
+            }
+            ClusterMessage::Welcome(gossip) | ClusterMessage::Gossip(gossip) => {
+                self.handle_gossip(now, from, *gossip, rng, out);
+            }
+            ClusterMessage::Heartbeat { sequence } => {
+                out.send_cluster(from, ClusterMessage::HeartbeatRsp { sequence });
+            }
+            ClusterMessage::HeartbeatRsp { .. } => self.handle_heartbeat_rsp(now, from, rng, out),
+        }
+    }
+
+    fn accepts_joins(&self) -> bool {
+        self.phase == Phase::Member
+            && matches!(
+                self.status(),
+                Some(MemberStatus::Up | MemberStatus::Joining)
+            )
+    }
+
+    fn handle_gossip(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        remote: Gossip,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        if self.phase == Phase::Joining {
+            // Welcomed (or told by gossip that we are in): adopt the cluster's state.
+            if remote.member(self.me).is_none() {
+                return;
+            }
+            self.phase = Phase::Member;
+        }
+        let received = self.gossip.receive(self.me, remote);
+        if matches!(received, Received::Older | Received::Merged) {
+            out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+        }
+        if received != Received::Same {
+            self.after_change(now, rng, out);
+        } else {
+            self.act(now, out);
+        }
+    }
+
+    fn handle_heartbeat_rsp(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        let settings = &self.settings.failure_detector;
+        let Some((detector, _)) = self.detectors.get_mut(&from) else {
+            return;
+        };
+        detector.heartbeat(now, settings);
+        if self.gossip.observes_unreachable(self.me, from)
+            && self.gossip.observe(self.me, from, true)
+        {
+            self.after_change(now, rng, out);
+        }
+    }
+
+    /// Runs whatever is due.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        match self.phase {
+            Phase::Joining => self.try_join(now, out),
+            Phase::Member => {
+                if now >= self.next_heartbeat {
+                    self.next_heartbeat = now + self.settings.heartbeat_interval;
+                    self.heartbeat(now, rng, out);
+                }
+                if now >= self.next_gossip {
+                    self.next_gossip = now + self.settings.gossip_interval;
+                    self.gossip_to_someone(rng, out);
+                }
+                if self.exit_deadline.is_some_and(|at| at <= now) {
+                    self.phase = Phase::Removed;
+                }
+                self.act(now, out);
+            }
+            Phase::Removed | Phase::Downed => {}
+        }
+    }
+
+    /// When [`Membership::handle_timeout`] should run next.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Joining => earliest(Some(self.next_join_attempt), self.form_cluster_at),
+            Phase::Member => {
+                let next = self.next_heartbeat.min(self.next_gossip);
+                earliest(
+                    earliest(Some(next), self.downer.deadline()),
+                    self.exit_deadline,
+                )
+            }
+            Phase::Removed | Phase::Downed => None,
+        }
+    }
+
+    fn try_join(&mut self, now: Instant, out: &mut Effects) {
+        if self.form_cluster_at.is_some_and(|at| at <= now) {
+            // No other seed answered: this first seed forms a new cluster.
+            self.gossip = Gossip::founding(self.joiner.clone());
+            self.phase = Phase::Member;
+            self.act(now, out);
+            return;
+        }
+        if now < self.next_join_attempt {
+            return;
+        }
+        self.next_join_attempt = now + self.settings.retry_join_after;
+        for seed in &self.settings.seed_nodes {
+            if *seed != self.me.node {
+                out.send_cluster(anyone_at(*seed), ClusterMessage::InitJoin);
+            }
+        }
+    }
+
+    /// A local change: spread it and act on it.
+    fn after_change(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        self.act(now, out);
+        self.gossip_to_someone(rng, out);
+    }
+
+    /// Leader actions, downing, and this member's own fate.
+    fn act(&mut self, now: Instant, out: &mut Effects) {
+        let exiting: Vec<MemberId> = self
+            .gossip
+            .members()
+            .filter(|m| m.status == MemberStatus::Exiting)
+            .map(|m| m.id)
+            .collect();
+        if self
+            .gossip
+            .leader_actions(self.me, self.settings.min_nr_of_members)
+        {
+            // A removed member hears it from the leader: nobody gossips to it any more.
+            for id in exiting {
+                if self.gossip.is_removed(id) && id != self.me {
+                    out.send_cluster(id, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+                }
+            }
+        }
+        self.downer.observe(now, self.me, &self.gossip);
+        let down = self.downer.decide(now, self.me, &self.gossip);
+        for id in down {
+            self.gossip.set_status(self.me, id, MemberStatus::Down);
+        }
+        self.downer.observe(now, self.me, &self.gossip);
+        match self.status() {
+            None if self.gossip.is_removed(self.me) => self.phase = Phase::Removed,
+            Some(MemberStatus::Down) => self.phase = Phase::Downed,
+            Some(MemberStatus::Exiting) if self.exit_deadline.is_none() => {
+                self.exit_deadline = Some(now + self.settings.gossip_interval * EXIT_ROUNDS);
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the state to one random member, preferring those that have not seen it.
+    fn gossip_to_someone(&mut self, rng: &mut Rng, out: &mut Effects) {
+        let unreachable = self.gossip.unreachable_from(self.me);
+        let candidates: Vec<MemberId> = self
+            .gossip
+            .members()
+            .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
+            .filter(|m| !unreachable.contains(&m.id))
+            .map(|m| m.id)
+            .collect();
+        let unseen: Vec<MemberId> = candidates
+            .iter()
+            .filter(|m| !self.gossip.seen().contains(m))
+            .copied()
+            .collect();
+        let pool = if unseen.is_empty() {
+            &candidates
+        } else {
+            &unseen
+        };
+        if pool.is_empty() {
+            return;
+        }
+        let to = pool[rng.below(pool.len() as u64) as usize];
+        out.send_cluster(to, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+    }
+
+    /// Heartbeats to the monitored members (and to those observed unreachable, to notice
+    /// their return); updates reachability from the detectors.
+    fn heartbeat(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        let members: Vec<MemberId> = self
+            .gossip
+            .members()
+            .filter(|m| m.status != MemberStatus::Down)
+            .map(|m| m.id)
+            .collect();
+        let mut receivers: BTreeSet<MemberId> =
+            monitored(self.me, &members, self.settings.monitored_by)
+                .into_iter()
+                .collect();
+        receivers.extend(
+            members
+                .iter()
+                .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
+        );
+        let settings = &self.settings.failure_detector;
+        self.detectors.retain(|m, _| receivers.contains(m));
+        let expect_by = now + self.settings.heartbeat_interval + settings.first_heartbeat_estimate;
+        let mut changed = false;
+        for &r in &receivers {
+            let (detector, first_due) = self
+                .detectors
+                .entry(r)
+                .or_insert_with(|| (PhiAccrual::new(settings), expect_by));
+            // A member that never answered is judged from when its first answer was due.
+            if !detector.is_monitoring() && *first_due <= now {
+                detector.heartbeat(*first_due, settings);
+            }
+            if detector.is_monitoring() && !detector.is_available(now, settings) {
+                changed |= self.gossip.observe(self.me, r, false);
+            }
+            self.heartbeat_sequence += 1;
+            let probe = ClusterMessage::Heartbeat {
+                sequence: self.heartbeat_sequence,
+            };
+            out.send_cluster(r, probe);
+        }
+        if changed {
+            self.after_change(now, rng, out);
+        }
+    }
+}
+
+/// Whoever runs at `node`: for `InitJoin`, before the seed's incarnation is known.
+fn anyone_at(node: NodeId) -> MemberId {
+    MemberId {
+        node,
+        incarnation: Incarnation(0),
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

@@ -1,0 +1,158 @@
+//! Role tests for the membership state machine: one call, the messages it sends.
+
+use std::time::Duration;
+
+use super::*;
+use crate::effect::Effect;
+use crate::id::AppVersion;
+use crate::message::{Envelope, Message};
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::ZERO + Duration::from_millis(ms)
+}
+
+fn machine(n: u64, seeds: &[u64]) -> Membership {
+    let settings = MembershipSettings::new(seeds.iter().map(|s| NodeId(*s)).collect());
+    let joiner = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+    Membership::new(m(n), joiner, settings, at(0))
+}
+
+/// The cluster messages a call sent, as (receiver, message).
+fn sent(out: &mut Effects) -> Vec<(MemberId, ClusterMessage)> {
+    let (effects, _) = out.drain();
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Send(Envelope {
+                to,
+                message: Message::Cluster(c),
+                ..
+            }) => Some((to, c)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lone_first_seed_forms_a_cluster_and_becomes_up() {
+    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
+    assert_eq!(a.poll_timeout(), Some(at(0)));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    assert_eq!(a.phase(), Phase::Member);
+    assert_eq!(a.status(), Some(MemberStatus::Up));
+    let view = a.take_view().expect("a first view");
+    assert_eq!(view.oldest_up(None), Some(m(1)));
+    assert!(a.take_view().is_none(), "unchanged");
+}
+
+#[test]
+fn a_node_joins_through_a_seed() {
+    let (mut seed, mut so) = (machine(1, &[1]), Effects::new(m(1)));
+    let (mut joiner, mut jo) = (machine(2, &[1]), Effects::new(m(2)));
+    let mut rng = Rng::new(7);
+    seed.handle_timeout(at(0), &mut rng, &mut so);
+    sent(&mut so);
+
+    joiner.handle_timeout(at(0), &mut rng, &mut jo);
+    let to_seed = anyone_at(NodeId(1));
+    assert_eq!(sent(&mut jo), [(to_seed, ClusterMessage::InitJoin)]);
+    seed.handle_message(at(1), m(2), ClusterMessage::InitJoin, &mut rng, &mut so);
+    assert_eq!(sent(&mut so), [(m(2), ClusterMessage::InitJoinAck)]);
+    joiner.handle_message(at(2), m(1), ClusterMessage::InitJoinAck, &mut rng, &mut jo);
+    let [(to, join)] = sent(&mut jo).try_into().expect("one Join");
+    assert_eq!(to, m(1));
+    seed.handle_message(at(3), m(2), join, &mut rng, &mut so);
+    let welcome = sent(&mut so)
+        .into_iter()
+        .find_map(|(to, msg)| matches!(msg, ClusterMessage::Welcome(_)).then_some((to, msg)))
+        .expect("a Welcome");
+    assert_eq!(welcome.0, m(2));
+    joiner.handle_message(at(4), m(1), welcome.1, &mut rng, &mut jo);
+    assert_eq!(joiner.phase(), Phase::Member);
+    // Joining members need not have seen a state for it to converge: the leader moved the
+    // joiner Up as it added it, and the welcome says so.
+    assert_eq!(joiner.status(), Some(MemberStatus::Up));
+    for round in 0..4 {
+        for (to, msg) in sent(&mut jo) {
+            if to == m(1) {
+                seed.handle_message(at(10 + round), m(2), msg, &mut rng, &mut so);
+            }
+        }
+        for (to, msg) in sent(&mut so) {
+            if to == m(2) {
+                joiner.handle_message(at(10 + round), m(1), msg, &mut rng, &mut jo);
+            }
+        }
+    }
+    assert!(
+        seed.gossip.seen().contains(&m(2)),
+        "the seed learned the joiner saw it"
+    );
+    let view = joiner.take_view().expect("a view");
+    assert_eq!(view.members().len(), 2);
+    assert_eq!(view.oldest_up(None), Some(m(1)), "the seed is older");
+}
+
+#[test]
+fn a_non_first_seed_keeps_asking_and_never_forms_a_cluster_alone() {
+    let (mut b, mut out, mut rng) = (machine(2, &[1, 2]), Effects::new(m(2)), Rng::new(1));
+    b.handle_timeout(at(0), &mut rng, &mut out);
+    assert_eq!(
+        sent(&mut out),
+        [(anyone_at(NodeId(1)), ClusterMessage::InitJoin)]
+    );
+    b.handle_timeout(at(60_000), &mut rng, &mut out);
+    assert_eq!(b.phase(), Phase::Joining);
+    assert_eq!(
+        sent(&mut out).len(),
+        1,
+        "asked again after retry_join_after"
+    );
+}
+
+#[test]
+fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
+    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
+    a.gossip.add_joining(m(1), joiner);
+    a.gossip.mark_seen(m(2));
+    a.act(at(0), &mut out);
+    sent(&mut out);
+    // Member 2 answers every heartbeat for 5 s, then goes silent.
+    for s in 1..=5 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        assert!(sent(&mut out).contains(&(m(2), ClusterMessage::Heartbeat { sequence: s })));
+        a.handle_message(
+            at(s * 1000 + 5),
+            m(2),
+            ClusterMessage::HeartbeatRsp { sequence: s },
+            &mut rng,
+            &mut out,
+        );
+    }
+    let mut unreachable_at = None;
+    for s in 6..=20 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        if unreachable_at.is_none() && a.gossip.observes_unreachable(m(1), m(2)) {
+            unreachable_at = Some(s);
+        }
+    }
+    let secs = unreachable_at.expect("silence is noticed");
+    assert!((8..=12).contains(&secs), "noticed after {secs} s");
+    let view = a.take_view().expect("changed");
+    assert!(!view.member(m(2)).expect("still a member").reachable);
+    // It answers again: reachable again.
+    a.handle_message(
+        at(21_000),
+        m(2),
+        ClusterMessage::HeartbeatRsp { sequence: 99 },
+        &mut rng,
+        &mut out,
+    );
+    assert!(!a.gossip.observes_unreachable(m(1), m(2)));
+}

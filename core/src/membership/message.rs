@@ -1,0 +1,41 @@
+//! Membership messages between nodes (Akka's cluster daemon protocol, reduced to what Shoal
+//! needs): joining through seed nodes, gossip of the membership state, and heartbeats.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::AppVersion;
+use crate::membership::gossip::Gossip;
+
+/// One membership message.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum ClusterMessage {
+    /// A node that wants to join asks a seed node whether it is a member that takes joins.
+    /// Addressed to the seed's address with incarnation 0 (the joiner cannot know it).
+    InitJoin,
+    /// A seed node that is a member answers `InitJoin`.
+    InitJoinAck,
+    /// Asks to join the cluster: the receiver adds the sender as Joining and answers `Welcome`.
+    Join {
+        /// The joiner's roles.
+        roles: BTreeSet<String>,
+        /// The joiner's application version.
+        app_version: AppVersion,
+    },
+    /// The join was accepted; here is the current membership state.
+    Welcome(Box<Gossip>),
+    /// The sender's membership state. A receiver that knows something the sender does not
+    /// answers with its own.
+    Gossip(Box<Gossip>),
+    /// A failure-detector probe, answered by `HeartbeatRsp`.
+    Heartbeat {
+        /// Echoed in the answer.
+        sequence: u64,
+    },
+    /// Answers `Heartbeat`.
+    HeartbeatRsp {
+        /// The probe's sequence number.
+        sequence: u64,
+    },
+}

@@ -1,0 +1,154 @@
+//! Membership settings, with Akka's defaults (`akka.cluster.*`, and the split brain
+//! resolver's `keep-majority` with `stable-after = 20s`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+use crate::id::{AppVersion, NodeId};
+
+/// How this member joins, gossips, detects failures and downs unreachable members. Set as
+/// `Config::membership`; without it the host supplies membership views itself
+/// (`Input::MembershipChanged`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct MembershipSettings {
+    /// Addresses to join through. The first one may form a new cluster when no other seed
+    /// answers within `seed_node_timeout`; the others keep trying until one answers.
+    pub seed_nodes: Vec<NodeId>,
+    /// This member's application version: allocation prefers the newest, and rebalancing
+    /// waits while versions are mixed (rolling updates).
+    pub app_version: AppVersion,
+    /// Joining members become Up only once this many members are known.
+    pub min_nr_of_members: usize,
+    /// How often the membership state is gossiped to a random member.
+    pub gossip_interval: Duration,
+    /// How often monitored members are sent a heartbeat.
+    pub heartbeat_interval: Duration,
+    /// How many members monitor each member (Akka's `monitored-by-nr-of-members`).
+    pub monitored_by: usize,
+    /// The phi-accrual failure detector.
+    pub failure_detector: FailureDetectorSettings,
+    /// How long a seed waits for the other seeds before forming a new cluster itself.
+    pub seed_node_timeout: Duration,
+    /// How long a joining node waits for an answer before asking the seeds again.
+    pub retry_join_after: Duration,
+    /// What to do about members that stay unreachable.
+    pub downing: Downing,
+}
+
+impl MembershipSettings {
+    /// Akka's defaults, joining through `seed_nodes`.
+    pub fn new(seed_nodes: Vec<NodeId>) -> Self {
+        Self {
+            seed_nodes,
+            app_version: AppVersion::default(),
+            min_nr_of_members: 1,
+            gossip_interval: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(1),
+            monitored_by: 9,
+            failure_detector: FailureDetectorSettings::default(),
+            seed_node_timeout: Duration::from_secs(5),
+            retry_join_after: Duration::from_secs(10),
+            downing: Downing::KeepMajority {
+                stable_after: Duration::from_secs(20),
+            },
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.seed_nodes.is_empty() {
+            return Err(ConfigError::NoSeedNodes);
+        }
+        let durations = [
+            ("gossip_interval", self.gossip_interval),
+            ("heartbeat_interval", self.heartbeat_interval),
+            ("seed_node_timeout", self.seed_node_timeout),
+            ("retry_join_after", self.retry_join_after),
+            (
+                "failure_detector.acceptable_heartbeat_pause",
+                self.failure_detector.acceptable_heartbeat_pause,
+            ),
+            (
+                "failure_detector.min_std_deviation",
+                self.failure_detector.min_std_deviation,
+            ),
+            (
+                "failure_detector.first_heartbeat_estimate",
+                self.failure_detector.first_heartbeat_estimate,
+            ),
+        ];
+        if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
+            return Err(ConfigError::ZeroDuration(name));
+        }
+        if self.min_nr_of_members == 0 {
+            return Err(ConfigError::ZeroMinMembers);
+        }
+        if self.monitored_by == 0 || self.failure_detector.max_sample_size == 0 {
+            return Err(ConfigError::InvalidMembership(
+                "monitored_by and failure_detector.max_sample_size must be at least 1",
+            ));
+        }
+        let threshold = self.failure_detector.threshold;
+        if !threshold.is_finite() || threshold <= 0.0 {
+            return Err(ConfigError::InvalidMembership(
+                "failure_detector.threshold must be a positive number",
+            ));
+        }
+        match self.downing {
+            Downing::KeepMajority { stable_after }
+            | Downing::AutoDown {
+                after: stable_after,
+            } if stable_after.is_zero() => Err(ConfigError::ZeroDuration("downing.stable_after")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The phi-accrual failure detector's settings (Akka's `akka.cluster.failure-detector`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct FailureDetectorSettings {
+    /// Suspicion level above which a member is unreachable.
+    pub threshold: f64,
+    /// Heartbeats may be late by this much without raising suspicion (pauses, GC).
+    pub acceptable_heartbeat_pause: Duration,
+    /// Floor of the standard deviation of heartbeat intervals.
+    pub min_std_deviation: Duration,
+    /// How many intervals the detector remembers.
+    pub max_sample_size: usize,
+    /// The interval assumed before any was measured.
+    pub first_heartbeat_estimate: Duration,
+}
+
+impl Default for FailureDetectorSettings {
+    fn default() -> Self {
+        Self {
+            threshold: 8.0,
+            acceptable_heartbeat_pause: Duration::from_secs(3),
+            min_std_deviation: Duration::from_millis(100),
+            max_sample_size: 1000,
+            first_heartbeat_estimate: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What to do about members that stay unreachable (Akka's split brain resolver).
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum Downing {
+    /// Once reachability has been stable for `stable_after`, the side holding a majority of
+    /// the Up and Leaving members downs the unreachable ones; a tie goes to the side holding
+    /// the lowest address; a minority side downs itself.
+    KeepMajority {
+        /// How long reachability must stay unchanged before deciding.
+        stable_after: Duration,
+    },
+    /// **Unsafe.** Every side downs every member it cannot reach once reachability has been
+    /// stable for `after`: a partition splits the cluster in two, each running every entity.
+    /// Exists as the simulator's negative control; never use it in production.
+    AutoDown {
+        /// How long reachability must stay unchanged before downing.
+        after: Duration,
+    },
+    /// Never down anyone automatically (an operator downs members).
+    Off,
+}
