@@ -110,6 +110,9 @@ pub enum Event {
         /// The shard.
         shard: ShardId,
     },
+    /// This node's membership view changed (when it manages membership); read it with
+    /// `Node::view`.
+    MembershipChanged,
     /// This member is out of the cluster: removed after leaving (`downed: false`), or downed
     /// (its entities were stopped). The host should stop the process; to rejoin, restart it as
     /// a new incarnation.

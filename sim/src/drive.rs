@@ -8,6 +8,7 @@ use std::time::Duration;
 use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, codec};
 
 use crate::check::Property;
+use crate::faults::Fault;
 use crate::net::{Flight, Link};
 use crate::world::{Ev, World};
 
@@ -103,6 +104,8 @@ impl World {
                         self.check.dead_letter(&entity, &payload, reason);
                     }
                 }
+                Effect::Event(Event::MembershipChanged) => self.views_changed += 1,
+                Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
                 _ => {}
             }
         }
@@ -193,6 +196,28 @@ impl World {
         }
         if let Some(flight) = first {
             self.arrive(link, flight, envelope);
+        }
+    }
+
+    /// Node `n` is out of the cluster (real membership). Downed: its entities are stopped and
+    /// the process must restart as a new incarnation; removed after leaving: it exits once the
+    /// others have learned of the removal.
+    fn left_cluster(&mut self, n: NodeId, downed: bool) {
+        self.log(|| format!("{n} left the cluster (downed: {downed})"));
+        let after = |w: &mut Self, lo, hi| {
+            w.now
+                + w.rng_faults
+                    .duration(Duration::from_secs(lo), Duration::from_secs(hi))
+        };
+        if downed {
+            self.crashed_or_downed = true;
+            self.downed.insert(n);
+            let at = after(self, 5, 30);
+            self.schedule(at, Ev::Fault(Fault::Restart(n)));
+        } else {
+            self.left.insert(n);
+            let at = after(self, 3, 4);
+            self.schedule(at, Ev::Fault(Fault::Exit(n)));
         }
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use shoal_core::{Incarnation, NodeId};
 
+use crate::options::MembershipMode;
 use crate::schedule::{Act, Schedule, resolve};
 use crate::world::{Ev, World};
 
@@ -78,7 +79,7 @@ fn act_on(w: &mut World, act: Act) {
             }
         }
         Act::CrashOldest { restart_after } => {
-            let oldest = w.oracle.view().oldest_up(None);
+            let oldest = w.oldest_up();
             if let Some(oldest) = oldest.filter(|_| running.len() > 1) {
                 if w.nodes.get(&oldest.node).is_some_and(|n| n.id == oldest) {
                     crash(w, oldest.node, restart_after);
@@ -157,8 +158,17 @@ fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
     w.schedule(w.now + restart_after, Ev::Fault(Fault::Restart(node)));
 }
 
-/// A member starts leaving: it is marked Leaving and its regions shut down gracefully.
+/// A member starts leaving: it is marked Leaving and its regions shut down gracefully. With
+/// the real membership the node does all of it (`Command::Leave`) and reports when it is
+/// removed (`Event::LeftCluster`).
 fn leave(w: &mut World, node: NodeId) {
+    if w.opts.membership == MembershipMode::Real {
+        let leave = shoal_core::Input::Command {
+            request: shoal_core::RequestId(0),
+            command: shoal_core::Command::Leave,
+        };
+        return w.input(node, leave);
+    }
     w.oracle.leaving(node);
     let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
     w.publish(&everyone, w.oracle.view());
@@ -222,7 +232,7 @@ pub(crate) fn restart(w: &mut World, node: NodeId) {
     if !w.crashed.remove(&node) && !w.downed.remove(&node) {
         return;
     }
-    if w.oracle.is_empty() {
+    if w.opts.membership == MembershipMode::Oracle && w.oracle.is_empty() {
         // The whole cluster downed itself: a node can only form a new cluster once the old
         // members are gone (an operator restarts them all), or both would run entities.
         let old: Vec<NodeId> = std::mem::take(&mut w.downed).into_iter().collect();
@@ -242,6 +252,9 @@ pub(crate) fn restart(w: &mut World, node: NodeId) {
 /// failure detection tells every node who is now unreachable (from anyone, as gossip spreads it).
 fn topology_changed(w: &mut World) {
     w.topology_epoch += 1;
+    if w.opts.membership == MembershipMode::Real {
+        return;
+    }
     let epoch = w.topology_epoch;
     w.schedule(w.now + STABLE_AFTER, Ev::Fault(Fault::Decide(epoch)));
     publish_reachability(w);

@@ -37,7 +37,7 @@ mod world;
 pub use check::{Property, Violation};
 pub use explain::{Explanation, explain, trace_dir};
 pub use minimize::{Minimized, minimize};
-pub use options::{Downing, Family, Faults, Options};
+pub use options::{Downing, Family, Faults, MembershipMode, Options};
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
 

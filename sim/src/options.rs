@@ -74,7 +74,18 @@ impl Family {
     }
 }
 
-/// How the membership oracle downs unreachable members.
+/// Where the nodes' membership comes from.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum MembershipMode {
+    /// The core's own membership: joining through seeds, gossip, heartbeats and failure
+    /// detection, downing by the split brain resolver.
+    Real,
+    /// The simulator's oracle tells nodes about joins, unreachability and removals, and downs
+    /// with perfect knowledge of connectivity: isolates sharding bugs from membership.
+    Oracle,
+}
+
+/// How unreachable members are downed (by the core's split brain resolver, or the oracle).
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum Downing {
     /// Keep the side holding a majority (ties: the side with the lowest address); the other
@@ -137,8 +148,10 @@ pub struct Options {
     pub message_every: Duration,
     /// Fault kinds.
     pub faults: Faults,
-    /// The downing strategy of the membership oracle.
+    /// The downing strategy.
     pub downing: Downing,
+    /// Where membership comes from.
+    pub membership: MembershipMode,
     /// Negative control: run the core with its coordinator gate deliberately broken.
     pub broken_coordinator: bool,
     /// The scenario family these options come from.
@@ -190,6 +203,8 @@ impl Options {
             message_every: Duration::from_millis(r.range(5, 50)),
             faults,
             downing: Downing::KeepMajority,
+            // The real membership becomes the default once it passes the batch (issue 4).
+            membership: MembershipMode::Oracle,
             broken_coordinator: false,
             family: Family::Swarm,
             detection_delay: Duration::from_millis(r.range(100, 3000)),
@@ -273,8 +288,9 @@ impl fmt::Display for Options {
         };
         write!(
             f,
-            "family={} nodes={} max_nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} detection<={}ms buffer={} crash={} crash_oldest={} partition={} break={} leave={} join={} clog={} pause={} duplicate={:.3} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
+            "family={} membership={:?} nodes={} max_nodes={} entities={} shards={} duration={}s message_every={}ms downing={:?} detection<={}ms buffer={} crash={} crash_oldest={} partition={} break={} leave={} join={} clog={} pause={} duplicate={:.3} drift={}ppm ignore_stop={:.2} passivate={:.3} slow_stop={}ms",
             self.family.name(),
+            self.membership,
             self.nodes,
             self.max_nodes,
             self.entities,

@@ -76,7 +76,7 @@ pub(crate) fn check_coordinator(w: &mut World, at: Instant) {
             .fail(at, Property::CoordinatorConsistency, "coordinator", detail);
     };
     for node in w.nodes.values() {
-        if !w.oracle.is_member(node.id) {
+        if !w.is_member(node.id) {
             continue;
         }
         for shard in node.driver.node().hosted_shards(&t) {

@@ -74,8 +74,12 @@ impl Report {
             Some(s) => format!(" --schedule \"{s}\""),
             None => String::new(),
         };
+        let membership = match self.options.membership {
+            crate::MembershipMode::Real => " --membership real",
+            crate::MembershipMode::Oracle => "",
+        };
         format!(
-            "cargo run -p sim --release -- replay {}{family}{downing}{schedule}",
+            "cargo run -p sim --release -- replay {}{family}{membership}{downing}{schedule}",
             self.options.seed
         )
     }

@@ -1,10 +1,13 @@
-//! Membership as the world shows it: the views the oracle publishes to nodes (each after its
-//! own detection delay), who is unreachable, and the Up members clients send through.
+//! Membership as the world shows it: who is Up and a member (from the nodes' own membership, or
+//! the oracle's), the views the oracle publishes to nodes (each after its own detection delay),
+//! who is unreachable, and the Up members clients send through.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use shoal_core::{MemberId, MembershipView, NodeId};
+use shoal_core::{MemberId, MemberStatus, MembershipView, NodeId};
+
+use crate::options::MembershipMode;
 
 use crate::world::{Ev, World};
 
@@ -13,15 +16,49 @@ impl World {
     pub(crate) fn up_members(&self) -> Vec<MemberId> {
         self.nodes
             .values()
-            .filter(|n| self.oracle.is_up(n.id))
+            .filter(|n| self.own_status(n.id) == Some(MemberStatus::Up))
             .map(|n| n.id)
             .collect()
+    }
+
+    /// The oldest Up member (where the coordinators run), as the cluster sees it.
+    pub(crate) fn oldest_up(&self) -> Option<MemberId> {
+        match self.opts.membership {
+            MembershipMode::Real => self
+                .nodes
+                .values()
+                .filter(|n| self.is_member(n.id))
+                .find_map(|n| n.driver.node().view().oldest_up(None)),
+            MembershipMode::Oracle => self.oracle.view().oldest_up(None),
+        }
+    }
+
+    /// Whether `id` runs and is a member (not Down, not removed).
+    pub(crate) fn is_member(&self, id: MemberId) -> bool {
+        self.own_status(id).is_some_and(|s| s != MemberStatus::Down)
+    }
+
+    /// `id`'s status: in its own view with the real membership, in the oracle's otherwise.
+    fn own_status(&self, id: MemberId) -> Option<MemberStatus> {
+        match self.opts.membership {
+            MembershipMode::Real => {
+                let node = self.nodes.get(&id.node).filter(|n| n.id == id)?;
+                node.driver.node().view().status(id)
+            }
+            MembershipMode::Oracle => self.oracle.is_member(id).then(|| {
+                if self.oracle.is_up(id) {
+                    MemberStatus::Up
+                } else {
+                    MemberStatus::Leaving
+                }
+            }),
+        }
     }
 
     /// A random running Up member for a client to send through (the list is cached until the
     /// membership or the set of processes changes: clients send thousands of messages between).
     pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
-        let key = (self.oracle.version, self.nodes_epoch);
+        let key = (self.oracle.version + self.views_changed, self.nodes_epoch);
         if self.senders.0 != key {
             self.senders = (key, self.up_members());
         }
@@ -29,8 +66,12 @@ impl World {
         (!senders.is_empty()).then(|| *self.rng_work.pick(senders))
     }
 
-    /// Delivers `view` to each of `to` (running nodes) after its own detection delay.
+    /// Delivers `view` to each of `to` (running nodes) after its own detection delay (with the
+    /// oracle; the real membership spreads views itself).
     pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {
+        if self.opts.membership == MembershipMode::Real {
+            return;
+        }
         let version = self.oracle.version;
         for n in to {
             let Some(node) = self.nodes.get(n) else {

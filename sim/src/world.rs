@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use shoal_core::{
     Config, Driver, Effect, EntityId, EntityType, EntityTypeConfig, Envelope, Incarnation, Input,
-    Instant, MemberId, MembershipView, Node, NodeId, ShardingSettings, StopReason,
+    Instant, MemberId, MembershipSettings, MembershipView, Node, NodeId, ShardingSettings,
+    StopReason,
 };
 
 use crate::check::Checker;
 use crate::clock::Clock;
 use crate::net::{Flight, Link, Net};
 use crate::nodes::{Nodes, SimNode};
-use crate::options::Options;
+use crate::options::{Downing, MembershipMode, Options};
 use crate::oracle::Oracle;
 use crate::rng::{SimRng, Stream};
 
@@ -122,6 +123,8 @@ pub(crate) struct World {
     pub(crate) entity_ids: Vec<EntityId>,
     /// Bumped whenever a process starts or stops, to know when `senders` is stale.
     pub(crate) nodes_epoch: u64,
+    /// Bumped whenever a node's own membership view changed (real membership).
+    pub(crate) views_changed: u64,
     /// Up members clients send through, as of (oracle version, nodes epoch).
     pub(crate) senders: ((u64, u64), Vec<MemberId>),
     /// The effects of one driver call, reused from call to call.
@@ -134,14 +137,17 @@ impl World {
     pub(crate) fn new(opts: Options) -> Self {
         let seed = opts.seed;
         let opts_entities = opts.entities;
-        // A shorter handoff timeout than Akka's 60 s; the removal margin covers the oracle's
-        // stable-after plus its longest detection delay, as down-removal-margin must.
+        // A shorter handoff timeout than Akka's 60 s. The removal margin covers stable-after
+        // plus the longest detection delay (the oracle's, or the failure detectors' spread
+        // between the two sides of a partition), as down-removal-margin must.
+        let detection = match opts.membership {
+            MembershipMode::Oracle => opts.detection_delay + Duration::from_secs(1),
+            MembershipMode::Real => Duration::from_secs(5),
+        };
         let settings = ShardingSettings {
             handoff_timeout: Duration::from_secs(30),
             buffer_size: opts.buffer_size,
-            down_removal_margin: crate::faults::STABLE_AFTER
-                + opts.detection_delay
-                + Duration::from_secs(1),
+            down_removal_margin: crate::faults::STABLE_AFTER + detection,
             broken_coordinator_gate: opts.broken_coordinator,
             ..ShardingSettings::default()
         };
@@ -186,6 +192,7 @@ impl World {
                 .map(|i| EntityId::new(format!("e{i}")))
                 .collect(),
             nodes_epoch: 0,
+            views_changed: 0,
             senders: ((u64::MAX, 0), Vec::new()),
             scratch: Vec::new(),
             digest: 0xcbf2_9ce4_8422_2325,
@@ -196,6 +203,23 @@ impl World {
         let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
         w.publish(&everyone, w.oracle.view());
         w
+    }
+
+    /// The core's membership settings in the simulator: Akka's mechanisms, with stable-after
+    /// shortened like the oracle's; every address a run may use is a seed, the first one forms
+    /// the cluster.
+    fn membership_settings(&self) -> MembershipSettings {
+        let mut s = MembershipSettings::new((1..=self.opts.max_nodes).map(NodeId).collect());
+        s.seed_node_timeout = Duration::from_secs(2);
+        s.retry_join_after = Duration::from_secs(2);
+        let stable_after = crate::faults::STABLE_AFTER;
+        s.downing = match self.opts.downing {
+            Downing::KeepMajority => shoal_core::Downing::KeepMajority { stable_after },
+            Downing::Auto => shoal_core::Downing::AutoDown {
+                after: stable_after,
+            },
+        };
+        s
     }
 
     /// Schedules `ev` at `at` (never in the past).
@@ -246,6 +270,9 @@ impl World {
         let mut config = Config::new(node, incarnation).with_entity_type(t);
         config.seed = self.rng_nodes.next_u64();
         config.settings = self.settings.clone();
+        if self.opts.membership == MembershipMode::Real {
+            config.membership = Some(self.membership_settings());
+        }
         let drift = i64::from(self.opts.faults.drift_ppm);
         let skew_ppm = if drift == 0 {
             0
@@ -271,7 +298,11 @@ impl World {
         // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
         assert!(incarnation.0 > *last, "{id} was started before");
         *last = incarnation.0;
-        self.oracle.join(id);
+        match self.opts.membership {
+            MembershipMode::Oracle => self.oracle.join(id),
+            // It starts by joining through the seeds: run its first timers now.
+            MembershipMode::Real => self.wake(node),
+        }
     }
 
     /// Removes a node's process (crash): its entities die at once.

@@ -23,6 +23,9 @@ pub(crate) struct Downer {
     /// The unreachable members (not yet Down) and the members, as last seen.
     observed: (BTreeSet<MemberId>, BTreeSet<MemberId>),
     stable_since: Instant,
+    /// The decision for this stable situation was taken (possibly "nothing to do, I do not
+    /// lead"): no deadline until the situation changes.
+    decided: bool,
 }
 
 impl Downer {
@@ -31,6 +34,7 @@ impl Downer {
             strategy,
             observed: (BTreeSet::new(), BTreeSet::new()),
             stable_since: now,
+            decided: false,
         }
     }
 
@@ -40,6 +44,7 @@ impl Downer {
         if observed != self.observed {
             self.observed = observed;
             self.stable_since = now;
+            self.decided = false;
         }
     }
 
@@ -52,14 +57,23 @@ impl Downer {
             } => stable_after,
             Downing::Off => return None,
         };
-        (!self.observed.0.is_empty()).then_some(self.stable_since + stable_after)
+        (!self.observed.0.is_empty() && !self.decided).then_some(self.stable_since + stable_after)
     }
 
     /// The members `me` should mark Down now (empty unless `me` leads its side and the
-    /// situation has been stable long enough).
-    pub(crate) fn decide(&self, now: Instant, me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
+    /// situation has been stable long enough). Decides once per stable situation.
+    pub(crate) fn decide(
+        &mut self,
+        now: Instant,
+        me: MemberId,
+        gossip: &Gossip,
+    ) -> BTreeSet<MemberId> {
+        if self.deadline().is_none_or(|at| now < at) {
+            return BTreeSet::new();
+        }
+        self.decided = true;
         let unreachable = &self.observed.0;
-        if self.deadline().is_none_or(|at| now < at) || gossip.leader(me) != Some(me) {
+        if gossip.leader(me) != Some(me) {
             return BTreeSet::new();
         }
         match self.strategy {

@@ -60,10 +60,28 @@ fn the_majority_downs_the_minority_after_stable_after() {
         "not stable long enough"
     );
     assert_eq!(d.decide(at(21), m(1), &g), ids(&[4, 5]));
+    let mut other = keep_majority(20);
+    other.observe(at(1), m(2), &g);
     assert!(
-        d.decide(at(21), m(2), &g).is_empty(),
+        other.decide(at(21), m(2), &g).is_empty(),
         "only the leader acts"
     );
+}
+
+/// Found by the simulator: a member that does not lead kept a past deadline armed (a timer
+/// busy loop). One decision per stable situation; a change re-arms.
+#[test]
+fn a_stable_situation_is_decided_once() {
+    let g = cluster(5, 2, 1, &[4, 5]);
+    let mut d = keep_majority(20);
+    d.observe(at(0), m(2), &g);
+    assert!(
+        d.decide(at(20), m(2), &g).is_empty(),
+        "member 2 does not lead"
+    );
+    assert_eq!(d.deadline(), None, "nothing more to decide");
+    d.observe(at(30), m(2), &cluster(5, 2, 1, &[5]));
+    assert_eq!(d.deadline(), Some(at(50)), "a change re-arms");
 }
 
 #[test]

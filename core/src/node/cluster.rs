@@ -43,6 +43,7 @@ impl Node {
             return;
         };
         if let Some(view) = m.take_view() {
+            self.effects.event(Event::MembershipChanged);
             self.handle_membership(now, view);
             self.deliver_local(now);
         }
@@ -52,6 +53,7 @@ impl Node {
         if self.leaving && self.types.values().all(|t| t.region.is_stopped()) {
             m.ready_to_exit(now, &mut self.rng, &mut self.effects);
             if let Some(view) = m.take_view() {
+                self.effects.event(Event::MembershipChanged);
                 self.handle_membership(now, view);
                 self.deliver_local(now);
             }

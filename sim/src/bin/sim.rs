@@ -16,8 +16,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sim::{
-    Downing, Family, Faults, Options, Outcome, Report, Schedule, explain, minimize, parse_seed,
-    run, run_traced, trace_dir,
+    Downing, Family, Faults, MembershipMode, Options, Outcome, Report, Schedule, explain, minimize,
+    parse_seed, run, run_traced, trace_dir,
 };
 
 /// Failures a sweep explains and minimizes (each takes many runs).
@@ -52,6 +52,11 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
         None | Some("keep-majority") => Downing::KeepMajority,
         Some(other) => return Err(format!("unknown downing {other:?} (keep-majority | auto)")),
     };
+    let membership = match flag("--membership").as_deref() {
+        None | Some("oracle") => MembershipMode::Oracle,
+        Some("real") => MembershipMode::Real,
+        Some(other) => return Err(format!("unknown membership {other:?} (real | oracle)")),
+    };
     let family = match flag("--family") {
         None => None,
         Some(name) => Some(Family::parse(&name).ok_or_else(|| {
@@ -70,6 +75,7 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
         };
         Options {
             downing,
+            membership,
             schedule: schedule.clone(),
             ..base
         }
