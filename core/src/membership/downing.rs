@@ -1,12 +1,13 @@
 //! Downing unreachable members (Akka's split brain resolver). Every member watches the
-//! reachability it knows; once it has stayed the same for `stable-after`, the leader of the
-//! reachable side decides with the configured strategy and marks members Down in its gossip.
+//! reachability it knows; once it has stayed the same for `stable-after`, it decides with the
+//! configured strategy.
 //!
-//! Keep-majority: the side holding more than half of the Up and Leaving members downs the
-//! unreachable ones; on a tie the side holding the lowest address wins; a minority side downs
-//! itself (its members see themselves Down, stop their entities and stop). The majority
-//! reallocates the minority's shards only after `down-removal-margin`, by which time the
-//! minority has stopped: this is what keeps single activation under partitions.
+//! Keep-majority: on the side holding more than half of the Up and Leaving members (on a tie,
+//! the side holding the lowest address), the leader marks the unreachable members Down. On a
+//! minority side every member downs *itself*: it stops its entities and its process, without
+//! waiting to hear it from a leader that may already have stopped. The majority reallocates the
+//! minority's shards only after `down-removal-margin`, by which time every minority member has
+//! stopped: this is what keeps single activation under partitions.
 
 use std::collections::BTreeSet;
 
@@ -60,8 +61,9 @@ impl Downer {
         (!self.observed.0.is_empty() && !self.decided).then_some(self.stable_since + stable_after)
     }
 
-    /// The members `me` should mark Down now (empty unless `me` leads its side and the
-    /// situation has been stable long enough). Decides once per stable situation.
+    /// The members `me` should mark Down now, once the situation has been stable long enough:
+    /// the unreachable ones if `me` leads a winning side, `me` itself on a losing side.
+    /// Decides once per stable situation.
     pub(crate) fn decide(
         &mut self,
         now: Instant,
@@ -73,13 +75,18 @@ impl Downer {
         }
         self.decided = true;
         let unreachable = &self.observed.0;
-        if gossip.leader(me) != Some(me) {
-            return BTreeSet::new();
-        }
+        let leads = gossip.leader(me) == Some(me);
         match self.strategy {
-            Downing::AutoDown { .. } => unreachable.clone(),
-            Downing::KeepMajority { .. } => keep_majority(gossip, unreachable),
-            Downing::Off => BTreeSet::new(),
+            Downing::AutoDown { .. } if leads => unreachable.clone(),
+            Downing::KeepMajority { .. } if majority_side(gossip, unreachable) => {
+                if leads {
+                    unreachable.clone()
+                } else {
+                    BTreeSet::new()
+                }
+            }
+            Downing::KeepMajority { .. } => [me].into(),
+            Downing::AutoDown { .. } | Downing::Off => BTreeSet::new(),
         }
     }
 }
@@ -101,28 +108,19 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
         .collect()
 }
 
-/// Keep-majority: whom the side of the reachable members downs.
-fn keep_majority(gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> BTreeSet<MemberId> {
+/// Keep-majority: whether the side that reaches everyone but `unreachable` holds more than
+/// half of the Up and Leaving members, or half of them including the lowest address.
+fn majority_side(gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
     let counted: BTreeSet<MemberId> = gossip
         .members()
         .filter(|m| matches!(m.status, MemberStatus::Up | MemberStatus::Leaving))
         .map(|m| m.id)
         .collect();
     let ours = counted.iter().filter(|m| !unreachable.contains(m)).count();
-    let we_win = match (ours * 2).cmp(&counted.len()) {
+    match (ours * 2).cmp(&counted.len()) {
         std::cmp::Ordering::Greater => true,
         std::cmp::Ordering::Equal => counted.first().is_some_and(|l| !unreachable.contains(l)),
         std::cmp::Ordering::Less => false,
-    };
-    if we_win {
-        unreachable.clone()
-    } else {
-        // Our side is the minority: down ourselves, so the majority can take over.
-        gossip
-            .members()
-            .filter(|m| !unreachable.contains(&m.id) && m.status != MemberStatus::Down)
-            .map(|m| m.id)
-            .collect()
     }
 }
 
