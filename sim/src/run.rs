@@ -162,6 +162,9 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
 
     // Liveness: a new message from every member to a sample of entities arrives in time.
     let senders: Vec<MemberId> = w.up_members();
+    // No Up member after healing: the whole cluster downed itself (no side kept a majority),
+    // and restarted nodes do not form a new cluster on their own (an operator would).
+    w.no_survivors |= senders.is_empty();
     let probes: Vec<EntityId> = (0..10)
         .map(|i| EntityId::new(format!("e{}", i * 7 % options.entities)))
         .collect::<BTreeSet<_>>()

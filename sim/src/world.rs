@@ -206,11 +206,13 @@ impl World {
     }
 
     /// The core's membership settings in the simulator: Akka's mechanisms, with stable-after
-    /// shortened like the oracle's; every address a run may use is a seed, the first one forms
-    /// the cluster.
-    fn membership_settings(&self) -> MembershipSettings {
+    /// shortened like the oracle's; every address a run may use is a seed, and the first one
+    /// forms the cluster when the run starts.
+    fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
         let mut s = MembershipSettings::new((1..=self.opts.max_nodes).map(NodeId).collect());
         s.seed_node_timeout = Duration::from_secs(2);
+        // Only the first bootstrap may form a cluster; a restarted first seed joins one.
+        s.may_form_cluster = incarnation == Incarnation(1);
         s.retry_join_after = Duration::from_secs(2);
         let stable_after = crate::faults::STABLE_AFTER;
         s.downing = match self.opts.downing {
@@ -271,7 +273,7 @@ impl World {
         config.seed = self.rng_nodes.next_u64();
         config.settings = self.settings.clone();
         if self.opts.membership == MembershipMode::Real {
-            config.membership = Some(self.membership_settings());
+            config.membership = Some(self.membership_settings(incarnation));
         }
         let drift = i64::from(self.opts.faults.drift_ppm);
         let skew_ppm = if drift == 0 {

@@ -90,7 +90,11 @@ fn the_minority_downs_itself() {
     let g = cluster(5, 4, 4, &[1, 2, 3]);
     let mut d = keep_majority(20);
     d.observe(at(0), m(4), &g);
-    assert_eq!(d.decide(at(20), m(4), &g), ids(&[4]), "each member downs itself");
+    assert_eq!(
+        d.decide(at(20), m(4), &g),
+        ids(&[4]),
+        "each member downs itself"
+    );
     // Member 5 decides for itself too, without waiting for member 4 (which stops).
     let mut d5 = keep_majority(20);
     d5.observe(at(0), m(5), &g);

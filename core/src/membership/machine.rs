@@ -65,12 +65,12 @@ impl Membership {
         settings: MembershipSettings,
         now: Instant,
     ) -> Self {
-        let first_seed = settings.seed_nodes.first() == Some(&me.node);
+        let first_seed = settings.seed_nodes.first() == Some(&me.node) && settings.may_form_cluster;
         let alone = settings.seed_nodes.iter().all(|s| *s == me.node);
         let form_cluster_at = match (first_seed, alone) {
-            (_, true) => Some(now),
+            (true, true) => Some(now),
             (true, false) => Some(now + settings.seed_node_timeout),
-            (false, false) => None,
+            (false, _) => None,
         };
         Self {
             me,

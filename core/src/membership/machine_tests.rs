@@ -115,6 +115,20 @@ fn a_non_first_seed_keeps_asking_and_never_forms_a_cluster_alone() {
 }
 
 #[test]
+fn a_restarted_first_seed_never_forms_a_second_cluster() {
+    let mut settings = MembershipSettings::new(vec![NodeId(1), NodeId(2)]);
+    settings.may_form_cluster = false;
+    let me = MemberId::new(1, 2);
+    let joiner = GossipMember::joining(me, BTreeSet::new(), AppVersion::default());
+    let mut a = Membership::new(me, joiner, settings, at(0));
+    let (mut out, mut rng) = (Effects::new(me), Rng::new(1));
+    for s in 0..60 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+    }
+    assert_eq!(a.phase(), Phase::Joining, "it keeps asking the other seeds");
+}
+
+#[test]
 fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);

@@ -29,8 +29,13 @@ pub struct MembershipSettings {
     pub monitored_by: usize,
     /// The phi-accrual failure detector.
     pub failure_detector: FailureDetectorSettings,
-    /// How long a seed waits for the other seeds before forming a new cluster itself.
+    /// How long the first seed waits for the other seeds before forming a new cluster itself.
     pub seed_node_timeout: Duration,
+    /// Whether this node, as the first seed, may form a new cluster when no other seed
+    /// answers: true when a cluster is first bootstrapped, false when a node restarts (a
+    /// restarted first seed that cannot reach the others, say during a partition, must not
+    /// form a second cluster next to the first).
+    pub may_form_cluster: bool,
     /// How long a joining node waits for an answer before asking the seeds again.
     pub retry_join_after: Duration,
     /// What to do about members that stay unreachable.
@@ -49,6 +54,7 @@ impl MembershipSettings {
             monitored_by: 9,
             failure_detector: FailureDetectorSettings::default(),
             seed_node_timeout: Duration::from_secs(5),
+            may_form_cluster: true,
             retry_join_after: Duration::from_secs(10),
             downing: Downing::KeepMajority {
                 stable_after: Duration::from_secs(20),
