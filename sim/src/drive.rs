@@ -104,7 +104,24 @@ impl World {
                         self.check.dead_letter(&entity, &payload, reason);
                     }
                 }
-                Effect::Event(Event::MembershipChanged) => self.views_changed += 1,
+                Effect::Event(Event::MembershipChanged) => {
+                    self.views_changed += 1;
+                    if self.trace || self.sink.is_some() {
+                        let view = self
+                            .nodes
+                            .get(&n)
+                            .map(|node| node.driver.node().view().clone());
+                        let summary: Vec<String> = view
+                            .iter()
+                            .flat_map(|v| v.members())
+                            .map(|m| {
+                                let unreachable = if m.reachable { "" } else { "(unreachable)" };
+                                format!("{}:{:?}{unreachable}", m.id, m.status)
+                            })
+                            .collect();
+                        self.log(|| format!("{member} view [{}]", summary.join(" ")));
+                    }
+                }
                 Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
                 _ => {}
             }

@@ -358,14 +358,10 @@ impl Membership {
     }
 
     /// Heartbeats to the monitored members (and to those observed unreachable, to notice
-    /// their return); updates reachability from the detectors.
+    /// their return); updates reachability from the detectors. Down members are monitored too:
+    /// they are removed once they are unreachable (stopped), which only a detector can tell.
     fn heartbeat(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        let members: Vec<MemberId> = self
-            .gossip
-            .members()
-            .filter(|m| m.status != MemberStatus::Down)
-            .map(|m| m.id)
-            .collect();
+        let members: Vec<MemberId> = self.gossip.members().map(|m| m.id).collect();
         let mut receivers: BTreeSet<MemberId> =
             monitored(self.me, &members, self.settings.monitored_by)
                 .into_iter()

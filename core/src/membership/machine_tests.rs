@@ -170,3 +170,29 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     );
     assert!(!a.gossip.observes_unreachable(m(1), m(2)));
 }
+
+/// Found by the simulator (coordinator-crash seed 13): a crashed member whose new incarnation
+/// joined at once was marked Down before anyone observed it unreachable, and nobody monitored
+/// Down members, so it was never removed and its shards never moved. Down members are
+/// monitored until they are unreachable.
+#[test]
+fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
+    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
+    a.gossip.add_joining(m(1), joiner);
+    a.gossip.mark_seen(m(2));
+    a.act(at(0), &mut out);
+    a.gossip.set_status(m(1), m(2), MemberStatus::Down);
+    sent(&mut out);
+    let mut heartbeats = 0;
+    for s in 1..=20 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        heartbeats += sent(&mut out)
+            .iter()
+            .filter(|(to, msg)| *to == m(2) && matches!(msg, ClusterMessage::Heartbeat { .. }))
+            .count();
+    }
+    assert!(heartbeats > 0, "the Down member is still monitored");
+    assert!(a.gossip.is_removed(m(2)), "removed once unreachable");
+}
