@@ -2,8 +2,8 @@
 //! reachability it knows; once it has stayed the same for `stable-after`, it decides with the
 //! configured strategy.
 //!
-//! Keep-majority: on the side holding more than half of the Up and Leaving members (on a tie,
-//! the side holding the lowest address), the leader marks the unreachable members Down. On a
+//! Keep-majority: on the side holding more than half of the Joining, Up and Leaving members (on
+//! a tie, the side holding the lowest address), the leader marks the unreachable members Down. On a
 //! minority side every member downs *itself*: it stops its entities and its process, without
 //! waiting to hear it from a leader that may already have stopped. The majority reallocates the
 //! minority's shards only after `down-removal-margin`, by which time every minority member has
@@ -109,11 +109,19 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
 }
 
 /// Keep-majority: whether the side that reaches everyone but `unreachable` holds more than
-/// half of the Up and Leaving members, or half of them including the lowest address.
+/// half of the Joining, Up and Leaving members, or half of them including the lowest address.
+/// Joining members count: one side may already have seen the leader move a member Up that the
+/// other still sees Joining (a partition right after), and both sides must count the same
+/// members, or both could win.
 fn majority_side(gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
     let counted: BTreeSet<MemberId> = gossip
         .members()
-        .filter(|m| matches!(m.status, MemberStatus::Up | MemberStatus::Leaving))
+        .filter(|m| {
+            matches!(
+                m.status,
+                MemberStatus::Joining | MemberStatus::Up | MemberStatus::Leaving
+            )
+        })
         .map(|m| m.id)
         .collect();
     let ours = counted.iter().filter(|m| !unreachable.contains(m)).count();

@@ -156,3 +156,42 @@ fn observations_from_the_far_side_do_not_count() {
     d.observe(at(0), m(1), &g);
     assert_eq!(d.decide(at(1), m(1), &g), ids(&[4, 5]));
 }
+
+/// Found by the simulator (flapping-links seed 8, minimized to two partitions): the leader moved
+/// a joining member Up right before a 2|2 partition; one side counted it Up and won the tie,
+/// the other still saw it Joining, counted 3 members and won as a majority. Both sides now
+/// count Joining members, so exactly one side wins.
+#[test]
+fn both_sides_count_a_member_in_transition_the_same() {
+    // Side {1, 2} saw 2 move Up; side {3, 4} still sees 2 Joining.
+    let up_side = cluster(4, 1, 1, &[3, 4]);
+    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let mut joining_side = Gossip::founding(join(1));
+    joining_side.add_joining(m(1), join(3));
+    joining_side.add_joining(m(1), join(4));
+    for i in [3, 4] {
+        joining_side.mark_seen(m(i));
+    }
+    assert!(joining_side.leader_actions(m(1), 1));
+    joining_side.add_joining(m(1), join(2));
+    assert_eq!(
+        joining_side.member(m(2)).map(|m| m.status),
+        Some(MemberStatus::Joining)
+    );
+    joining_side.observe(m(3), m(1), false);
+    joining_side.observe(m(3), m(2), false);
+    let mut a = keep_majority(1);
+    a.observe(at(0), m(1), &up_side);
+    let mut b = keep_majority(1);
+    b.observe(at(0), m(3), &joining_side);
+    assert_eq!(
+        a.decide(at(1), m(1), &up_side),
+        ids(&[3, 4]),
+        "the tie goes to member 1"
+    );
+    assert_eq!(
+        b.decide(at(1), m(3), &joining_side),
+        ids(&[3]),
+        "3 and 4 lose"
+    );
+}
