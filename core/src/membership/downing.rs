@@ -2,8 +2,8 @@
 //! reachability it knows; once it has stayed the same for `stable-after`, it decides with the
 //! configured strategy.
 //!
-//! Keep-majority: on the side holding more than half of the Joining, Up and Leaving members (on
-//! a tie, the side holding the lowest address), the leader marks the unreachable members Down. On a
+//! Keep-majority: on the side holding more than half of the members (on a tie, the side holding
+//! the lowest address; see `majority_side` for how members changing status are counted), the leader marks the unreachable members Down. On a
 //! minority side every member downs *itself*: it stops its entities and its process, without
 //! waiting to hear it from a leader that may already have stopped. The majority reallocates the
 //! minority's shards only after `down-removal-margin`, by which time every minority member has
@@ -108,26 +108,40 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
         .collect()
 }
 
-/// Keep-majority: whether the side that reaches everyone but `unreachable` holds more than
-/// half of the Joining, Up and Leaving members, or half of them including the lowest address.
-/// Joining members count: one side may already have seen the leader move a member Up that the
-/// other still sees Joining (a partition right after), and both sides must count the same
-/// members, or both could win.
+/// Keep-majority, decided pessimistically so that two sides can never both win while a member
+/// changes status across the partition: the side must hold more than half of every member that
+/// anyone might count (Joining, Up or Leaving), counting on its own side only members that are
+/// surely counted everywhere (Up or Leaving); on an exact half, the side holding the lowest
+/// address wins.
+///
+/// Why both halves of the rule: a member moved Up by the leader right before the partition is
+/// Up on one side and still Joining on the other; and a member that joins during the partition
+/// is known to one side only. A side never counts for itself a member the other side might not
+/// count, and counts against itself every member the other side might count, so the two sides'
+/// own counts are disjoint parts of a total both see, and at most one exceeds half of it.
 fn majority_side(gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
-    let counted: BTreeSet<MemberId> = gossip
-        .members()
-        .filter(|m| {
-            matches!(
-                m.status,
-                MemberStatus::Joining | MemberStatus::Up | MemberStatus::Leaving
-            )
-        })
-        .map(|m| m.id)
-        .collect();
-    let ours = counted.iter().filter(|m| !unreachable.contains(m)).count();
-    match (ours * 2).cmp(&counted.len()) {
+    let (mut total, mut ours) = (BTreeSet::new(), 0);
+    for m in gossip.members() {
+        match m.status {
+            MemberStatus::Joining => {
+                total.insert(m.id);
+            }
+            MemberStatus::Up | MemberStatus::Leaving => {
+                total.insert(m.id);
+                ours += usize::from(!unreachable.contains(&m.id));
+            }
+            MemberStatus::Exiting | MemberStatus::Down => {}
+        }
+    }
+    let lowest_is_ours = total.first().is_some_and(|l| {
+        !unreachable.contains(l)
+            && gossip
+                .member(*l)
+                .is_some_and(|m| m.status != MemberStatus::Joining)
+    });
+    match (ours * 2).cmp(&total.len()) {
         std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Equal => counted.first().is_some_and(|l| !unreachable.contains(l)),
+        std::cmp::Ordering::Equal => lowest_is_ours,
         std::cmp::Ordering::Less => false,
     }
 }

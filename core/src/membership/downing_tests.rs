@@ -195,3 +195,34 @@ fn both_sides_count_a_member_in_transition_the_same() {
         "3 and 4 lose"
     );
 }
+
+/// Found by the simulator (partitions seed 30, minimized to two partitions): during a 1|1 split
+/// of two members, a restarted node joined on one side; counting it (Joining) gave that side a
+/// majority while the other side won the tie it saw. A side never counts its own Joining members.
+#[test]
+fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
+    // Members 2 and 3 (Up), split; member 1 (a new incarnation) joins on 3's side.
+    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let mut g3 = Gossip::founding(join(2));
+    g3.add_joining(m(2), join(3));
+    g3.mark_seen(m(3));
+    assert!(g3.leader_actions(m(2), 1));
+    let mut g2 = g3.clone();
+    g2.observe(m(2), m(3), false);
+    g3.observe(m(3), m(2), false);
+    g3.add_joining(m(3), join(1));
+    let mut d2 = keep_majority(1);
+    d2.observe(at(0), m(2), &g2);
+    let mut d3 = keep_majority(1);
+    d3.observe(at(0), m(3), &g3);
+    assert_eq!(
+        d2.decide(at(1), m(2), &g2),
+        ids(&[3]),
+        "2 wins the 1|1 tie (lowest address)"
+    );
+    assert_eq!(
+        d3.decide(at(1), m(3), &g3),
+        ids(&[3]),
+        "3 loses despite its joiner"
+    );
+}
