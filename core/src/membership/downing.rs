@@ -108,40 +108,33 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
         .collect()
 }
 
-/// Keep-majority, decided pessimistically so that two sides can never both win while a member
-/// changes status across the partition: the side must hold more than half of every member that
-/// anyone might count (Joining, Up or Leaving), counting on its own side only members that are
-/// surely counted everywhere (Up or Leaving); on an exact half, the side holding the lowest
-/// address wins.
+/// Keep-majority as Akka decides it, safe while members change status across the partition:
+/// the side counts its own Up and Leaving members, against all those plus every unreachable
+/// member that might be Up on the other side (Joining ones included); on an exact half, the
+/// side holding the lowest address of that total wins.
 ///
-/// Why both halves of the rule: a member moved Up by the leader right before the partition is
-/// Up on one side and still Joining on the other; and a member that joins during the partition
-/// is known to one side only. A side never counts for itself a member the other side might not
-/// count, and counts against itself every member the other side might count, so the two sides'
-/// own counts are disjoint parts of a total both see, and at most one exceeds half of it.
+/// Why: a member moved Up right before the partition is Up on one side and still Joining on the
+/// other. Counting an unreachable Joining member against ourselves covers it being Up over
+/// there; not counting our own Joining members at all covers members that joined on our side
+/// during the partition, which the other side does not know.
 fn majority_side(gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
-    let (mut total, mut ours) = (BTreeSet::new(), 0);
+    let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
     for m in gossip.members() {
-        match m.status {
-            MemberStatus::Joining => {
-                total.insert(m.id);
+        let counted = match m.status {
+            MemberStatus::Up | MemberStatus::Leaving => true,
+            MemberStatus::Joining => unreachable.contains(&m.id),
+            MemberStatus::Exiting | MemberStatus::Down => false,
+        };
+        if counted {
+            total.insert(m.id);
+            if !unreachable.contains(&m.id) {
+                ours.insert(m.id);
             }
-            MemberStatus::Up | MemberStatus::Leaving => {
-                total.insert(m.id);
-                ours += usize::from(!unreachable.contains(&m.id));
-            }
-            MemberStatus::Exiting | MemberStatus::Down => {}
         }
     }
-    let lowest_is_ours = total.first().is_some_and(|l| {
-        !unreachable.contains(l)
-            && gossip
-                .member(*l)
-                .is_some_and(|m| m.status != MemberStatus::Joining)
-    });
-    match (ours * 2).cmp(&total.len()) {
+    match (ours.len() * 2).cmp(&total.len()) {
         std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Equal => lowest_is_ours,
+        std::cmp::Ordering::Equal => total.first().is_some_and(|l| ours.contains(l)),
         std::cmp::Ordering::Less => false,
     }
 }

@@ -198,7 +198,8 @@ fn both_sides_count_a_member_in_transition_the_same() {
 
 /// Found by the simulator (partitions seed 30, minimized to two partitions): during a 1|1 split
 /// of two members, a restarted node joined on one side; counting it (Joining) gave that side a
-/// majority while the other side won the tie it saw. A side never counts its own Joining members.
+/// majority while the other side won the tie it saw. A side does not count its own Joining
+/// members at all.
 #[test]
 fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
     // Members 2 and 3 (Up), split; member 1 (a new incarnation) joins on 3's side.
@@ -225,4 +226,40 @@ fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
         ids(&[3]),
         "3 loses despite its joiner"
     );
+}
+
+/// Found by the simulator (flapping-links seed 11): counting our own Joining members against
+/// ourselves made both sides of a 4|2 split (with a member joining on the larger side) lose, and
+/// the whole cluster downed itself. Our own Joining members are not counted at all (Akka's rule).
+#[test]
+fn our_own_joining_members_do_not_count_against_us() {
+    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let mut g = Gossip::founding(join(2));
+    for i in 3..=6 {
+        g.add_joining(m(2), join(i));
+        g.mark_seen(m(i));
+    }
+    assert!(g.leader_actions(m(2), 1));
+    g.add_joining(
+        m(2),
+        GossipMember::joining(MemberId::new(1, 2), BTreeSet::new(), AppVersion::default()),
+    );
+    let mut big = g.clone();
+    big.observe(m(3), m(2), false);
+    big.observe(m(3), m(5), false);
+    let mut d = keep_majority(1);
+    d.observe(at(0), m(3), &big);
+    assert_eq!(
+        d.decide(at(1), m(3), &big),
+        ids(&[2, 5]),
+        "3's side wins; 3 leads it (2 is unreachable, 1 only joins)"
+    );
+    let mut small = g;
+    small.observe(m(2), m(3), false);
+    small.observe(m(2), m(4), false);
+    small.observe(m(2), m(6), false);
+    small.observe(m(2), MemberId::new(1, 2), false);
+    let mut d = keep_majority(1);
+    d.observe(at(0), m(2), &small);
+    assert_eq!(d.decide(at(1), m(2), &small), ids(&[2]), "2 and 5 lose");
 }
