@@ -90,8 +90,8 @@ pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId};
 pub use input::{Command, Input};
 pub use membership::{
-    ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, Member, MemberStatus,
-    MembershipSettings, MembershipView, Phase,
+    ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
+    LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
 };
 pub use message::{Body, Envelope, Message, Payload, RegionShards, RegionStats};
 pub use node::{Metrics, Node};

@@ -4,6 +4,7 @@
 mod detector;
 mod downing;
 mod gossip;
+mod lease;
 mod machine;
 mod message;
 mod reachability;
@@ -11,6 +12,7 @@ mod settings;
 mod view;
 
 pub use gossip::{Gossip, GossipMember};
+pub use lease::{LeaseEvent, LeaseRequest, LeaseSettings};
 pub(crate) use machine::Membership;
 pub use machine::Phase;
 pub use message::ClusterMessage;
