@@ -78,7 +78,7 @@ impl Family {
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum MembershipMode {
     /// The core's own membership: joining through seeds, gossip, heartbeats and failure
-    /// detection, downing by the split brain resolver.
+    /// detection, downing by the split brain resolver. The default.
     Real,
     /// The simulator's oracle tells nodes about joins, unreachability and removals, and downs
     /// with perfect knowledge of connectivity: isolates sharding bugs from membership.
@@ -203,8 +203,7 @@ impl Options {
             message_every: Duration::from_millis(r.range(5, 50)),
             faults,
             downing: Downing::KeepMajority,
-            // The real membership becomes the default once it passes the batch (issue 4).
-            membership: MembershipMode::Oracle,
+            membership: MembershipMode::Real,
             broken_coordinator: false,
             family: Family::Swarm,
             detection_delay: Duration::from_millis(r.range(100, 3000)),

@@ -75,8 +75,8 @@ impl Report {
             None => String::new(),
         };
         let membership = match self.options.membership {
-            crate::MembershipMode::Real => " --membership real",
-            crate::MembershipMode::Oracle => "",
+            crate::MembershipMode::Real => "",
+            crate::MembershipMode::Oracle => " --membership oracle",
         };
         format!(
             "cargo run -p sim --release -- replay {}{family}{membership}{downing}{schedule}",

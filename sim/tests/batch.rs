@@ -2,8 +2,8 @@
 //! (decimal, hex, or a git commit hash) and `SIM_SEEDS=<n>` runs n seeds.
 
 use sim::{
-    Downing, Family, Options, Outcome, Property, Schedule, explain, minimize, parse_seed, run,
-    trace_dir,
+    Downing, Family, MembershipMode, Options, Outcome, Property, Schedule, explain, minimize,
+    parse_seed, run, trace_dir,
 };
 
 /// Seeds in the default batch, split over several tests so they run on every core.
@@ -66,6 +66,25 @@ fn default_batch_part_2() {
 fn default_batch_part_3() {
     run_seeds(chunk(3).into_iter());
 }
+
+/// The membership oracle stays an option for isolating sharding bugs: a batch of its own.
+#[test]
+fn oracle_membership_batch() {
+    if std::env::var_os("SIM_SEED").is_some() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for seed in 0..ORACLE_BATCH {
+        let report = run(oracle(Options::for_seed(seed)));
+        if report.outcome == Outcome::Failed {
+            failures.push(report.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Seeds of the oracle batch.
+const ORACLE_BATCH: u64 = 100;
 
 /// Negative control: automatic downing of every unreachable member splits the cluster, and
 /// the checker must see entities started twice.
@@ -134,8 +153,16 @@ fn regression_seeds() {
     let swarm = [1455, 2026, 1153, 2165, 2745, 290, 400, 1631].map(|s| (s, Family::Swarm));
     let families = [(51, Family::RollingRestart), (92, Family::RollingRestart)];
     for (seed, family) in swarm.into_iter().chain(families) {
-        let report = run(Options::for_family(seed, family));
+        let report = run(oracle(Options::for_family(seed, family)));
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    }
+}
+
+/// These regressions were found with the membership oracle; they keep running with it.
+fn oracle(options: Options) -> Options {
+    Options {
+        membership: MembershipMode::Oracle,
+        ..options
     }
 }
 
@@ -164,14 +191,61 @@ fn regression_schedules() {
         ),
     ];
     for (seed, family, schedule) in cases {
-        let report = run(Options {
+        let report = run(oracle(Options {
             schedule: Some(schedule.parse().expect("a valid schedule")),
             ..Options::for_family(seed, family)
-        });
+        }));
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
     }
-    let report = run(Options::for_family(2419, Family::MassShutdown));
+    let report = run(oracle(Options::for_family(2419, Family::MassShutdown)));
     assert_ne!(report.outcome, Outcome::Failed, "{report}");
+}
+
+/// Failures of the real membership found by the simulator, with their minimized schedules
+/// (each fixed at its root in `shoal_core::membership`, with a role test):
+/// - partitions 2: a minority leader downed its side and stopped before its decision reached
+///   the others (double activation) — every losing member now downs itself;
+/// - partitions 0: a restarted first seed, partitioned from the majority, formed a second
+///   cluster — only a cluster's first bootstrap may form one;
+/// - coordinator-crash 13: a crashed member marked Down by its new incarnation before anyone
+///   saw it unreachable was never removed — Down members are monitored;
+/// - flapping-links 8: a member moved Up right before a partition was counted by one side only,
+///   and partitions 30: a member joining during a partition tipped its side — keep-majority
+///   counts as Akka does.
+#[test]
+fn membership_regression_schedules() {
+    let cases = [
+        (2, Family::Partitions, "@20.558 partition n2,n3 heal 43.158"),
+        (
+            0,
+            Family::Partitions,
+            "@91.327 partition n2,n4,n5 one-way heal 29.147",
+        ),
+        (
+            13,
+            Family::CoordinatorCrash,
+            "@225.111 crash-oldest restart 19.800",
+        ),
+        (
+            8,
+            Family::FlappingLinks,
+            "@17.054 partition n2,n5 heal 28.564; @47.168 partition n1,n2 heal 22.950",
+        ),
+        (
+            30,
+            Family::Partitions,
+            "@37.162 partition n2,n3 heal 16.266; @67.840 partition n1,n3 heal 24.726",
+        ),
+    ];
+    for (seed, family, schedule) in cases {
+        let options = Options {
+            schedule: Some(schedule.parse().expect("a valid schedule")),
+            ..Options::for_family(seed, family)
+        };
+        assert_eq!(options.membership, MembershipMode::Real);
+        let report = run(options);
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    }
 }
 
 /// Negative control: a coordinator that allocates unknown shards without waiting for every

@@ -53,8 +53,8 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
         Some(other) => return Err(format!("unknown downing {other:?} (keep-majority | auto)")),
     };
     let membership = match flag("--membership").as_deref() {
-        None | Some("oracle") => MembershipMode::Oracle,
-        Some("real") => MembershipMode::Real,
+        None | Some("real") => MembershipMode::Real,
+        Some("oracle") => MembershipMode::Oracle,
         Some(other) => return Err(format!("unknown membership {other:?} (real | oracle)")),
     };
     let family = match flag("--family") {
