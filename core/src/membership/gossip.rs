@@ -259,19 +259,22 @@ impl Gossip {
         self.reachability.observes_unreachable(observer, subject)
     }
 
-    /// Members whose observations count: current members that are not Down.
-    fn observers(&self) -> BTreeSet<MemberId> {
+    /// Whether `id`'s observations count: it is a current member and not Down.
+    fn is_observer(&self, id: MemberId) -> bool {
         self.members
-            .values()
-            .filter(|m| m.status != MemberStatus::Down)
-            .map(|m| m.id)
-            .collect()
+            .get(&id)
+            .is_some_and(|m| m.status != MemberStatus::Down)
     }
 
     /// Members some current member cannot reach.
     pub(crate) fn unreachable(&self) -> BTreeSet<MemberId> {
-        let observers = self.observers();
-        self.reachability.unreachable(&observers).collect()
+        let mut all = BTreeSet::new();
+        for (observer, subjects) in self.reachability.rows() {
+            if self.is_observer(observer) {
+                all.extend(subjects.iter().copied());
+            }
+        }
+        all
     }
 
     /// The members `me`'s side cannot reach: those `me` observes unreachable, then those
@@ -280,21 +283,27 @@ impl Gossip {
     /// once a near-side member has observed their observer unreachable: this is the view a
     /// side decides downing on.
     pub(crate) fn unreachable_from(&self, me: MemberId) -> BTreeSet<MemberId> {
-        let complaints = |observer: MemberId| {
-            self.members
-                .keys()
-                .filter(move |s| **s != me && self.reachability.observes_unreachable(observer, **s))
+        let complaints = |subjects: &BTreeSet<MemberId>| {
+            subjects
+                .iter()
+                .filter(|s| **s != me && self.members.contains_key(s))
                 .copied()
+                .collect::<Vec<MemberId>>()
         };
-        let mut unreachable: BTreeSet<MemberId> = complaints(me).collect();
-        for observer in self.observers() {
-            if observer != me && !unreachable.contains(&observer) {
-                let found: Vec<MemberId> = complaints(observer).collect();
-                unreachable.extend(found);
+        let rows: Vec<(MemberId, &BTreeSet<MemberId>)> = self.reachability.rows().collect();
+        let mut unreachable: BTreeSet<MemberId> = rows
+            .iter()
+            .filter(|(o, _)| *o == me)
+            .flat_map(|(_, subjects)| complaints(subjects))
+            .collect();
+        for (observer, subjects) in rows {
+            if observer != me && self.is_observer(observer) && !unreachable.contains(&observer) {
+                unreachable.extend(complaints(subjects));
             }
         }
         unreachable
     }
+
 
     /// Whether every Up or Leaving member has seen this state and nobody is unreachable but
     /// Down or Exiting members.

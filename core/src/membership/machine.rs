@@ -52,6 +52,8 @@ pub(crate) struct Membership {
     exit_deadline: Option<Instant>,
     /// The view last handed to the sharding roles.
     published: MembershipView,
+    /// The gossip may have changed since the view was last built.
+    dirty: bool,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.
@@ -86,6 +88,7 @@ impl Membership {
             downer: Downer::new(settings.downing, now),
             exit_deadline: None,
             published: MembershipView::default(),
+            dirty: true,
             settings,
         }
     }
@@ -102,7 +105,8 @@ impl Membership {
 
     /// The view, if it changed since the last call.
     pub(crate) fn take_view(&mut self) -> Option<MembershipView> {
-        if self.phase == Phase::Joining {
+        // Asked after every input the node handles: only rebuilt when the gossip may differ.
+        if self.phase == Phase::Joining || !std::mem::take(&mut self.dirty) {
             return None;
         }
         let view = self.gossip.view();
@@ -295,8 +299,10 @@ impl Membership {
         self.gossip_to_someone(rng, out);
     }
 
-    /// Leader actions, downing, and this member's own fate.
+    /// Leader actions, downing, and this member's own fate. Every change of the gossip passes
+    /// here.
     fn act(&mut self, now: Instant, out: &mut Effects) {
+        self.dirty = true;
         let exiting: Vec<MemberId> = self
             .gossip
             .members()

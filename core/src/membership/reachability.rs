@@ -52,18 +52,9 @@ impl Reachability {
             .is_some_and(|row| row.unreachable.contains(&subject))
     }
 
-    /// Members some observer in `observers` cannot reach.
-    pub(crate) fn unreachable<'a>(
-        &'a self,
-        observers: &'a BTreeSet<MemberId>,
-    ) -> impl Iterator<Item = MemberId> + 'a {
-        let mut all = BTreeSet::new();
-        for (observer, row) in &self.rows {
-            if observers.contains(observer) {
-                all.extend(row.unreachable.iter().copied());
-            }
-        }
-        all.into_iter()
+    /// Each observer with the members it cannot reach, by observer.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (MemberId, &BTreeSet<MemberId>)> {
+        self.rows.iter().map(|(o, row)| (*o, &row.unreachable))
     }
 
     /// The rows of both, each observer's newer one.
@@ -112,14 +103,11 @@ mod tests {
             "the newer row of m1 wins"
         );
         assert!(merged.observes_unreachable(m(2), m(3)));
-        let observers: BTreeSet<MemberId> = [m(1), m(2)].into();
-        assert_eq!(merged.unreachable(&observers).collect::<Vec<_>>(), [m(3)]);
-        let only_one: BTreeSet<MemberId> = [m(1)].into();
-        assert_eq!(
-            merged.unreachable(&only_one).count(),
-            0,
-            "m2 is no observer"
-        );
+        let rows: Vec<(MemberId, Vec<MemberId>)> = merged
+            .rows()
+            .map(|(o, s)| (o, s.iter().copied().collect()))
+            .collect();
+        assert_eq!(rows, [(m(1), vec![]), (m(2), vec![m(3)])]);
     }
 
     #[test]
