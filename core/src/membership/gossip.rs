@@ -304,7 +304,6 @@ impl Gossip {
         unreachable
     }
 
-
     /// Whether every Up or Leaving member has seen this state and nobody is unreachable but
     /// Down or Exiting members.
     pub(crate) fn converged(&self) -> bool {
@@ -337,10 +336,14 @@ impl Gossip {
 
     /// The leader's moves at convergence: Joining → Up (once `min_members` are known),
     /// Leaving and ready → Exiting, Exiting members that saw it and unreachable Down or
-    /// Exiting members → Removed. Whether anything changed.
-    pub(crate) fn leader_actions(&mut self, me: MemberId, min_members: usize) -> bool {
+    /// Exiting members → Removed. The members removed, if anything changed.
+    pub(crate) fn leader_actions(
+        &mut self,
+        me: MemberId,
+        min_members: usize,
+    ) -> Option<Vec<MemberId>> {
         if self.leader(me) != Some(me) || !self.converged() {
-            return false;
+            return None;
         }
         let unreachable = self.unreachable();
         let mut next_up = self
@@ -378,11 +381,12 @@ impl Gossip {
             self.removed.insert(*id);
         }
         changed |= !removed.is_empty();
-        if changed {
-            self.prune();
-            self.changed(me);
+        if !changed {
+            return None;
         }
-        changed
+        self.prune();
+        self.changed(me);
+        Some(removed)
     }
 
     /// The view the sharding roles consume, with reachability as `me` knows it.

@@ -214,7 +214,7 @@ impl Membership {
         if received != Received::Same {
             self.after_change(now, rng, out);
         } else {
-            self.act(now, out);
+            self.act(now, false, out);
         }
     }
 
@@ -253,7 +253,7 @@ impl Membership {
                 if self.exit_deadline.is_some_and(|at| at <= now) {
                     self.phase = Phase::Removed;
                 }
-                self.act(now, out);
+                self.act(now, false, out);
             }
             Phase::Removed | Phase::Downed => {}
         }
@@ -279,7 +279,7 @@ impl Membership {
             // No other seed answered: this first seed forms a new cluster.
             self.gossip = Gossip::founding(self.joiner.clone());
             self.phase = Phase::Member;
-            self.act(now, out);
+            self.act(now, true, out);
             return;
         }
         if now < self.next_join_attempt {
@@ -295,37 +295,37 @@ impl Membership {
 
     /// A local change: spread it and act on it.
     fn after_change(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        self.act(now, out);
+        self.act(now, true, out);
         self.gossip_to_someone(rng, out);
     }
 
-    /// Leader actions, downing, and this member's own fate. Every change of the gossip passes
-    /// here.
-    fn act(&mut self, now: Instant, out: &mut Effects) {
-        self.dirty = true;
-        let exiting: Vec<MemberId> = self
-            .gossip
-            .members()
-            .filter(|m| m.status == MemberStatus::Exiting)
-            .map(|m| m.id)
-            .collect();
-        if self
-            .gossip
-            .leader_actions(self.me, self.settings.min_nr_of_members)
-        {
+    /// Leader actions, downing, and this member's own fate, after the gossip `changed` (or
+    /// only its seen set, or time passed).
+    fn act(&mut self, now: Instant, changed: bool, out: &mut Effects) {
+        let mut changed = changed;
+        let min_members = self.settings.min_nr_of_members;
+        if let Some(removed) = self.gossip.leader_actions(self.me, min_members) {
+            changed = true;
             // A removed member hears it from the leader: nobody gossips to it any more.
-            for id in exiting {
-                if self.gossip.is_removed(id) && id != self.me {
-                    out.send_cluster(id, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
-                }
+            for id in removed.into_iter().filter(|id| *id != self.me) {
+                out.send_cluster(id, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
             }
         }
-        self.downer.observe(now, self.me, &self.gossip);
-        let down = self.downer.decide(now, self.me, &self.gossip);
-        for id in down {
-            self.gossip.set_status(self.me, id, MemberStatus::Down);
+        if changed {
+            self.downer.observe(now, self.me, &self.gossip);
         }
-        self.downer.observe(now, self.me, &self.gossip);
+        let down = self.downer.decide(now, self.me, &self.gossip);
+        if !down.is_empty() {
+            for id in down {
+                self.gossip.set_status(self.me, id, MemberStatus::Down);
+            }
+            self.downer.observe(now, self.me, &self.gossip);
+            changed = true;
+        }
+        if !changed {
+            return;
+        }
+        self.dirty = true;
         match self.status() {
             None if self.gossip.is_removed(self.me) => self.phase = Phase::Removed,
             Some(MemberStatus::Down) => self.phase = Phase::Downed,

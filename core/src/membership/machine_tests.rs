@@ -135,7 +135,7 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
-    a.act(at(0), &mut out);
+    a.act(at(0), true, &mut out);
     sent(&mut out);
     // Member 2 answers every heartbeat for 5 s, then goes silent.
     for s in 1..=5 {
@@ -182,7 +182,7 @@ fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
     let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
-    a.act(at(0), &mut out);
+    a.act(at(0), true, &mut out);
     a.gossip.set_status(m(1), m(2), MemberStatus::Down);
     sent(&mut out);
     let mut heartbeats = 0;
