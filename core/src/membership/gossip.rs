@@ -336,7 +336,7 @@ impl Gossip {
 
     /// The leader's moves at convergence: Joining → Up (once `min_members` are known),
     /// Leaving and ready → Exiting, Exiting members that saw it and unreachable Down or
-    /// Exiting members → Removed. The members removed, if anything changed.
+    /// Exiting members → Removed. If anything changed, the Exiting members it removed.
     pub(crate) fn leader_actions(
         &mut self,
         me: MemberId,
@@ -354,7 +354,9 @@ impl Gossip {
             .unwrap_or(0);
         let enough = self.members.len() >= min_members;
         let mut changed = false;
-        let mut removed = Vec::new();
+        // Removed members, and among them those that exited (they must be told: nobody
+        // gossips to removed members).
+        let (mut removed, mut exited) = (Vec::new(), Vec::new());
         for m in self.members.values_mut() {
             match m.status {
                 MemberStatus::Joining if enough => {
@@ -371,6 +373,7 @@ impl Gossip {
                     if self.seen.contains(&m.id) || unreachable.contains(&m.id) =>
                 {
                     removed.push(m.id);
+                    exited.push(m.id);
                 }
                 MemberStatus::Down if unreachable.contains(&m.id) => removed.push(m.id),
                 _ => {}
@@ -386,7 +389,7 @@ impl Gossip {
         }
         self.prune();
         self.changed(me);
-        Some(removed)
+        Some(exited)
     }
 
     /// The view the sharding roles consume, with reachability as `me` knows it.

@@ -304,10 +304,10 @@ impl Membership {
     fn act(&mut self, now: Instant, changed: bool, out: &mut Effects) {
         let mut changed = changed;
         let min_members = self.settings.min_nr_of_members;
-        if let Some(removed) = self.gossip.leader_actions(self.me, min_members) {
+        if let Some(exited) = self.gossip.leader_actions(self.me, min_members) {
             changed = true;
             // A removed member hears it from the leader: nobody gossips to it any more.
-            for id in removed.into_iter().filter(|id| *id != self.me) {
+            for id in exited.into_iter().filter(|id| *id != self.me) {
                 out.send_cluster(id, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
             }
         }
