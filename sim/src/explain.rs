@@ -96,7 +96,7 @@ pub fn trace_dir() -> PathBuf {
 }
 
 /// Reads `{"t_ns":<n>,"event":"<text>"}` as the trace writes it.
-fn parse_line(line: &str) -> Option<(u64, String)> {
+pub(crate) fn parse_line(line: &str) -> Option<(u64, String)> {
     let rest = line.strip_prefix("{\"t_ns\":")?;
     let (t, rest) = rest.split_once(',')?;
     let event = rest.strip_prefix("\"event\":\"")?.strip_suffix("\"}")?;

@@ -18,6 +18,7 @@ mod check;
 mod clock;
 mod drive;
 mod explain;
+mod failover;
 mod faults;
 mod host;
 mod minimize;
@@ -36,6 +37,7 @@ mod world;
 
 pub use check::{Property, Violation};
 pub use explain::{Explanation, explain, trace_dir};
+pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{Downing, Family, Faults, MembershipMode, Options};
 pub use run::{Outcome, Report, run, run_traced};

@@ -152,6 +152,9 @@ pub struct Options {
     pub downing: Downing,
     /// Where membership comes from.
     pub membership: MembershipMode,
+    /// Run with the production defaults (Akka's: 20 s stable-after and down-removal-margin,
+    /// 60 s handoff timeout) instead of the simulation's shortened timers.
+    pub default_timers: bool,
     /// Negative control: run the core with its coordinator gate deliberately broken.
     pub broken_coordinator: bool,
     /// The scenario family these options come from.
@@ -204,6 +207,7 @@ impl Options {
             faults,
             downing: Downing::KeepMajority,
             membership: MembershipMode::Real,
+            default_timers: false,
             broken_coordinator: false,
             family: Family::Swarm,
             detection_delay: Duration::from_millis(r.range(100, 3000)),

@@ -144,12 +144,19 @@ impl World {
             MembershipMode::Oracle => opts.detection_delay + Duration::from_secs(1),
             MembershipMode::Real => Duration::from_secs(5),
         };
-        let settings = ShardingSettings {
-            handoff_timeout: Duration::from_secs(30),
-            buffer_size: opts.buffer_size,
-            down_removal_margin: crate::faults::STABLE_AFTER + detection,
-            broken_coordinator_gate: opts.broken_coordinator,
-            ..ShardingSettings::default()
+        let settings = if opts.default_timers {
+            ShardingSettings {
+                buffer_size: opts.buffer_size,
+                ..ShardingSettings::default()
+            }
+        } else {
+            ShardingSettings {
+                handoff_timeout: Duration::from_secs(30),
+                buffer_size: opts.buffer_size,
+                down_removal_margin: crate::faults::STABLE_AFTER + detection,
+                broken_coordinator_gate: opts.broken_coordinator,
+                ..ShardingSettings::default()
+            }
         };
         let mut w = Self {
             oracle: Oracle::new(opts.downing),
@@ -210,9 +217,12 @@ impl World {
     /// forms the cluster when the run starts.
     fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
         let mut s = MembershipSettings::new((1..=self.opts.max_nodes).map(NodeId).collect());
-        s.seed_node_timeout = Duration::from_secs(2);
         // Only the first bootstrap may form a cluster; a restarted first seed joins one.
         s.may_form_cluster = incarnation == Incarnation(1);
+        if self.opts.default_timers {
+            return s;
+        }
+        s.seed_node_timeout = Duration::from_secs(2);
         s.retry_join_after = Duration::from_secs(2);
         let stable_after = crate::faults::STABLE_AFTER;
         s.downing = match self.opts.downing {

@@ -372,3 +372,18 @@ fn a_printed_schedule_replays_the_planned_run() {
         assert_eq!(planned.digest, replayed.digest, "seed {seed}: {text}");
     }
 }
+
+/// With the production defaults, a crashed node's shards serve again elsewhere, and after a
+/// 2|3 partition the minority stops its entities well before the majority takes its shards.
+#[test]
+fn failover_with_production_defaults() {
+    let f = sim::measure_failover();
+    let bound = std::time::Duration::from_secs(90);
+    assert!(f.crash_to_serving.1 < bound, "{f}");
+    assert!(f.partition_to_serving < bound, "{f}");
+    assert!(
+        f.partition_to_minority_stopped + std::time::Duration::from_secs(5)
+            < f.partition_to_serving,
+        "the minority must stop first, with room to spare: {f}"
+    );
+}

@@ -8,6 +8,8 @@
 //!     run one seed, print its report and digest
 //! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
 //!     shrink a failing seed's fault schedule to a minimal one that still fails
+//! sim failover
+//!     recovery times from a crash and a 2|3 partition with the production defaults
 //! sim bench [--nodes <n>]
 //!     events/s and time acceleration for 5, 20 and 100 nodes (or n)
 //! ```
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim bench [--nodes <n>]"
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
 }
 
 fn parse(args: &[String]) -> Result<ExitCode, String> {
@@ -95,6 +97,10 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("replay") => replay(options(seed()?), flag("--trace")),
         Some("minimize") => Ok(shrink(&run(options(seed()?)))),
+        Some("failover") => {
+            print!("{}", sim::measure_failover());
+            Ok(ExitCode::SUCCESS)
+        }
         Some("bench") => {
             let nodes = match flag("--nodes") {
                 Some(n) => vec![n.parse().map_err(|_| "--nodes <n>")?],

@@ -1,0 +1,173 @@
+//! `sim failover`: how long failures take to recover from with the production defaults (Akka's
+//! timers: 1 s heartbeats with 3 s acceptable pause, 20 s stable-after, 20 s
+//! down-removal-margin), measured on a five-node cluster under steady traffic:
+//!
+//! - a crash: from the crash until every shard the crashed node served serves again elsewhere;
+//! - a 2|3 partition: from its start until every minority member has stopped its entities
+//!   (downed itself), and until the majority serves the minority's shards.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::options::{Family, MembershipMode, Options};
+use crate::run::run_traced;
+
+/// When the failure happens.
+const FAULT_AT: Duration = Duration::from_secs(60);
+
+/// The measured recovery times.
+#[derive(Debug)]
+pub struct Failover {
+    /// Crash → every shard of the crashed node serving elsewhere (median, slowest).
+    pub crash_to_serving: (Duration, Duration),
+    /// Partition start → every minority member stopped its entities.
+    pub partition_to_minority_stopped: Duration,
+    /// Partition start → every shard of the minority serving on the majority (slowest).
+    pub partition_to_serving: Duration,
+}
+
+impl fmt::Display for Failover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        writeln!(f, "five nodes, production defaults, steady traffic:")?;
+        writeln!(
+            f,
+            "  crash of a node -> its shards serving again elsewhere: median {}, all {}",
+            s(self.crash_to_serving.0),
+            s(self.crash_to_serving.1)
+        )?;
+        writeln!(
+            f,
+            "  2|3 partition -> minority stopped its entities: {}",
+            s(self.partition_to_minority_stopped)
+        )?;
+        writeln!(
+            f,
+            "  2|3 partition -> minority's shards serving on the majority: {}",
+            s(self.partition_to_serving)
+        )
+    }
+}
+
+/// Runs both scenarios.
+pub fn measure() -> Failover {
+    let crash = trace_of("@60 crash n3 restart 1000");
+    let (served, _) = shards_served(&crash, &["n3#1"]);
+    let crash_times = recovery_times(&crash, &served, &["n3#1"]);
+    let partition = trace_of("@60 partition n4,n5 heal 1000");
+    let minority = ["n4#1", "n5#1"];
+    let stopped = partition
+        .iter()
+        .filter(|(t, e)| *t > FAULT_AT && e.contains(" left the cluster (downed: true)"))
+        .map(|(t, _)| *t - FAULT_AT)
+        .max()
+        .unwrap_or(Duration::MAX);
+    let (served, _) = shards_served(&partition, &minority);
+    let partition_times = recovery_times(&partition, &served, &minority);
+    Failover {
+        crash_to_serving: (median(&crash_times), max(&crash_times)),
+        partition_to_minority_stopped: stopped,
+        partition_to_serving: max(&partition_times),
+    }
+}
+
+/// The trace (time, event) of a steady five-node run with `schedule` and default timers.
+fn trace_of(schedule: &str) -> Vec<(Duration, String)> {
+    let options = Options {
+        nodes: 5,
+        entities: 1_000,
+        shards: 100,
+        duration: Duration::from_secs(180),
+        message_every: Duration::from_millis(5),
+        membership: MembershipMode::Real,
+        default_timers: true,
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::for_family(7, Family::Steady)
+    };
+    let sink = SharedBuf::default();
+    run_traced(options, Some(Box::new(sink.clone())));
+    let bytes = sink.0.lock().expect("not poisoned").clone();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(crate::explain::parse_line)
+        .map(|(t, e)| (Duration::from_nanos(t), e))
+        .collect()
+}
+
+/// Shards whose entities ran on `members` before the fault, with one of their entities.
+fn shards_served(
+    trace: &[(Duration, String)],
+    members: &[&str],
+) -> (BTreeSet<String>, BTreeMap<String, String>) {
+    let mut shards = BTreeSet::new();
+    let mut entity = BTreeMap::new();
+    for (t, e) in trace {
+        if *t > FAULT_AT {
+            break;
+        }
+        if let Some((member, rest)) = e.split_once(" start ") {
+            if members.contains(&member) {
+                if let Some((ent, shard)) = rest.split_once(' ') {
+                    shards.insert(shard.to_owned());
+                    entity.insert(shard.to_owned(), ent.to_owned());
+                }
+            }
+        }
+    }
+    (shards, entity)
+}
+
+/// For each of `shards`, how long after the fault an entity of it first started on a member
+/// other than `gone`.
+fn recovery_times(
+    trace: &[(Duration, String)],
+    shards: &BTreeSet<String>,
+    gone: &[&str],
+) -> Vec<Duration> {
+    let mut first: BTreeMap<&str, Duration> = BTreeMap::new();
+    for (t, e) in trace {
+        if *t <= FAULT_AT {
+            continue;
+        }
+        if let Some((member, rest)) = e.split_once(" start ") {
+            let shard = rest.split_once(' ').map(|(_, s)| s);
+            if let Some(shard) = shard.filter(|s| shards.contains(*s) && !gone.contains(&member)) {
+                first.entry(shard).or_insert(*t - FAULT_AT);
+            }
+        }
+    }
+    shards
+        .iter()
+        .map(|s| first.get(s.as_str()).copied().unwrap_or(Duration::MAX))
+        .collect()
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted
+        .get(sorted.len() / 2)
+        .copied()
+        .unwrap_or(Duration::MAX)
+}
+
+fn max(times: &[Duration]) -> Duration {
+    times.iter().max().copied().unwrap_or(Duration::MAX)
+}
+
+/// A trace sink the measurement reads back.
+#[derive(Clone, Default)]
+struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
