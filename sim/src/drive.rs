@@ -183,6 +183,7 @@ impl World {
                 self.mark("coordinator moved while a handoff was in flight");
             }
             Some(shoal_core::Body::BeginHandOff { .. }) => self.mark("handoff begun"),
+            Some(shoal_core::Body::HostShard { .. }) => self.mark_rolling_allocation(envelope.to),
             _ => {}
         }
         let (from, to) = (envelope.from, envelope.to);
@@ -235,6 +236,22 @@ impl World {
             self.left.insert(n);
             let at = after(self, 3, 4);
             self.schedule(at, Ev::Fault(Fault::Exit(n)));
+        }
+    }
+
+    /// Notes a shard allocated to `region` while members run different versions, and whether
+    /// it went to the newest one (allocation prefers it).
+    fn mark_rolling_allocation(&mut self, region: MemberId) {
+        let versions = self.app_versions();
+        if versions.len() < 2 {
+            return;
+        }
+        let version = self
+            .nodes
+            .get(&region.node)
+            .and_then(|n| n.driver.node().view().member(region).map(|m| m.app_version));
+        if version.is_some() && version == versions.last().copied() {
+            self.mark("a shard allocated to the newest version during a rolling update");
         }
     }
 

@@ -26,8 +26,12 @@ fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
 }
 
 /// Shards per Up member's region, if they differ by more than one (the default least-shard
-/// strategy's goal: every region holds ⌊N/R⌋ or ⌈N/R⌉ of the N allocated shards).
+/// strategy's goal: every region holds ⌊N/R⌋ or ⌈N/R⌉ of the N allocated shards). Not while
+/// members run different application versions: a rolling update holds rebalancing back.
 fn imbalance(w: &World) -> Option<BTreeMap<MemberId, usize>> {
+    if w.app_versions().len() > 1 {
+        return None;
+    }
     let table = coordinator_table(w)?;
     let mut counts: BTreeMap<MemberId, usize> =
         w.up_members().into_iter().map(|m| (m, 0)).collect();
@@ -44,6 +48,9 @@ fn imbalance(w: &World) -> Option<BTreeMap<MemberId, usize>> {
 /// Runs on from `from` until rebalancing has converged or its deadline passed (a violation);
 /// returns the time reached.
 pub(crate) fn await_balance(w: &mut World, from: Instant) -> Instant {
+    if w.app_versions().len() > 1 {
+        w.mark("a rolling update held rebalancing back");
+    }
     let mut at = from;
     while let Some(counts) = imbalance(w) {
         if at >= from + REBALANCE_DEADLINE {

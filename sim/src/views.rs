@@ -33,6 +33,17 @@ impl World {
         }
     }
 
+    /// The application versions of the running Up members.
+    pub(crate) fn app_versions(&self) -> BTreeSet<shoal_core::AppVersion> {
+        self.up_members()
+            .into_iter()
+            .filter_map(|id| {
+                let node = self.nodes.get(&id.node)?;
+                node.driver.node().view().member(id).map(|m| m.app_version)
+            })
+            .collect()
+    }
+
     /// Whether `id` runs and is a member (not Down, not removed).
     pub(crate) fn is_member(&self, id: MemberId) -> bool {
         self.own_status(id).is_some_and(|s| s != MemberStatus::Down)

@@ -219,6 +219,11 @@ impl World {
         let mut s = MembershipSettings::new((1..=self.opts.max_nodes).map(NodeId).collect());
         // Only the first bootstrap may form a cluster; a restarted first seed joins one.
         s.may_form_cluster = incarnation == Incarnation(1);
+        // A rolling restart is a rolling update: each restart runs a newer version.
+        if self.opts.family == crate::options::Family::RollingRestart {
+            let version = u32::try_from(incarnation.0).unwrap_or(u32::MAX);
+            s.app_version = shoal_core::AppVersion(1, version, 0);
+        }
         if self.opts.default_timers {
             return s;
         }

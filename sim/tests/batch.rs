@@ -289,7 +289,7 @@ fn digests_are_pinned() {
 /// batch is not testing what it claims to.
 #[test]
 fn coverage_markers_fire_within_the_batch() {
-    const MARKERS: [&str; 10] = [
+    const MARKERS: [&str; 12] = [
         "handoff begun",
         "handoff during a partition",
         "coordinator moved while a handoff was in flight",
@@ -300,6 +300,8 @@ fn coverage_markers_fire_within_the_batch() {
         "messages held by a clog",
         "a paused node resumed with inputs waiting",
         "the network duplicated a message",
+        "a rolling update held rebalancing back",
+        "a shard allocated to the newest version during a rolling update",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {
