@@ -100,6 +100,10 @@ fn act_on(w: &mut World, act: Act) {
             if !one_way {
                 w.net.block(&b, &a);
             }
+            let minority = if a.len() <= b.len() { &a } else { &b };
+            if w.oldest_up().is_some_and(|o| minority.contains(&o.node)) {
+                w.mark("the coordinator's node cut off on the smaller side of a partition");
+            }
             topology_changed(w);
             w.schedule(w.now + heal_after, Ev::Fault(Fault::Heal));
         }
@@ -120,6 +124,9 @@ fn act_on(w: &mut World, act: Act) {
             // A new address: never one a crashed or departed node used.
             let next = w.last_incarnation.keys().map(|n| n.0).max().unwrap_or(0) + 1;
             if next <= w.opts.max_nodes {
+                if !w.crashed.is_empty() || !w.downed.is_empty() {
+                    w.mark("a node joined while another was down");
+                }
                 w.start_node(NodeId(next), Incarnation(1));
                 let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
                 w.publish(&everyone, w.oracle.view());

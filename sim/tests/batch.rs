@@ -289,7 +289,7 @@ fn digests_are_pinned() {
 /// batch is not testing what it claims to.
 #[test]
 fn coverage_markers_fire_within_the_batch() {
-    const MARKERS: [&str; 12] = [
+    const MARKERS: [&str; 14] = [
         "handoff begun",
         "handoff during a partition",
         "coordinator moved while a handoff was in flight",
@@ -302,6 +302,8 @@ fn coverage_markers_fire_within_the_batch() {
         "the network duplicated a message",
         "a rolling update held rebalancing back",
         "a shard allocated to the newest version during a rolling update",
+        "the coordinator's node cut off on the smaller side of a partition",
+        "a node joined while another was down",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {
