@@ -211,7 +211,11 @@ fn regression_schedules() {
 ///   saw it unreachable was never removed — Down members are monitored;
 /// - flapping-links 8: a member moved Up right before a partition was counted by one side only,
 ///   and partitions 30: a member joining during a partition tipped its side — keep-majority
-///   counts as Akka does.
+///   counts as Akka does;
+/// - flapping-links 200250: a member decided while a new partition was still being detected
+///   (clogs had slowed its detector), counted a member it no longer reached on its side, downed
+///   the real majority and later won a tie alone — downing waits while a monitored member is
+///   going quiet.
 #[test]
 fn membership_regression_schedules() {
     let cases = [
@@ -235,6 +239,13 @@ fn membership_regression_schedules() {
             30,
             Family::Partitions,
             "@37.162 partition n2,n3 heal 16.266; @67.840 partition n1,n3 heal 24.726",
+        ),
+        (
+            200_250,
+            Family::FlappingLinks,
+            "@7.317 clog n2-n1 1.772; @12.758 partition n1,n2 one-way heal 45.210; \
+             @44.948 clog n2 2.615; @57.686 clog n1-n2 2.778; @60.243 clog n1 2.297; \
+             @61.078 break n2-n1; @64.747 partition n1 heal 58.583",
         ),
     ];
     for (seed, family, schedule) in cases {

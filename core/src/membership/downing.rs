@@ -27,6 +27,8 @@ pub(crate) struct Downer {
     /// The decision for this stable situation was taken (possibly "nothing to do, I do not
     /// lead"): no deadline until the situation changes.
     decided: bool,
+    /// No decision before this: a monitored member was falling silent (see `postpone`).
+    not_before: Instant,
 }
 
 impl Downer {
@@ -36,6 +38,7 @@ impl Downer {
             observed: (BTreeSet::new(), BTreeSet::new()),
             stable_since: now,
             decided: false,
+            not_before: now,
         }
     }
 
@@ -58,7 +61,16 @@ impl Downer {
             } => stable_after,
             Downing::Off => return None,
         };
-        (!self.observed.0.is_empty() && !self.decided).then_some(self.stable_since + stable_after)
+        (!self.observed.0.is_empty() && !self.decided)
+            .then_some((self.stable_since + stable_after).max(self.not_before))
+    }
+
+    /// Holds a due decision back until `until`: some member `me` monitors has gone quiet
+    /// without being declared unreachable yet, so what `me` believes about its own side may be
+    /// stale (a partition that is still being detected). Deciding now could count that member
+    /// on `me`'s side, win, down the others, and leave two sides each believing it won.
+    pub(crate) fn postpone(&mut self, until: Instant) {
+        self.not_before = self.not_before.max(until);
     }
 
     /// The members `me` should mark Down now, once the situation has been stable long enough:

@@ -314,6 +314,9 @@ impl Membership {
         if changed {
             self.downer.observe(now, self.me, &self.gossip);
         }
+        if self.downer.deadline().is_some_and(|at| at <= now) && self.in_doubt(now) {
+            self.downer.postpone(now + self.settings.heartbeat_interval);
+        }
         let down = self.downer.decide(now, self.me, &self.gossip);
         if !down.is_empty() {
             for id in down {
@@ -334,6 +337,18 @@ impl Membership {
             }
             _ => {}
         }
+    }
+
+    /// Whether a monitored member that is not observed unreachable has gone quiet (its
+    /// suspicion level is past a tenth of the threshold: late by more than the acceptable
+    /// pause): downing waits until it answers or is declared unreachable.
+    fn in_doubt(&self, now: Instant) -> bool {
+        let settings = &self.settings.failure_detector;
+        self.detectors.iter().any(|(member, (detector, _))| {
+            detector.is_monitoring()
+                && !self.gossip.observes_unreachable(self.me, *member)
+                && detector.phi(now, settings) > settings.threshold / 10.0
+        })
     }
 
     /// Sends the state to one random member, preferring those that have not seen it.

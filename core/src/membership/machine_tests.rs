@@ -196,3 +196,55 @@ fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
     assert!(heartbeats > 0, "the Down member is still monitored");
     assert!(a.gossip.is_removed(m(2)), "removed once unreachable");
 }
+
+/// Found by the simulator (flapping-links seed 200250): a decision taken while a monitored
+/// member was going quiet (a partition still being detected) rested on a stale picture of the
+/// member's own side. Downing waits until the member answers or is declared unreachable.
+#[test]
+fn downing_waits_while_a_monitored_member_goes_quiet() {
+    let mut settings = MembershipSettings::new(vec![NodeId(1)]);
+    settings.downing = crate::membership::Downing::KeepMajority {
+        stable_after: Duration::from_secs(5),
+    };
+    let joiner = GossipMember::joining(m(1), BTreeSet::new(), AppVersion::default());
+    let mut a = Membership::new(m(1), joiner, settings, at(0));
+    let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    for n in [2, 3] {
+        let j = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+        a.gossip.add_joining(m(1), j);
+        a.gossip.mark_seen(m(n));
+    }
+    a.act(at(0), true, &mut out);
+    // Both answer heartbeats for a while; then member 3 is observed unreachable by member 1
+    // (a decision becomes due 5 s later), while member 2 starts to go quiet.
+    for s in 1..=5 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        for n in [2, 3] {
+            let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+            a.handle_message(at(s * 1000 + 5), m(n), rsp, &mut rng, &mut out);
+        }
+    }
+    a.gossip.observe(m(1), m(3), false);
+    a.act(at(5_010), true, &mut out);
+    let due = a.downer.deadline().expect("a decision is due");
+    assert_eq!(due, at(10_010));
+    // Member 2 answers until 8 s, then nothing: at 10 s it is 2 s late (in doubt), and the
+    // decision that would count it on member 1's side is held back.
+    for s in 6..=8 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+        a.handle_message(at(s * 1000 + 5), m(2), rsp, &mut rng, &mut out);
+    }
+    a.handle_timeout(at(12_500), &mut rng, &mut out);
+    assert_eq!(a.status(), Some(MemberStatus::Up));
+    assert_eq!(
+        a.gossip.member(m(3)).map(|m| m.status),
+        Some(MemberStatus::Up),
+        "not downed while member 2 is in doubt"
+    );
+    assert!(
+        a.downer.deadline().is_some_and(|at| at > self::at(12_500)),
+        "held back, not dropped"
+    );
+}
