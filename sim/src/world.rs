@@ -138,11 +138,12 @@ impl World {
         let seed = opts.seed;
         let opts_entities = opts.entities;
         // A shorter handoff timeout than Akka's 60 s. The removal margin covers stable-after
-        // plus the longest detection delay (the oracle's, or the failure detectors' spread
-        // between the two sides of a partition), as down-removal-margin must.
+        // plus the longest detection delay (the oracle's; with the real membership, the spread
+        // between the two sides' failure detectors plus the 3/4 of stable-after a minority may
+        // take before downing itself as unstable), as down-removal-margin must.
         let detection = match opts.membership {
             MembershipMode::Oracle => opts.detection_delay + Duration::from_secs(1),
-            MembershipMode::Real => Duration::from_secs(5),
+            MembershipMode::Real => crate::faults::STABLE_AFTER * 3 / 4 + Duration::from_secs(5),
         };
         let settings = if opts.default_timers {
             ShardingSettings {

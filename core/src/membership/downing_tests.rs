@@ -79,9 +79,53 @@ fn a_stable_situation_is_decided_once() {
         d.decide(at(20), m(2), &g).is_empty(),
         "member 2 does not lead"
     );
-    assert_eq!(d.deadline(), None, "nothing more to decide");
+    assert_eq!(
+        d.deadline(),
+        Some(at(35)),
+        "only the unstable bound remains (7/4 of stable-after)"
+    );
     d.observe(at(30), m(2), &cluster(5, 2, 1, &[5]));
-    assert_eq!(d.deadline(), Some(at(50)), "a change re-arms");
+    assert_eq!(
+        d.deadline(),
+        Some(at(35)),
+        "a change re-arms, the bound stays"
+    );
+    d.observe(at(31), m(2), &cluster(5, 2, 1, &[]));
+    assert_eq!(d.deadline(), None, "nobody unreachable: nothing to decide");
+}
+
+/// Found by the simulator (flapping-links seed 300237): members joining a minority side during
+/// a partition kept resetting its stability clock, so it downed itself only after the majority
+/// had moved its shards (double activation). Joins no longer reset the clock, and a member
+/// unable to decide for 7/4 of stable-after downs itself.
+#[test]
+fn joins_do_not_delay_a_decision_and_instability_is_bounded() {
+    let mut g = cluster(4, 3, 3, &[1, 2]);
+    let mut d = keep_majority(10);
+    d.observe(at(0), m(3), &g);
+    g.add_joining(
+        m(3),
+        GossipMember::joining(m(9), BTreeSet::new(), AppVersion::default()),
+    );
+    d.observe(at(5), m(3), &g);
+    assert_eq!(
+        d.decide(at(10), m(3), &g),
+        ids(&[3]),
+        "decided on time, despite the join"
+    );
+    // A side whose view keeps changing downs itself at 7/4 of stable-after.
+    let mut d = keep_majority(10);
+    d.observe(at(0), m(1), &cluster(5, 1, 1, &[5]));
+    for t in [6, 12] {
+        let flap = if t == 6 { vec![4, 5] } else { vec![5] };
+        d.observe(at(t), m(1), &cluster(5, 1, 1, &flap));
+    }
+    assert!(d.decide(at(17), m(1), &cluster(5, 1, 1, &[5])).is_empty());
+    assert_eq!(
+        d.decide(at(18), m(1), &cluster(5, 1, 1, &[5])),
+        ids(&[1]),
+        "unstable too long"
+    );
 }
 
 #[test]
@@ -119,10 +163,10 @@ fn any_change_restarts_the_stability_clock() {
     let mut d = keep_majority(10);
     d.observe(at(0), m(1), &g);
     let g2 = cluster(5, 1, 1, &[4, 5]);
-    d.observe(at(8), m(1), &g2);
+    d.observe(at(4), m(1), &g2);
     assert!(d.decide(at(10), m(1), &g2).is_empty());
-    assert_eq!(d.decide(at(18), m(1), &g2), ids(&[4, 5]));
-    d.observe(at(19), m(1), &cluster(5, 1, 1, &[]));
+    assert_eq!(d.decide(at(14), m(1), &g2), ids(&[4, 5]));
+    d.observe(at(15), m(1), &cluster(5, 1, 1, &[]));
     assert_eq!(d.deadline(), None, "nobody unreachable");
 }
 
@@ -262,4 +306,21 @@ fn our_own_joining_members_do_not_count_against_us() {
     let mut d = keep_majority(1);
     d.observe(at(0), m(2), &small);
     assert_eq!(d.decide(at(1), m(2), &small), ids(&[2]), "2 and 5 lose");
+}
+
+/// Found by the simulator (flapping-links seed 400867): a member downed another on a stale
+/// picture (a partition moved before it was detected), then, alone, won a 1|1 tie against what
+/// was left because Down members no longer counted; the member it had downed, alive on the
+/// other side, did the same. Unreachable members we downed count against us until removed.
+#[test]
+fn members_we_downed_count_against_us_until_removed() {
+    let mut g = cluster(3, 2, 2, &[1, 3]);
+    g.set_status(m(2), m(1), MemberStatus::Down);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(2), &g);
+    assert_eq!(
+        d.decide(at(7), m(2), &g),
+        ids(&[2]),
+        "alone against 1 and 3: downs itself"
+    );
 }
