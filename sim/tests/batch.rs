@@ -215,7 +215,11 @@ fn regression_schedules() {
 /// - flapping-links 200250: a member decided while a new partition was still being detected
 ///   (clogs had slowed its detector), counted a member it no longer reached on its side, downed
 ///   the real majority and later won a tie alone — downing waits while a monitored member is
-///   going quiet.
+///   going quiet;
+/// - flapping-links 300237: joins kept resetting a minority's stability clock until after the
+///   majority moved its shards — joins do not reset it, and instability is bounded;
+/// - flapping-links 400867: a member that downed others on a stale picture won a tie alone
+///   against what was left — unreachable members we downed count against us until removed.
 #[test]
 fn membership_regression_schedules() {
     let cases = [
@@ -239,6 +243,22 @@ fn membership_regression_schedules() {
             30,
             Family::Partitions,
             "@37.162 partition n2,n3 heal 16.266; @67.840 partition n1,n3 heal 24.726",
+        ),
+        (
+            300_237,
+            Family::FlappingLinks,
+            "@17.194 partition n2,n3,n7 heal 15.806; @38.860 partition n1,n4 heal 32.291",
+        ),
+        (
+            400_867,
+            Family::FlappingLinks,
+            "@5.801 clog n2 2.061; @9.235 clog n1 2.827; @10.977 break n2-n1; \
+             @13.110 partition n2 heal 45.912; @33.014 clog n1 2.207; @34.713 break n3-n1; \
+             @64.052 partition n1,n3 one-way heal 34.384; @80.289 clog n1 1.774; \
+             @86.443 clog n1 2.510; @87.077 break n3-n1; @96.881 clog n1-n3 1.336; \
+             @106.148 clog n1 1.202; @111.571 partition n2,n3 heal 22.540; \
+             @141.370 clog n3 2.542; @156.073 clog n1-n2 1.701; \
+             @159.820 partition n2,n3 heal 11.885; @171.781 partition n2 heal 22.576",
         ),
         (
             200_250,
