@@ -92,4 +92,15 @@ pub enum CommandError {
     /// through its own membership, not through the node.
     #[error("membership is managed by the host")]
     MembershipIsExternal,
+    /// A query asked of another member got no answer within `shard_region_query_timeout`
+    /// (the member, or the network to it, is down or slow).
+    #[error("no answer from {asked} within the query timeout")]
+    QueryTimedOut {
+        /// The member that was asked.
+        asked: crate::id::MemberId,
+    },
+    /// A query with this request id is still waiting for its answer; request ids must be
+    /// unique among queries in flight.
+    #[error("a query with request id {0} is already in flight")]
+    RequestInFlight(crate::id::RequestId),
 }

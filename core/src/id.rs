@@ -17,6 +17,7 @@ pub struct Incarnation(pub u64);
 /// One life of one cluster member. Regions and coordinators are addressed by it, so messages
 /// meant for an earlier incarnation of a restarted node can be recognised and dropped.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct MemberId {
     /// The member's stable address.
     pub node: NodeId,

@@ -8,6 +8,7 @@ use crate::message::{Envelope, Payload};
 
 /// One input. The sequence of `(now, Input)` a node saw is a complete, replayable trace.
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[non_exhaustive]
 pub enum Input {
     /// A decoded message from a peer.
@@ -49,6 +50,7 @@ pub enum Input {
 
 /// Commands and queries from the application or operator.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[non_exhaustive]
 pub enum Command {
     /// Start an entity without a message (Akka's `StartEntity`).

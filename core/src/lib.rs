@@ -68,6 +68,8 @@ mod coordinator;
 mod driver;
 mod effect;
 mod error;
+#[cfg(feature = "arbitrary")]
+mod fuzz_domain;
 mod hash;
 mod id;
 mod input;
@@ -86,6 +88,8 @@ pub use config::{
 pub use driver::{Driver, Io};
 pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason};
 pub use error::{CodecError, CommandError, ConfigError};
+#[cfg(feature = "arbitrary")]
+pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId};
 pub use input::{Command, Input};

@@ -28,6 +28,7 @@ impl From<Vec<u8>> for Payload {
 
 /// A message in flight from one member to another.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Envelope {
     /// The sending member.
     pub from: MemberId,
@@ -43,6 +44,7 @@ pub struct Envelope {
 
 /// What an envelope carries: one entity type's sharding protocol, or cluster membership.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum Message {
     /// A sharding protocol message of one entity type.
     Sharding {
@@ -67,6 +69,7 @@ impl Message {
 
 /// Shards one region hosts, as reported in [`Body::ShardHomes`].
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct RegionShards {
     /// The region's member.
     pub region: MemberId,
@@ -76,6 +79,7 @@ pub struct RegionShards {
 
 /// Entity counts of one region, per shard.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct RegionStats {
     /// The region's member.
     pub region: MemberId,
@@ -85,6 +89,7 @@ pub struct RegionStats {
 
 /// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum Body {
     // ---- region → coordinator ----
     /// A hosting region registers, reporting the shards it hosts and those it is still

@@ -734,3 +734,130 @@ fn external_allocation_follows_locations_set_on_any_node() {
     );
     assert!(c.trace.iter().any(|l| l.contains("SetShardLocations")));
 }
+
+fn replies_to(c: &TestCluster, request: shoal_core::RequestId) -> Vec<Result<Reply, CommandError>> {
+    c.events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Reply { request: r, result } if *r == request => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every remote query is answered exactly once: by the member asked, or by a timeout when the
+/// answer is lost; late, repeated or unsolicited answers are rejected rather than relayed as a
+/// second reply (node_inputs fuzz target, regression: a peer's `ClusterShardingStats` for a
+/// request nobody asked was relayed to the application).
+#[test]
+fn remote_queries_are_answered_exactly_once() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    for shard in 0..4 {
+        c.tell(1, &entity_in_shard(shard, 4), "m");
+    }
+    c.settle();
+    // An entity on node 1 that node 2 has routed to, so node 2 asks node 1 where it is.
+    let on_1 = c.hosting()[&1][0];
+    let remote = entity_in_shard(on_1, 4);
+    c.tell(2, &remote, "m");
+    c.settle();
+    let coordinator = member(1);
+
+    // An answer nobody asked for is counted and dropped.
+    let stray = shoal_core::RequestId(777);
+    let rejected = c.node(2).metrics().rejected;
+    c.input(
+        2,
+        Input::Receive(Envelope {
+            from: coordinator,
+            to: member(2),
+            seq: 0,
+            message: Message::Sharding {
+                entity_type: counter(),
+                body: Body::CurrentRegions {
+                    request: stray,
+                    regions: vec![],
+                },
+            },
+        }),
+    );
+    assert!(replies_to(&c, stray).is_empty());
+    assert_eq!(c.node(2).metrics().rejected, rejected + 1);
+
+    // The coordinator's answer is lost: the query times out, once; the late answer is dropped.
+    c.cut_link(1, 2);
+    let r = c.command(
+        2,
+        Command::GetCurrentRegions {
+            entity_type: counter(),
+        },
+    );
+    // A second query under the same id while the first is in flight is refused at once.
+    let again = Input::Command {
+        request: r,
+        command: Command::GetCurrentRegions {
+            entity_type: counter(),
+        },
+    };
+    c.input(2, again);
+    assert_eq!(
+        replies_to(&c, r),
+        vec![Err(CommandError::RequestInFlight(r))]
+    );
+    c.advance(Duration::from_secs(7));
+    assert_eq!(
+        replies_to(&c, r),
+        vec![
+            Err(CommandError::RequestInFlight(r)),
+            Err(CommandError::QueryTimedOut { asked: coordinator })
+        ]
+    );
+    let late = Envelope {
+        from: coordinator,
+        to: member(2),
+        seq: 0,
+        message: Message::Sharding {
+            entity_type: counter(),
+            body: Body::CurrentRegions {
+                request: r,
+                regions: vec![member(1)],
+            },
+        },
+    };
+    c.input(2, Input::Receive(late));
+    assert_eq!(replies_to(&c, r).len(), 2, "the late answer is not relayed");
+    c.heal();
+
+    // An answer from a member that was not asked is not relayed either; the real one is.
+    let r = c.command(
+        2,
+        Command::GetEntityLocation {
+            entity_type: counter(),
+            entity: EntityId::new(remote.as_str()),
+        },
+    );
+    let impostor = Envelope {
+        from: member(3),
+        to: member(2),
+        seq: 0,
+        message: Message::Sharding {
+            entity_type: counter(),
+            body: Body::EntityLocated {
+                request: r,
+                entity: EntityId::new(remote.as_str()),
+                shard: ShardId(on_1),
+                hosted: true,
+                alive: false,
+            },
+        },
+    };
+    c.input(2, Input::Receive(impostor));
+    assert!(replies_to(&c, r).is_empty());
+    c.settle();
+    let replies = replies_to(&c, r);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert!(matches!(
+        &replies[0],
+        Ok(Reply::EntityLocation { region: Some(m), alive: true, .. }) if *m == member(1)
+    ));
+}

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::allocation::{AllocationStrategy, AllocationView, RegionAllocation};
 use crate::id::{MemberId, ShardId};
+use crate::membership::MemberStatus;
 
 /// Akka's newer `LeastShardAllocationStrategy` (Akka ≥ 2.6.10,
 /// `akka.cluster.sharding.internal.LeastShardAllocationStrategy`).
@@ -20,6 +21,12 @@ use crate::id::{MemberId, ShardId};
 ///   2. otherwise fix the rounding: if `Σ max(0, (optimal − 1) − size)` is zero return nothing,
 ///      else select the oldest shard of every region holding at least `optimal` (same order)
 ///      and return the first `min(that sum, limit)`.
+///
+/// Unlike Akka, `R` and the phase-2 sum count only the regions allocation fills: the most
+/// suitable class (Up regions, unless every region is leaving). Akka counts Leaving regions as
+/// room, yet never allocates to them while an Up region exists, so a view holding one made every
+/// round move shards off an Up region and straight back (found by the `allocation` fuzz target).
+/// Shards a Leaving region holds still count in `N` and may be moved off it.
 ///
 /// The returned shards are handed off and re-allocated one by one through
 /// [`AllocationStrategy::allocate_shard`], which sends each to the region with fewest shards:
@@ -60,9 +67,15 @@ impl LeastShardStrategy {
             .collect()
     }
 
-    /// Phase 2: move one shard from full regions while some region is two or more below.
-    fn phase2(sorted: &[&RegionAllocation], optimal: usize, limit: usize) -> BTreeSet<ShardId> {
-        let count_below_optimal: usize = sorted
+    /// Phase 2: move one shard from full regions while some region of `room` is two or more
+    /// below.
+    fn phase2(
+        sorted: &[&RegionAllocation],
+        room: &[&RegionAllocation],
+        optimal: usize,
+        limit: usize,
+    ) -> BTreeSet<ShardId> {
+        let count_below_optimal: usize = room
             .iter()
             .map(|r| (optimal - 1).saturating_sub(r.shards.len()))
             .sum();
@@ -99,15 +112,24 @@ impl AllocationStrategy for LeastShardStrategy {
         }
         let sorted = view.by_suitability();
         let number_of_shards = view.total_shards();
-        let number_of_regions = sorted.len();
-        if number_of_regions == 0 || number_of_shards == 0 {
+        let Some(first) = sorted.first() else {
+            return BTreeSet::new();
+        };
+        // The regions allocation fills: those as suitable as the first by status.
+        let room: Vec<&RegionAllocation> = sorted
+            .iter()
+            .copied()
+            .take_while(|r| (r.status == MemberStatus::Up) == (first.status == MemberStatus::Up))
+            .collect();
+        let number_of_regions = room.len();
+        if number_of_shards == 0 {
             return BTreeSet::new();
         }
         let optimal = number_of_shards.div_ceil(number_of_regions);
         let limit = self.limit(number_of_shards);
         let result = Self::phase1(&sorted, optimal, limit);
         if result.is_empty() {
-            Self::phase2(&sorted, optimal, limit)
+            Self::phase2(&sorted, &room, optimal, limit)
         } else {
             result
         }

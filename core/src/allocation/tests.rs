@@ -309,11 +309,31 @@ fn least_does_not_rebalance_when_not_a_good_time() {
 /// (Akka iterates the sorted entries most suitable first).
 #[test]
 fn least_phase_1_walks_regions_most_suitable_first() {
-    let mut view = view_of(&[6, 6, 0]);
+    let mut view = view_of(&[6, 6, 0, 0]);
     view.regions[0].status = MemberStatus::Leaving;
     let mut strategy = LeastShardStrategy::new(2, 1.0);
-    // optimal = 4: A (leaving) offers 1, 2; B offers 7, 8; B comes first.
+    // optimal = ⌈12 / 3 Up regions⌉ = 4: A (leaving) offers 1, 2; B offers 7, 8; B comes first.
     assert_eq!(strategy.rebalance(&view, &none()), set([7, 8]));
+}
+
+/// A Leaving region is not room for shards (allocation never picks it while an Up region
+/// exists), so it does not lower `optimal`: counting it made every round move shards off the
+/// Up region and straight back (allocation fuzz target, regression).
+#[test]
+fn least_does_not_count_leaving_regions_as_room() {
+    let mut view = view_of(&[0, 6]);
+    view.regions[0].status = MemberStatus::Leaving;
+    let mut strategy = LeastShardStrategy::new(10, 1.0);
+    assert_eq!(strategy.rebalance(&view, &none()), none());
+    // The shards a Leaving region holds still count, and are moved off it when over optimal.
+    let mut view = view_of(&[6, 0, 0]);
+    view.regions[0].status = MemberStatus::Leaving;
+    assert_eq!(strategy.rebalance(&view, &none()), set([1, 2, 3]));
+    // Every region leaving: they are all the room there is.
+    let mut view = view_of(&[6, 0]);
+    view.regions[0].status = MemberStatus::Leaving;
+    view.regions[1].status = MemberStatus::Leaving;
+    assert_eq!(strategy.rebalance(&view, &none()), set([1, 2, 3]));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ use crate::membership::view::{Member, MemberStatus, MembershipView};
 
 /// One member as gossiped.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct GossipMember {
     /// Address plus incarnation.
     pub id: MemberId,
@@ -75,6 +76,7 @@ fn rank(status: MemberStatus) -> (u8, MemberStatus) {
 
 /// The membership state one node holds and gossips.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Gossip {
     members: BTreeMap<MemberId, GossipMember>,
     /// Removed members: never members again (a restarted node joins as a new incarnation).

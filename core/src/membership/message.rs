@@ -10,6 +10,7 @@ use crate::membership::gossip::Gossip;
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum ClusterMessage {
     /// A node that wants to join asks a seed node whether it is a member that takes joins.
     /// Addressed to the seed's address with incarnation 0 (the joiner cannot know it).

@@ -11,6 +11,7 @@ use crate::id::MemberId;
 
 /// One observer's row.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 struct Row {
     /// Bumped by the observer on every change; the newer row wins a merge.
     version: u64,
@@ -20,6 +21,7 @@ struct Row {
 
 /// Who cannot reach whom.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub(crate) struct Reachability {
     rows: BTreeMap<MemberId, Row>,
 }

@@ -10,6 +10,7 @@ use crate::id::{AppVersion, MemberId};
 /// Akka's member lifecycle: Joining → Up → Leaving → Exiting → Removed, and Down.
 /// Removed members are simply absent from a [`MembershipView`].
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum MemberStatus {
     /// Joined but not yet moved Up by the leader; hosts nothing.
     Joining,
@@ -32,6 +33,7 @@ impl MemberStatus {
 
 /// One member as seen by this node.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Member {
     /// Address plus incarnation.
     pub id: MemberId,

@@ -65,18 +65,15 @@ impl Node {
             }
             Command::GetShardRegionState { .. } => t.region.handle_state_query(request, out),
             Command::GetEntityLocation { entity, .. } => {
-                t.region.handle_location_query(request, entity, out)
+                t.region.handle_location_query(now, request, entity, out)
             }
             Command::GetCurrentRegions { .. } => {
-                t.region.handle_coordinator_query(
-                    request,
-                    Body::GetCurrentRegions { request },
-                    out,
-                );
+                let body = Body::GetCurrentRegions { request };
+                t.region.handle_coordinator_query(now, request, body, out);
             }
             Command::GetClusterShardingStats { .. } => {
                 let body = Body::GetClusterShardingStats { request };
-                t.region.handle_coordinator_query(request, body, out);
+                t.region.handle_coordinator_query(now, request, body, out);
             }
             Command::Leave => unreachable!("answered above"),
         }

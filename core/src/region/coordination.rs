@@ -1,10 +1,11 @@
 //! How a region handles protocol messages: from its coordinator (fenced by the membership view)
 //! and from other regions.
 
-use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::effect::{DeadLetterReason, Effects, Event, Reply};
 use crate::id::{MemberId, ShardId};
 use crate::message::{Body, RegionShards};
 use crate::region::lifecycle::initial_backoff;
+use crate::region::pending_queries::QueryKind;
 use crate::region::{Lifecycle, Region};
 use crate::shard::Shard;
 use crate::time::Instant;
@@ -129,17 +130,26 @@ impl Region {
                 hosted,
                 alive,
             } => {
-                self.handle_located(from, request, entity, shard, hosted, alive, out);
+                let region = hosted.then_some(from);
+                let reply = Reply::EntityLocation {
+                    entity,
+                    shard,
+                    region,
+                    alive,
+                };
+                return self.handle_answer(from, request, QueryKind::Locate, reply, out);
             }
             Body::CurrentRegions { request, regions } => {
-                self.handle_current_regions(request, regions, out)
+                let reply = Reply::CurrentRegions { regions };
+                return self.handle_answer(from, request, QueryKind::CurrentRegions, reply, out);
             }
             Body::ClusterShardingStats {
                 request,
                 regions,
                 failed,
             } => {
-                self.handle_cluster_stats(request, regions, failed, out);
+                let reply = Reply::ClusterShardingStats { regions, failed };
+                return self.handle_answer(from, request, QueryKind::Stats, reply, out);
             }
             other => {
                 tracing::debug!(%from, ?other, "not a region message");

@@ -13,6 +13,7 @@
 mod buffers;
 mod coordination;
 mod lifecycle;
+mod pending_queries;
 mod query;
 mod timers;
 
@@ -32,6 +33,7 @@ pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
+use pending_queries::PendingQueries;
 use timers::ShardTimers;
 
 /// Where the region is in its life.
@@ -81,6 +83,8 @@ pub(crate) struct Region {
     seen_self: bool,
     /// Members of the latest view: homes are only ever cached on one of them.
     members: BTreeSet<MemberId>,
+    /// Queries asked of other members for the application, awaiting their answer.
+    queries: PendingQueries,
 }
 
 impl Region {
@@ -119,6 +123,7 @@ impl Region {
             lifecycle: Lifecycle::Running,
             seen_self: false,
             members: BTreeSet::new(),
+            queries: PendingQueries::default(),
         }
     }
 
@@ -168,6 +173,8 @@ impl Region {
 
     /// Fires due retries and the shards' timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        // Even a terminated region owes its queries an answer.
+        self.expire_queries(now, out);
         if self.lifecycle == Lifecycle::Terminated {
             return;
         }
@@ -185,13 +192,12 @@ impl Region {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let queries = self.queries.next_deadline();
         if self.lifecycle == Lifecycle::Terminated {
-            return None;
+            return queries;
         }
-        earliest(
-            earliest(Some(self.next_tick), self.registration.next_attempt),
-            self.timers.next(),
-        )
+        let next = earliest(Some(self.next_tick), self.registration.next_attempt);
+        earliest(earliest(next, self.timers.next()), queries)
     }
 
     /// Whether the region stopped hosting: graceful shutdown done, or member downed.

@@ -4,9 +4,11 @@
 use crate::effect::{Effects, Reply};
 use crate::error::CommandError;
 use crate::hash::shard_of;
-use crate::id::{EntityId, MemberId, RequestId, ShardId};
-use crate::message::{Body, RegionStats};
-use crate::region::Region;
+use crate::id::{EntityId, MemberId, RequestId};
+use crate::message::Body;
+use crate::region::pending_queries::QueryKind;
+use crate::region::{Handled, Region};
+use crate::time::Instant;
 
 impl Region {
     /// Hosted shards and their live entities.
@@ -22,7 +24,8 @@ impl Region {
     /// Where `entity` lives: answered here if its shard is hosted or its home unknown, else
     /// asked of the home region (whose answer comes back as `EntityLocated`).
     pub(crate) fn handle_location_query(
-        &self,
+        &mut self,
+        now: Instant,
         request: RequestId,
         entity: EntityId,
         out: &mut Effects,
@@ -39,11 +42,10 @@ impl Region {
             return out.reply(request, Ok(reply));
         }
         match self.homes.get(&shard) {
-            Some(&home) => out.send(
-                home,
-                &self.entity_type,
-                Body::LocateEntity { request, entity },
-            ),
+            Some(&home) => {
+                let body = Body::LocateEntity { request, entity };
+                self.ask(now, request, home, QueryKind::Locate, body, out);
+            }
             None => {
                 let reply = Reply::EntityLocation {
                     entity,
@@ -58,18 +60,71 @@ impl Region {
 
     /// Asks the coordinator a cluster-wide question, or fails at once if none is known.
     pub(crate) fn handle_coordinator_query(
-        &self,
+        &mut self,
+        now: Instant,
         request: RequestId,
         body: Body,
         out: &mut Effects,
     ) {
+        let kind = match body {
+            Body::GetClusterShardingStats { .. } => QueryKind::Stats,
+            _ => QueryKind::CurrentRegions,
+        };
         match self.registration.coordinator {
-            Some(coordinator) => out.send(coordinator, &self.entity_type, body),
+            Some(coordinator) => self.ask(now, request, coordinator, kind, body, out),
             None => out.reply(
                 request,
                 Err(CommandError::NoCoordinator(self.entity_type.clone())),
             ),
         }
+    }
+
+    /// Sends a query to `member` and waits for its answer, at most the query timeout.
+    fn ask(
+        &mut self,
+        now: Instant,
+        request: RequestId,
+        member: MemberId,
+        kind: QueryKind,
+        body: Body,
+        out: &mut Effects,
+    ) {
+        // The coordinator itself gathers statistics from every region for up to the timeout,
+        // so its answers get twice as long; a location comes straight from one region.
+        let timeout = self.settings.shard_region_query_timeout;
+        let deadline = now
+            + match kind {
+                QueryKind::Locate => timeout,
+                QueryKind::CurrentRegions | QueryKind::Stats => timeout * 2,
+            };
+        if !self.queries.insert(request, member, kind, deadline) {
+            return out.reply(request, Err(CommandError::RequestInFlight(request)));
+        }
+        out.send(member, &self.entity_type, body);
+    }
+
+    /// Answers the queries nobody answered in time.
+    pub(super) fn expire_queries(&mut self, now: Instant, out: &mut Effects) {
+        for (request, asked) in self.queries.take_expired(now) {
+            out.reply(request, Err(CommandError::QueryTimedOut { asked }));
+        }
+    }
+
+    /// Relays `from`'s answer to the application if this region is waiting for it.
+    pub(super) fn handle_answer(
+        &mut self,
+        from: MemberId,
+        request: RequestId,
+        kind: QueryKind,
+        reply: Reply,
+        out: &mut Effects,
+    ) -> Handled {
+        if !self.queries.take_answer(request, from, kind) {
+            tracing::debug!(%from, %request, "an answer nobody waits for (late or duplicated)");
+            return Handled::Rejected;
+        }
+        out.reply(request, Ok(reply));
+        Handled::Accepted
     }
 
     pub(super) fn handle_locate(
@@ -90,47 +145,5 @@ impl Region {
             alive,
         };
         out.send(from, &self.entity_type, located);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn handle_located(
-        &self,
-        from: MemberId,
-        request: RequestId,
-        entity: EntityId,
-        shard: ShardId,
-        hosted: bool,
-        alive: bool,
-        out: &mut Effects,
-    ) {
-        let region = hosted.then_some(from);
-        out.reply(
-            request,
-            Ok(Reply::EntityLocation {
-                entity,
-                shard,
-                region,
-                alive,
-            }),
-        );
-    }
-
-    pub(super) fn handle_current_regions(
-        &self,
-        request: RequestId,
-        regions: Vec<MemberId>,
-        out: &mut Effects,
-    ) {
-        out.reply(request, Ok(Reply::CurrentRegions { regions }));
-    }
-
-    pub(super) fn handle_cluster_stats(
-        &self,
-        request: RequestId,
-        regions: Vec<RegionStats>,
-        failed: Vec<MemberId>,
-        out: &mut Effects,
-    ) {
-        out.reply(request, Ok(Reply::ClusterShardingStats { regions, failed }));
     }
 }
