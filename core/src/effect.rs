@@ -149,6 +149,9 @@ pub enum DeadLetterReason {
     RegionStopped,
     /// The payload exceeds `max_payload_size`.
     PayloadTooLarge,
+    /// A peer forwarded it under a shard its entity does not hash to (the peer runs with a
+    /// different `number_of_shards`: a deployment error).
+    ShardMismatch,
 }
 
 /// Successful answers to commands.

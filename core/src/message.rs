@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
 use crate::membership::ClusterMessage;
 
@@ -260,4 +261,47 @@ pub enum Body {
         /// `(shard, desired node)` pairs.
         locations: Vec<(ShardId, NodeId)>,
     },
+}
+
+impl Body {
+    /// Whether the shards this body names fit a type with `number_of_shards`: every shard id
+    /// in range, and a forwarded entity under the shard its id hashes to. A peer configured
+    /// with another `number_of_shards` (a deployment error) must not make this node host,
+    /// allocate or route shards the type does not have.
+    pub(crate) fn fits(&self, number_of_shards: u32) -> bool {
+        let ok = |s: &ShardId| s.0 < number_of_shards;
+        match self {
+            Self::Register {
+                shards,
+                handing_off,
+            } => shards.iter().chain(handing_off).all(ok),
+            Self::GetShardHome { shard }
+            | Self::ShardStarted { shard }
+            | Self::BeginHandOffAck { shard, .. }
+            | Self::ShardStopped { shard }
+            | Self::ShardHome { shard, .. }
+            | Self::HostShard { shard }
+            | Self::BeginHandOff { shard, .. }
+            | Self::HandOff { shard }
+            | Self::RelayHandOffAck { shard, .. }
+            | Self::EntityLocated { shard, .. } => ok(shard),
+            Self::RegionStatsReply { shards, .. } => shards.iter().all(|(s, _)| ok(s)),
+            Self::ShardHomes { homes } => homes.iter().flat_map(|h| &h.shards).all(ok),
+            Self::ClusterShardingStats { regions, .. } => {
+                regions.iter().flat_map(|r| &r.shards).all(|(s, _)| ok(s))
+            }
+            Self::Forward { shard, entity, .. } => *shard == shard_of(entity, number_of_shards),
+            Self::SetShardLocations { locations } => locations.iter().all(|(s, _)| ok(s)),
+            Self::RegisterProxy
+            | Self::GracefulShutdownReq
+            | Self::RegionStopped
+            | Self::GetCurrentRegions { .. }
+            | Self::GetClusterShardingStats { .. }
+            | Self::RegisterAck
+            | Self::RegisterRequest
+            | Self::CurrentRegions { .. }
+            | Self::GetRegionStats { .. }
+            | Self::LocateEntity { .. } => true,
+        }
+    }
 }

@@ -861,3 +861,48 @@ fn remote_queries_are_answered_exactly_once() {
         Ok(Reply::EntityLocation { region: Some(m), alive: true, .. }) if *m == member(1)
     ));
 }
+
+/// A peer running with another `number_of_shards` (a deployment error) cannot make this node
+/// host or allocate a shard the type does not have, nor deliver an entity under a shard it does
+/// not hash to; what it forwarded is dead-lettered, not lost (node_inputs fuzz target,
+/// regression: a `GetShardHome` for shard 9 of 8 was allocated and hosted).
+#[test]
+fn shards_that_do_not_fit_the_type_are_refused() {
+    let mut c = TestCluster::with_nodes(2, 8);
+    c.settle();
+    let rejected = c.node(1).metrics().rejected;
+    let from_peer = |body| {
+        Input::Receive(Envelope {
+            from: member(2),
+            to: member(1),
+            seq: 0,
+            message: Message::Sharding {
+                entity_type: counter(),
+                body,
+            },
+        })
+    };
+    c.input(1, from_peer(Body::GetShardHome { shard: ShardId(9) }));
+    c.settle();
+    assert!(c.hosting().values().flatten().all(|s| *s < 8));
+    assert_eq!(
+        c.node(1)
+            .coordinator_allocations(&counter())
+            .map(|t| t.len()),
+        Some(0)
+    );
+    let entity = entity_in_shard(3, 8);
+    let wrong_shard = Body::Forward {
+        shard: ShardId(4),
+        entity: EntityId::new(entity.as_str()),
+        payload: Some(Payload(b"m".to_vec())),
+    };
+    c.input(1, from_peer(wrong_shard));
+    c.settle();
+    assert!(c.inbox(&entity).is_empty());
+    assert_eq!(
+        dead_letter_reasons(&c),
+        vec![DeadLetterReason::ShardMismatch]
+    );
+    assert_eq!(c.node(1).metrics().rejected, rejected + 2);
+}

@@ -346,14 +346,23 @@ impl Node {
             }
             return;
         };
+        if !body.fits(t.config.number_of_shards) {
+            self.metrics.rejected += 1;
+            tracing::warn!(%entity_type, %from, ?body, "shards that do not fit this type's number_of_shards");
+            if let Body::Forward {
+                entity, payload, ..
+            } = body
+            {
+                let letter = (entity, payload);
+                let reason = DeadLetterReason::ShardMismatch;
+                self.effects.dead_letter(&entity_type, letter, reason);
+            }
+            return;
+        }
         let out = &mut self.effects;
         match body {
             Body::SetShardLocations { locations } => {
                 for (shard, node) in locations {
-                    if shard.0 >= t.config.number_of_shards {
-                        self.metrics.rejected += 1;
-                        continue;
-                    }
                     t.desired.insert(shard, node);
                     if let Some(c) = &mut t.coordinator {
                         c.set_desired_location(shard, node);
