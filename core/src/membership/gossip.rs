@@ -362,7 +362,8 @@ impl Gossip {
         for m in self.members.values_mut() {
             match m.status {
                 MemberStatus::Joining if enough => {
-                    next_up += 1;
+                    // Saturating: a peer's gossip may carry any up-number.
+                    next_up = next_up.saturating_add(1);
                     m.status = MemberStatus::Up;
                     m.up_number = next_up;
                     changed = true;

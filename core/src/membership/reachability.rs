@@ -42,7 +42,8 @@ impl Reachability {
             row.unreachable.insert(subject)
         };
         if changed {
-            row.version += 1;
+            // Saturating: a peer's gossip may carry any version for this row.
+            row.version = row.version.saturating_add(1);
         }
         changed
     }
