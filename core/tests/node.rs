@@ -735,6 +735,19 @@ fn external_allocation_follows_locations_set_on_any_node() {
     assert!(c.trace.iter().any(|l| l.contains("SetShardLocations")));
 }
 
+/// A sharding message of the counter type from member `from` to member `to`.
+fn from_peer(from: u64, to: u64, body: Body) -> Input {
+    Input::Receive(Envelope {
+        from: member(from),
+        to: member(to),
+        seq: 0,
+        message: Message::Sharding {
+            entity_type: counter(),
+            body,
+        },
+    })
+}
+
 fn replies_to(c: &TestCluster, request: shoal_core::RequestId) -> Vec<Result<Reply, CommandError>> {
     c.events
         .iter()
@@ -766,21 +779,11 @@ fn remote_queries_are_answered_exactly_once() {
     // An answer nobody asked for is counted and dropped.
     let stray = shoal_core::RequestId(777);
     let rejected = c.node(2).metrics().rejected;
-    c.input(
-        2,
-        Input::Receive(Envelope {
-            from: coordinator,
-            to: member(2),
-            seq: 0,
-            message: Message::Sharding {
-                entity_type: counter(),
-                body: Body::CurrentRegions {
-                    request: stray,
-                    regions: vec![],
-                },
-            },
-        }),
-    );
+    let body = Body::CurrentRegions {
+        request: stray,
+        regions: vec![],
+    };
+    c.input(2, from_peer(1, 2, body));
     assert!(replies_to(&c, stray).is_empty());
     assert_eq!(c.node(2).metrics().rejected, rejected + 1);
 
@@ -812,19 +815,11 @@ fn remote_queries_are_answered_exactly_once() {
             Err(CommandError::QueryTimedOut { asked: coordinator })
         ]
     );
-    let late = Envelope {
-        from: coordinator,
-        to: member(2),
-        seq: 0,
-        message: Message::Sharding {
-            entity_type: counter(),
-            body: Body::CurrentRegions {
-                request: r,
-                regions: vec![member(1)],
-            },
-        },
+    let late = Body::CurrentRegions {
+        request: r,
+        regions: vec![member(1)],
     };
-    c.input(2, Input::Receive(late));
+    c.input(2, from_peer(1, 2, late));
     assert_eq!(replies_to(&c, r).len(), 2, "the late answer is not relayed");
     c.heal();
 
@@ -836,22 +831,14 @@ fn remote_queries_are_answered_exactly_once() {
             entity: EntityId::new(remote.as_str()),
         },
     );
-    let impostor = Envelope {
-        from: member(3),
-        to: member(2),
-        seq: 0,
-        message: Message::Sharding {
-            entity_type: counter(),
-            body: Body::EntityLocated {
-                request: r,
-                entity: EntityId::new(remote.as_str()),
-                shard: ShardId(on_1),
-                hosted: true,
-                alive: false,
-            },
-        },
+    let impostor = Body::EntityLocated {
+        request: r,
+        entity: EntityId::new(remote.as_str()),
+        shard: ShardId(on_1),
+        hosted: true,
+        alive: false,
     };
-    c.input(2, Input::Receive(impostor));
+    c.input(2, from_peer(3, 2, impostor));
     assert!(replies_to(&c, r).is_empty());
     c.settle();
     let replies = replies_to(&c, r);
@@ -871,18 +858,7 @@ fn shards_that_do_not_fit_the_type_are_refused() {
     let mut c = TestCluster::with_nodes(2, 8);
     c.settle();
     let rejected = c.node(1).metrics().rejected;
-    let from_peer = |body| {
-        Input::Receive(Envelope {
-            from: member(2),
-            to: member(1),
-            seq: 0,
-            message: Message::Sharding {
-                entity_type: counter(),
-                body,
-            },
-        })
-    };
-    c.input(1, from_peer(Body::GetShardHome { shard: ShardId(9) }));
+    c.input(1, from_peer(2, 1, Body::GetShardHome { shard: ShardId(9) }));
     c.settle();
     assert!(c.hosting().values().flatten().all(|s| *s < 8));
     assert_eq!(
@@ -897,7 +873,7 @@ fn shards_that_do_not_fit_the_type_are_refused() {
         entity: EntityId::new(entity.as_str()),
         payload: Some(Payload(b"m".to_vec())),
     };
-    c.input(1, from_peer(wrong_shard));
+    c.input(1, from_peer(2, 1, wrong_shard));
     c.settle();
     assert!(c.inbox(&entity).is_empty());
     assert_eq!(

@@ -91,16 +91,7 @@ impl FuzzRun {
         }
         let f = &mut o.faults;
         // The schedule below is the run's only source of faults.
-        (
-            f.crash_every,
-            f.partition_every,
-            f.break_every,
-            f.leave_every,
-            f.join_every,
-            f.crash_oldest_every,
-            f.clog_every,
-            f.pause_every,
-        ) = (None, None, None, None, None, None, None, None);
+        f.stop_recurring();
         f.drift_ppm = u32::from(self.drift_ppm % 1000);
         f.ignore_stop = f64::from(self.ignore_stop % 64) / 256.0;
         f.passivate = f64::from(self.passivate % 16) / 256.0;

@@ -150,11 +150,11 @@ pub fn check(scenario: Scenario) {
                 &roles,
             ))),
             Step::Advance(ms) => {
-                now = now + Duration::from_millis(u64::from(ms));
+                now += Duration::from_millis(u64::from(ms));
                 None
             }
             Step::AdvanceSecs(s) => {
-                now = now + Duration::from_secs(u64::from(s));
+                now += Duration::from_secs(u64::from(s));
                 None
             }
             Step::FinishStop(i) => host.finish_stop(i),

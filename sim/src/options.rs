@@ -129,6 +129,23 @@ pub struct Faults {
     pub duplicate: f64,
 }
 
+impl Faults {
+    /// Turns off every recurring fault kind (crashes, partitions, breaks, leaves, joins,
+    /// clogs, pauses), leaving the entity and network behaviour as is.
+    pub fn stop_recurring(&mut self) {
+        (
+            self.crash_every,
+            self.partition_every,
+            self.break_every,
+            self.leave_every,
+            self.join_every,
+            self.crash_oldest_every,
+            self.clog_every,
+            self.pause_every,
+        ) = (None, None, None, None, None, None, None, None);
+    }
+}
+
 /// One run's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
@@ -235,15 +252,7 @@ impl Options {
         }
         let secs = Duration::from_secs;
         let f = &mut o.faults;
-        (
-            f.crash_every,
-            f.partition_every,
-            f.break_every,
-            f.leave_every,
-            f.join_every,
-            f.clog_every,
-            f.pause_every,
-        ) = (None, None, None, None, None, None, None);
+        f.stop_recurring();
         f.duplicate = 0.0;
         f.passivate = 0.0;
         f.ignore_stop = 0.0;
