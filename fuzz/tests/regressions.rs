@@ -1,4 +1,4 @@
-//! Replays every committed seed (`corpus/<target>/`) and every regression input
+//! Replays every committed seed (`corpus/<target>/seed-*`) and every regression input
 //! (`regressions/<target>/`: crashes the fuzzer found, kept after their fix) through the same
 //! harness the fuzz target runs, on stable Rust. A crash artifact becomes a regression test by
 //! copying it into `regressions/<target>/`.
@@ -19,7 +19,15 @@ fn replay(target: &str) -> usize {
         let Ok(entries) = fs::read_dir(root.join(dir).join(target)) else {
             continue;
         };
-        let mut files: Vec<_> = entries.map(|e| e.expect("readable dir").path()).collect();
+        // In corpus/, only the committed seeds: the rest is what local fuzzing added.
+        let mut files: Vec<_> = entries
+            .map(|e| e.expect("readable dir").path())
+            .filter(|p| {
+                dir == "regressions"
+                    || p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("seed-"))
+            })
+            .collect();
         files.sort();
         for file in files {
             let data = fs::read(&file).expect("readable input");
