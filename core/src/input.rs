@@ -24,8 +24,9 @@ pub enum Input {
         /// The message.
         payload: Payload,
     },
-    /// A command or query; answered by exactly one [`crate::Event::Reply`] unless its reply is
-    /// lost on the network (remote queries), which the host covers with a timeout.
+    /// A command or query; answered by exactly one [`crate::Event::Reply`]. A query another
+    /// member answers fails with `CommandError::QueryTimedOut` if the answer does not arrive
+    /// within `shard_region_query_timeout` (twice that for the coordinator's queries).
     Command {
         /// Echoed in the reply.
         request: RequestId,
