@@ -219,7 +219,11 @@ fn regression_schedules() {
 /// - flapping-links 300237: joins kept resetting a minority's stability clock until after the
 ///   majority moved its shards — joins do not reset it, and instability is bounded;
 /// - flapping-links 400867: a member that downed others on a stale picture won a tie alone
-///   against what was left — unreachable members we downed count against us until removed.
+///   against what was left — unreachable members we downed count against us until removed;
+/// - swarm 20015120: the leader moved a leaving member to Exiting right before a one-way
+///   partition; the side that saw it Exiting stopped counting it and won a tie, the side that
+///   still saw it Leaving counted it and won a majority (double activation) — an unreachable
+///   Exiting member counts against us.
 #[test]
 fn membership_regression_schedules() {
     let cases = [
@@ -259,6 +263,12 @@ fn membership_regression_schedules() {
              @106.148 clog n1 1.202; @111.571 partition n2,n3 heal 22.540; \
              @141.370 clog n3 2.542; @156.073 clog n1-n2 1.701; \
              @159.820 partition n2,n3 heal 11.885; @171.781 partition n2 heal 22.576",
+        ),
+        (
+            20_015_120,
+            Family::Swarm,
+            "@56.747 partition n2,n4 heal 46.761; @108.086 leave n4; \
+             @110.826 partition n1,n2 one-way heal 50.334",
         ),
         (
             200_250,

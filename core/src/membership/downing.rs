@@ -163,17 +163,20 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
         .collect()
 }
 
-/// Keep-majority as Akka decides it, safe while members change status across the partition:
-/// the side counts its own Up and Leaving members, against all those plus every unreachable
-/// member that might be Up on the other side (Joining ones included); on an exact half, the
-/// side holding the lowest address of that total wins.
+/// Keep-majority, safe while members change status across the partition: the side counts its
+/// own Up and Leaving members, against all those plus every unreachable member that might be
+/// counted by the other side for itself (Joining, Exiting and Down ones included); on an exact
+/// half, the side holding the lowest address of that total wins.
 ///
-/// Why: a member moved Up right before the partition is Up on one side and still Joining on the
-/// other. Counting an unreachable Joining member against ourselves covers it being Up over
-/// there; not counting our own Joining members at all covers members that joined on our side
-/// during the partition, which the other side does not know. Unreachable members we downed
-/// count against us until removed: a side that downed others on a stale picture (a partition
-/// that moved before it was detected) must not then win a tie against what is left.
+/// Why: two sides can both win only if one side's total misses a member the other counts for
+/// itself. Statuses move at different times on the two sides: a member moved Up right before
+/// the partition is Up on one side and still Joining on the other, and a member moved from
+/// Leaving to Exiting is Exiting on one side and still Leaving on the other (swarm seed
+/// 20015120). Counting such unreachable members against ourselves covers their older status
+/// over there; not counting our own Joining and Exiting members at all covers the newer status
+/// over there. Unreachable members we downed count against us until removed: a side that
+/// downed others on a stale picture (a partition that moved before it was detected) must not
+/// then win a tie against what is left.
 fn majority_side(me: MemberId, gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
     let cut_off = gossip.unreachable_from(me);
     let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
@@ -182,9 +185,9 @@ fn majority_side(me: MemberId, gossip: &Gossip, unreachable: &BTreeSet<MemberId>
             MemberStatus::Up | MemberStatus::Leaving => true,
             MemberStatus::Joining => unreachable.contains(&m.id),
             // Downed by us but not yet removed (removal needs our side to converge): we may
-            // have downed them on a stale picture, and they may be alive over there.
-            MemberStatus::Down => cut_off.contains(&m.id),
-            MemberStatus::Exiting => false,
+            // have downed them on a stale picture, and they may be alive over there. Exiting
+            // over here may still be Leaving over there, counted by that side for itself.
+            MemberStatus::Down | MemberStatus::Exiting => cut_off.contains(&m.id),
         };
         if counted {
             total.insert(m.id);

@@ -324,3 +324,40 @@ fn members_we_downed_count_against_us_until_removed() {
         "alone against 1 and 3: downs itself"
     );
 }
+
+/// Found by the simulator (swarm seed 20015120, minimized to three actions): member 4 was
+/// leaving; the leader (on side {1, 2}) moved it to Exiting right before a one-way partition cut
+/// {1, 2} off from {3, 4, 5}. Side {1, 2} no longer counted the Exiting member and won the 2|2
+/// tie it saw; side {3, 4, 5} still saw member 4 Leaving, counted it for itself and won 3 of 5:
+/// both sides kept their shards. A member Exiting on one side may still be Leaving (and counted)
+/// on the other, so an unreachable Exiting member counts against us.
+#[test]
+fn an_unreachable_exiting_member_counts_against_us() {
+    let mut leaving = cluster(5, 3, 3, &[]);
+    assert!(leaving.set_status(m(4), m(4), MemberStatus::Leaving));
+    assert!(leaving.set_ready_to_exit(m(4)));
+    let mut exiting = leaving.clone();
+    assert!(exiting.set_status(m(1), m(4), MemberStatus::Exiting));
+    // Side {1, 2} holds the newer state (4 Exiting) and cannot reach 3, 4 and 5.
+    for s in [3, 4, 5] {
+        exiting.observe(m(1), m(s), false);
+    }
+    // Side {3, 4, 5} still sees 4 Leaving and cannot reach 1 and 2.
+    for s in [1, 2] {
+        leaving.observe(m(3), m(s), false);
+    }
+    let mut small = keep_majority(7);
+    small.observe(at(0), m(1), &exiting);
+    let mut large = keep_majority(7);
+    large.observe(at(0), m(3), &leaving);
+    assert_eq!(
+        small.decide(at(7), m(1), &exiting),
+        ids(&[1]),
+        "2 of 5 (4 may still count over there): 1 and 2 lose"
+    );
+    assert_eq!(
+        large.decide(at(7), m(3), &leaving),
+        ids(&[1, 2]),
+        "3 of 5: 3, 4 and 5 win"
+    );
+}
