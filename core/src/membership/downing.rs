@@ -27,8 +27,11 @@ use crate::time::Instant;
 #[derive(Debug)]
 pub(crate) struct Downer {
     strategy: Downing,
-    /// The unreachable members (not yet Down) and the counted members, as last seen.
+    /// What a decision rests on, as last seen: the members `me`'s side cannot reach (Down ones
+    /// included) and the counted members.
     observed: (BTreeSet<MemberId>, BTreeSet<MemberId>),
+    /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
+    pending: bool,
     stable_since: Instant,
     /// Since when someone has been unreachable without interruption.
     unreachable_since: Option<Instant>,
@@ -44,6 +47,7 @@ impl Downer {
         Self {
             strategy,
             observed: (BTreeSet::new(), BTreeSet::new()),
+            pending: false,
             stable_since: now,
             unreachable_since: None,
             decided: false,
@@ -61,14 +65,21 @@ impl Downer {
         }
     }
 
-    /// Notes the current state as `me` sees it; any change restarts the stability clock.
+    /// Notes the current state as `me` sees it; a change of what a decision rests on restarts
+    /// the stability clock. An unreachable member being marked Down is not such a change: it
+    /// counts against `me`'s side the same either way (see `majority_side`). Restarting the
+    /// clock for it (as when a crashed member's new incarnation joins) pushed the leader's
+    /// decision past the moment its own side's members gave up as unstable, and the whole side
+    /// downed itself (swarm seed 7302570).
     pub(crate) fn observe(&mut self, now: Instant, me: MemberId, gossip: &Gossip) {
-        let observed = (undowned_unreachable(me, gossip), counted_ids(gossip));
-        if observed.0.is_empty() {
-            self.unreachable_since = None;
-        } else {
+        let cut_off = gossip.unreachable_from(me);
+        self.pending = cut_off.iter().any(|id| !is_down(gossip, *id));
+        if self.pending {
             self.unreachable_since.get_or_insert(now);
+        } else {
+            self.unreachable_since = None;
         }
+        let observed = (cut_off, counted_ids(gossip));
         if observed != self.observed {
             self.observed = observed;
             self.stable_since = now;
@@ -89,7 +100,7 @@ impl Downer {
     /// When a decision may be due.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let stable_after = self.stable_after()?;
-        let stable = (!self.observed.0.is_empty() && !self.decided)
+        let stable = (self.pending && !self.decided)
             .then_some((self.stable_since + stable_after).max(self.not_before));
         match (stable, self.unstable_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -122,13 +133,13 @@ impl Downer {
             return BTreeSet::new();
         }
         self.decided = true;
-        let unreachable = &self.observed.0;
+        let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
         match self.strategy {
-            Downing::AutoDown { .. } if leads => unreachable.clone(),
-            Downing::KeepMajority { .. } if majority_side(me, gossip, unreachable) => {
+            Downing::AutoDown { .. } if leads => unreachable,
+            Downing::KeepMajority { .. } if majority_side(me, gossip) => {
                 if leads {
-                    unreachable.clone()
+                    unreachable
                 } else {
                     BTreeSet::new()
                 }
@@ -155,12 +166,14 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
     gossip
         .unreachable_from(me)
         .into_iter()
-        .filter(|id| {
-            gossip
-                .member(*id)
-                .is_some_and(|m| m.status != MemberStatus::Down)
-        })
+        .filter(|id| !is_down(gossip, *id))
         .collect()
+}
+
+fn is_down(gossip: &Gossip, id: MemberId) -> bool {
+    gossip
+        .member(id)
+        .is_none_or(|m| m.status == MemberStatus::Down)
 }
 
 /// Keep-majority, safe while members change status across the partition: the side counts its
@@ -177,17 +190,15 @@ fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
 /// over there. Unreachable members we downed count against us until removed: a side that
 /// downed others on a stale picture (a partition that moved before it was detected) must not
 /// then win a tie against what is left.
-fn majority_side(me: MemberId, gossip: &Gossip, unreachable: &BTreeSet<MemberId>) -> bool {
+fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
     let cut_off = gossip.unreachable_from(me);
     let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
     for m in gossip.members() {
         let counted = match m.status {
             MemberStatus::Up | MemberStatus::Leaving => true,
-            MemberStatus::Joining => unreachable.contains(&m.id),
-            // Downed by us but not yet removed (removal needs our side to converge): we may
-            // have downed them on a stale picture, and they may be alive over there. Exiting
-            // over here may still be Leaving over there, counted by that side for itself.
-            MemberStatus::Down | MemberStatus::Exiting => cut_off.contains(&m.id),
+            MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
+                cut_off.contains(&m.id)
+            }
         };
         if counted {
             total.insert(m.id);

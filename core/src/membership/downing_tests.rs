@@ -361,3 +361,34 @@ fn an_unreachable_exiting_member_counts_against_us() {
         "3 of 5: 3, 4 and 5 win"
     );
 }
+
+/// Found by the simulator (swarm seed 7302570): two members were unreachable; the new
+/// incarnation of one of them joined, which marked the old one Down and restarted the leader's
+/// stability clock. The leader then decided after its side's other members had given up as
+/// unstable (7/4 of stable-after from the first unreachability), and they all downed themselves.
+/// An unreachable member marked Down counts the same as before, so the clock keeps running.
+#[test]
+fn an_unreachable_member_marked_down_does_not_restart_the_clock() {
+    let mut g = cluster(5, 1, 1, &[4, 5]);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(1), &g);
+    g.set_status(m(1), m(5), MemberStatus::Down);
+    d.observe(at(5), m(1), &g);
+    assert_eq!(
+        d.deadline(),
+        Some(at(7)),
+        "still due 7 s after the last real change"
+    );
+    assert_eq!(
+        d.decide(at(7), m(1), &g),
+        ids(&[4]),
+        "only the member not yet Down is downed"
+    );
+    g.set_status(m(1), m(4), MemberStatus::Down);
+    d.observe(at(7), m(1), &g);
+    assert_eq!(
+        d.deadline(),
+        None,
+        "every unreachable member is Down: nothing pending"
+    );
+}

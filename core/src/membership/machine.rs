@@ -59,6 +59,10 @@ pub(crate) struct Membership {
 /// How many gossip rounds an Exiting member waits to hear of its removal.
 const EXIT_ROUNDS: u32 = 10;
 
+/// How many members a downing decision is gossiped to at once (Akka gossips to 5 before a
+/// downed member shuts itself down).
+const DECISION_FANOUT: usize = 5;
+
 impl Membership {
     /// A member that starts joining at `now`.
     pub(crate) fn new(
@@ -214,7 +218,7 @@ impl Membership {
         if received != Received::Same {
             self.after_change(now, rng, out);
         } else {
-            self.act(now, false, out);
+            self.act(now, false, rng, out);
         }
     }
 
@@ -240,7 +244,7 @@ impl Membership {
     /// Runs whatever is due.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         match self.phase {
-            Phase::Joining => self.try_join(now, out),
+            Phase::Joining => self.try_join(now, rng, out),
             Phase::Member => {
                 if now >= self.next_heartbeat {
                     self.next_heartbeat = now + self.settings.heartbeat_interval;
@@ -248,12 +252,12 @@ impl Membership {
                 }
                 if now >= self.next_gossip {
                     self.next_gossip = now + self.settings.gossip_interval;
-                    self.gossip_to_someone(rng, out);
+                    self.gossip_to(1, rng, out);
                 }
                 if self.exit_deadline.is_some_and(|at| at <= now) {
                     self.phase = Phase::Removed;
                 }
-                self.act(now, false, out);
+                self.act(now, false, rng, out);
             }
             Phase::Removed | Phase::Downed => {}
         }
@@ -274,12 +278,12 @@ impl Membership {
         }
     }
 
-    fn try_join(&mut self, now: Instant, out: &mut Effects) {
+    fn try_join(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         if self.form_cluster_at.is_some_and(|at| at <= now) {
             // No other seed answered: this first seed forms a new cluster.
             self.gossip = Gossip::founding(self.joiner.clone());
             self.phase = Phase::Member;
-            self.act(now, true, out);
+            self.act(now, true, rng, out);
             return;
         }
         if now < self.next_join_attempt {
@@ -295,13 +299,13 @@ impl Membership {
 
     /// A local change: spread it and act on it.
     fn after_change(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        self.act(now, true, out);
-        self.gossip_to_someone(rng, out);
+        self.act(now, true, rng, out);
+        self.gossip_to(1, rng, out);
     }
 
     /// Leader actions, downing, and this member's own fate, after the gossip `changed` (or
     /// only its seen set, or time passed).
-    fn act(&mut self, now: Instant, changed: bool, out: &mut Effects) {
+    fn act(&mut self, now: Instant, changed: bool, rng: &mut Rng, out: &mut Effects) {
         let mut changed = changed;
         let min_members = self.settings.min_nr_of_members;
         if let Some(exited) = self.gossip.leader_actions(self.me, min_members) {
@@ -324,6 +328,11 @@ impl Membership {
             }
             self.downer.observe(now, self.me, &self.gossip);
             changed = true;
+            // A decision is spread at once, not at the next gossip round: members of this side
+            // waiting for it would otherwise give up as unstable, and a member that downed
+            // itself stops answering (Akka gossips to a few members before a downed member
+            // shuts down). Unknown Down members look like unreachable live ones.
+            self.gossip_to(DECISION_FANOUT, rng, out);
         }
         if !changed {
             return;
@@ -351,31 +360,28 @@ impl Membership {
         })
     }
 
-    /// Sends the state to one random member, preferring those that have not seen it.
-    fn gossip_to_someone(&mut self, rng: &mut Rng, out: &mut Effects) {
+    /// Sends the state to `count` random members, preferring those that have not seen it.
+    fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
         let unreachable = self.gossip.unreachable_from(self.me);
-        let candidates: Vec<MemberId> = self
+        let (mut unseen, mut seen): (Vec<MemberId>, Vec<MemberId>) = self
             .gossip
             .members()
             .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
             .filter(|m| !unreachable.contains(&m.id))
             .map(|m| m.id)
-            .collect();
-        let unseen: Vec<MemberId> = candidates
-            .iter()
-            .filter(|m| !self.gossip.seen().contains(m))
-            .copied()
-            .collect();
-        let pool = if unseen.is_empty() {
-            &candidates
-        } else {
-            &unseen
-        };
-        if pool.is_empty() {
-            return;
+            .partition(|m| !self.gossip.seen().contains(m));
+        for _ in 0..count {
+            let pool = if unseen.is_empty() {
+                &mut seen
+            } else {
+                &mut unseen
+            };
+            if pool.is_empty() {
+                return;
+            }
+            let to = pool.swap_remove(rng.below(pool.len() as u64) as usize);
+            out.send_cluster(to, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
         }
-        let to = pool[rng.below(pool.len() as u64) as usize];
-        out.send_cluster(to, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
     }
 
     /// Heartbeats to the monitored members (and to those observed unreachable, to notice

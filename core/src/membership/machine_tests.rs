@@ -135,7 +135,7 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
-    a.act(at(0), true, &mut out);
+    a.act(at(0), true, &mut rng, &mut out);
     sent(&mut out);
     // Member 2 answers every heartbeat for 5 s, then goes silent.
     for s in 1..=5 {
@@ -182,7 +182,7 @@ fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
     let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
-    a.act(at(0), true, &mut out);
+    a.act(at(0), true, &mut rng, &mut out);
     a.gossip.set_status(m(1), m(2), MemberStatus::Down);
     sent(&mut out);
     let mut heartbeats = 0;
@@ -215,7 +215,7 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
         a.gossip.add_joining(m(1), j);
         a.gossip.mark_seen(m(n));
     }
-    a.act(at(0), true, &mut out);
+    a.act(at(0), true, &mut rng, &mut out);
     // Both answer heartbeats for a while; then member 3 is observed unreachable by member 1
     // (a decision becomes due 5 s later), while member 2 starts to go quiet.
     for s in 1..=5 {
@@ -226,7 +226,7 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
         }
     }
     a.gossip.observe(m(1), m(3), false);
-    a.act(at(5_010), true, &mut out);
+    a.act(at(5_010), true, &mut rng, &mut out);
     let due = a.downer.deadline().expect("a decision is due");
     assert_eq!(due, at(10_010));
     // Member 2 answers until 8 s, then nothing: at 10 s it is 2 s late (in doubt), and the
@@ -246,5 +246,46 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
     assert!(
         a.downer.deadline().is_some_and(|at| at > self::at(12_500)),
         "held back, not dropped"
+    );
+}
+
+/// Found by the simulator (swarm seed 7302570): a member that downed itself stopped without
+/// telling anyone, so the others saw a live-looking member go unreachable, moved it Up while
+/// it was joining, and had to detect and down it again; a leader's decision waited for the next
+/// gossip round while its side's members neared their instability bound. A downing decision is
+/// gossiped at once to several members.
+#[test]
+fn a_downing_decision_is_spread_at_once() {
+    let mut settings = MembershipSettings::new(vec![NodeId(1)]);
+    settings.downing = crate::membership::Downing::KeepMajority {
+        stable_after: Duration::from_secs(5),
+    };
+    let joiner = GossipMember::joining(m(1), BTreeSet::new(), AppVersion::default());
+    let mut a = Membership::new(m(1), joiner, settings, at(0));
+    let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    for n in 2..=7 {
+        let j = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+        a.gossip.add_joining(m(1), j);
+        a.gossip.mark_seen(m(n));
+    }
+    a.act(at(0), true, &mut rng, &mut out);
+    // Member 1 alone cannot reach 2, 3, 4 and 5: a minority, it downs itself after 5 s.
+    for n in 2..=5 {
+        a.gossip.observe(m(1), m(n), false);
+    }
+    a.act(at(10), true, &mut rng, &mut out);
+    sent(&mut out);
+    a.handle_timeout(at(5_010), &mut rng, &mut out);
+    assert_eq!(a.phase(), Phase::Downed);
+    let told: BTreeSet<MemberId> = sent(&mut out)
+        .into_iter()
+        .filter(|(_, msg)| matches!(msg, ClusterMessage::Gossip(g) if g.member(m(1)).is_some_and(|me| me.status == MemberStatus::Down)))
+        .map(|(to, _)| to)
+        .collect();
+    assert_eq!(
+        told,
+        [m(6), m(7)].into(),
+        "every member it still reaches hears that it is Down"
     );
 }
