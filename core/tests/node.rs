@@ -315,6 +315,80 @@ fn removed_members_shards_move_only_after_the_removal_margin() {
     }
 }
 
+/// Issue 9, second finding: the coordinator learnt that a region's member was removed before
+/// it received that region's last `ShardStopped` and `RegionStopped` (sent in the same instant),
+/// ignored them as coming from a non-member, and left the shard homeless for the removal
+/// margin as if the region had crashed. A region's last words are facts about its last life.
+#[test]
+fn a_region_removed_right_after_its_shutdown_does_not_stall_its_shards() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let ids = c.one_entity_per_shard(1, 4, "one");
+    let on_2 = c.alive_on(2);
+    assert!(!on_2.is_empty());
+    c.command(2, Command::GracefulShutdown { entity_type: None });
+    c.settle_until(|c| {
+        c.events
+            .iter()
+            .any(|(n, e)| n.0 == 2 && matches!(e, Event::RegionStopped { .. }))
+    });
+    // Node 2 is removed while its last messages are still on their way to the coordinator.
+    c.remove_member(2);
+    c.publish_view_to(1);
+    c.settle();
+    for id in &ids {
+        c.tell(1, id, "two");
+    }
+    c.settle();
+    for id in &ids {
+        let inbox = c.inbox(id);
+        assert_eq!(
+            inbox.len(),
+            2,
+            "{id} served at once, not after the margin:\n{}",
+            c.trace.join("\n")
+        );
+        assert_eq!(inbox[1].0, 1);
+    }
+    assert_eq!(c.hosting()[&1].len(), 4);
+}
+
+/// A member removed after Exiting had stopped its regions: its shards move at once even when
+/// its `ShardStopped` never arrives (a broken connection), instead of after the margin.
+#[test]
+fn an_exited_members_shards_move_without_the_removal_margin() {
+    let mut c = TestCluster::with_nodes(3, 6);
+    let ids = c.one_entity_per_shard(1, 6, "one");
+    let on_3 = c.alive_on(3);
+    assert!(!on_3.is_empty());
+    c.command(3, Command::GracefulShutdown { entity_type: None });
+    c.settle_until(|c| {
+        c.events
+            .iter()
+            .any(|(n, e)| n.0 == 3 && matches!(e, Event::RegionStopped { .. }))
+    });
+    // What node 3 still has to say to the coordinator is lost.
+    c.cut_link(3, 1);
+    c.member_mut(3).status = MemberStatus::Exiting;
+    c.publish_view();
+    c.settle();
+    c.remove_member(3);
+    c.publish_view();
+    c.settle();
+    c.heal();
+    for id in &ids {
+        c.tell(2, id, "two");
+    }
+    c.settle();
+    for id in &ids {
+        assert_eq!(
+            c.inbox(id).len(),
+            2,
+            "{id} served at once, not after the margin"
+        );
+    }
+    assert!(c.alive_on(3).is_empty());
+}
+
 #[test]
 fn proxies_route_but_never_host() {
     let mut c = TestCluster::new();

@@ -41,6 +41,9 @@ pub enum Property {
     Rebalance,
     /// The core's driver detected a busy loop (a timer that stays due).
     BusyLoop,
+    /// A graceful operation (a handoff for a rebalance, a shutdown or a leave) overran its
+    /// bound with no fault active.
+    GracefulStall,
 }
 
 impl fmt::Display for Violation {

@@ -123,6 +123,23 @@ impl World {
                     }
                 }
                 Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
+                Effect::Event(Event::ShardStopped { shard, .. }) => {
+                    let stall = self.stalls.shard_stopped(self.now, shard);
+                    self.stall(stall);
+                }
+                Effect::Event(Event::ShardStarted { shard, .. }) => {
+                    let stall = self.stalls.shard_started(self.now, shard);
+                    self.stall(stall);
+                }
+                Effect::Event(Event::RegionStopped { .. }) => {
+                    let stall = self.stalls.region_stopped(self.now, member);
+                    self.stall(stall);
+                }
+                Effect::Event(
+                    Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. },
+                ) => {
+                    self.stalls.coordinator_changed();
+                }
                 _ => {}
             }
         }
@@ -176,13 +193,20 @@ impl World {
         }
         let link = (envelope.from.node, envelope.to.node);
         match body {
-            Some(shoal_core::Body::HandOff { .. }) if self.net.partitioned() => {
-                self.mark("handoff during a partition");
+            Some(shoal_core::Body::HandOff { shard }) => {
+                if self.net.partitioned() {
+                    self.mark("handoff during a partition");
+                }
+                let stall = self.stalls.hand_off(self.now, *shard);
+                self.stall(stall);
             }
             Some(shoal_core::Body::Register { handing_off, .. }) if !handing_off.is_empty() => {
                 self.mark("coordinator moved while a handoff was in flight");
             }
-            Some(shoal_core::Body::BeginHandOff { .. }) => self.mark("handoff begun"),
+            Some(shoal_core::Body::BeginHandOff { shard, .. }) => {
+                self.mark("handoff begun");
+                self.stalls.begin_handoff(self.now, *shard);
+            }
             Some(shoal_core::Body::HostShard { .. }) => self.mark_rolling_allocation(envelope.to),
             _ => {}
         }
@@ -228,6 +252,7 @@ impl World {
                     .duration(Duration::from_secs(lo), Duration::from_secs(hi))
         };
         if downed {
+            self.stalls.fault(self.now);
             self.crashed_or_downed = true;
             self.downed.insert(n);
             let at = after(self, 5, 30);
@@ -236,6 +261,18 @@ impl World {
             self.left.insert(n);
             let at = after(self, 3, 4);
             self.schedule(at, Ev::Fault(Fault::Exit(n)));
+        }
+    }
+
+    /// Records a graceful operation that overran its bound.
+    fn stall(&mut self, stall: Option<crate::stall::Stall>) {
+        if let Some(stall) = stall {
+            self.check.fail(
+                self.now,
+                Property::GracefulStall,
+                stall.subject,
+                stall.detail,
+            );
         }
     }
 

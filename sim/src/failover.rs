@@ -85,6 +85,7 @@ fn trace_of(schedule: &str) -> Vec<(Duration, String)> {
         membership: MembershipMode::Real,
         default_timers: true,
         schedule: Some(schedule.parse().expect("a valid schedule")),
+        slow_link: None,
         ..Options::for_family(7, Family::Steady)
     };
     let sink = SharedBuf::default();

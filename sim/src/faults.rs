@@ -51,6 +51,7 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
                 if w.opts.faults.rejoin_after_leave {
                     w.left.remove(&node);
                     w.crashed.insert(node);
+                    w.rejoining.insert(node);
                     let at = w.now
                         + w.rng_faults
                             .duration(Duration::from_secs(1), Duration::from_secs(5));
@@ -60,6 +61,7 @@ pub(crate) fn apply(w: &mut World, fault: Fault) {
         }
         Fault::Resume(node) => {
             if w.resume(node) {
+                w.stalls.fault(w.now);
                 topology_changed(w);
             }
         }
@@ -100,6 +102,7 @@ fn act_on(w: &mut World, act: Act) {
             if !one_way {
                 w.net.block(&b, &a);
             }
+            w.stalls.fault(w.now);
             let minority = if a.len() <= b.len() { &a } else { &b };
             if w.oldest_up().is_some_and(|o| minority.contains(&o.node)) {
                 w.mark("the coordinator's node cut off on the smaller side of a partition");
@@ -111,6 +114,7 @@ fn act_on(w: &mut World, act: Act) {
             if let (Some(a), Some(b)) = (resolve(&running, a), resolve(&running, b)) {
                 if a != b {
                     w.net.break_connection(a, b);
+                    w.stalls.fault(w.now);
                 }
             }
         }
@@ -137,6 +141,8 @@ fn act_on(w: &mut World, act: Act) {
                 return;
             };
             let until = w.now + lasts;
+            // The clog ends by itself: a fault from now until then.
+            w.stalls.fault(until);
             match peer.and_then(|p| resolve(&running, p)) {
                 Some(peer) if peer != node => w.net.clog_link(node, peer, until),
                 Some(_) => {}
@@ -149,6 +155,7 @@ fn act_on(w: &mut World, act: Act) {
                 return;
             };
             if w.pause(node) {
+                w.stalls.fault(w.now);
                 topology_changed(w);
                 w.schedule(w.now + lasts, Ev::Fault(Fault::Resume(node)));
             }
@@ -158,6 +165,7 @@ fn act_on(w: &mut World, act: Act) {
 
 /// Crashes `node` (its process and entities are gone) and restarts it after `restart_after`.
 fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
+    w.stalls.fault(w.now);
     w.kill(node);
     w.crashed_or_downed = true;
     w.crashed.insert(node);
@@ -169,6 +177,9 @@ fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
 /// the real membership the node does all of it (`Command::Leave`) and reports when it is
 /// removed (`Event::LeftCluster`).
 fn leave(w: &mut World, node: NodeId) {
+    if let Some(member) = w.nodes.get(&node).map(|n| n.id) {
+        w.stalls.shutdown_began(w.now, member);
+    }
     if w.opts.membership == MembershipMode::Real {
         let leave = shoal_core::Input::Command {
             request: shoal_core::RequestId(0),
@@ -231,6 +242,7 @@ pub(crate) fn heal(w: &mut World) {
         return;
     }
     w.net.heal();
+    w.stalls.fault(w.now);
     topology_changed(w);
 }
 
@@ -238,6 +250,11 @@ pub(crate) fn heal(w: &mut World) {
 pub(crate) fn restart(w: &mut World, node: NodeId) {
     if !w.crashed.remove(&node) && !w.downed.remove(&node) {
         return;
+    }
+    // A member that left gracefully comes back as a new incarnation: not a fault. A crashed
+    // or downed one rejoining sends its old incarnation Down: one.
+    if !w.rejoining.remove(&node) {
+        w.stalls.fault(w.now);
     }
     if w.opts.membership == MembershipMode::Oracle && w.oracle.is_empty() {
         // The whole cluster downed itself: a node can only form a new cluster once the old
@@ -300,6 +317,7 @@ fn decide(w: &mut World) {
         w.publish(&to, view);
     }
     for member in decision.downed {
+        w.stalls.fault(w.now);
         w.crashed_or_downed = true;
         if w.nodes.get(&member.node).is_some_and(|n| n.id == member) {
             w.downed.insert(member.node);

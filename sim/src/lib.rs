@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bounds;
 mod check;
 mod clock;
 mod drive;
@@ -30,6 +31,7 @@ mod quiescence;
 mod rng;
 mod run;
 mod schedule;
+mod stall;
 mod trace;
 mod views;
 mod workload;
@@ -39,7 +41,7 @@ pub use check::{Property, Violation};
 pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
-pub use options::{Downing, Family, Faults, MembershipMode, Options};
+pub use options::{Downing, Family, Faults, MembershipMode, Options, SlowLink};
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
 

@@ -1,13 +1,15 @@
 //! The simulated network: like TCP, FIFO per link. Latency is usually well under a few
 //! milliseconds with a rare long tail. A link can break (everything in flight on it is lost,
 //! then it reconnects), links can be blocked in one or both directions (partitions), a node or
-//! a link can be clogged (messages are held until the clog ends, not lost), and, as an optional
-//! fault, a message can arrive twice (the core must drop the copy).
+//! a link can be clogged (messages are held until the clog ends, not lost), one link may be
+//! slower than the others (see [`SlowLink`]), and, as an optional fault, a message can arrive
+//! twice (the core must drop the copy).
 
 use std::time::Duration;
 
 use shoal_core::{Instant, NodeId};
 
+use crate::options::SlowLink;
 use crate::rng::SimRng;
 
 /// A directed link.
@@ -39,6 +41,8 @@ pub(crate) struct Net {
     blocked: usize,
     /// Probability that a message is delivered twice.
     duplicate: f64,
+    /// The run's slow link, if any.
+    slow: Option<SlowLink>,
     /// Messages lost so far (breaks, partitions).
     pub(crate) lost: u64,
 }
@@ -58,14 +62,15 @@ fn index(node: NodeId) -> usize {
 
 impl Net {
     /// A network drawing latencies from `rng` that duplicates messages with probability
-    /// `duplicate`.
-    pub(crate) fn new(rng: SimRng, duplicate: f64) -> Self {
+    /// `duplicate` and delays those on the `slow` link.
+    pub(crate) fn new(rng: SimRng, duplicate: f64, slow: Option<SlowLink>) -> Self {
         Self {
             rng,
             links: Vec::new(),
             clogged_nodes: Vec::new(),
             blocked: 0,
             duplicate,
+            slow,
             lost: 0,
         }
     }
@@ -120,7 +125,10 @@ impl Net {
     /// The arrival of the next message sent on `link` no earlier than `from`: after the
     /// latency, and never before an earlier message of the link (FIFO).
     fn next_arrival(&mut self, link: Link, from: Instant) -> Instant {
-        let latency = self.latency();
+        let mut latency = self.latency();
+        if let Some(slow) = self.slow.filter(|s| (s.from, s.to) == link) {
+            latency += slow.latency;
+        }
         let state = self.link_mut(link);
         state.last_delivery = (from + latency).max(state.last_delivery);
         state.last_delivery

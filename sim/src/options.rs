@@ -146,6 +146,19 @@ impl Faults {
     }
 }
 
+/// A link slower than the others (a congested or distant path): messages from `from` to `to`
+/// take `latency` longer, in order and without loss. Not a fault: graceful operations must
+/// not stall because of it.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct SlowLink {
+    /// The sending end.
+    pub from: shoal_core::NodeId,
+    /// The receiving end.
+    pub to: shoal_core::NodeId,
+    /// The extra latency of every message on it.
+    pub latency: Duration,
+}
+
 /// One run's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
@@ -183,6 +196,8 @@ pub struct Options {
     /// The fault actions; `None` plans them from the seed and the fault rates
     /// ([`Schedule::plan`]).
     pub schedule: Option<Schedule>,
+    /// One link slower than the others, if any.
+    pub slow_link: Option<SlowLink>,
 }
 
 impl Options {
@@ -213,7 +228,7 @@ impl Options {
             duplicate: if r.chance(0.2) { r.unit() * 0.05 } else { 0.0 },
         };
         let nodes = r.range(3, 7);
-        Self {
+        let mut o = Self {
             seed,
             nodes,
             max_nodes: 12,
@@ -235,7 +250,22 @@ impl Options {
                 100_000
             },
             schedule: None,
+            slow_link: None,
+        };
+        // Drawn last, so that the draws above stay what they were for every seed. The first
+        // node is usually the oldest (the coordinator's), so the slow link often leads there:
+        // what a region tells its coordinator arrives late.
+        if r.chance(0.3) {
+            let from = shoal_core::NodeId(r.range(2, o.nodes));
+            let to = if r.chance(0.5) {
+                shoal_core::NodeId(1)
+            } else {
+                shoal_core::NodeId(r.range(1, o.nodes))
+            };
+            let latency = Duration::from_millis(r.range(500, 3_000));
+            o.slow_link = (from != to).then_some(SlowLink { from, to, latency });
         }
+        o
     }
 
     /// The options of `seed` in the default batch (families in turn, by seed).
@@ -289,6 +319,7 @@ impl Options {
             }
         }
         o.nodes = nodes;
+        o.slow_link = o.slow_link.filter(|l| l.from.0 <= nodes && l.to.0 <= nodes);
         o
     }
 }
@@ -325,6 +356,16 @@ impl fmt::Display for Options {
             self.faults.ignore_stop,
             self.faults.passivate,
             self.faults.slow_stop.as_millis(),
-        )
+        )?;
+        if let Some(l) = self.slow_link {
+            write!(
+                f,
+                " slow_link={}->{}+{}ms",
+                l.from,
+                l.to,
+                l.latency.as_millis()
+            )?;
+        }
+        Ok(())
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct World {
     pub(crate) net: Net,
     /// The guarantees, checked as the run goes.
     pub(crate) check: Checker,
+    /// Graceful operations in progress, and the faults that excuse them.
+    pub(crate) stalls: crate::stall::Stalls,
     pub(crate) rng_faults: SimRng,
     pub(crate) rng_work: SimRng,
     pub(crate) rng_entities: SimRng,
@@ -93,6 +95,8 @@ pub(crate) struct World {
     pub(crate) downed: BTreeSet<NodeId>,
     /// Nodes that left gracefully (their process exited).
     pub(crate) left: BTreeSet<NodeId>,
+    /// Nodes that left gracefully and restart as a new incarnation (a rolling restart).
+    pub(crate) rejoining: BTreeSet<NodeId>,
     /// Highest incarnation each address has used (every address ever started is here).
     pub(crate) last_incarnation: BTreeMap<NodeId, u64>,
     /// Bumped on every connectivity change; a downing decision applies only to its epoch.
@@ -159,9 +163,19 @@ impl World {
                 ..ShardingSettings::default()
             }
         };
+        let stable_after = if opts.default_timers {
+            Duration::from_secs(20)
+        } else {
+            crate::faults::STABLE_AFTER
+        };
         let mut w = Self {
+            stalls: crate::stall::Stalls::new(&opts, &settings, stable_after),
             oracle: Oracle::new(opts.downing),
-            net: Net::new(SimRng::of(seed, Stream::Network), opts.faults.duplicate),
+            net: Net::new(
+                SimRng::of(seed, Stream::Network),
+                opts.faults.duplicate,
+                opts.slow_link,
+            ),
             opts,
             now: Instant::ZERO,
             seq: 0,
@@ -182,6 +196,7 @@ impl World {
             crashed: BTreeSet::new(),
             downed: BTreeSet::new(),
             left: BTreeSet::new(),
+            rejoining: BTreeSet::new(),
             last_incarnation: BTreeMap::new(),
             topology_epoch: 0,
             no_survivors: false,
@@ -328,6 +343,7 @@ impl World {
         let node = self.nodes.remove(&n)?;
         self.nodes_epoch += 1;
         self.check.crashed(node.id);
+        self.stalls.region_gone(node.id);
         self.incarnations.retain(|(m, _), _| *m != node.id);
         Some(node.id)
     }

@@ -109,7 +109,8 @@ impl Coordinator {
         }
     }
 
-    /// A message for the coordinator. Members absent from `view` are ignored.
+    /// A message for the coordinator. Members absent from `view` are ignored, but for the
+    /// last words of a region that left (see [`Coordinator::handle_last_words`]).
     pub(crate) fn handle_message(
         &mut self,
         now: Instant,
@@ -119,8 +120,7 @@ impl Coordinator {
         out: &mut Effects,
     ) -> bool {
         let Some(status) = view.status(from) else {
-            tracing::debug!(%from, "coordinator ignores a non-member");
-            return false;
+            return self.handle_last_words(now, view, from, body, out);
         };
         match body {
             Body::Register {
@@ -182,12 +182,14 @@ impl Coordinator {
         true
     }
 
-    /// Membership changed: regions of removed members are terminated (after the margin),
-    /// proxies of removed members forgotten, and the gate re-evaluated.
+    /// Membership changed: regions of removed members are terminated (after the margin, unless
+    /// they were removed after `exited`: Exiting, their regions had stopped), proxies of
+    /// removed members forgotten, and the gate re-evaluated.
     pub(crate) fn handle_membership(
         &mut self,
         now: Instant,
         view: &MembershipView,
+        exited: &BTreeSet<MemberId>,
         out: &mut Effects,
     ) {
         let gone: Vec<MemberId> = self
@@ -200,7 +202,10 @@ impl Coordinator {
         for region in gone {
             self.proxies.remove(&region);
             self.count_as_acked(now, region, out);
-            if self.regions.contains_key(&region) {
+            if exited.contains(&region) {
+                // Nothing runs there any more: what it hosted moves at once.
+                self.remove_region(now, view, region, out);
+            } else if self.regions.contains_key(&region) {
                 self.terminating
                     .insert(region, now + self.settings.down_removal_margin);
             }
@@ -209,6 +214,35 @@ impl Coordinator {
             self.recent_removals.remove(&removed);
         }
         self.handle_timeout(now, view, out);
+    }
+
+    /// What a region that is no longer a member still tells us: that a shard stopped, or that
+    /// it stopped altogether. Both are facts about its last life (nothing runs there after
+    /// them), and both may arrive after its removal: a leaving member is removed as soon as
+    /// its regions have stopped, and the removal can overtake them on another path.
+    /// Ignoring them left the region's shards homeless for the removal margin, as if it had
+    /// crashed (akka GracefulShutdownSpec: a shutdown never waits for member removal).
+    fn handle_last_words(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        body: Body,
+        out: &mut Effects,
+    ) -> bool {
+        if !self.regions.contains_key(&from) {
+            tracing::debug!(%from, "coordinator ignores a non-member");
+            return false;
+        }
+        match body {
+            Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
+            Body::RegionStopped => self.remove_region(now, view, from, out),
+            other => {
+                tracing::debug!(%from, ?other, "coordinator ignores a region that left");
+                return false;
+            }
+        }
+        true
     }
 
     /// Records a removal observed by the node (used by the gate).

@@ -282,7 +282,7 @@ fn a_removed_region_counts_as_having_acknowledged() {
     }
     assert_eq!(f.sends(), []);
     f.view = view_of(&[1, 2, 3]);
-    f.c.handle_membership(at(1), &f.view.clone(), &mut f.out);
+    f.c.handle_membership(at(1), &f.view.clone(), &BTreeSet::new(), &mut f.out);
     assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
 }
 
@@ -402,7 +402,7 @@ fn a_removed_regions_shards_move_after_the_margin() {
     let mut f = Fixture::ready();
     f.host(3, 2);
     f.view = view_of(&[1, 3, 4]);
-    f.c.handle_membership(at(0), &f.view.clone(), &mut f.out);
+    f.c.handle_membership(at(0), &f.view.clone(), &BTreeSet::new(), &mut f.out);
     f.recv(3, Body::GetShardHome { shard: s(3) });
     f.timeout(19);
     assert_eq!(f.sends(), [], "within down-removal-margin");

@@ -5,7 +5,7 @@
 mod cluster;
 mod commands;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
@@ -14,7 +14,7 @@ use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::link_seq::LinkSequences;
-use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
+use crate::membership::{ClusterMessage, GossipMember, MemberStatus, Membership, MembershipView};
 use crate::message::{Body, Envelope, Message, Payload};
 use crate::region::{Handled, Region};
 use crate::rng::Rng;
@@ -285,13 +285,22 @@ impl Node {
     }
 
     fn handle_membership(&mut self, now: Instant, view: MembershipView) {
+        // A member removed after Exiting had stopped all its regions (it could not exit
+        // before): nothing of it can still run, so its removal needs no margin. Others may
+        // have hosted shards a new coordinator has not heard of.
+        let mut exited = BTreeSet::new();
         for old in self.view.members() {
-            if view.member(old.id).is_none() {
-                self.removals.insert(old.id, now);
-                for t in self.types.values_mut() {
-                    if let Some(c) = &mut t.coordinator {
-                        c.note_removal(old.id, now);
-                    }
+            if view.member(old.id).is_some() {
+                continue;
+            }
+            if old.status == MemberStatus::Exiting {
+                exited.insert(old.id);
+                continue;
+            }
+            self.removals.insert(old.id, now);
+            for t in self.types.values_mut() {
+                if let Some(c) = &mut t.coordinator {
+                    c.note_removal(old.id, now);
                 }
             }
         }
@@ -318,7 +327,7 @@ impl Node {
                 _ => {}
             }
             if let Some(c) = &mut t.coordinator {
-                c.handle_membership(now, &self.view, &mut self.effects);
+                c.handle_membership(now, &self.view, &exited, &mut self.effects);
             }
             t.region
                 .handle_membership(now, &self.view, &mut self.rng, &mut self.effects);

@@ -217,6 +217,26 @@ impl TestCluster {
         self.absorb(NodeId(n), io);
     }
 
+    /// Delivers in-flight messages (and the host reports they cause) one by one until `done`
+    /// holds, without advancing time; messages still in flight then stay there.
+    pub fn settle_until(&mut self, mut done: impl FnMut(&Self) -> bool) {
+        while !done(self) {
+            let envelope = self.inflight.pop_front().expect("nothing left in flight");
+            if !self.cut.contains(&(envelope.from.node, envelope.to.node)) {
+                self.input(envelope.to.node.0, Input::Receive(envelope));
+            }
+            while let Some((n, input)) = self.host_inputs.pop_front() {
+                self.input(n.0, input);
+            }
+        }
+    }
+
+    /// Tells one node the current membership (the others learn it later, if at all).
+    pub fn publish_view_to(&mut self, n: u64) {
+        let view = MembershipView::new(self.members.values().cloned().collect());
+        self.input(n, Input::MembershipChanged(view));
+    }
+
     /// Delivers messages and host reports until nothing is left, without advancing time.
     pub fn settle(&mut self) {
         for _ in 0..100_000 {

@@ -228,6 +228,7 @@ fn bench(sizes: &[u64]) {
                 slow_stop: Duration::from_millis(10),
                 ..steady.faults.clone()
             },
+            slow_link: None,
             ..steady
         };
         let mut wall = f64::INFINITY;

@@ -1,0 +1,50 @@
+//! How long the protocol may legitimately take, derived from the run's settings and its
+//! entities' behaviour rather than fixed: the checks that bound time (liveness after healing,
+//! graceful operations) use these, so a bound is never tighter than what the protocol allows
+//! and never looser than it needs to be.
+
+use std::time::Duration;
+
+use shoal_core::ShardingSettings;
+
+use crate::options::Options;
+
+/// The longest the network takes to deliver one message on a healthy link: the latency's
+/// long tail (0.5–2 s on 0.1 % of messages) plus the run's slowest link.
+pub(crate) fn hop(opts: &Options) -> Duration {
+    Duration::from_millis(2_010) + opts.slow_link.map_or(Duration::ZERO, |l| l.latency)
+}
+
+/// The longest an entity takes to stop once told to, for a handoff (`handoff: true`) or a
+/// passivation: entities that ignore graceful stops run until forced.
+pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: bool) -> Duration {
+    let forced = Duration::from_millis(1);
+    if opts.faults.ignore_stop > 0.0 {
+        let timeout = if handoff {
+            settings.entity_handoff_timeout()
+        } else {
+            settings.passivation_stop_timeout
+        };
+        timeout + forced
+    } else {
+        opts.faults.slow_stop + forced
+    }
+}
+
+/// The longest a shard's handoff keeps its entities stopping after `HandOff`: an entity already
+/// passivating may first stop, restart for the messages that raced its stop, and be stopped
+/// again for the handoff.
+pub(crate) fn handoff_stop(opts: &Options, settings: &ShardingSettings) -> Duration {
+    entity_stop(opts, settings, false).min(entity_stop(opts, settings, true))
+        + entity_stop(opts, settings, true)
+}
+
+/// How long after it is sent a message may wait, in a cluster without faults: for its shard's
+/// handoff to finish (and the new home to start), then for its entity's passivation at the new
+/// home, plus the region's retry ticks and a few hops.
+pub(crate) fn message_wait(opts: &Options, settings: &ShardingSettings) -> Duration {
+    handoff_stop(opts, settings)
+        + entity_stop(opts, settings, false)
+        + settings.retry_interval * 2
+        + hop(opts) * 3
+}

@@ -1,0 +1,257 @@
+//! Graceful operations never stall. A shard that moves (rebalance, graceful shutdown, leave)
+//! goes through phases the simulator sees on the wire and in the nodes' events:
+//!
+//! ```text
+//!  BeginHandOff ──acks──▶ HandOff ──entities stop──▶ ShardStopped ──re-allocation──▶ ShardStarted
+//!   (coordinator)          (coordinator)              (old owner)                    (new home)
+//! ```
+//!
+//! and a region's graceful shutdown runs from the command to its `RegionStopped`. (Messages
+//! between roles on one node never reach the wire: a phase may end unseen, and the next one is
+//! then judged from the last seen start against the sum of their bounds.) When no fault
+//! happened for long enough before a phase began (and none since), and the coordinator that
+//! began it is still the one running, each phase must end within its bound: a few network hops,
+//! plus the entities' stop time where entities stop. A phase still open when the run ends is
+//! judged then. The bounds come from [`crate::bounds`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use shoal_core::{Instant, MemberId, ShardId, ShardingSettings};
+
+use crate::bounds;
+use crate::options::Options;
+
+/// A phase in progress: when it began, and under which coordinator.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    since: Instant,
+    coordinators: u64,
+}
+
+/// Which phase of a move or shutdown.
+#[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
+enum Phase {
+    /// `BeginHandOff` sent; waiting for every acknowledgement (then `HandOff`).
+    Acking,
+    /// `HandOff` sent; waiting for the owner to stop the shard.
+    Stopping,
+    /// The owner stopped the shard; waiting for it to start at its new home.
+    Homeless,
+}
+
+impl Phase {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Acking => "from BeginHandOff to HandOff (the acknowledgements)",
+            Self::Stopping => "from HandOff to its owner's ShardStopped (the entities' stop)",
+            Self::Homeless => "from its owner's ShardStopped to a new home (re-allocation)",
+        }
+    }
+}
+
+/// The phases in progress, and what the bounds need.
+#[derive(Debug)]
+pub(crate) struct Stalls {
+    shards: BTreeMap<ShardId, (Phase, Open)>,
+    shutdowns: BTreeMap<MemberId, Open>,
+    /// The last fault (crash, partition or heal, break, clog, pause or resume, downing, restart
+    /// after a crash): phases that began less than `settle` after it are not judged.
+    last_fault: Option<Instant>,
+    /// How long a fault's consequences may last (detection, downing, removal margin, a
+    /// handoff timing out).
+    settle: Duration,
+    /// Bumped whenever a coordinator starts or stops: a new coordinator rebuilds its state, and
+    /// phases begun under the old one are not judged.
+    coordinators: u64,
+    bounds: Bounds,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    acking: Duration,
+    stopping: Duration,
+    homeless: Duration,
+    shutdown: Duration,
+}
+
+impl Stalls {
+    pub(crate) fn new(opts: &Options, settings: &ShardingSettings, stable_after: Duration) -> Self {
+        let hop = bounds::hop(opts);
+        let stop = bounds::handoff_stop(opts, settings);
+        // Joins, leaves and coordinator moves spread by gossip (a round a second) before
+        // regions (re-)register, with a registration backoff of up to `retry_interval`.
+        let spread = Duration::from_secs(6) + settings.retry_interval;
+        let bounds = Bounds {
+            // Every region's acknowledgement travels through the owner: three hops.
+            acking: hop * 3,
+            stopping: stop + hop,
+            // `ShardStopped` to the coordinator, `HostShard` to the new home.
+            homeless: hop * 2,
+            shutdown: spread + hop * 6 + stop,
+        };
+        Self {
+            shards: BTreeMap::new(),
+            shutdowns: BTreeMap::new(),
+            last_fault: None,
+            settle: settings.handoff_timeout + settings.down_removal_margin + stable_after * 2,
+            coordinators: 0,
+            bounds,
+        }
+    }
+
+    /// A fault happened at `now`.
+    pub(crate) fn fault(&mut self, now: Instant) {
+        self.last_fault = Some(self.last_fault.map_or(now, |last| last.max(now)));
+    }
+
+    /// A coordinator started or stopped somewhere.
+    pub(crate) fn coordinator_changed(&mut self) {
+        self.coordinators += 1;
+    }
+
+    /// The coordinator began handing `shard` off.
+    pub(crate) fn begin_handoff(&mut self, now: Instant, shard: ShardId) {
+        if !matches!(self.shards.get(&shard), Some((Phase::Acking, _))) {
+            self.shards.insert(shard, (Phase::Acking, self.open(now)));
+        }
+    }
+
+    /// The coordinator told the owner to stop `shard` (a repeated `HandOff` changes nothing).
+    pub(crate) fn hand_off(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+        match self.shards.get(&shard) {
+            Some((Phase::Stopping, _)) => None,
+            _ => self.advance(now, shard, Phase::Stopping),
+        }
+    }
+
+    /// The owner stopped `shard`.
+    pub(crate) fn shard_stopped(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+        self.advance(now, shard, Phase::Homeless)
+    }
+
+    /// `shard` started somewhere: the move is over. (A region told to stop a shard it no
+    /// longer hosted answers at once, with no event of its own: the move may go from `HandOff`
+    /// straight to the new home.)
+    pub(crate) fn shard_started(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+        let (phase, open) = self.shards.remove(&shard)?;
+        let bound = self.bound_through(phase, Phase::Homeless);
+        self.judge(now, open, bound, shard.to_string(), phase.describe())
+    }
+
+    /// `region` began shutting down gracefully.
+    pub(crate) fn shutdown_began(&mut self, now: Instant, region: MemberId) {
+        let open = self.open(now);
+        self.shutdowns.entry(region).or_insert(open);
+    }
+
+    /// `region` finished its graceful shutdown.
+    pub(crate) fn region_stopped(&mut self, now: Instant, region: MemberId) -> Option<Stall> {
+        let open = self.shutdowns.remove(&region)?;
+        let what = "graceful shutdown, from the command to RegionStopped";
+        self.judge(now, open, self.bounds.shutdown, region.to_string(), what)
+    }
+
+    /// `region`'s process is gone (crashed or exited): its shutdown is no longer awaited.
+    pub(crate) fn region_gone(&mut self, region: MemberId) {
+        self.shutdowns.remove(&region);
+    }
+
+    /// The phases still open at the end of the run that have overrun their bounds.
+    pub(crate) fn overdue(&self, now: Instant) -> Vec<Stall> {
+        let shards = self.shards.iter().filter_map(|(shard, (phase, open))| {
+            let bound = self.bound(*phase);
+            self.judge(now, *open, bound, shard.to_string(), phase.describe())
+        });
+        let shutdowns = self.shutdowns.iter().filter_map(|(region, open)| {
+            let what = "graceful shutdown, from the command to RegionStopped";
+            self.judge(now, *open, self.bounds.shutdown, region.to_string(), what)
+        });
+        shards.chain(shutdowns).collect()
+    }
+
+    fn bound(&self, phase: Phase) -> Duration {
+        match phase {
+            Phase::Acking => self.bounds.acking,
+            Phase::Stopping => self.bounds.stopping,
+            Phase::Homeless => self.bounds.homeless,
+        }
+    }
+
+    /// The bounds of the phases from `first` to `last`, both included.
+    fn bound_through(&self, first: Phase, last: Phase) -> Duration {
+        [Phase::Acking, Phase::Stopping, Phase::Homeless]
+            .into_iter()
+            .filter(|p| (first..=last).contains(p))
+            .map(|p| self.bound(p))
+            .sum()
+    }
+
+    fn open(&self, now: Instant) -> Open {
+        Open {
+            since: now,
+            coordinators: self.coordinators,
+        }
+    }
+
+    /// Moves `shard` to `next`, judging the phases that ended (those before `next`). A move is
+    /// judged only if one coordinator ran it throughout: a new coordinator may not have heard
+    /// of the shard at all, and then allocates it only when someone asks for it.
+    fn advance(&mut self, now: Instant, shard: ShardId, next: Phase) -> Option<Stall> {
+        let mut open = self.open(now);
+        let previous = self.shards.get(&shard).copied();
+        if let Some((_, since)) = previous.filter(|(ended, _)| *ended < next) {
+            open.coordinators = since.coordinators;
+        }
+        let (ended, since) = self.shards.insert(shard, (next, open))?;
+        if ended >= next {
+            // A new move of the shard (its previous one ended unseen).
+            return None;
+        }
+        let bound = self.bound_through(ended, Phase::Acking.max(ended).max(prev(next)));
+        self.judge(now, since, bound, shard.to_string(), ended.describe())
+    }
+
+    /// A stall if a phase begun under `open` and ending (or still open) at `now` overran
+    /// `bound` in a calm cluster under one coordinator.
+    fn judge(
+        &self,
+        now: Instant,
+        open: Open,
+        bound: Duration,
+        subject: String,
+        what: &str,
+    ) -> Option<Stall> {
+        let calm = self
+            .last_fault
+            .is_none_or(|fault| fault + self.settle <= open.since);
+        let took = now.saturating_duration_since(open.since);
+        let overran = calm && open.coordinators == self.coordinators && took > bound;
+        overran.then(|| Stall {
+            subject,
+            detail: format!(
+                "{what} took {:.3}s (bound {:.3}s) with no fault since {}",
+                took.as_secs_f64(),
+                bound.as_secs_f64(),
+                self.last_fault
+                    .map_or_else(|| "the start".to_owned(), |f| f.to_string()),
+            ),
+        })
+    }
+}
+
+/// A graceful operation that overran its bound.
+#[derive(Debug)]
+pub(crate) struct Stall {
+    /// The shard or region it concerns.
+    pub(crate) subject: String,
+    pub(crate) detail: String,
+}
+
+/// The phase before `phase` (the first phase has none: itself).
+fn prev(phase: Phase) -> Phase {
+    match phase {
+        Phase::Acking | Phase::Stopping => Phase::Acking,
+        Phase::Homeless => Phase::Stopping,
+    }
+}
