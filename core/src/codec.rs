@@ -5,8 +5,9 @@ use crate::error::CodecError;
 use crate::message::{Body, Envelope};
 
 /// The protocol version this build speaks; the first byte of every frame.
-/// Version 2 added `Envelope::seq` (link sequence numbers).
-pub const PROTOCOL_VERSION: u8 = 2;
+/// Version 2 added `Envelope::seq` (link sequence numbers); version 3 the entity types each
+/// member hosts (in `Join` and in gossip).
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
 /// peer cannot make a node allocate without bound.

@@ -198,8 +198,10 @@ pub struct ShardingSettings {
     /// A passivating or handing-off entity that has not stopped after this is force-stopped
     /// (`passivation.stop-timeout`, 10 s).
     pub passivation_stop_timeout: Duration,
-    /// The coordinator allocates nothing until this many regions registered (1).
-    pub min_nr_of_members: usize,
+    /// The coordinator allocates nothing until this many hosting regions have registered
+    /// (1). Not to be confused with `MembershipSettings::min_nr_of_members`, which holds
+    /// joining members back from becoming Up.
+    pub min_registered_regions: usize,
     /// How long after a member's removal its shards are reallocated, so that a downed member
     /// has stopped its entities first (20 s, the keep-majority `stable-after`).
     pub down_removal_margin: Duration,
@@ -228,7 +230,7 @@ impl Default for ShardingSettings {
             shard_start_timeout: Duration::from_secs(10),
             rebalance_interval: Duration::from_secs(10),
             passivation_stop_timeout: Duration::from_secs(10),
-            min_nr_of_members: 1,
+            min_registered_regions: 1,
             down_removal_margin: Duration::from_secs(20),
             shard_region_query_timeout: Duration::from_secs(3),
             max_payload_size: 4 * 1024 * 1024,
@@ -264,8 +266,8 @@ impl ShardingSettings {
         if self.buffer_size == 0 {
             return Err(ConfigError::ZeroBufferSize);
         }
-        if self.min_nr_of_members == 0 {
-            return Err(ConfigError::ZeroMinMembers);
+        if self.min_registered_regions == 0 {
+            return Err(ConfigError::ZeroMinRegisteredRegions);
         }
         if self.max_payload_size == 0 || self.max_payload_size > MAX_PAYLOAD_SIZE {
             return Err(ConfigError::InvalidMaxPayloadSize(self.max_payload_size));

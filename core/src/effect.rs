@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::CommandError;
 use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
 use crate::membership::ClusterMessage;
-use crate::message::{Body, Envelope, Message, Payload, RegionStats};
+use crate::message::{
+    AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionStats,
+};
 use crate::shard::Delivery;
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
@@ -135,6 +137,18 @@ pub enum Event {
         /// The type.
         entity_type: EntityType,
     },
+    /// The type's coordinator (on this node) holds requests for shards nobody has reported
+    /// back until its allocation gate opens; emitted when what the gate waits for changes.
+    /// Members listed as unregistered that should not host the type are misconfigured: their
+    /// membership says they do.
+    AllocationWaiting {
+        /// The type.
+        entity_type: EntityType,
+        /// What the gate waits for.
+        gate: AllocationGate,
+        /// The shards asked for, in order.
+        shards: Vec<ShardId>,
+    },
 }
 
 /// Why a message was dropped.
@@ -188,6 +202,8 @@ pub enum Reply {
         /// Regions that did not answer in time.
         failed: Vec<MemberId>,
     },
+    /// The type's coordinator's state.
+    CoordinatorState(CoordinatorState),
 }
 
 /// The FIFO effect queue owned by the `Node`; roles write into it through `&mut Effects`.

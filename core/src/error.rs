@@ -15,7 +15,12 @@ pub enum ConfigError {
     /// `buffer_size` is zero: no message could ever be buffered.
     #[error("setting `buffer_size` must be greater than zero")]
     ZeroBufferSize,
-    /// `min_nr_of_members` is zero; use 1 to allocate as soon as one region registered.
+    /// `ShardingSettings::min_registered_regions` is zero; use 1 to allocate as soon as one
+    /// region registered.
+    #[error("setting `min_registered_regions` must be at least 1")]
+    ZeroMinRegisteredRegions,
+    /// `MembershipSettings::min_nr_of_members` (or a per-role minimum) is zero; use 1 to move
+    /// members Up as soon as they join.
     #[error("setting `min_nr_of_members` must be at least 1")]
     ZeroMinMembers,
     /// An entity type has an empty name.

@@ -101,4 +101,10 @@ pub enum Command {
         /// The type.
         entity_type: EntityType,
     },
+    /// The type's coordinator's state: its allocation gate (and whom it waits for), the
+    /// shards allocated, handed off and asked for.
+    GetCoordinatorState {
+        /// The type.
+        entity_type: EntityType,
+    },
 }

@@ -97,6 +97,8 @@ pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
 };
-pub use message::{Body, Envelope, Message, Payload, RegionShards, RegionStats};
+pub use message::{
+    AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionShards, RegionStats,
+};
 pub use node::{Metrics, Node};
 pub use time::Instant;

@@ -88,6 +88,42 @@ pub struct RegionStats {
     pub shards: Vec<(ShardId, u32)>,
 }
 
+/// What a coordinator's allocation gate waits for before it allocates shards nobody has
+/// reported (DESIGN.md decision 1): every member that hosts the type registered, no member
+/// removed so recently that it may still run shards, and enough hosting regions.
+#[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct AllocationGate {
+    /// Whether shards nobody reported are allocated now.
+    pub open: bool,
+    /// Members that host the type (or may: their view entry does not say) and have not
+    /// registered. A member that should not host it is misconfigured or still starting.
+    pub unregistered: Vec<MemberId>,
+    /// Members removed less than `down_removal_margin` ago: they may still run shards the
+    /// coordinator has not heard of.
+    pub recently_removed: Vec<MemberId>,
+    /// Hosting regions registered.
+    pub registered: u32,
+    /// Hosting regions needed before anything is allocated (`min_registered_regions`).
+    pub needed: u32,
+}
+
+/// A coordinator's state, for operators (`Command::GetCoordinatorState`).
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct CoordinatorState {
+    /// The member running the coordinator.
+    pub coordinator: MemberId,
+    /// The allocation gate.
+    pub gate: AllocationGate,
+    /// Shards allocated to a region (started or being started).
+    pub allocated: u32,
+    /// Shards being handed off, in order.
+    pub handing_off: Vec<ShardId>,
+    /// Shards that regions asked for and that wait for a home, in order.
+    pub waiting: Vec<ShardId>,
+}
+
 /// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
@@ -261,6 +297,20 @@ pub enum Body {
         /// `(shard, desired node)` pairs.
         locations: Vec<(ShardId, NodeId)>,
     },
+
+    // ---- region ↔ coordinator (added in protocol version 3) ----
+    /// Query: the coordinator's state.
+    GetCoordinatorState {
+        /// Echoed in the answer.
+        request: RequestId,
+    },
+    /// Answer to `GetCoordinatorState`.
+    CoordinatorState {
+        /// Echoed request.
+        request: RequestId,
+        /// The state.
+        state: CoordinatorState,
+    },
 }
 
 impl Body {
@@ -292,6 +342,9 @@ impl Body {
             }
             Self::Forward { shard, entity, .. } => *shard == shard_of(entity, number_of_shards),
             Self::SetShardLocations { locations } => locations.iter().all(|(s, _)| ok(s)),
+            Self::CoordinatorState { state, .. } => {
+                state.handing_off.iter().chain(&state.waiting).all(ok)
+            }
             Self::RegisterProxy
             | Self::GracefulShutdownReq
             | Self::RegionStopped
@@ -301,7 +354,8 @@ impl Body {
             | Self::RegisterRequest
             | Self::CurrentRegions { .. }
             | Self::GetRegionStats { .. }
-            | Self::LocateEntity { .. } => true,
+            | Self::LocateEntity { .. }
+            | Self::GetCoordinatorState { .. } => true,
         }
     }
 }

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode};
 use shoal_core::{
-    Body, CodecError, EntityId, EntityType, Envelope, MemberId, Message, NodeId, Payload,
-    RegionShards, RegionStats, RequestId, ShardId,
+    AllocationGate, Body, CodecError, CoordinatorState, EntityId, EntityType, Envelope, MemberId,
+    Message, NodeId, Payload, RegionShards, RegionStats, RequestId, ShardId,
 };
 
 fn member() -> impl Strategy<Value = MemberId> {
@@ -119,7 +119,49 @@ fn body() -> impl Strategy<Value = Body> {
         ),
         prop::collection::vec((shard(), any::<u64>().prop_map(NodeId)), 0..5)
             .prop_map(|locations| Body::SetShardLocations { locations }),
+        request().prop_map(|request| Body::GetCoordinatorState { request }),
+        (
+            request(),
+            member(),
+            gate(),
+            any::<u32>(),
+            shards(),
+            shards()
+        )
+            .prop_map(
+                |(request, coordinator, gate, allocated, handing_off, waiting)| {
+                    Body::CoordinatorState {
+                        request,
+                        state: CoordinatorState {
+                            coordinator,
+                            gate,
+                            allocated,
+                            handing_off,
+                            waiting,
+                        },
+                    }
+                }
+            ),
     ]
+}
+
+fn gate() -> impl Strategy<Value = AllocationGate> {
+    (
+        any::<bool>(),
+        prop::collection::vec(member(), 0..4),
+        prop::collection::vec(member(), 0..4),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(
+            |(open, unregistered, recently_removed, registered, needed)| AllocationGate {
+                open,
+                unregistered,
+                recently_removed,
+                registered,
+                needed,
+            },
+        )
 }
 
 /// Exhaustive over `Body`: adding a variant fails to compile until it is listed here (and then
@@ -152,9 +194,11 @@ fn variant_index(body: &Body) -> usize {
         Body::LocateEntity { .. } => 23,
         Body::EntityLocated { .. } => 24,
         Body::SetShardLocations { .. } => 25,
+        Body::GetCoordinatorState { .. } => 26,
+        Body::CoordinatorState { .. } => 27,
     }
 }
-const VARIANTS: usize = 26;
+const VARIANTS: usize = 28;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     (member(), member(), any::<u64>(), ".{0,16}", body()).prop_map(|(from, to, seq, t, body)| {

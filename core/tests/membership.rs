@@ -201,6 +201,14 @@ fn three_nodes_join_through_the_first_seed() {
     }
     c.at(10);
     insta::assert_snapshot!(c.log.join("\n"));
+    // Every member knows which entity types the others host (they joined saying so).
+    let t = shoal_core::EntityType::new("t");
+    let view = c.nodes[&NodeId(1)].node().view().clone();
+    assert_eq!(view.members().len(), 3);
+    for m in view.members() {
+        assert_eq!(m.hosts, Some([t.clone()].into()), "{}", m.id);
+    }
+    assert_eq!(view.coordinator_of(&t, None), Some(MemberId::new(1, 1)));
 }
 
 #[test]

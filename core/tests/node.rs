@@ -111,17 +111,17 @@ fn buffer_overflow_becomes_dead_letters_and_the_cap_holds() {
 }
 
 #[test]
-fn min_nr_of_members_gates_allocation() {
+fn min_registered_regions_gates_allocation() {
     let mut c = TestCluster::new();
     let mut cfg = config(1, type_config(10));
-    cfg.settings.min_nr_of_members = 2;
+    cfg.settings.min_registered_regions = 2;
     c.add_node(cfg);
     c.publish_view();
     c.tell(1, "a", "m");
     c.advance(Duration::from_secs(5));
     assert!(c.inbox("a").is_empty(), "no allocation with one region");
     let mut cfg = config(2, type_config(10));
-    cfg.settings.min_nr_of_members = 2;
+    cfg.settings.min_registered_regions = 2;
     c.add_node(cfg);
     c.publish_view();
     c.settle();
@@ -387,6 +387,103 @@ fn an_exited_members_shards_move_without_the_removal_margin() {
         );
     }
     assert!(c.alive_on(3).is_empty());
+}
+
+/// Issue 9, third finding: the gate waited for every Up member to register, so a member that
+/// does not run the type (a node built for another purpose, one not yet updated in a rolling
+/// deployment) blocked allocation forever, silently; and as the oldest member it was chosen to
+/// run a coordinator it does not have. Membership says which types each member hosts.
+#[test]
+fn a_member_without_the_type_neither_blocks_allocation_nor_runs_its_coordinator() {
+    let mut c = TestCluster::new();
+    // Node 3 is the oldest member and runs no entity type at all.
+    c.add_node(Config::new(NodeId(3), Incarnation(1)));
+    for n in [1, 2] {
+        c.add_node(config(n, type_config(6)));
+    }
+    c.publish_view();
+    c.settle();
+    assert!(c.node(3).coordinator_allocations(&counter()).is_none());
+    let ids = c.one_entity_per_shard(2, 6, "one");
+    for id in &ids {
+        assert_eq!(c.inbox(id).len(), 1, "{id}: allocated at startup");
+    }
+    // The coordinator's node crashes: the next member hosting the type takes over, waits out
+    // the removal margin for the crashed member, and never waits for node 3.
+    assert!(c.node(1).coordinator_allocations(&counter()).is_some());
+    c.crash(1);
+    c.publish_view();
+    c.settle();
+    assert!(c.node(2).coordinator_allocations(&counter()).is_some());
+    for id in &ids {
+        c.tell(2, id, "two");
+    }
+    c.advance(Duration::from_secs(25));
+    for id in &ids {
+        assert_eq!(c.inbox(id).len(), 2, "{id}: served after the failover");
+    }
+    let request = c.command(
+        2,
+        Command::GetCoordinatorState {
+            entity_type: counter(),
+        },
+    );
+    c.settle();
+    let Ok(Reply::CoordinatorState(state)) = reply_of(&c, request) else {
+        panic!("no coordinator state");
+    };
+    assert!(state.gate.open);
+    assert!(state.gate.unregistered.is_empty());
+    assert_eq!(state.allocated, 6);
+}
+
+/// A member whose view entry says it hosts the type (or does not say) but that never
+/// registers holds allocation back: the coordinator says so, names it, and shows it on request.
+#[test]
+fn allocation_waiting_on_a_silent_member_is_reported() {
+    let mut c = TestCluster::new();
+    for n in [1, 2] {
+        c.add_node(config(n, type_config(6)));
+    }
+    c.add_node(Config::new(NodeId(3), Incarnation(1)));
+    // The host supplying views does not say what node 3 hosts: it may host the type.
+    c.member_mut(3).hosts = None;
+    c.publish_view();
+    c.settle();
+    let id = entity_in_shard(4, 6);
+    c.tell(2, &id, "one");
+    c.advance(Duration::from_secs(5));
+    assert!(c.inbox(&id).is_empty(), "allocation waits for node 3");
+    let waiting: Vec<&Event> = c
+        .events
+        .iter()
+        .filter(|(n, e)| n.0 == 1 && matches!(e, Event::AllocationWaiting { .. }))
+        .map(|(_, e)| e)
+        .collect();
+    let [Event::AllocationWaiting { gate, shards, .. }] = waiting.as_slice() else {
+        panic!("one event, as long as the gate waits for the same: {waiting:?}");
+    };
+    assert_eq!(gate.unregistered, [member(3)]);
+    assert_eq!(shards, &[ShardId(4)]);
+    let request = c.command(
+        2,
+        Command::GetCoordinatorState {
+            entity_type: counter(),
+        },
+    );
+    c.settle();
+    let Ok(Reply::CoordinatorState(state)) = reply_of(&c, request) else {
+        panic!("no coordinator state");
+    };
+    assert_eq!(state.coordinator, member(1));
+    assert!(!state.gate.open);
+    assert_eq!(state.gate.unregistered, [member(3)]);
+    assert_eq!(state.waiting, [ShardId(4)]);
+    // Once the view says node 3 does not host the type, allocation goes ahead.
+    c.member_mut(3).hosts = Some(Default::default());
+    c.publish_view();
+    c.settle();
+    assert_eq!(c.inbox(&id).len(), 1);
 }
 
 #[test]

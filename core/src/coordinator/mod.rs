@@ -16,6 +16,7 @@
 //!                                               its ShardStarted, then gets ShardHome
 //! ```
 
+mod gate;
 mod handoff;
 mod placement;
 mod query;
@@ -59,6 +60,8 @@ pub(crate) struct Coordinator {
     /// home not acknowledged yet).
     waiting: BTreeMap<ShardId, BTreeSet<MemberId>>,
     gate_open: bool,
+    /// What the last `Event::AllocationWaiting` said the gate waits for.
+    reported_gate: Option<crate::message::AllocationGate>,
     /// Recently removed members; the gate waits out their margin (they may have hosted shards).
     recent_removals: BTreeMap<MemberId, Instant>,
     next_rebalance: Instant,
@@ -98,6 +101,7 @@ impl Coordinator {
             terminating: BTreeMap::new(),
             waiting: BTreeMap::new(),
             gate_open: false,
+            reported_gate: None,
             recent_removals,
             next_rebalance: now + settings.rebalance_interval,
             // Regions register by themselves when their view names this member; the request is
@@ -173,6 +177,11 @@ impl Coordinator {
             }
             Body::RegionStatsReply { query, shards } => {
                 self.handle_stats_reply(query, from, shards, out)
+            }
+            Body::GetCoordinatorState { request } => {
+                let state = self.state(view);
+                let answer = Body::CoordinatorState { request, state };
+                out.send(from, &self.entity_type, answer);
             }
             other => {
                 tracing::debug!(%from, ?other, "not a coordinator message");

@@ -91,6 +91,14 @@ impl Coordinator {
                 self.send_home(shard, region, requesters, out);
             }
             None if self.gate_open => self.allocate(now, view, shard, requesters, out),
+            None => {
+                let first = !self.waiting.contains_key(&shard);
+                self.waiting.entry(shard).or_default().extend(requesters);
+                if first {
+                    let gate = self.gate(view);
+                    self.report_gate(gate, out);
+                }
+            }
             _ => self.waiting.entry(shard).or_default().extend(requesters),
         }
     }

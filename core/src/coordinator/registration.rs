@@ -1,6 +1,5 @@
 //! How regions join and leave a coordinator: registration (which rebuilds the allocation
-//! table), the gate that holds unknown shards until every possible host is known, and removal
-//! of regions that stopped or left the cluster.
+//! table) and removal of regions that stopped or left the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,7 +7,7 @@ use crate::coordinator::handoff::Handoff;
 use crate::coordinator::{Coordinator, SHARD_HOMES_BATCH};
 use crate::effect::Effects;
 use crate::id::{MemberId, ShardId};
-use crate::membership::{MemberStatus, MembershipView};
+use crate::membership::MembershipView;
 use crate::message::{Body, RegionShards};
 use crate::time::Instant;
 
@@ -60,42 +59,6 @@ impl Coordinator {
         }
         self.send_homes(region, out);
         out.send(region, &self.entity_type, Body::RegisterAck);
-    }
-
-    pub(super) fn try_open_gate(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
-        if self.gate_open {
-            return;
-        }
-        let enough = self.regions.len() >= self.settings.min_nr_of_members;
-        let all_known = self.recent_removals.is_empty()
-            && view.members().iter().all(|m| {
-                !m.has_role(self.role.as_deref())
-                    || !(m.status.may_host_shards() || m.status == MemberStatus::Down)
-                    || self.is_registered(m.id)
-            });
-        #[cfg(feature = "fault-injection")]
-        let all_known = all_known || self.settings.broken_coordinator_gate;
-        if enough && all_known {
-            self.gate_open = true;
-            self.next_register_request = None;
-            self.next_rebalance = now + self.settings.rebalance_interval;
-            for region in self.shutting_down.clone() {
-                self.hand_off_region(now, region, out);
-            }
-            self.serve_waiting(now, view, out);
-            return;
-        }
-        if self.next_register_request.is_some_and(|at| at <= now) {
-            self.next_register_request = Some(now + self.settings.retry_interval);
-            for m in view.members() {
-                if m.status.may_host_shards()
-                    && m.has_role(self.role.as_deref())
-                    && !self.is_registered(m.id)
-                {
-                    out.send(m.id, &self.entity_type, Body::RegisterRequest);
-                }
-            }
-        }
     }
 
     /// Removes a region (graceful stop, or removal margin over): its shards are deallocated and

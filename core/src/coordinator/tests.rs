@@ -4,10 +4,11 @@
 use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::Effect;
+use crate::effect::Event;
 use crate::id::RequestId;
 use crate::membership::Member;
 use crate::membership::MemberStatus;
-use crate::message::{Message, RegionShards, RegionStats};
+use crate::message::{AllocationGate, Message, RegionShards, RegionStats};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -36,6 +37,8 @@ struct Fixture {
     c: Coordinator,
     view: MembershipView,
     out: Effects,
+    /// Events the coordinator emitted, in order (`sends` collects them).
+    events: Vec<Event>,
 }
 
 impl Fixture {
@@ -53,6 +56,7 @@ impl Fixture {
             c,
             view: view_of(&[1, 2, 3, 4]),
             out: Effects::new(m(1)),
+            events: Vec::new(),
         }
     }
 
@@ -85,14 +89,20 @@ impl Fixture {
         self.recv(n, body)
     }
 
-    /// Sends to other members, in order (envelopes to member 1 itself are local).
+    /// Sends to other members, in order (envelopes to member 1 itself are local); events go
+    /// to `events`.
     fn sends(&mut self) -> Vec<(u64, Body)> {
         let (effects, local) = self.out.drain();
-        let remote = effects.into_iter().map(|e| match e {
-            Effect::Send(env) => env,
-            other => panic!("unexpected effect {other:?}"),
-        });
+        let mut remote = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Send(env) => remote.push(env),
+                Effect::Event(event) => self.events.push(event),
+                other => panic!("unexpected effect {other:?}"),
+            }
+        }
         remote
+            .into_iter()
             .chain(local)
             .map(|env| match env.message {
                 Message::Sharding { body, .. } => (env.to.node.0, body),
@@ -179,7 +189,7 @@ fn registrations_from_non_members_and_joining_members_are_refused() {
 #[test]
 fn unknown_shards_wait_for_the_gate() {
     let settings = ShardingSettings {
-        min_nr_of_members: 2,
+        min_registered_regions: 2,
         ..ShardingSettings::default()
     };
     let mut f = Fixture::with(settings);
@@ -187,7 +197,22 @@ fn unknown_shards_wait_for_the_gate() {
     f.register(2, &[], &[]);
     f.sends();
     f.recv(2, Body::GetShardHome { shard: s(7) });
-    assert_eq!(f.sends(), [], "one region is below min-nr-of-members");
+    assert_eq!(f.sends(), [], "one region is below min_registered_regions");
+    assert_eq!(
+        f.events,
+        [Event::AllocationWaiting {
+            entity_type: EntityType::new("counter"),
+            gate: AllocationGate {
+                open: false,
+                unregistered: vec![m(1)],
+                recently_removed: vec![],
+                registered: 1,
+                needed: 2,
+            },
+            shards: vec![s(7)],
+        }],
+        "the application hears what allocation waits for"
+    );
     f.register(1, &[], &[]);
     // Least-shard picks the older of two empty regions: member 1 (local).
     assert_eq!(

@@ -17,7 +17,14 @@ fn at(secs: u64) -> Instant {
 
 /// `n` Up members, as member `me` holds the state, with `unreachable` observed by `observer`.
 fn cluster(n: u64, me: u64, observer: u64, unreachable: &[u64]) -> Gossip {
-    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let join = |i| {
+        GossipMember::joining(
+            m(i),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        )
+    };
     let mut g = Gossip::founding(join(1));
     for i in 2..=n {
         g.add_joining(m(1), join(i));
@@ -105,7 +112,12 @@ fn joins_do_not_delay_a_decision_and_instability_is_bounded() {
     d.observe(at(0), m(3), &g);
     g.add_joining(
         m(3),
-        GossipMember::joining(m(9), BTreeSet::new(), AppVersion::default()),
+        GossipMember::joining(
+            m(9),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        ),
     );
     d.observe(at(5), m(3), &g);
     assert_eq!(
@@ -209,7 +221,14 @@ fn observations_from_the_far_side_do_not_count() {
 fn both_sides_count_a_member_in_transition_the_same() {
     // Side {1, 2} saw 2 move Up; side {3, 4} still sees 2 Joining.
     let up_side = cluster(4, 1, 1, &[3, 4]);
-    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let join = |i| {
+        GossipMember::joining(
+            m(i),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        )
+    };
     let mut joining_side = Gossip::founding(join(1));
     joining_side.add_joining(m(1), join(3));
     joining_side.add_joining(m(1), join(4));
@@ -247,7 +266,14 @@ fn both_sides_count_a_member_in_transition_the_same() {
 #[test]
 fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
     // Members 2 and 3 (Up), split; member 1 (a new incarnation) joins on 3's side.
-    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let join = |i| {
+        GossipMember::joining(
+            m(i),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        )
+    };
     let mut g3 = Gossip::founding(join(2));
     g3.add_joining(m(2), join(3));
     g3.mark_seen(m(3));
@@ -277,7 +303,14 @@ fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
 /// the whole cluster downed itself. Our own Joining members are not counted at all (Akka's rule).
 #[test]
 fn our_own_joining_members_do_not_count_against_us() {
-    let join = |i| GossipMember::joining(m(i), BTreeSet::new(), AppVersion::default());
+    let join = |i| {
+        GossipMember::joining(
+            m(i),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        )
+    };
     let mut g = Gossip::founding(join(2));
     for i in 3..=6 {
         g.add_joining(m(2), join(i));
@@ -286,7 +319,12 @@ fn our_own_joining_members_do_not_count_against_us() {
     assert!(g.leader_actions(m(2), 1).is_some());
     g.add_joining(
         m(2),
-        GossipMember::joining(MemberId::new(1, 2), BTreeSet::new(), AppVersion::default()),
+        GossipMember::joining(
+            MemberId::new(1, 2),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        ),
     );
     let mut big = g.clone();
     big.observe(m(3), m(2), false);

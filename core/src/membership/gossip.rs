@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{AppVersion, MemberId};
+use crate::id::{AppVersion, EntityType, MemberId};
 use crate::membership::reachability::Reachability;
 use crate::membership::view::{Member, MemberStatus, MembershipView};
 
@@ -33,11 +33,18 @@ pub struct GossipMember {
     pub app_version: AppVersion,
     /// A Leaving member whose regions have handed off every shard: it may become Exiting.
     pub ready_to_exit: bool,
+    /// The entity types it hosts (fixed for an incarnation).
+    pub hosts: BTreeSet<EntityType>,
 }
 
 impl GossipMember {
     /// A member asking to join.
-    pub(crate) fn joining(id: MemberId, roles: BTreeSet<String>, app_version: AppVersion) -> Self {
+    pub(crate) fn joining(
+        id: MemberId,
+        roles: BTreeSet<String>,
+        app_version: AppVersion,
+        hosts: BTreeSet<EntityType>,
+    ) -> Self {
         Self {
             id,
             status: MemberStatus::Joining,
@@ -45,6 +52,7 @@ impl GossipMember {
             up_number: 0,
             app_version,
             ready_to_exit: false,
+            hosts,
         }
     }
 
@@ -408,6 +416,7 @@ impl Gossip {
                     up_number: m.up_number,
                     app_version: m.app_version,
                     reachable: !unreachable.contains(&m.id),
+                    hosts: Some(m.hosts.clone()),
                 })
                 .collect(),
         )

@@ -7,7 +7,12 @@ fn m(n: u64) -> MemberId {
 }
 
 fn joining(n: u64) -> GossipMember {
-    GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default())
+    GossipMember::joining(
+        m(n),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    )
 }
 
 /// A converged three-member cluster (all Up, all seen), as member 1 holds it.
@@ -176,8 +181,12 @@ fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
 #[test]
 fn a_new_incarnation_marks_the_old_one_down() {
     let mut g = three_up();
-    let restarted =
-        GossipMember::joining(MemberId::new(2, 2), BTreeSet::new(), AppVersion::default());
+    let restarted = GossipMember::joining(
+        MemberId::new(2, 2),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     assert!(g.add_joining(m(1), restarted.clone()));
     assert_eq!(status(&g, 2), Some(MemberStatus::Down));
     assert!(!g.add_joining(m(1), restarted), "already joining");

@@ -160,13 +160,18 @@ impl Membership {
                     let join = ClusterMessage::Join {
                         roles: self.joiner.roles.clone(),
                         app_version: self.joiner.app_version,
+                        hosts: self.joiner.hosts.clone(),
                     };
                     out.send_cluster(from, join);
                 }
             }
-            ClusterMessage::Join { roles, app_version } => {
+            ClusterMessage::Join {
+                roles,
+                app_version,
+                hosts,
+            } => {
                 if self.accepts_joins() {
-                    let joiner = GossipMember::joining(from, roles, app_version);
+                    let joiner = GossipMember::joining(from, roles, app_version, hosts);
                     if self.gossip.add_joining(self.me, joiner) {
                         self.after_change(now, rng, out);
                     }

@@ -17,7 +17,12 @@ fn at(ms: u64) -> Instant {
 
 fn machine(n: u64, seeds: &[u64]) -> Membership {
     let settings = MembershipSettings::new(seeds.iter().map(|s| NodeId(*s)).collect());
-    let joiner = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(
+        m(n),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     Membership::new(m(n), joiner, settings, at(0))
 }
 
@@ -119,7 +124,7 @@ fn a_restarted_first_seed_never_forms_a_second_cluster() {
     let mut settings = MembershipSettings::new(vec![NodeId(1), NodeId(2)]);
     settings.may_form_cluster = false;
     let me = MemberId::new(1, 2);
-    let joiner = GossipMember::joining(me, BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(me, BTreeSet::new(), AppVersion::default(), BTreeSet::new());
     let mut a = Membership::new(me, joiner, settings, at(0));
     let (mut out, mut rng) = (Effects::new(me), Rng::new(1));
     for s in 0..60 {
@@ -132,7 +137,12 @@ fn a_restarted_first_seed_never_forms_a_second_cluster() {
 fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
-    let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(
+        m(2),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
     a.act(at(0), true, &mut rng, &mut out);
@@ -179,7 +189,12 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
 fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
-    let joiner = GossipMember::joining(m(2), BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(
+        m(2),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     a.gossip.add_joining(m(1), joiner);
     a.gossip.mark_seen(m(2));
     a.act(at(0), true, &mut rng, &mut out);
@@ -206,12 +221,22 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
     settings.downing = crate::membership::Downing::KeepMajority {
         stable_after: Duration::from_secs(5),
     };
-    let joiner = GossipMember::joining(m(1), BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(
+        m(1),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     let mut a = Membership::new(m(1), joiner, settings, at(0));
     let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     for n in [2, 3] {
-        let j = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+        let j = GossipMember::joining(
+            m(n),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        );
         a.gossip.add_joining(m(1), j);
         a.gossip.mark_seen(m(n));
     }
@@ -260,12 +285,22 @@ fn a_downing_decision_is_spread_at_once() {
     settings.downing = crate::membership::Downing::KeepMajority {
         stable_after: Duration::from_secs(5),
     };
-    let joiner = GossipMember::joining(m(1), BTreeSet::new(), AppVersion::default());
+    let joiner = GossipMember::joining(
+        m(1),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
     let mut a = Membership::new(m(1), joiner, settings, at(0));
     let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     for n in 2..=7 {
-        let j = GossipMember::joining(m(n), BTreeSet::new(), AppVersion::default());
+        let j = GossipMember::joining(
+            m(n),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        );
         a.gossip.add_joining(m(1), j);
         a.gossip.mark_seen(m(n));
     }

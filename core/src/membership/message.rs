@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::AppVersion;
+use crate::id::{AppVersion, EntityType};
 use crate::membership::gossip::Gossip;
 
 /// One membership message.
@@ -23,6 +23,8 @@ pub enum ClusterMessage {
         roles: BTreeSet<String>,
         /// The joiner's application version.
         app_version: AppVersion,
+        /// The entity types the joiner hosts.
+        hosts: BTreeSet<EntityType>,
     },
     /// The join was accepted; here is the current membership state.
     Welcome(Box<Gossip>),

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{AppVersion, MemberId};
+use crate::id::{AppVersion, EntityType, MemberId};
 
 /// Akka's member lifecycle: Joining → Up → Leaving → Exiting → Removed, and Down.
 /// Removed members are simply absent from a [`MembershipView`].
@@ -47,6 +47,10 @@ pub struct Member {
     pub app_version: AppVersion,
     /// Whether this node's failure detector (or gossip) currently considers it reachable.
     pub reachable: bool,
+    /// The entity types it hosts (runs a hosting region for, not a proxy). `None` when the
+    /// host that supplies views does not say: the member is then assumed to host every type
+    /// its roles allow. A node that manages membership always says.
+    pub hosts: Option<BTreeSet<EntityType>>,
 }
 
 impl Member {
@@ -59,12 +63,25 @@ impl Member {
             up_number,
             app_version: AppVersion::default(),
             reachable: true,
+            hosts: None,
         }
+    }
+
+    /// The same member, saying that it hosts exactly `types` (builder style).
+    pub fn hosting<'a>(mut self, types: impl IntoIterator<Item = &'a EntityType>) -> Self {
+        self.hosts = Some(types.into_iter().cloned().collect());
+        self
     }
 
     /// Whether this member carries `role` (`None` means "every member").
     pub fn has_role(&self, role: Option<&str>) -> bool {
         role.is_none_or(|r| self.roles.contains(r))
+    }
+
+    /// Whether this member hosts `entity_type`, whose regions need `role`: it carries the role
+    /// and (if it says which types it hosts) lists the type.
+    pub fn hosts_type(&self, entity_type: &EntityType, role: Option<&str>) -> bool {
+        self.has_role(role) && self.hosts.as_ref().is_none_or(|h| h.contains(entity_type))
     }
 }
 
@@ -100,12 +117,23 @@ impl MembershipView {
         self.member(id).map(|m| m.status)
     }
 
-    /// The oldest Up member carrying `role`: where the coordinators run. Ties on up-number
-    /// (which a correct membership never produces) fall back to address order.
+    /// The oldest Up member carrying `role`. Ties on up-number (which a correct membership
+    /// never produces) fall back to address order.
     pub fn oldest_up(&self, role: Option<&str>) -> Option<MemberId> {
+        self.oldest_up_where(|m| m.has_role(role))
+    }
+
+    /// Where the coordinator of `entity_type` (whose regions need `role`) runs: on the oldest
+    /// Up member that hosts the type. A member that does not run the type (a node built for
+    /// another purpose, or one not yet updated in a rolling deployment) never does.
+    pub fn coordinator_of(&self, entity_type: &EntityType, role: Option<&str>) -> Option<MemberId> {
+        self.oldest_up_where(|m| m.hosts_type(entity_type, role))
+    }
+
+    fn oldest_up_where(&self, mut accept: impl FnMut(&Member) -> bool) -> Option<MemberId> {
         self.members
             .iter()
-            .filter(|m| m.status == MemberStatus::Up && m.has_role(role))
+            .filter(|m| m.status == MemberStatus::Up && accept(m))
             .min_by_key(|m| (m.up_number, m.id))
             .map(|m| m.id)
     }

@@ -27,7 +27,8 @@ impl Node {
             | Command::GetShardRegionState { entity_type }
             | Command::GetEntityLocation { entity_type, .. }
             | Command::GetCurrentRegions { entity_type }
-            | Command::GetClusterShardingStats { entity_type } => entity_type.clone(),
+            | Command::GetClusterShardingStats { entity_type }
+            | Command::GetCoordinatorState { entity_type } => entity_type.clone(),
         };
         let Some(t) = self.types.get_mut(&entity_type) else {
             return self
@@ -73,6 +74,10 @@ impl Node {
             }
             Command::GetClusterShardingStats { .. } => {
                 let body = Body::GetClusterShardingStats { request };
+                t.region.handle_coordinator_query(now, request, body, out);
+            }
+            Command::GetCoordinatorState { .. } => {
+                let body = Body::GetCoordinatorState { request };
                 t.region.handle_coordinator_query(now, request, body, out);
             }
             Command::Leave => unreachable!("answered above"),

@@ -82,8 +82,8 @@ impl Node {
             .entity_types
             .iter()
             .map(|t| {
-                let hosts = t.role.as_ref().is_none_or(|r| config.roles.contains(r));
-                let region = Region::new(me, t, &config.settings, t.proxy_only || !hosts, now);
+                let proxy = !hosts_type(&config, t);
+                let region = Region::new(me, t, &config.settings, proxy, now);
                 let roles = TypeRoles {
                     config: t.clone(),
                     region,
@@ -93,8 +93,15 @@ impl Node {
                 (t.name.clone(), roles)
             })
             .collect();
+        let hosts: BTreeSet<EntityType> = config
+            .entity_types
+            .iter()
+            .filter(|t| hosts_type(&config, t))
+            .map(|t| t.name.clone())
+            .collect();
         let membership = config.membership.clone().map(|settings| {
-            let joiner = GossipMember::joining(me, config.roles.clone(), settings.app_version);
+            let roles = config.roles.clone();
+            let joiner = GossipMember::joining(me, roles, settings.app_version, hosts);
             Membership::new(me, joiner, settings, now)
         });
         Ok(Self {
@@ -306,7 +313,8 @@ impl Node {
         }
         self.view = view;
         for t in self.types.values_mut() {
-            let should_run = self.view.oldest_up(t.config.role.as_deref()) == Some(self.me);
+            let role = t.config.role.as_deref();
+            let should_run = self.view.coordinator_of(&t.config.name, role) == Some(self.me);
             match (&mut t.coordinator, should_run) {
                 (None, true) => {
                     let recent = self.removals.clone();
@@ -403,6 +411,12 @@ impl Node {
     }
 }
 
+/// Whether this node hosts `t` (runs a hosting region, not a proxy): it carries the type's
+/// role and does not serve the type as a proxy only.
+fn hosts_type(config: &Config, t: &EntityTypeConfig) -> bool {
+    !t.proxy_only && t.role.as_ref().is_none_or(|r| config.roles.contains(r))
+}
+
 /// Messages addressed to a coordinator rather than a region.
 fn is_for_coordinator(body: &Body) -> bool {
     matches!(
@@ -418,6 +432,7 @@ fn is_for_coordinator(body: &Body) -> bool {
             | Body::GetCurrentRegions { .. }
             | Body::GetClusterShardingStats { .. }
             | Body::RegionStatsReply { .. }
+            | Body::GetCoordinatorState { .. }
     )
 }
 

@@ -151,6 +151,11 @@ impl Region {
                 let reply = Reply::ClusterShardingStats { regions, failed };
                 return self.handle_answer(from, request, QueryKind::Stats, reply, out);
             }
+            Body::CoordinatorState { request, state } => {
+                let reply = Reply::CoordinatorState(state);
+                let kind = QueryKind::CoordinatorState;
+                return self.handle_answer(from, request, kind, reply, out);
+            }
             other => {
                 tracing::debug!(%from, ?other, "not a region message");
                 return Handled::Rejected;

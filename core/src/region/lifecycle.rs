@@ -33,7 +33,7 @@ impl Region {
         }
         self.members = view.members().iter().map(|m| m.id).collect();
         self.homes.retain(|_, home| self.members.contains(home));
-        let expected = view.oldest_up(self.role.as_deref());
+        let expected = view.coordinator_of(&self.entity_type, self.role.as_deref());
         if expected != self.registration.coordinator {
             self.registration.coordinator = expected;
             self.registration.registered = false;

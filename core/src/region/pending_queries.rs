@@ -17,6 +17,8 @@ pub(super) enum QueryKind {
     CurrentRegions,
     /// `GetClusterShardingStats`, answered by `ClusterShardingStats`.
     Stats,
+    /// `GetCoordinatorState`, answered by `CoordinatorState`.
+    CoordinatorState,
 }
 
 #[derive(Clone, Copy, Debug)]

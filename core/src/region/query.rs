@@ -68,6 +68,7 @@ impl Region {
     ) {
         let kind = match body {
             Body::GetClusterShardingStats { .. } => QueryKind::Stats,
+            Body::GetCoordinatorState { .. } => QueryKind::CoordinatorState,
             _ => QueryKind::CurrentRegions,
         };
         match self.registration.coordinator {
@@ -95,7 +96,9 @@ impl Region {
         let deadline = now
             + match kind {
                 QueryKind::Locate => timeout,
-                QueryKind::CurrentRegions | QueryKind::Stats => timeout * 2,
+                QueryKind::CurrentRegions | QueryKind::Stats | QueryKind::CoordinatorState => {
+                    timeout * 2
+                }
             };
         if !self.queries.insert(request, member, kind, deadline) {
             return out.reply(request, Err(CommandError::RequestInFlight(request)));

@@ -107,6 +107,13 @@ impl TestCluster {
     pub fn add_node(&mut self, config: Config) {
         let id = config.member_id();
         let roles: Vec<String> = config.roles.iter().cloned().collect();
+        // The view says which types it hosts, as a node managing membership would.
+        let hosts: Vec<EntityType> = config
+            .entity_types
+            .iter()
+            .filter(|t| !t.proxy_only && t.role.as_ref().is_none_or(|r| config.roles.contains(r)))
+            .map(|t| t.name.clone())
+            .collect();
         let node = Node::new(config, self.now).expect("valid config");
         self.nodes.insert(id.node, Driver::new(node, self.now));
         let up_number = self
@@ -117,8 +124,8 @@ impl TestCluster {
             .unwrap_or(0)
             + 1;
         let roles: Vec<&str> = roles.iter().map(String::as_str).collect();
-        self.members
-            .insert(id.node, Member::up(id, up_number, &roles));
+        let member = Member::up(id, up_number, &roles).hosting(&hosts);
+        self.members.insert(id.node, member);
     }
 
     /// Node ids currently running.

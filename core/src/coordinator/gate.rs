@@ -1,0 +1,112 @@
+//! The allocation gate (DESIGN.md decision 1): a coordinator that has no store learns where
+//! shards live from the regions' registrations, so it allocates a shard nobody reported only
+//! once every member that hosts the type has registered, no member was removed so recently
+//! that it may still run shards, and enough regions registered. While it waits it says so: an
+//! event when what it waits for changes, a warning every retry interval, and its state on
+//! request.
+
+use crate::coordinator::Coordinator;
+use crate::effect::{Effects, Event};
+use crate::membership::{MemberStatus, MembershipView};
+use crate::message::{AllocationGate, Body, CoordinatorState};
+use crate::time::Instant;
+
+impl Coordinator {
+    /// What the gate waits for now.
+    pub(super) fn gate(&self, view: &MembershipView) -> AllocationGate {
+        let role = self.role.as_deref();
+        let unregistered = view
+            .members()
+            .iter()
+            .filter(|m| m.hosts_type(&self.entity_type, role))
+            .filter(|m| m.status.may_host_shards() || m.status == MemberStatus::Down)
+            .filter(|m| !self.is_registered(m.id))
+            .map(|m| m.id)
+            .collect();
+        AllocationGate {
+            open: self.gate_open,
+            unregistered,
+            recently_removed: self.recent_removals.keys().copied().collect(),
+            registered: count(self.regions.len()),
+            needed: count(self.settings.min_registered_regions),
+        }
+    }
+
+    /// The coordinator's state, for operators.
+    pub(super) fn state(&self, view: &MembershipView) -> CoordinatorState {
+        CoordinatorState {
+            coordinator: self.me,
+            gate: self.gate(view),
+            allocated: count(self.shards.len()),
+            handing_off: self.handoffs.keys().copied().collect(),
+            waiting: self.waiting.keys().copied().collect(),
+        }
+    }
+
+    /// Opens the gate if nothing holds it any more; otherwise asks the members that have not
+    /// registered to do so (every retry interval) and reports what allocation waits for.
+    pub(super) fn try_open_gate(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        if self.gate_open {
+            return;
+        }
+        let gate = self.gate(view);
+        let ready = gate.unregistered.is_empty()
+            && gate.recently_removed.is_empty()
+            && gate.registered >= gate.needed;
+        #[cfg(feature = "fault-injection")]
+        let ready = ready || self.settings.broken_coordinator_gate;
+        if ready {
+            self.gate_open = true;
+            self.reported_gate = None;
+            self.next_register_request = None;
+            self.next_rebalance = now + self.settings.rebalance_interval;
+            for region in self.shutting_down.clone() {
+                self.hand_off_region(now, region, out);
+            }
+            self.serve_waiting(now, view, out);
+            return;
+        }
+        if self.next_register_request.is_some_and(|at| at <= now) {
+            self.next_register_request = Some(now + self.settings.retry_interval);
+            for &member in &gate.unregistered {
+                if view
+                    .status(member)
+                    .is_some_and(MemberStatus::may_host_shards)
+                {
+                    out.send(member, &self.entity_type, Body::RegisterRequest);
+                }
+            }
+            if !self.waiting.is_empty() {
+                tracing::warn!(
+                    entity_type = %self.entity_type,
+                    shards = self.waiting.len(),
+                    unregistered = ?gate.unregistered,
+                    recently_removed = ?gate.recently_removed,
+                    registered = gate.registered,
+                    needed = gate.needed,
+                    "shard allocation waits: every member that hosts the type must register \
+                     (has its region been started on all of them?), recently removed members \
+                     must be past the removal margin",
+                );
+            }
+        }
+        self.report_gate(gate, out);
+    }
+
+    /// Tells the application what allocation waits for, when requests wait and that changed.
+    pub(super) fn report_gate(&mut self, gate: AllocationGate, out: &mut Effects) {
+        if self.gate_open || self.waiting.is_empty() || self.reported_gate.as_ref() == Some(&gate) {
+            return;
+        }
+        self.reported_gate = Some(gate.clone());
+        out.event(Event::AllocationWaiting {
+            entity_type: self.entity_type.clone(),
+            gate,
+            shards: self.waiting.keys().copied().collect(),
+        });
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
