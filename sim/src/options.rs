@@ -198,6 +198,10 @@ pub struct Options {
     pub schedule: Option<Schedule>,
     /// One link slower than the others, if any.
     pub slow_link: Option<SlowLink>,
+    /// A member that runs no entity type (a node built for another purpose, or not yet
+    /// updated in a rolling deployment): it must neither hold allocation back nor be chosen
+    /// to run a coordinator, even as the oldest member.
+    pub bystander: Option<shoal_core::NodeId>,
 }
 
 impl Options {
@@ -251,6 +255,7 @@ impl Options {
             },
             schedule: None,
             slow_link: None,
+            bystander: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -264,6 +269,13 @@ impl Options {
             };
             let latency = Duration::from_millis(r.range(500, 3_000));
             o.slow_link = (from != to).then_some(SlowLink { from, to, latency });
+        }
+        // Usually the first node: the oldest member, where a coordinator would run if it
+        // hosted the type.
+        if r.chance(0.15) {
+            let first = r.chance(0.5);
+            let node = r.range(1, o.nodes);
+            o.bystander = Some(shoal_core::NodeId(if first { 1 } else { node }));
         }
         o
     }
@@ -320,6 +332,7 @@ impl Options {
         }
         o.nodes = nodes;
         o.slow_link = o.slow_link.filter(|l| l.from.0 <= nodes && l.to.0 <= nodes);
+        o.bystander = o.bystander.filter(|b| b.0 <= nodes);
         o
     }
 }
@@ -365,6 +378,9 @@ impl fmt::Display for Options {
                 l.to,
                 l.latency.as_millis()
             )?;
+        }
+        if let Some(b) = self.bystander {
+            write!(f, " bystander={b}")?;
         }
         Ok(())
     }

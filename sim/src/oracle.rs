@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shoal_core::{Member, MemberId, MemberStatus, MembershipView, NodeId};
+use shoal_core::{EntityType, Member, MemberId, MemberStatus, MembershipView, NodeId};
 
 use crate::options::Downing;
 
@@ -46,11 +46,12 @@ impl Oracle {
         }
     }
 
-    /// A new member (or a new incarnation of a node) joins and becomes Up.
-    pub(crate) fn join(&mut self, id: MemberId) {
+    /// A new member (or a new incarnation of a node) hosting `hosts` joins and becomes Up.
+    pub(crate) fn join(&mut self, id: MemberId, hosts: &[EntityType]) {
         let up_number = self.next_up_number;
         self.next_up_number += 1;
-        self.members.insert(id.node, Member::up(id, up_number, &[]));
+        let member = Member::up(id, up_number, &[]).hosting(hosts);
+        self.members.insert(id.node, member);
         self.version += 1;
     }
 

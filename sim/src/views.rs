@@ -12,24 +12,27 @@ use crate::options::MembershipMode;
 use crate::world::{Ev, World};
 
 impl World {
-    /// Running processes of current Up members (those clients send through).
+    /// Running processes of current Up members that serve the entity type (those clients
+    /// send through; the bystander runs none).
     pub(crate) fn up_members(&self) -> Vec<MemberId> {
         self.nodes
             .values()
+            .filter(|n| self.opts.bystander != Some(n.id.node))
             .filter(|n| self.own_status(n.id) == Some(MemberStatus::Up))
             .map(|n| n.id)
             .collect()
     }
 
-    /// The oldest Up member (where the coordinators run), as the cluster sees it.
+    /// Where the coordinator runs (the oldest Up member hosting the type), as the cluster
+    /// sees it.
     pub(crate) fn oldest_up(&self) -> Option<MemberId> {
         match self.opts.membership {
             MembershipMode::Real => self
                 .nodes
                 .values()
                 .filter(|n| self.is_member(n.id))
-                .find_map(|n| n.driver.node().view().oldest_up(None)),
-            MembershipMode::Oracle => self.oracle.view().oldest_up(None),
+                .find_map(|n| n.driver.node().view().coordinator_of(&self.ty, None)),
+            MembershipMode::Oracle => self.oracle.view().coordinator_of(&self.ty, None),
         }
     }
 

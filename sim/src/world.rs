@@ -220,6 +220,9 @@ impl World {
             scratch: Vec::new(),
             digest: 0xcbf2_9ce4_8422_2325,
         };
+        if w.opts.bystander.is_some() {
+            w.mark("a member that runs no entity type");
+        }
         for n in 1..=w.opts.nodes {
             w.start_node(NodeId(n), Incarnation(1));
         }
@@ -300,7 +303,11 @@ impl World {
         t.name = self.ty.clone();
         t.number_of_shards = self.opts.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
-        let mut config = Config::new(node, incarnation).with_entity_type(t);
+        let bystander = self.opts.bystander == Some(node);
+        let mut config = Config::new(node, incarnation);
+        if !bystander {
+            config = config.with_entity_type(t);
+        }
         config.seed = self.rng_nodes.next_u64();
         config.settings = self.settings.clone();
         if self.opts.membership == MembershipMode::Real {
@@ -332,7 +339,14 @@ impl World {
         assert!(incarnation.0 > *last, "{id} was started before");
         *last = incarnation.0;
         match self.opts.membership {
-            MembershipMode::Oracle => self.oracle.join(id),
+            MembershipMode::Oracle => {
+                let hosts = if bystander {
+                    vec![]
+                } else {
+                    vec![self.ty.clone()]
+                };
+                self.oracle.join(id, &hosts);
+            }
             // It starts by joining through the seeds: run its first timers now.
             MembershipMode::Real => self.wake(node),
         }
