@@ -24,9 +24,7 @@ const FRAME_OVERHEAD: usize = 96;
 pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
     // Room for the headers and the payload up front, so the frame is not regrown while written.
     let payload = match envelope.message.body() {
-        Some(Body::Forward {
-            payload: Some(p), ..
-        }) => p.0.len(),
+        Some(Body::Forward { payload, .. }) => payload.0.len(),
         _ => 0,
     };
     let mut frame = Vec::with_capacity(FRAME_OVERHEAD + payload);

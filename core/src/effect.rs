@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
+use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::membership::ClusterMessage;
 use crate::message::{
     AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionStats,
 };
-use crate::shard::Delivery;
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
 #[must_use]
@@ -153,6 +153,7 @@ pub enum Event {
 
 /// Why a message was dropped.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[non_exhaustive]
 pub enum DeadLetterReason {
     /// The region's (or shard's) buffer was at `buffer_size`.
@@ -204,6 +205,15 @@ pub enum Reply {
     },
     /// The type's coordinator's state.
     CoordinatorState(CoordinatorState),
+    /// The entity runs (it was started, or was already running).
+    EntityStarted {
+        /// The entity.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+        /// The region it runs in.
+        region: MemberId,
+    },
 }
 
 /// The FIFO effect queue owned by the `Node`; roles write into it through `&mut Effects`.
@@ -275,18 +285,28 @@ impl Effects {
         self.push(Effect::Entity(effect));
     }
 
-    /// Reports a message to `entity` that is dropped for `reason`.
+    /// Reports a letter to `entity` that is dropped for `reason`; a start request's requester
+    /// hears it too (wherever it is), so its command is answered at once.
     pub(crate) fn dead_letter(
         &mut self,
         entity_type: &EntityType,
-        (entity, payload): Delivery,
+        (entity, letter): Delivery,
         reason: DeadLetterReason,
     ) {
         tracing::debug!(%entity_type, %entity, ?reason, "dead letter");
+        if let Letter::Start(Some(ack)) = letter {
+            let outcome = StartOutcome::Dropped(reason);
+            let answer = Body::StartEntityAck {
+                request: ack.request,
+                entity: entity.clone(),
+                outcome,
+            };
+            self.send(ack.requester, entity_type, answer);
+        }
         self.event(Event::DeadLetter {
             entity_type: entity_type.clone(),
             entity,
-            payload,
+            payload: letter.into_payload(),
             reason,
         });
     }

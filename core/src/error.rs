@@ -97,6 +97,9 @@ pub enum CommandError {
     /// through its own membership, not through the node.
     #[error("membership is managed by the host")]
     MembershipIsExternal,
+    /// The member is not (or no longer) a member as this node sees it.
+    #[error("{0} is not a member")]
+    UnknownMember(crate::id::MemberId),
     /// A query asked of another member got no answer within `shard_region_query_timeout`
     /// (the member, or the network to it, is down or slow).
     #[error("no answer from {asked} within the query timeout")]
@@ -108,4 +111,20 @@ pub enum CommandError {
     /// unique among queries in flight.
     #[error("a query with request id {0} is already in flight")]
     RequestInFlight(crate::id::RequestId),
+    /// A `StartEntity` was dropped before the entity could start (the reason is also reported
+    /// as a dead letter where it was dropped).
+    #[error("entity `{entity}` was not started: {reason:?}")]
+    NotStarted {
+        /// The entity.
+        entity: crate::id::EntityId,
+        /// Why.
+        reason: crate::effect::DeadLetterReason,
+    },
+    /// No region reported the entity started in time: its shard's home may be unreachable.
+    /// The start may still happen.
+    #[error("no region reported entity `{entity}` started in time")]
+    StartTimedOut {
+        /// The entity.
+        entity: crate::id::EntityId,
+    },
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{EntityId, EntityType, NodeId, RequestId, ShardId};
+use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
 use crate::membership::MembershipView;
 use crate::message::{Envelope, Payload};
 
@@ -65,6 +65,22 @@ pub enum Command {
     /// becomes Exiting, is removed, and the node emits `Event::LeftCluster`. Needs
     /// `Config::membership`.
     Leave,
+    /// Make another member leave gracefully (Akka's `Cluster.leave(address)`): it is marked
+    /// Leaving, and when it hears so it hands off its shards and leaves as with `Leave`.
+    /// Needs `Config::membership`.
+    LeaveMember {
+        /// The member (this member itself means `Leave`).
+        member: MemberId,
+    },
+    /// Mark a member Down (Akka's `Cluster.down(address)`): an operator's decision, for
+    /// example with `Downing::Off` or to speed up the removal of a member known to be dead.
+    /// A Down member stops its entities as soon as it hears it; the others reallocate its
+    /// shards once it is removed and `down_removal_margin` has passed. Needs
+    /// `Config::membership`.
+    Down {
+        /// The member (this member itself downs itself).
+        member: MemberId,
+    },
     /// Hand off every shard of one type (or all types) and stop the region(s).
     GracefulShutdown {
         /// `None` shuts down every region of this node.

@@ -73,6 +73,7 @@ mod fuzz_domain;
 mod hash;
 mod id;
 mod input;
+mod letter;
 mod link_seq;
 mod membership;
 mod message;
@@ -93,6 +94,7 @@ pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId};
 pub use input::{Command, Input};
+pub use letter::{StartAck, StartOutcome};
 pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,

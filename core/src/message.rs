@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::letter::{Delivery, Letter, StartAck, StartOutcome};
 use crate::membership::ClusterMessage;
 
 /// Opaque application bytes carried to an entity.
@@ -248,15 +249,14 @@ pub enum Body {
     },
 
     // ---- region → region ----
-    /// A message (or, without payload, a bare start) for an entity, forwarded to the region
-    /// believed to host its shard.
+    /// A message for an entity, forwarded to the region believed to host its shard.
     Forward {
         /// The entity's shard.
         shard: ShardId,
         /// The entity.
         entity: EntityId,
-        /// The application message; `None` only starts the entity.
-        payload: Option<Payload>,
+        /// The application message.
+        payload: Payload,
     },
     /// Sent to the shard's owner in answer to `BeginHandOff`; the owner relays it to the
     /// coordinator as [`Body::BeginHandOffAck`]. Travelling on the same FIFO link as the
@@ -308,12 +308,59 @@ pub enum Body {
     CoordinatorState {
         /// Echoed request.
         request: RequestId,
-        /// The state.
-        state: CoordinatorState,
+        /// The state (boxed: every message would otherwise be this large).
+        state: Box<CoordinatorState>,
+    },
+
+    // ---- region → region (added in protocol version 3) ----
+    /// Start an entity without a message (Akka's `StartEntity`), routed like `Forward` (in
+    /// order with the messages before and after it).
+    StartEntity {
+        /// The entity's shard.
+        shard: ShardId,
+        /// The entity.
+        entity: EntityId,
+        /// Who waits to hear that it runs, if anyone.
+        ack: Option<StartAck>,
+    },
+    /// Answer to a `StartEntity` that asked for one (Akka's `StartEntityAck`), from the region
+    /// that started the entity, or from the one that dropped the request.
+    StartEntityAck {
+        /// The requester's request id.
+        request: RequestId,
+        /// The entity.
+        entity: EntityId,
+        /// Whether it runs.
+        outcome: StartOutcome,
     },
 }
 
 impl Body {
+    /// The letter this body carries to an entity (`Forward`, `StartEntity`), with its shard.
+    pub(crate) fn into_letter(self) -> Result<(ShardId, Delivery), Self> {
+        match self {
+            Self::Forward {
+                shard,
+                entity,
+                payload,
+            } => Ok((shard, (entity, Letter::Message(payload)))),
+            Self::StartEntity { shard, entity, ack } => Ok((shard, (entity, Letter::Start(ack)))),
+            other => Err(other),
+        }
+    }
+
+    /// How `letter` for `entity` of `shard` travels to another region.
+    pub(crate) fn of_letter(shard: ShardId, (entity, letter): Delivery) -> Self {
+        match letter {
+            Letter::Message(payload) => Self::Forward {
+                shard,
+                entity,
+                payload,
+            },
+            Letter::Start(ack) => Self::StartEntity { shard, entity, ack },
+        }
+    }
+
     /// Whether the shards this body names fit a type with `number_of_shards`: every shard id
     /// in range, and a forwarded entity under the shard its id hashes to. A peer configured
     /// with another `number_of_shards` (a deployment error) must not make this node host,
@@ -340,7 +387,9 @@ impl Body {
             Self::ClusterShardingStats { regions, .. } => {
                 regions.iter().flat_map(|r| &r.shards).all(|(s, _)| ok(s))
             }
-            Self::Forward { shard, entity, .. } => *shard == shard_of(entity, number_of_shards),
+            Self::Forward { shard, entity, .. } | Self::StartEntity { shard, entity, .. } => {
+                *shard == shard_of(entity, number_of_shards)
+            }
             Self::SetShardLocations { locations } => locations.iter().all(|(s, _)| ok(s)),
             Self::CoordinatorState { state, .. } => {
                 state.handing_off.iter().chain(&state.waiting).all(ok)
@@ -355,7 +404,8 @@ impl Body {
             | Self::CurrentRegions { .. }
             | Self::GetRegionStats { .. }
             | Self::LocateEntity { .. }
-            | Self::GetCoordinatorState { .. } => true,
+            | Self::GetCoordinatorState { .. }
+            | Self::StartEntityAck { .. } => true,
         }
     }
 }

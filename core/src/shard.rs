@@ -14,12 +14,10 @@ use std::time::Duration;
 
 use crate::effect::{DeadLetterReason, Effects, EntityEffect, StopReason};
 use crate::id::{EntityId, EntityType, ShardId};
-use crate::message::Payload;
+use crate::letter::{Delivery, Letter, StartOutcome};
+use crate::message::Body;
 use crate::region::BufferBudget;
 use crate::time::{Instant, earliest};
-
-/// A message for an entity; `None` only starts it.
-pub(crate) type Delivery = (EntityId, Option<Payload>);
 
 /// Shard-level settings, copied from the node config.
 #[derive(Clone, Debug)]
@@ -33,8 +31,8 @@ pub(crate) struct ShardSettings {
 struct Entity {
     stopping: Option<Stopping>,
     last_activity: Instant,
-    /// Messages that arrived while stopping; they go to the next incarnation.
-    buffer: VecDeque<Option<Payload>>,
+    /// Letters that arrived while stopping; they go to the next incarnation.
+    buffer: VecDeque<Letter>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -78,14 +76,14 @@ impl Shard {
         }
     }
 
-    /// Delivers a message routed through sharding (or starts the entity if `payload` is None).
-    /// Must not be called once the shard is handing off: the region buffers instead.
-    /// Messages for a stopping entity are buffered within the region-wide `budget`.
+    /// Delivers a letter routed through sharding (a message, or a start request). Must not be
+    /// called once the shard is handing off: the region buffers instead. Letters for a
+    /// stopping entity are buffered within the region-wide `budget`.
     pub(crate) fn handle_delivery(
         &mut self,
         now: Instant,
         entity: EntityId,
-        payload: Option<Payload>,
+        letter: Letter,
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
@@ -93,16 +91,13 @@ impl Shard {
         match self.entities.get_mut(&entity) {
             Some(e) if e.stopping.is_some() => {
                 if !budget.try_take() {
-                    out.dead_letter(
-                        &self.entity_type,
-                        (entity, payload),
-                        DeadLetterReason::BufferFull,
-                    );
+                    let reason = DeadLetterReason::BufferFull;
+                    out.dead_letter(&self.entity_type, (entity, letter), reason);
                     return;
                 }
-                e.buffer.push_back(payload);
+                e.buffer.push_back(letter);
             }
-            _ => self.deliver_now(now, entity, payload, out),
+            _ => self.deliver_now(now, entity, letter, out),
         }
     }
 
@@ -141,8 +136,8 @@ impl Shard {
         // Messages that reached the shard while the entity stopped (passivation raced with
         // them) go to a new incarnation, here and in order, even during a handoff: handing them
         // back to the region would let the sender's newer messages overtake them.
-        for payload in e.buffer {
-            self.deliver_now(now, entity.clone(), payload, out);
+        for letter in e.buffer {
+            self.deliver_now(now, entity.clone(), letter, out);
         }
         if self.handing_off {
             let force_at = now + self.settings.handoff_stop_timeout;
@@ -260,14 +255,9 @@ impl Shard {
         self.entities.len()
     }
 
-    /// Delivers to the running incarnation, starting one first if there is none.
-    fn deliver_now(
-        &mut self,
-        now: Instant,
-        entity: EntityId,
-        payload: Option<Payload>,
-        out: &mut Effects,
-    ) {
+    /// Delivers to the running incarnation, starting one first if there is none; a start
+    /// request's requester hears that it runs.
+    fn deliver_now(&mut self, now: Instant, entity: EntityId, letter: Letter, out: &mut Effects) {
         match self.entities.get_mut(&entity) {
             Some(e) => e.last_activity = now,
             None => {
@@ -284,13 +274,24 @@ impl Shard {
                 self.entities.insert(entity.clone(), fresh);
             }
         }
-        if let Some(payload) = payload {
-            let entity_type = self.entity_type.clone();
-            out.entity(EntityEffect::Deliver {
-                entity_type,
-                entity,
-                payload,
-            });
+        match letter {
+            Letter::Message(payload) => {
+                let entity_type = self.entity_type.clone();
+                out.entity(EntityEffect::Deliver {
+                    entity_type,
+                    entity,
+                    payload,
+                });
+            }
+            Letter::Start(Some(ack)) => {
+                let answer = Body::StartEntityAck {
+                    request: ack.request,
+                    entity,
+                    outcome: StartOutcome::Started,
+                };
+                out.send(ack.requester, &self.entity_type, answer);
+            }
+            Letter::Start(None) => {}
         }
     }
 

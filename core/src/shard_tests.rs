@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::effect::{Effect, Event};
-use crate::id::MemberId;
+use crate::id::{MemberId, RequestId};
+use crate::letter::{StartAck, StartOutcome};
+use crate::message::Payload;
 
 fn ty() -> EntityType {
     EntityType::new("counter")
@@ -14,8 +16,8 @@ fn id(s: &str) -> EntityId {
     EntityId::new(s)
 }
 
-fn p(s: &str) -> Option<Payload> {
-    Some(Payload::from(s.as_bytes()))
+fn p(s: &str) -> Letter {
+    Letter::Message(Payload::from(s.as_bytes()))
 }
 
 fn at(secs: u64) -> Instant {
@@ -75,10 +77,50 @@ fn first_message_starts_the_entity_then_delivers() {
 #[test]
 fn a_bare_start_starts_without_delivering() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
-    s.handle_delivery(at(0), id("a"), None, &mut b, &mut o);
+    s.handle_delivery(at(0), id("a"), Letter::Start(None), &mut b, &mut o);
     assert_eq!(o.take(), [start("a")]);
-    s.handle_delivery(at(0), id("a"), None, &mut b, &mut o);
+    s.handle_delivery(at(0), id("a"), Letter::Start(None), &mut b, &mut o);
     assert_eq!(o.take(), []);
+}
+
+/// Akka's `StartEntityAck`: the requester hears that the entity runs once it does, also when
+/// it was already running, and only after a stopping incarnation made way for a new one.
+#[test]
+fn a_start_request_is_acknowledged_once_the_entity_runs() {
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
+    let requester = MemberId::new(7, 1);
+    let ack = |n| {
+        Letter::Start(Some(StartAck {
+            requester,
+            request: RequestId(n),
+        }))
+    };
+    let acked = |n| {
+        let body = Body::StartEntityAck {
+            request: RequestId(n),
+            entity: id("a"),
+            outcome: StartOutcome::Started,
+        };
+        Effect::Send(crate::message::Envelope {
+            from: MemberId::new(1, 1),
+            to: requester,
+            seq: 0,
+            message: crate::message::Message::Sharding {
+                entity_type: ty(),
+                body,
+            },
+        })
+    };
+    s.handle_delivery(at(0), id("a"), ack(1), &mut b, &mut o);
+    assert_eq!(o.take(), [start("a"), acked(1)]);
+    s.handle_delivery(at(0), id("a"), ack(2), &mut b, &mut o);
+    assert_eq!(o.take(), [acked(2)], "already running");
+    s.handle_passivate(at(0), &id("a"), &mut o);
+    o.take();
+    s.handle_delivery(at(1), id("a"), ack(3), &mut b, &mut o);
+    assert_eq!(o.take(), [], "waits for the passivating incarnation");
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert_eq!(o.take(), [start("a"), acked(3)]);
 }
 
 #[test]
@@ -215,7 +257,7 @@ fn an_exhausted_budget_is_a_dead_letter() {
     let dead = Event::DeadLetter {
         entity_type: ty(),
         entity: id("a"),
-        payload: p("m3"),
+        payload: Some(Payload::from(&b"m3"[..])),
         reason: DeadLetterReason::BufferFull,
     };
     assert_eq!(o.take(), [Effect::Event(dead)]);

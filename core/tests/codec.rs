@@ -5,8 +5,9 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode};
 use shoal_core::{
-    AllocationGate, Body, CodecError, CoordinatorState, EntityId, EntityType, Envelope, MemberId,
-    Message, NodeId, Payload, RegionShards, RegionStats, RequestId, ShardId,
+    AllocationGate, Body, CodecError, CoordinatorState, DeadLetterReason, EntityId, EntityType,
+    Envelope, MemberId, Message, NodeId, Payload, RegionShards, RegionStats, RequestId, ShardId,
+    StartAck, StartOutcome,
 };
 
 fn member() -> impl Strategy<Value = MemberId> {
@@ -93,7 +94,7 @@ fn body() -> impl Strategy<Value = Body> {
                 failed,
             }),
         any::<u64>().prop_map(|query| Body::GetRegionStats { query }),
-        (shard(), entity(), prop::option::of(payload())).prop_map(|(shard, entity, payload)| {
+        (shard(), entity(), payload()).prop_map(|(shard, entity, payload)| {
             Body::Forward {
                 shard,
                 entity,
@@ -132,16 +133,40 @@ fn body() -> impl Strategy<Value = Body> {
                 |(request, coordinator, gate, allocated, handing_off, waiting)| {
                     Body::CoordinatorState {
                         request,
-                        state: CoordinatorState {
+                        state: Box::new(CoordinatorState {
                             coordinator,
                             gate,
                             allocated,
                             handing_off,
                             waiting,
-                        },
+                        }),
                     }
                 }
             ),
+        (shard(), entity(), prop::option::of((member(), request()))).prop_map(
+            |(shard, entity, ack)| Body::StartEntity {
+                shard,
+                entity,
+                ack: ack.map(|(requester, request)| StartAck { requester, request }),
+            }
+        ),
+        (request(), entity(), prop::option::of(dead_letter_reason())).prop_map(
+            |(request, entity, dropped)| Body::StartEntityAck {
+                request,
+                entity,
+                outcome: dropped.map_or(StartOutcome::Started, StartOutcome::Dropped),
+            }
+        ),
+    ]
+}
+
+fn dead_letter_reason() -> impl Strategy<Value = DeadLetterReason> {
+    prop_oneof![
+        Just(DeadLetterReason::BufferFull),
+        Just(DeadLetterReason::UnknownEntityType),
+        Just(DeadLetterReason::RegionStopped),
+        Just(DeadLetterReason::PayloadTooLarge),
+        Just(DeadLetterReason::ShardMismatch),
     ]
 }
 
@@ -196,9 +221,11 @@ fn variant_index(body: &Body) -> usize {
         Body::SetShardLocations { .. } => 25,
         Body::GetCoordinatorState { .. } => 26,
         Body::CoordinatorState { .. } => 27,
+        Body::StartEntity { .. } => 28,
+        Body::StartEntityAck { .. } => 29,
     }
 }
-const VARIANTS: usize = 28;
+const VARIANTS: usize = 30;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     (member(), member(), any::<u64>(), ".{0,16}", body()).prop_map(|(from, to, seq, t, body)| {
@@ -270,7 +297,7 @@ fn sample() -> Envelope {
             body: Body::Forward {
                 shard: ShardId(42),
                 entity: EntityId::new("user-1"),
-                payload: Some(Payload(b"hello".to_vec())),
+                payload: Payload(b"hello".to_vec()),
             },
         },
     }
@@ -305,7 +332,7 @@ fn oversized_payloads_are_refused_at_encoding() {
         body: Body::Forward {
             shard: ShardId(1),
             entity: EntityId::new("big"),
-            payload: Some(Payload(vec![0; MAX_FRAME_LEN])),
+            payload: Payload(vec![0; MAX_FRAME_LEN]),
         },
     };
     assert!(matches!(encode(&envelope), Err(CodecError::TooLarge(_))));

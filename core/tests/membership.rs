@@ -15,6 +15,8 @@ const LATENCY: Duration = Duration::from_millis(2);
 
 struct Cluster {
     now: Instant,
+    /// Downing strategy of the nodes started from now on.
+    downing: Downing,
     nodes: BTreeMap<NodeId, Driver>,
     network: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     in_flight: Vec<Option<Envelope>>,
@@ -40,6 +42,9 @@ impl Cluster {
     fn new() -> Self {
         Self {
             now: Instant::ZERO,
+            downing: Downing::KeepMajority {
+                stable_after: Duration::from_secs(5),
+            },
             nodes: BTreeMap::new(),
             network: BinaryHeap::new(),
             in_flight: Vec::new(),
@@ -53,7 +58,9 @@ impl Cluster {
     fn start(&mut self, n: u64, seeds: &[u64]) {
         let mut config =
             Config::new(NodeId(n), Incarnation(1)).with_entity_type(EntityTypeConfig::new("t"));
-        config.membership = Some(settings(seeds));
+        let mut settings = settings(seeds);
+        settings.downing = self.downing;
+        config.membership = Some(settings);
         let node = Node::new(config, self.now).expect("valid config");
         self.nodes.insert(NodeId(n), Driver::new(node, self.now));
         self.wake(NodeId(n));
@@ -183,6 +190,15 @@ impl Cluster {
             .push(format!("{} partition {side:?} | rest", self.now));
     }
 
+    fn command(&mut self, n: u64, command: Command) {
+        self.log.push(format!("{} n{n} {command:?}", self.now));
+        let input = Input::Command {
+            request: RequestId(2),
+            command,
+        };
+        self.input(NodeId(n), input);
+    }
+
     fn leave(&mut self, n: u64) {
         self.log.push(format!("{} n{n} leaves", self.now));
         let leave = Input::Command {
@@ -238,4 +254,64 @@ fn a_two_three_partition_downs_the_minority() {
     assert!(log.contains("n4 left the cluster (downed)"), "{log}");
     assert!(log.contains("n5 left the cluster (downed)"), "{log}");
     insta::assert_snapshot!(log);
+}
+
+/// Akka's `Cluster.leave(address)`: a member asks another to leave; that one hands off and
+/// leaves as if it had decided to.
+#[test]
+fn a_member_makes_another_leave() {
+    let mut c = Cluster::new();
+    for n in 1..=3 {
+        c.start(n, &[1, 2, 3]);
+    }
+    c.at(10);
+    c.log.clear();
+    c.command(
+        1,
+        Command::LeaveMember {
+            member: MemberId::new(3, 1),
+        },
+    );
+    c.at(30);
+    let log = c.log.join("\n");
+    assert!(log.contains("n3 sees n3#1: Up -> Leaving"), "{log}");
+    assert!(log.contains("n3 left the cluster (removed)"), "{log}");
+    assert!(log.contains("n1 sees n3#1: removed"), "{log}");
+}
+
+/// Akka's `Cluster.down(address)`: with automatic downing off, a partition downs nobody; an
+/// operator's `Down` removes the unreachable member, which downs itself once it hears it.
+#[test]
+fn an_operator_downs_a_member_when_downing_is_off() {
+    let mut c = Cluster::new();
+    c.downing = Downing::Off;
+    for n in 1..=3 {
+        c.start(n, &[1, 2, 3]);
+    }
+    c.at(10);
+    c.log.clear();
+    c.partition(&[3]);
+    c.at(40);
+    assert!(
+        !c.log.iter().any(|l| l.contains("Down")),
+        "nobody downs anyone: {:?}",
+        c.log
+    );
+    c.command(
+        1,
+        Command::Down {
+            member: MemberId::new(3, 1),
+        },
+    );
+    c.at(50);
+    let log = c.log.join("\n");
+    assert!(
+        log.contains("n2 sees n3#1: Up (unreachable) -> Down (unreachable)"),
+        "{log}"
+    );
+    assert!(log.contains("n1 sees n3#1: removed"), "{log}");
+    c.blocked.clear();
+    c.at(70);
+    let log = c.log.join("\n");
+    assert!(log.contains("n3 left the cluster (downed)"), "{log}");
 }

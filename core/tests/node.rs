@@ -179,10 +179,10 @@ fn malformed_peer_input_never_panics() {
         Body::ShardStarted {
             shard: ShardId(u32::MAX),
         },
-        Body::Forward {
+        Body::StartEntity {
             shard: ShardId(12345),
             entity: EntityId::new("x"),
-            payload: None,
+            ack: None,
         },
         Body::RegionStatsReply {
             query: 77,
@@ -244,9 +244,99 @@ fn start_entity_starts_without_a_message() {
         },
     );
     c.settle();
-    assert_eq!(reply_of(&c, r), Ok(Reply::Accepted));
+    assert_eq!(
+        reply_of(&c, r),
+        Ok(Reply::EntityStarted {
+            entity: EntityId::new("a"),
+            shard: shoal_core::shard_of(&EntityId::new("a"), 10),
+            region: member(1),
+        })
+    );
     assert_eq!(c.alive_on(1), ["a"]);
     assert!(c.inbox("a").is_empty());
+}
+
+/// Issue 9, fourth finding: `StartEntity` was answered at once, before anything started.
+/// Like Akka's `StartEntityAck`, the answer now comes from the region that started the entity
+/// (after its shard was allocated), from the one that dropped the request, or from a timeout.
+#[test]
+fn start_entity_is_answered_once_the_entity_runs() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let remote = entity_in_shard(1, 4);
+    let start = |c: &mut TestCluster, entity: &str| {
+        let command = Command::StartEntity {
+            entity_type: counter(),
+            entity: EntityId::new(entity),
+        };
+        c.command(1, command)
+    };
+    let r = start(&mut c, &remote);
+    c.settle();
+    let home = if c.hosting()[&2].contains(&1) { 2 } else { 1 };
+    assert_eq!(c.alive_on(home), std::slice::from_ref(&remote));
+    let line = |needle: &str| c.trace.iter().position(|l| l.contains(needle));
+    let started = line(&format!("n{home} start {remote}")).expect("started");
+    let answered = line("EntityStarted").expect("answered");
+    assert!(started < answered, "answered only once it runs");
+    assert_eq!(
+        reply_of(&c, r),
+        Ok(Reply::EntityStarted {
+            entity: EntityId::new(remote.as_str()),
+            shard: ShardId(1),
+            region: member(home),
+        })
+    );
+    // A region that drops the request says why: node 2 believes it was downed (its region
+    // stopped) while node 1 still routes to it.
+    let ids = c.one_entity_per_shard(1, 4, "one");
+    let on_2 = c.alive_on(2);
+    let dropped = ids
+        .iter()
+        .find(|id| on_2.contains(id))
+        .expect("node 2 hosts")
+        .clone();
+    c.remove_member(2);
+    c.publish_view_to(2);
+    c.settle();
+    let r = start(&mut c, &dropped);
+    c.settle();
+    assert_eq!(
+        reply_of(&c, r),
+        Err(CommandError::NotStarted {
+            entity: EntityId::new(dropped.as_str()),
+            reason: DeadLetterReason::RegionStopped,
+        })
+    );
+}
+
+/// A start request whose home cannot be reached is answered by a timeout, once.
+#[test]
+fn start_entity_times_out_when_no_region_answers() {
+    let mut c = TestCluster::with_nodes(2, 4);
+    let ids = c.one_entity_per_shard(1, 4, "one");
+    let on_2 = c.alive_on(2);
+    let entity = on_2.first().expect("node 2 hosts a shard").clone();
+    assert!(ids.contains(&entity));
+    c.cut_link(1, 2);
+    let r = c.command(
+        1,
+        Command::StartEntity {
+            entity_type: counter(),
+            entity: EntityId::new(entity.as_str()),
+        },
+    );
+    c.advance(Duration::from_secs(72));
+    assert!(
+        c.reply(r).is_none(),
+        "a handoff and a passivation may still be under way"
+    );
+    c.advance(Duration::from_secs(2));
+    assert_eq!(
+        replies_to(&c, r),
+        [Err(CommandError::StartTimedOut {
+            entity: EntityId::new(entity.as_str())
+        })]
+    );
 }
 
 #[test]
@@ -1042,7 +1132,7 @@ fn shards_that_do_not_fit_the_type_are_refused() {
     let wrong_shard = Body::Forward {
         shard: ShardId(4),
         entity: EntityId::new(entity.as_str()),
-        payload: Some(Payload(b"m".to_vec())),
+        payload: Payload(b"m".to_vec()),
     };
     c.input(1, from_peer(2, 1, wrong_shard));
     c.settle();

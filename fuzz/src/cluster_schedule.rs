@@ -32,6 +32,7 @@ enum FuzzAct {
     },
     Leave {
         node: u8,
+        by: Option<u8>,
     },
     Join,
     Clog {
@@ -42,6 +43,10 @@ enum FuzzAct {
     Pause {
         node: u8,
         lasts_ms: u16,
+    },
+    Down {
+        node: u8,
+        by: u8,
     },
 }
 
@@ -140,8 +145,13 @@ impl FuzzRun {
                     a: node(a, known),
                     b: node(b, known),
                 },
-                FuzzAct::Leave { node: n } => Act::Leave {
+                FuzzAct::Leave { node: n, by } => Act::Leave {
                     node: node(n, known),
+                    by: by.map(|b| node(b, known)),
+                },
+                FuzzAct::Down { node: n, by } => Act::Down {
+                    node: node(n, known),
+                    by: node(by, known),
                 },
                 FuzzAct::Join => {
                     known = (known + 1).min(o.max_nodes);

@@ -44,6 +44,9 @@ pub enum Property {
     /// A graceful operation (a handoff for a rebalance, a shutdown or a leave) overran its
     /// bound with no fault active.
     GracefulStall,
+    /// A command answered twice, wrongly, or never (a `StartEntity` said started by a member
+    /// where the entity does not run).
+    CommandReply,
 }
 
 impl fmt::Display for Violation {
@@ -221,6 +224,13 @@ impl Checker {
         if let (Some(ent), Some((sender, seq))) = (Ent::of(entity), decode(payload)) {
             self.stream(ent, sender).dead.push((seq, reason));
         }
+    }
+
+    /// Whether `entity` runs on `member` now.
+    pub(crate) fn is_live(&self, member: MemberId, entity: &EntityId) -> bool {
+        Ent::of(entity)
+            .and_then(|ent| self.live.get(ent.0 as usize).copied().flatten())
+            .is_some_and(|(m, _)| m == member)
     }
 
     /// The incarnation of `entity` on `member` terminated.

@@ -123,6 +123,11 @@ impl World {
                     }
                 }
                 Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
+                Effect::Event(Event::Reply { request, result })
+                    if self.starts.is_start(request) =>
+                {
+                    self.start_answered(member, request, &result);
+                }
                 Effect::Event(Event::ShardStopped { shard, .. }) => {
                     let stall = self.stalls.shard_stopped(self.now, shard);
                     self.stall(stall);
@@ -208,6 +213,11 @@ impl World {
                 self.stalls.begin_handoff(self.now, *shard);
             }
             Some(shoal_core::Body::HostShard { .. }) => self.mark_rolling_allocation(envelope.to),
+            Some(shoal_core::Body::StartEntityAck {
+                entity,
+                outcome: shoal_core::StartOutcome::Started,
+                ..
+            }) => self.check_started_at(envelope.from, entity),
             _ => {}
         }
         let (from, to) = (envelope.from, envelope.to);
@@ -217,9 +227,7 @@ impl World {
                 entity,
                 payload,
             }) if self.trace_all => {
-                let sent = payload
-                    .as_ref()
-                    .map_or_else(|| "(start)".to_owned(), crate::check::describe);
+                let sent = crate::check::describe(payload);
                 self.log(|| format!("{from} -> {to} Forward {shard} {entity} {sent}"));
             }
             Some(shoal_core::Body::Forward { .. }) => {}
@@ -261,6 +269,38 @@ impl World {
             self.left.insert(n);
             let at = after(self, 3, 4);
             self.schedule(at, Ev::Fault(Fault::Exit(n)));
+        }
+    }
+
+    /// A `StartEntity` was answered by `member`.
+    fn start_answered(
+        &mut self,
+        member: MemberId,
+        request: shoal_core::RequestId,
+        result: &Result<shoal_core::Reply, shoal_core::CommandError>,
+    ) {
+        self.log(|| format!("{member} answered {request}: {result:?}"));
+        if let Err(detail) = self.starts.answer(member, request, result) {
+            self.check
+                .fail(self.now, Property::CommandReply, member, detail);
+        }
+        // Started here: it runs here now (an acknowledgement from another member is checked
+        // when it leaves that member).
+        if let Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) = result {
+            if *region == member {
+                self.check_started_at(member, entity);
+            }
+            self.mark("an entity started on request was acknowledged");
+        }
+    }
+
+    /// `member` says `entity` runs there: it must.
+    fn check_started_at(&mut self, member: MemberId, entity: &shoal_core::EntityId) {
+        if !self.check.is_live(member, entity) {
+            let detail =
+                format!("{member} acknowledged {entity} started, but it does not run there");
+            self.check
+                .fail(self.now, Property::CommandReply, entity, detail);
         }
     }
 

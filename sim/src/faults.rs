@@ -118,10 +118,20 @@ fn act_on(w: &mut World, act: Act) {
                 }
             }
         }
-        Act::Leave { node } => {
+        Act::Leave { node, by } => {
             let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();
             if let Some(node) = resolve(&members, node).filter(|_| members.len() > 2) {
-                leave(w, node);
+                let by = by.and_then(|b| resolve(&members, b)).filter(|b| *b != node);
+                leave(w, node, by);
+            }
+        }
+        Act::Down { node, by } => {
+            // An operator's command: the core's membership only (the oracle has none).
+            let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();
+            let target = resolve(&running, node).filter(|_| members.len() > 2);
+            let by = resolve(&members, by);
+            if let (Some(node), Some(by), MembershipMode::Real) = (target, by, w.opts.membership) {
+                down(w, node, by);
             }
         }
         Act::Join => {
@@ -174,18 +184,26 @@ fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
 }
 
 /// A member starts leaving: it is marked Leaving and its regions shut down gracefully. With
-/// the real membership the node does all of it (`Command::Leave`) and reports when it is
-/// removed (`Event::LeftCluster`).
-fn leave(w: &mut World, node: NodeId) {
-    if let Some(member) = w.nodes.get(&node).map(|n| n.id) {
-        w.stalls.shutdown_began(w.now, member);
-    }
+/// the real membership the node does all of it (`Command::Leave`, or `Command::LeaveMember`
+/// on the member at `by`) and reports when it is removed (`Event::LeftCluster`).
+fn leave(w: &mut World, node: NodeId, by: Option<NodeId>) {
+    let Some(member) = w.nodes.get(&node).map(|n| n.id) else {
+        return;
+    };
+    w.stalls.shutdown_began(w.now, member);
     if w.opts.membership == MembershipMode::Real {
+        let (to, command) = match by {
+            Some(by) => {
+                w.mark("a member was asked to leave by another");
+                (by, shoal_core::Command::LeaveMember { member })
+            }
+            None => (node, shoal_core::Command::Leave),
+        };
         let leave = shoal_core::Input::Command {
             request: shoal_core::RequestId(0),
-            command: shoal_core::Command::Leave,
+            command,
         };
-        return w.input(node, leave);
+        return w.input(to, leave);
     }
     w.oracle.leaving(node);
     let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
@@ -202,6 +220,22 @@ fn leave(w: &mut World, node: NodeId) {
         w.now + Duration::from_secs(1),
         Ev::Fault(Fault::LeaveDone(node)),
     );
+}
+
+/// An operator on `by` downs the member at `node`: it stops its entities when it hears it,
+/// and restarts as a new incarnation (`Event::LeftCluster { downed: true }`).
+fn down(w: &mut World, node: NodeId, by: NodeId) {
+    let Some(member) = w.nodes.get(&node).map(|n| n.id) else {
+        return;
+    };
+    w.stalls.fault(w.now);
+    w.crashed_or_downed = true;
+    w.mark("an operator downed a member");
+    let down = shoal_core::Input::Command {
+        request: shoal_core::RequestId(0),
+        command: shoal_core::Command::Down { member },
+    };
+    w.input(by, down);
 }
 
 /// Once a leaving member's region stopped, it is removed from the cluster and its process exits.

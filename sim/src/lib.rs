@@ -32,6 +32,7 @@ mod rng;
 mod run;
 mod schedule;
 mod stall;
+mod starts;
 mod trace;
 mod views;
 mod workload;

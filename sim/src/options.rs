@@ -127,6 +127,8 @@ pub struct Faults {
     pub pause_every: Option<Duration>,
     /// Probability that the network delivers a message twice (the core must drop the copy).
     pub duplicate: f64,
+    /// Mean time between an operator downing a member (`Command::Down`, from another member).
+    pub down_every: Option<Duration>,
 }
 
 impl Faults {
@@ -142,7 +144,8 @@ impl Faults {
             self.crash_oldest_every,
             self.clog_every,
             self.pause_every,
-        ) = (None, None, None, None, None, None, None, None);
+            self.down_every,
+        ) = (None, None, None, None, None, None, None, None, None);
     }
 }
 
@@ -202,6 +205,9 @@ pub struct Options {
     /// updated in a rolling deployment): it must neither hold allocation back nor be chosen
     /// to run a coordinator, even as the oldest member.
     pub bystander: Option<shoal_core::NodeId>,
+    /// Probability that a client message comes with a `StartEntity` command for some entity
+    /// (answered once it runs, or with the reason it could not).
+    pub start_entity: f64,
 }
 
 impl Options {
@@ -230,6 +236,7 @@ impl Options {
             clog_every: every(&mut r, 0.3, 5, 40),
             pause_every: every(&mut r, 0.2, 10, 60),
             duplicate: if r.chance(0.2) { r.unit() * 0.05 } else { 0.0 },
+            down_every: None,
         };
         let nodes = r.range(3, 7);
         let mut o = Self {
@@ -256,6 +263,7 @@ impl Options {
             schedule: None,
             slow_link: None,
             bystander: None,
+            start_entity: 0.0,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -276,6 +284,10 @@ impl Options {
             let first = r.chance(0.5);
             let node = r.range(1, o.nodes);
             o.bystander = Some(shoal_core::NodeId(if first { 1 } else { node }));
+        }
+        o.faults.down_every = every(&mut r, 0.15, 30, 120);
+        if r.chance(0.5) {
+            o.start_entity = 0.01 + r.unit() * 0.04;
         }
         o
     }
@@ -381,6 +393,12 @@ impl fmt::Display for Options {
         }
         if let Some(b) = self.bystander {
             write!(f, " bystander={b}")?;
+        }
+        if let Some(d) = self.faults.down_every {
+            write!(f, " down=every ~{}s", d.as_secs())?;
+        }
+        if self.start_entity > 0.0 {
+            write!(f, " start_entity={:.3}", self.start_entity)?;
         }
         Ok(())
     }

@@ -77,6 +77,10 @@ pub(crate) enum Stream {
     Nodes = 7,
     /// The fault schedule's times and targets.
     Schedule = 8,
+    /// An operator's commands in the fault schedule (leaves asked by another member, downs).
+    Operators = 9,
+    /// Client commands other than messages (`StartEntity`).
+    Commands = 10,
 }
 
 impl SimRng {

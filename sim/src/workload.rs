@@ -48,6 +48,9 @@ pub(crate) fn client_message(w: &mut World) {
     for _ in 0..burst {
         send_one(w);
     }
+    if w.opts.start_entity > 0.0 && w.rng_commands.chance(w.opts.start_entity) {
+        start_one(w);
+    }
     let mean = w.opts.message_every;
     let next = w.rng_work.duration(mean / 2, mean * 3 / 2);
     w.schedule(w.now + next.max(Duration::from_micros(1)), Ev::Client);
@@ -60,6 +63,23 @@ fn send_one(w: &mut World) {
     let index = w.zipf.sample(w.rng_work.unit());
     let entity = w.entity_ids[index].clone();
     tell(w, sender, &entity);
+}
+
+/// A client asks a random Up member to start a random entity (`StartEntity`); the checker
+/// follows its answer. Drawn from a stream of its own, so the messages stay what they were.
+fn start_one(w: &mut World) {
+    let senders = w.up_members();
+    if senders.is_empty() {
+        return;
+    }
+    let sender = *w.rng_commands.pick(&senders);
+    let entity = w.rng_commands.pick(&w.entity_ids).clone();
+    let request = w.starts.send(w.now, sender, &entity);
+    let command = shoal_core::Command::StartEntity {
+        entity_type: w.ty.clone(),
+        entity,
+    };
+    w.input(sender.node, Input::Command { request, command });
 }
 
 /// Sends the next sequenced message from `sender` to `entity`.

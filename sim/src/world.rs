@@ -78,6 +78,9 @@ pub(crate) struct World {
     pub(crate) check: Checker,
     /// Graceful operations in progress, and the faults that excuse them.
     pub(crate) stalls: crate::stall::Stalls,
+    /// `StartEntity` commands in flight and answered.
+    pub(crate) starts: crate::starts::StartRequests,
+    pub(crate) rng_commands: SimRng,
     pub(crate) rng_faults: SimRng,
     pub(crate) rng_work: SimRng,
     pub(crate) rng_entities: SimRng,
@@ -185,6 +188,8 @@ impl World {
             nodes: Nodes::default(),
             check: Checker::default(),
             rng_faults: SimRng::of(seed, Stream::Faults),
+            rng_commands: SimRng::of(seed, Stream::Commands),
+            starts: crate::starts::StartRequests::default(),
             rng_work: SimRng::of(seed, Stream::Workload),
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_membership: SimRng::of(seed, Stream::Membership),

@@ -333,7 +333,7 @@ fn digests_are_pinned() {
 /// batch is not testing what it claims to.
 #[test]
 fn coverage_markers_fire_within_the_batch() {
-    const MARKERS: [&str; 14] = [
+    const MARKERS: [&str; 18] = [
         "handoff begun",
         "handoff during a partition",
         "coordinator moved while a handoff was in flight",
@@ -348,6 +348,10 @@ fn coverage_markers_fire_within_the_batch() {
         "a shard allocated to the newest version during a rolling update",
         "the coordinator's node cut off on the smaller side of a partition",
         "a node joined while another was down",
+        "a member that runs no entity type",
+        "an entity started on request was acknowledged",
+        "an operator downed a member",
+        "a member was asked to leave by another",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {

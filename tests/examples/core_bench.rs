@@ -104,7 +104,7 @@ fn main() {
             body: Body::Forward {
                 shard: ShardId(1),
                 entity: entities[1].clone(),
-                payload: Some(Payload(vec![7; 32])),
+                payload: Payload(vec![7; 32]),
             },
         },
     };

@@ -180,7 +180,10 @@ impl Coordinator {
             }
             Body::GetCoordinatorState { request } => {
                 let state = self.state(view);
-                let answer = Body::CoordinatorState { request, state };
+                let answer = Body::CoordinatorState {
+                    request,
+                    state: Box::new(state),
+                };
                 out.send(from, &self.entity_type, answer);
             }
             other => {

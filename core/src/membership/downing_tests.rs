@@ -1,6 +1,6 @@
 //! Role tests for downing decisions.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::*;
@@ -35,7 +35,7 @@ fn cluster(n: u64, me: u64, observer: u64, unreachable: &[u64]) -> Gossip {
         seen.receive(*id, g.clone());
     }
     g = seen;
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     for u in unreachable {
         g.observe(m(observer), m(*u), false);
     }
@@ -235,7 +235,11 @@ fn both_sides_count_a_member_in_transition_the_same() {
     for i in [3, 4] {
         joining_side.mark_seen(m(i));
     }
-    assert!(joining_side.leader_actions(m(1), 1).is_some());
+    assert!(
+        joining_side
+            .leader_actions(m(1), 1, &BTreeMap::new())
+            .is_some()
+    );
     joining_side.add_joining(m(1), join(2));
     assert_eq!(
         joining_side.member(m(2)).map(|m| m.status),
@@ -277,7 +281,7 @@ fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
     let mut g3 = Gossip::founding(join(2));
     g3.add_joining(m(2), join(3));
     g3.mark_seen(m(3));
-    assert!(g3.leader_actions(m(2), 1).is_some());
+    assert!(g3.leader_actions(m(2), 1, &BTreeMap::new()).is_some());
     let mut g2 = g3.clone();
     g2.observe(m(2), m(3), false);
     g3.observe(m(3), m(2), false);
@@ -316,7 +320,7 @@ fn our_own_joining_members_do_not_count_against_us() {
         g.add_joining(m(2), join(i));
         g.mark_seen(m(i));
     }
-    assert!(g.leader_actions(m(2), 1).is_some());
+    assert!(g.leader_actions(m(2), 1, &BTreeMap::new()).is_some());
     g.add_joining(
         m(2),
         GossipMember::joining(

@@ -344,13 +344,15 @@ impl Gossip {
             .map(|m| m.id)
     }
 
-    /// The leader's moves at convergence: Joining → Up (once `min_members` are known),
-    /// Leaving and ready → Exiting, Exiting members that saw it and unreachable Down or
-    /// Exiting members → Removed. If anything changed, the Exiting members it removed.
+    /// The leader's moves at convergence: Joining → Up (once `min_members` are known, and
+    /// `min_per_role` of each role), Leaving and ready → Exiting, Exiting members that saw it
+    /// and unreachable Down or Exiting members → Removed. If anything changed, the Exiting
+    /// members it removed.
     pub(crate) fn leader_actions(
         &mut self,
         me: MemberId,
         min_members: usize,
+        min_per_role: &BTreeMap<String, usize>,
     ) -> Option<Vec<MemberId>> {
         if self.leader(me) != Some(me) || !self.converged() {
             return None;
@@ -362,7 +364,14 @@ impl Gossip {
             .map(|m| m.up_number)
             .max()
             .unwrap_or(0);
-        let enough = self.members.len() >= min_members;
+        let with_role = |role: &String| {
+            let members = self.members.values();
+            members.filter(|m| m.roles.contains(role)).count()
+        };
+        let enough = self.members.len() >= min_members
+            && min_per_role
+                .iter()
+                .all(|(role, min)| with_role(role) >= *min);
         let mut changed = false;
         // Removed members, and among them those that exited (they must be told: nobody
         // gossips to removed members).

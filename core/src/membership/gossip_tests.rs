@@ -21,7 +21,7 @@ fn three_up() -> Gossip {
     g.add_joining(m(1), joining(2));
     g.add_joining(m(1), joining(3));
     g.seen.extend([m(2), m(3)]);
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     g.seen.extend([m(2), m(3)]);
     g
 }
@@ -36,10 +36,10 @@ fn the_leader_moves_joining_members_up_in_address_order_at_convergence() {
     g.add_joining(m(1), joining(3));
     g.add_joining(m(1), joining(2));
     assert!(
-        g.leader_actions(m(1), 4).is_none(),
+        g.leader_actions(m(1), 4, &BTreeMap::new()).is_none(),
         "min-nr-of-members not reached"
     );
-    assert!(g.leader_actions(m(1), 3).is_some());
+    assert!(g.leader_actions(m(1), 3, &BTreeMap::new()).is_some());
     let ups: Vec<(u64, u64)> = g.members().map(|m| (m.id.node.0, m.up_number)).collect();
     assert_eq!(ups, [(1, 1), (2, 2), (3, 3)]);
     assert_eq!(
@@ -48,7 +48,7 @@ fn the_leader_moves_joining_members_up_in_address_order_at_convergence() {
         "a new state, seen by the leader only"
     );
     assert!(
-        g.leader_actions(m(1), 3).is_none(),
+        g.leader_actions(m(1), 3, &BTreeMap::new()).is_none(),
         "not converged: 2 and 3 have not seen it"
     );
 }
@@ -59,8 +59,8 @@ fn only_the_leader_acts() {
     g.add_joining(m(1), joining(4));
     g.seen.extend([m(2), m(3)]);
     assert_eq!(g.leader(m(2)), Some(m(1)));
-    assert!(g.leader_actions(m(2), 1).is_none());
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(2), 1, &BTreeMap::new()).is_none());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     assert_eq!(status(&g, 4), Some(MemberStatus::Up));
 }
 
@@ -129,7 +129,7 @@ fn an_unreachable_member_blocks_convergence_until_it_is_down() {
     g.set_status(m(1), m(3), MemberStatus::Down);
     g.seen.insert(m(2));
     assert!(g.converged(), "Down members may be unreachable");
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     assert!(g.is_removed(m(3)), "unreachable Down members are removed");
     assert!(
         g.unreachable().is_empty(),
@@ -161,20 +161,20 @@ fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
     g.set_status(m(3), m(3), MemberStatus::Leaving);
     g.seen.extend([m(1), m(2)]);
     assert!(
-        g.leader_actions(m(1), 1).is_none(),
+        g.leader_actions(m(1), 1, &BTreeMap::new()).is_none(),
         "not ready: its regions still hand off"
     );
     g.set_ready_to_exit(m(3));
     g.seen.extend([m(1), m(2)]);
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     assert_eq!(status(&g, 3), Some(MemberStatus::Exiting));
     g.seen.insert(m(2));
     assert!(
-        g.leader_actions(m(1), 1).is_none(),
+        g.leader_actions(m(1), 1, &BTreeMap::new()).is_none(),
         "member 3 has not seen itself Exiting"
     );
     g.seen.insert(m(3));
-    assert!(g.leader_actions(m(1), 1).is_some());
+    assert!(g.leader_actions(m(1), 1, &BTreeMap::new()).is_some());
     assert!(g.is_removed(m(3)));
 }
 
@@ -190,4 +190,24 @@ fn a_new_incarnation_marks_the_old_one_down() {
     assert!(g.add_joining(m(1), restarted.clone()));
     assert_eq!(status(&g, 2), Some(MemberStatus::Down));
     assert!(!g.add_joining(m(1), restarted), "already joining");
+}
+
+/// Akka's `role.<name>.min-nr-of-members`: joining members stay Joining until enough members
+/// of each listed role are known.
+#[test]
+fn the_leader_waits_for_enough_members_of_each_role() {
+    let with_role = |n: u64, role: &str| {
+        let roles = [role.to_owned()].into();
+        GossipMember::joining(m(n), roles, AppVersion::default(), BTreeSet::new())
+    };
+    let mut g = Gossip::founding(with_role(1, "frontend"));
+    g.add_joining(m(1), with_role(2, "backend"));
+    let min: BTreeMap<String, usize> = [("backend".to_owned(), 2)].into();
+    assert!(
+        g.leader_actions(m(1), 1, &min).is_none(),
+        "one backend member of two"
+    );
+    g.add_joining(m(1), with_role(3, "backend"));
+    assert!(g.leader_actions(m(1), 1, &min).is_some());
+    assert!(g.members().all(|m| m.status == MemberStatus::Up));
 }

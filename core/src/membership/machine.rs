@@ -50,6 +50,9 @@ pub(crate) struct Membership {
     downer: Downer,
     /// An Exiting member that never hears of its removal considers itself removed then.
     exit_deadline: Option<Instant>,
+    /// This member has seen itself Leaving: a removal is the end of its graceful leave. A
+    /// member removed without leaving was downed by others (it never heard it was Down).
+    leaving: bool,
     /// The view last handed to the sharding roles.
     published: MembershipView,
     /// The gossip may have changed since the view was last built.
@@ -91,6 +94,7 @@ impl Membership {
             detectors: BTreeMap::new(),
             downer: Downer::new(settings.downing, now),
             exit_deadline: None,
+            leaving: false,
             published: MembershipView::default(),
             dirty: true,
             settings,
@@ -128,6 +132,28 @@ impl Membership {
         {
             self.after_change(now, rng, out);
         }
+    }
+
+    /// An operator moves `member` to `status` (Leaving or Down; never backwards). Whether it
+    /// is a member. The change is spread at once, as a downing decision is.
+    pub(crate) fn operator_moves(
+        &mut self,
+        now: Instant,
+        member: MemberId,
+        status: MemberStatus,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) -> bool {
+        if self.phase != Phase::Member || self.gossip.member(member).is_none() {
+            return false;
+        }
+        tracing::info!(%member, ?status, "operator moves a member");
+        if self.gossip.set_status(self.me, member, status) {
+            self.downer.observe(now, self.me, &self.gossip);
+            self.act(now, true, rng, out);
+            self.gossip_to(DECISION_FANOUT, rng, out);
+        }
+        true
     }
 
     /// The node's regions have handed off everything: this Leaving member may exit.
@@ -312,8 +338,11 @@ impl Membership {
     /// only its seen set, or time passed).
     fn act(&mut self, now: Instant, changed: bool, rng: &mut Rng, out: &mut Effects) {
         let mut changed = changed;
-        let min_members = self.settings.min_nr_of_members;
-        if let Some(exited) = self.gossip.leader_actions(self.me, min_members) {
+        let (min_members, per_role) = (
+            self.settings.min_nr_of_members,
+            &self.settings.min_nr_of_members_per_role,
+        );
+        if let Some(exited) = self.gossip.leader_actions(self.me, min_members, per_role) {
             changed = true;
             // A removed member hears it from the leader: nobody gossips to it any more.
             for id in exited.into_iter().filter(|id| *id != self.me) {
@@ -344,9 +373,12 @@ impl Membership {
         }
         self.dirty = true;
         match self.status() {
-            None if self.gossip.is_removed(self.me) => self.phase = Phase::Removed,
+            None if self.gossip.is_removed(self.me) && self.leaving => self.phase = Phase::Removed,
+            None if self.gossip.is_removed(self.me) => self.phase = Phase::Downed,
             Some(MemberStatus::Down) => self.phase = Phase::Downed,
+            Some(MemberStatus::Leaving) => self.leaving = true,
             Some(MemberStatus::Exiting) if self.exit_deadline.is_none() => {
+                self.leaving = true;
                 self.exit_deadline = Some(now + self.settings.gossip_interval * EXIT_ROUNDS);
             }
             _ => {}

@@ -1,6 +1,7 @@
 //! Membership settings, with Akka's defaults (`akka.cluster.*`, and the split brain
 //! resolver's `keep-majority` with `stable-after = 20s`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -19,8 +20,12 @@ pub struct MembershipSettings {
     /// This member's application version: allocation prefers the newest, and rebalancing
     /// waits while versions are mixed (rolling updates).
     pub app_version: AppVersion,
-    /// Joining members become Up only once this many members are known.
+    /// Joining members become Up only once this many members are known (Akka's
+    /// `min-nr-of-members`).
     pub min_nr_of_members: usize,
+    /// Joining members become Up only once, for each role listed, this many members with it
+    /// are known (Akka's `role.<name>.min-nr-of-members`).
+    pub min_nr_of_members_per_role: BTreeMap<String, usize>,
     /// How often the membership state is gossiped to a random member.
     pub gossip_interval: Duration,
     /// How often monitored members are sent a heartbeat.
@@ -49,6 +54,7 @@ impl MembershipSettings {
             seed_nodes,
             app_version: AppVersion::default(),
             min_nr_of_members: 1,
+            min_nr_of_members_per_role: BTreeMap::new(),
             gossip_interval: Duration::from_secs(1),
             heartbeat_interval: Duration::from_secs(1),
             monitored_by: 9,
@@ -87,7 +93,8 @@ impl MembershipSettings {
         if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::ZeroDuration(name));
         }
-        if self.min_nr_of_members == 0 {
+        if self.min_nr_of_members == 0 || self.min_nr_of_members_per_role.values().any(|n| *n == 0)
+        {
             return Err(ConfigError::ZeroMinMembers);
         }
         if self.monitored_by == 0 || self.failure_detector.max_sample_size == 0 {

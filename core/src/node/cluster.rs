@@ -5,7 +5,7 @@
 use crate::effect::{Event, Reply};
 use crate::error::CommandError;
 use crate::id::{MemberId, RequestId};
-use crate::membership::{ClusterMessage, Phase};
+use crate::membership::{ClusterMessage, MemberStatus, Phase};
 use crate::node::Node;
 use crate::time::Instant;
 
@@ -36,6 +36,27 @@ impl Node {
         self.effects.reply(request, Ok(Reply::Accepted));
     }
 
+    /// `Command::LeaveMember` and `Command::Down`: an operator moves `member` to `status`.
+    pub(super) fn handle_member_command(
+        &mut self,
+        now: Instant,
+        request: RequestId,
+        member: MemberId,
+        status: MemberStatus,
+    ) {
+        let Some(m) = &mut self.membership else {
+            return self
+                .effects
+                .reply(request, Err(CommandError::MembershipIsExternal));
+        };
+        let result = if m.operator_moves(now, member, status, &mut self.rng, &mut self.effects) {
+            Ok(Reply::Accepted)
+        } else {
+            Err(CommandError::UnknownMember(member))
+        };
+        self.effects.reply(request, result);
+    }
+
     /// Hands a changed view to the roles, reports a finished handoff of a leaving member, and
     /// tells the host once this member is out.
     pub(super) fn sync_membership(&mut self, now: Instant) {
@@ -50,6 +71,13 @@ impl Node {
         let Some(m) = &mut self.membership else {
             return;
         };
+        // Told to leave by another member (`Command::LeaveMember`): hand off, as for `Leave`.
+        if !self.leaving && m.status() == Some(MemberStatus::Leaving) {
+            self.leaving = true;
+            for t in self.types.values_mut() {
+                t.region.handle_graceful_shutdown(&mut self.effects);
+            }
+        }
         if self.leaving && self.types.values().all(|t| t.region.is_stopped()) {
             m.ready_to_exit(now, &mut self.rng, &mut self.effects);
             if let Some(view) = m.take_view() {

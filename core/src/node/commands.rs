@@ -5,6 +5,7 @@ use crate::effect::Reply;
 use crate::error::CommandError;
 use crate::id::RequestId;
 use crate::input::Command;
+use crate::membership::MemberStatus;
 use crate::message::Body;
 use crate::node::Node;
 use crate::time::Instant;
@@ -13,6 +14,15 @@ impl Node {
     pub(super) fn handle_command(&mut self, now: Instant, request: RequestId, command: Command) {
         let entity_type = match &command {
             Command::Leave => return self.handle_leave(now, request),
+            Command::LeaveMember { member } if *member == self.me => {
+                return self.handle_leave(now, request);
+            }
+            &Command::LeaveMember { member } => {
+                return self.handle_member_command(now, request, member, MemberStatus::Leaving);
+            }
+            &Command::Down { member } => {
+                return self.handle_member_command(now, request, member, MemberStatus::Down);
+            }
             Command::GracefulShutdown { entity_type: None } => {
                 for t in self.types.values_mut() {
                     t.region.handle_graceful_shutdown(&mut self.effects);
@@ -38,8 +48,7 @@ impl Node {
         let out = &mut self.effects;
         match command {
             Command::StartEntity { entity, .. } => {
-                t.region.handle_tell(now, entity, None, out);
-                out.reply(request, Ok(Reply::Accepted));
+                t.region.handle_start_command(now, request, entity, out);
             }
             Command::GracefulShutdown { .. } => {
                 t.region.handle_graceful_shutdown(out);
@@ -80,7 +89,9 @@ impl Node {
                 let body = Body::GetCoordinatorState { request };
                 t.region.handle_coordinator_query(now, request, body, out);
             }
-            Command::Leave => unreachable!("answered above"),
+            Command::Leave | Command::LeaveMember { .. } | Command::Down { .. } => {
+                unreachable!("answered above")
+            }
         }
     }
 }

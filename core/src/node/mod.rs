@@ -13,6 +13,7 @@ use crate::effect::{DeadLetterReason, Effect, Effects, Event};
 use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
+use crate::letter::Letter;
 use crate::link_seq::LinkSequences;
 use crate::membership::{ClusterMessage, GossipMember, MemberStatus, Membership, MembershipView};
 use crate::message::{Body, Envelope, Message, Payload};
@@ -282,13 +283,12 @@ impl Node {
                 DeadLetterReason::PayloadTooLarge
             }
             Some(t) => {
-                return t
-                    .region
-                    .handle_tell(now, entity, Some(payload), &mut self.effects);
+                let letter = Letter::Message(payload);
+                return t.region.handle_tell(now, entity, letter, &mut self.effects);
             }
         };
-        self.effects
-            .dead_letter(&entity_type, (entity, Some(payload)), reason);
+        let delivery = (entity, Letter::Message(payload));
+        self.effects.dead_letter(&entity_type, delivery, reason);
     }
 
     fn handle_membership(&mut self, now: Instant, view: MembershipView) {
@@ -351,28 +351,18 @@ impl Node {
         let Some(t) = self.types.get_mut(&entity_type) else {
             self.metrics.unknown_entity_type += 1;
             tracing::debug!(%entity_type, %from, "message for an unknown entity type");
-            if let Body::Forward {
-                entity, payload, ..
-            } = body
-            {
-                self.effects.dead_letter(
-                    &entity_type,
-                    (entity, payload),
-                    DeadLetterReason::UnknownEntityType,
-                );
+            if let Ok((_, delivery)) = body.into_letter() {
+                let reason = DeadLetterReason::UnknownEntityType;
+                self.effects.dead_letter(&entity_type, delivery, reason);
             }
             return;
         };
         if !body.fits(t.config.number_of_shards) {
             self.metrics.rejected += 1;
             tracing::warn!(%entity_type, %from, ?body, "shards that do not fit this type's number_of_shards");
-            if let Body::Forward {
-                entity, payload, ..
-            } = body
-            {
-                let letter = (entity, payload);
+            if let Ok((_, delivery)) = body.into_letter() {
                 let reason = DeadLetterReason::ShardMismatch;
-                self.effects.dead_letter(&entity_type, letter, reason);
+                self.effects.dead_letter(&entity_type, delivery, reason);
             }
             return;
         }

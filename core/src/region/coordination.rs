@@ -33,17 +33,19 @@ impl Region {
             tracing::debug!(%from, ?body, "ignoring a coordinator that the view does not name");
             return Handled::Fenced;
         }
-        if self.lifecycle == Lifecycle::Terminated {
-            if let Body::Forward {
-                entity, payload, ..
-            } = body
-            {
-                out.dead_letter(
-                    &self.entity_type,
-                    (entity, payload),
-                    DeadLetterReason::RegionStopped,
-                );
+        let body = match body.into_letter() {
+            Ok((shard, (entity, letter))) => {
+                if self.lifecycle == Lifecycle::Terminated {
+                    let reason = DeadLetterReason::RegionStopped;
+                    out.dead_letter(&self.entity_type, (entity, letter), reason);
+                    return Handled::Rejected;
+                }
+                self.route(now, shard, entity, letter, out);
+                return Handled::Accepted;
             }
+            Err(body) => body,
+        };
+        if self.lifecycle == Lifecycle::Terminated {
             return Handled::Rejected;
         }
         match body {
@@ -102,11 +104,6 @@ impl Region {
                     Body::RegionStatsReply { query, shards },
                 );
             }
-            Body::Forward {
-                shard,
-                entity,
-                payload,
-            } => self.route(now, shard, entity, payload, out),
             Body::RelayHandOffAck {
                 shard,
                 coordinator,
@@ -151,8 +148,13 @@ impl Region {
                 let reply = Reply::ClusterShardingStats { regions, failed };
                 return self.handle_answer(from, request, QueryKind::Stats, reply, out);
             }
+            Body::StartEntityAck {
+                request,
+                entity,
+                outcome,
+            } => return self.handle_start_ack(from, request, entity, outcome, out),
             Body::CoordinatorState { request, state } => {
-                let reply = Reply::CoordinatorState(state);
+                let reply = Reply::CoordinatorState(*state);
                 let kind = QueryKind::CoordinatorState;
                 return self.handle_answer(from, request, kind, reply, out);
             }

@@ -24,9 +24,10 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{DeadLetterReason, Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, ShardId};
-use crate::message::{Body, Payload};
+use crate::letter::{Delivery, Letter};
+use crate::message::Body;
 use crate::rng::Rng;
-use crate::shard::{Delivery, Shard, ShardSettings};
+use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
 
 pub(crate) use buffers::BufferBudget;
@@ -127,16 +128,16 @@ impl Region {
         }
     }
 
-    /// A message from a local client.
+    /// A letter from a local client.
     pub(crate) fn handle_tell(
         &mut self,
         now: Instant,
         entity: EntityId,
-        payload: Option<Payload>,
+        letter: Letter,
         out: &mut Effects,
     ) {
         let shard = shard_of(&entity, self.number_of_shards);
-        self.route(now, shard, entity, payload, out);
+        self.route(now, shard, entity, letter, out);
     }
 
     /// The host reports an entity terminated.
@@ -220,39 +221,28 @@ impl Region {
         now: Instant,
         shard: ShardId,
         entity: EntityId,
-        payload: Option<Payload>,
+        letter: Letter,
         out: &mut Effects,
     ) {
         if self.lifecycle == Lifecycle::Terminated {
-            out.dead_letter(
-                &self.entity_type,
-                (entity, payload),
-                DeadLetterReason::RegionStopped,
-            );
-            return;
+            let reason = DeadLetterReason::RegionStopped;
+            return out.dead_letter(&self.entity_type, (entity, letter), reason);
         }
         if !self.buffers.contains(shard) {
             if let Some(hosted) = self.shards.get_mut(&shard) {
                 if !hosted.is_handing_off() {
-                    hosted.handle_delivery(now, entity, payload, &mut self.budget, out);
+                    hosted.handle_delivery(now, entity, letter, &mut self.budget, out);
                     // As `touch`, without looking the shard up again (this runs per message).
                     return self.timers.set(shard, hosted.poll_timeout());
                 }
             } else if let Some(&home) = self.homes.get(&shard) {
                 if home != self.me {
-                    return out.send(
-                        home,
-                        &self.entity_type,
-                        Body::Forward {
-                            shard,
-                            entity,
-                            payload,
-                        },
-                    );
+                    let body = Body::of_letter(shard, (entity, letter));
+                    return out.send(home, &self.entity_type, body);
                 }
             }
         }
-        self.buffer(shard, (entity, payload), out);
+        self.buffer(shard, (entity, letter), out);
     }
 
     fn buffer(&mut self, shard: ShardId, delivery: Delivery, out: &mut Effects) {
@@ -277,8 +267,8 @@ impl Region {
 
     /// Delivers or forwards a shard's buffered messages now that its home is known.
     fn flush(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
-        for (entity, payload) in self.buffers.take(shard, &mut self.budget) {
-            self.route(now, shard, entity, payload, out);
+        for (entity, letter) in self.buffers.take(shard, &mut self.budget) {
+            self.route(now, shard, entity, letter, out);
         }
     }
 

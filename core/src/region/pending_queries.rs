@@ -1,15 +1,16 @@
 //! Queries a region asked of another member for the application (an entity's location, the
-//! coordinator's regions or statistics). Each one is answered exactly once: by the member
-//! asked, or by a timeout after `shard_region_query_timeout`. Answers nobody is waiting for
-//! (late, duplicated, or from a member that was not asked) are rejected, not relayed.
+//! coordinator's regions, statistics or state), and start requests waiting for their entity
+//! to run. Each one is answered exactly once: by the member asked (for a start, whichever
+//! region starts the entity or drops the request), or by a timeout. Answers nobody is waiting
+//! for (late, duplicated, or from a member that was not asked) are rejected, not relayed.
 
 use std::collections::BTreeMap;
 
-use crate::id::{MemberId, RequestId};
+use crate::id::{EntityId, MemberId, RequestId};
 use crate::time::Instant;
 
 /// What a pending query asked.
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub(super) enum QueryKind {
     /// `LocateEntity`, answered by `EntityLocated`.
     Locate,
@@ -19,12 +20,16 @@ pub(super) enum QueryKind {
     Stats,
     /// `GetCoordinatorState`, answered by `CoordinatorState`.
     CoordinatorState,
+    /// `StartEntity` of this entity, answered by `StartEntityAck`.
+    Start(EntityId),
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    asked: MemberId,
-    kind: QueryKind,
+/// A query in flight.
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    /// The member asked; `None`: any member may answer (a start request).
+    pub(super) asked: Option<MemberId>,
+    pub(super) kind: QueryKind,
     deadline: Instant,
 }
 
@@ -39,7 +44,7 @@ impl PendingQueries {
     pub(super) fn insert(
         &mut self,
         request: RequestId,
-        asked: MemberId,
+        asked: Option<MemberId>,
         kind: QueryKind,
         deadline: Instant,
     ) -> bool {
@@ -65,7 +70,7 @@ impl PendingQueries {
         let awaited = self
             .by_request
             .get(&request)
-            .is_some_and(|p| p.asked == from && p.kind == kind);
+            .is_some_and(|p| p.asked.is_none_or(|a| a == from) && p.kind == kind);
         if awaited {
             self.by_request.remove(&request);
         }
@@ -77,17 +82,16 @@ impl PendingQueries {
         self.by_request.values().map(|p| p.deadline).min()
     }
 
-    /// Removes the queries due at `now`, returning each with the member that did not answer.
-    pub(super) fn take_expired(&mut self, now: Instant) -> Vec<(RequestId, MemberId)> {
-        let expired: Vec<(RequestId, MemberId)> = self
+    /// Removes the queries due at `now`.
+    pub(super) fn take_expired(&mut self, now: Instant) -> Vec<(RequestId, Pending)> {
+        let due: Vec<RequestId> = self
             .by_request
             .iter()
             .filter(|(_, p)| p.deadline <= now)
-            .map(|(r, p)| (*r, p.asked))
+            .map(|(r, _)| *r)
             .collect();
-        for (request, _) in &expired {
-            self.by_request.remove(request);
-        }
-        expired
+        due.into_iter()
+            .filter_map(|r| self.by_request.remove(&r).map(|p| (r, p)))
+            .collect()
     }
 }

@@ -5,9 +5,10 @@ use crate::effect::{Effects, Reply};
 use crate::error::CommandError;
 use crate::hash::shard_of;
 use crate::id::{EntityId, MemberId, RequestId};
+use crate::letter::{Letter, StartAck, StartOutcome};
 use crate::message::Body;
 use crate::region::pending_queries::QueryKind;
-use crate::region::{Handled, Region};
+use crate::region::{Handled, Lifecycle, Region};
 use crate::time::Instant;
 
 impl Region {
@@ -95,12 +96,12 @@ impl Region {
         let timeout = self.settings.shard_region_query_timeout;
         let deadline = now
             + match kind {
-                QueryKind::Locate => timeout,
+                QueryKind::Locate | QueryKind::Start(_) => timeout,
                 QueryKind::CurrentRegions | QueryKind::Stats | QueryKind::CoordinatorState => {
                     timeout * 2
                 }
             };
-        if !self.queries.insert(request, member, kind, deadline) {
+        if !self.queries.insert(request, Some(member), kind, deadline) {
             return out.reply(request, Err(CommandError::RequestInFlight(request)));
         }
         out.send(member, &self.entity_type, body);
@@ -108,9 +109,68 @@ impl Region {
 
     /// Answers the queries nobody answered in time.
     pub(super) fn expire_queries(&mut self, now: Instant, out: &mut Effects) {
-        for (request, asked) in self.queries.take_expired(now) {
-            out.reply(request, Err(CommandError::QueryTimedOut { asked }));
+        for (request, pending) in self.queries.take_expired(now) {
+            let error = match (pending.kind, pending.asked) {
+                (QueryKind::Start(entity), _) => CommandError::StartTimedOut { entity },
+                (_, Some(asked)) => CommandError::QueryTimedOut { asked },
+                (kind, None) => unreachable!("{kind:?} asks one member"),
+            };
+            out.reply(request, Err(error));
         }
+    }
+
+    /// `StartEntity`: starts the entity where its shard lives and answers once it runs (or
+    /// once the request was dropped, or after it could have been served at the latest: a
+    /// handoff, a passivation and a query's round trip).
+    pub(crate) fn handle_start_command(
+        &mut self,
+        now: Instant,
+        request: RequestId,
+        entity: EntityId,
+        out: &mut Effects,
+    ) {
+        if self.lifecycle == Lifecycle::Terminated {
+            let error = CommandError::RegionStopped(self.entity_type.clone());
+            return out.reply(request, Err(error));
+        }
+        let s = &self.settings;
+        let deadline =
+            now + s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout;
+        let kind = QueryKind::Start(entity.clone());
+        if !self.queries.insert(request, None, kind, deadline) {
+            return out.reply(request, Err(CommandError::RequestInFlight(request)));
+        }
+        let ack = StartAck {
+            requester: self.me,
+            request,
+        };
+        self.handle_tell(now, entity, Letter::Start(Some(ack)), out);
+    }
+
+    /// A region started (or dropped) an entity this region asked for.
+    pub(super) fn handle_start_ack(
+        &mut self,
+        from: MemberId,
+        request: RequestId,
+        entity: EntityId,
+        outcome: StartOutcome,
+        out: &mut Effects,
+    ) -> Handled {
+        let kind = QueryKind::Start(entity.clone());
+        if !self.queries.take_answer(request, from, kind) {
+            tracing::debug!(%from, %request, "a start acknowledgement nobody waits for");
+            return Handled::Rejected;
+        }
+        let result = match outcome {
+            StartOutcome::Started => Ok(Reply::EntityStarted {
+                shard: shard_of(&entity, self.number_of_shards),
+                entity,
+                region: from,
+            }),
+            StartOutcome::Dropped(reason) => Err(CommandError::NotStarted { entity, reason }),
+        };
+        out.reply(request, result);
+        Handled::Accepted
     }
 
     /// Relays `from`'s answer to the application if this region is waiting for it.

@@ -5,7 +5,7 @@ use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, StopReason};
 use crate::membership::{Member, MemberStatus, MembershipView};
-use crate::message::{Envelope, Message};
+use crate::message::{Envelope, Message, Payload};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -69,7 +69,7 @@ impl Fixture {
     }
 
     fn tell(&mut self, s: u32, payload: &str) {
-        let p = Some(Payload::from(payload.as_bytes()));
+        let p = Letter::Message(Payload::from(payload.as_bytes()));
         self.region.handle_tell(at(0), entity(s), p, &mut self.out);
     }
 
@@ -94,7 +94,7 @@ fn forward(s: u32, payload: &str) -> Body {
     Body::Forward {
         shard: ShardId(s),
         entity: entity(s),
-        payload: Some(Payload::from(payload.as_bytes())),
+        payload: Payload::from(payload.as_bytes()),
     }
 }
 

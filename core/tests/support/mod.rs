@@ -444,9 +444,7 @@ pub fn describe(body: &Body) -> String {
             entity,
             payload,
         } => {
-            let text = payload
-                .as_ref()
-                .map(|p| String::from_utf8_lossy(&p.0).into_owned());
+            let text = String::from_utf8_lossy(&payload.0);
             format!("Forward {{ {shard}, {entity}, {text:?} }}")
         }
         other => compact(&format!("{other:?}")),

@@ -7,9 +7,9 @@
 //! is not running, or not Up for a leave) is replaced by the next eligible address in cyclic
 //! order, so that removing one action from a schedule never turns the others into no-ops.
 
+mod text;
+
 use std::collections::BTreeSet;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use shoal_core::NodeId;
@@ -57,10 +57,20 @@ pub enum Act {
         /// The other end.
         b: NodeId,
     },
-    /// A member leaves gracefully.
+    /// A member leaves gracefully: by itself (`Command::Leave`), or asked to by the member
+    /// at `by` (`Command::LeaveMember`).
     Leave {
         /// The member's address.
         node: NodeId,
+        /// The address of the member that asks it to leave, if not itself.
+        by: Option<NodeId>,
+    },
+    /// An operator on the member at `by` downs the member at `node` (`Command::Down`).
+    Down {
+        /// The member downed.
+        node: NodeId,
+        /// The member that takes the command.
+        by: NodeId,
     },
     /// A new node joins.
     Join,
@@ -91,6 +101,8 @@ pub struct Schedule(pub Vec<Action>);
 /// member downed (a paused process keeps its entities alive, and only a lease could make a
 /// pause longer than failure detection safe).
 pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(4);
+
+pub use text::ScheduleError;
 
 impl Schedule {
     /// The schedule `options` describe: each enabled fault kind recurs at random intervals
@@ -159,7 +171,10 @@ impl Schedule {
                     a: node(&mut r),
                     b: node(&mut r),
                 },
-                Kind::Leave => Act::Leave { node: node(&mut r) },
+                Kind::Leave => Act::Leave {
+                    node: node(&mut r),
+                    by: None,
+                },
                 Kind::Join => {
                     known = (known + 1).min(o.max_nodes);
                     Act::Join
@@ -176,6 +191,7 @@ impl Schedule {
             };
             actions.push(Action { at, act });
         }
+        plan_operators(o, &mut actions);
         Self(actions)
     }
 
@@ -188,6 +204,45 @@ impl Schedule {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// An operator's commands: some leaves are asked for by another member, and members are
+/// downed now and then. Drawn from a stream of their own, so that the schedule planned above
+/// stays what it was for every seed.
+fn plan_operators(o: &Options, actions: &mut Vec<Action>) {
+    let mut r = SimRng::of(o.seed, Stream::Operators);
+    let addresses = |at: Duration, actions: &[Action]| {
+        let joins = actions
+            .iter()
+            .filter(|a| a.at <= at && a.act == Act::Join)
+            .count() as u64;
+        (o.nodes + joins).min(o.max_nodes)
+    };
+    let mut downs = Vec::new();
+    if let Some(every) = o.faults.down_every {
+        let mut at = Duration::ZERO;
+        loop {
+            at += Duration::from_millis(r.duration(every / 2, every * 3 / 2).as_millis() as u64);
+            if at >= o.duration {
+                break;
+            }
+            let known = addresses(at, actions);
+            let node = NodeId(r.range(1, known));
+            let by = NodeId(r.range(1, known));
+            downs.push(Action {
+                at,
+                act: Act::Down { node, by },
+            });
+        }
+    }
+    for i in 0..actions.len() {
+        let known = addresses(actions[i].at, actions);
+        if let Act::Leave { by, .. } = &mut actions[i].act {
+            *by = r.chance(0.3).then(|| NodeId(r.range(1, known)));
+        }
+    }
+    actions.extend(downs);
+    actions.sort_by_key(|a| a.at);
 }
 
 #[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
@@ -209,170 +264,6 @@ pub(crate) fn resolve(candidates: &[NodeId], wanted: NodeId) -> Option<NodeId> {
         .find(|n| **n >= wanted)
         .or_else(|| candidates.first())
         .copied()
-}
-
-fn secs(d: Duration) -> String {
-    format!("{}.{:03}", d.as_secs(), d.subsec_millis())
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "@{} ", secs(self.at))?;
-        match &self.act {
-            Act::Crash {
-                node,
-                restart_after,
-            } => write!(f, "crash {node} restart {}", secs(*restart_after)),
-            Act::CrashOldest { restart_after } => {
-                write!(f, "crash-oldest restart {}", secs(*restart_after))
-            }
-            Act::Partition {
-                side,
-                one_way,
-                heal_after,
-            } => {
-                let side: Vec<String> = side.iter().map(ToString::to_string).collect();
-                let way = if *one_way { " one-way" } else { "" };
-                write!(
-                    f,
-                    "partition {}{way} heal {}",
-                    side.join(","),
-                    secs(*heal_after)
-                )
-            }
-            Act::Break { a, b } => write!(f, "break {a}-{b}"),
-            Act::Leave { node } => write!(f, "leave {node}"),
-            Act::Join => write!(f, "join"),
-            Act::Clog { node, peer, lasts } => match peer {
-                Some(p) => write!(f, "clog {node}-{p} {}", secs(*lasts)),
-                None => write!(f, "clog {node} {}", secs(*lasts)),
-            },
-            Act::Pause { node, lasts } => write!(f, "pause {node} {}", secs(*lasts)),
-        }
-    }
-}
-
-impl fmt::Display for Schedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let actions: Vec<String> = self.0.iter().map(ToString::to_string).collect();
-        f.write_str(&actions.join("; "))
-    }
-}
-
-/// Why a schedule did not parse.
-#[derive(Clone, Debug, Eq, PartialEq)]
-pub struct ScheduleError(pub String);
-
-impl fmt::Display for ScheduleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bad schedule: {}", self.0)
-    }
-}
-
-impl std::error::Error for ScheduleError {}
-
-fn parse_secs(text: &str) -> Result<Duration, ScheduleError> {
-    text.parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| ScheduleError(format!("{text:?} is not a number of seconds")))
-}
-
-fn parse_node(text: &str) -> Result<NodeId, ScheduleError> {
-    text.strip_prefix('n')
-        .and_then(|n| n.parse().ok())
-        .map(NodeId)
-        .ok_or_else(|| ScheduleError(format!("{text:?} is not a node (n<number>)")))
-}
-
-fn parse_pair(text: &str) -> Result<(NodeId, Option<NodeId>), ScheduleError> {
-    match text.split_once('-') {
-        Some((a, b)) => Ok((parse_node(a)?, Some(parse_node(b)?))),
-        None => Ok((parse_node(text)?, None)),
-    }
-}
-
-impl FromStr for Action {
-    type Err = ScheduleError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let bad = || ScheduleError(format!("cannot read action {text:?}"));
-        let at = words
-            .first()
-            .and_then(|w| w.strip_prefix('@'))
-            .ok_or_else(bad)?;
-        let at = parse_secs(at)?;
-        let act = match words[1..] {
-            ["crash", node, "restart", d] => Act::Crash {
-                node: parse_node(node)?,
-                restart_after: parse_secs(d)?,
-            },
-            ["crash-oldest", "restart", d] => Act::CrashOldest {
-                restart_after: parse_secs(d)?,
-            },
-            ["partition", side, ref rest @ ..] => {
-                let (one_way, heal) = match rest {
-                    ["one-way", "heal", d] => (true, d),
-                    ["heal", d] => (false, d),
-                    _ => return Err(bad()),
-                };
-                Act::Partition {
-                    side: side.split(',').map(parse_node).collect::<Result<_, _>>()?,
-                    one_way,
-                    heal_after: parse_secs(heal)?,
-                }
-            }
-            ["break", pair] => match parse_pair(pair)? {
-                (a, Some(b)) => Act::Break { a, b },
-                _ => return Err(bad()),
-            },
-            ["leave", node] => Act::Leave {
-                node: parse_node(node)?,
-            },
-            ["join"] => Act::Join,
-            ["clog", pair, d] => {
-                let (node, peer) = parse_pair(pair)?;
-                Act::Clog {
-                    node,
-                    peer,
-                    lasts: parse_secs(d)?,
-                }
-            }
-            ["pause", node, d] => {
-                let lasts = parse_secs(d)?;
-                if lasts > MAX_PAUSE {
-                    let max = MAX_PAUSE.as_secs();
-                    return Err(ScheduleError(format!(
-                        "pauses last at most {max} s (longer ones would get a member downed \
-                         while its entities run on): {text:?}"
-                    )));
-                }
-                Act::Pause {
-                    node: parse_node(node)?,
-                    lasts,
-                }
-            }
-            _ => return Err(bad()),
-        };
-        Ok(Self { at, act })
-    }
-}
-
-impl FromStr for Schedule {
-    type Err = ScheduleError;
-
-    /// Actions separated by `;`, as [`Schedule`]'s `Display` writes them.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let mut actions: Vec<Action> = text
-            .split(';')
-            .filter(|a| !a.trim().is_empty())
-            .map(str::parse)
-            .collect::<Result<_, _>>()?;
-        actions.sort_by_key(|a| a.at);
-        Ok(Self(actions))
-    }
 }
 
 #[cfg(test)]
