@@ -78,6 +78,7 @@ mod link_seq;
 mod membership;
 mod message;
 mod node;
+pub mod probe;
 mod region;
 mod rng;
 mod shard;

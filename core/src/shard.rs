@@ -136,6 +136,11 @@ impl Shard {
         // Messages that reached the shard while the entity stopped (passivation raced with
         // them) go to a new incarnation, here and in order, even during a handoff: handing them
         // back to the region would let the sender's newer messages overtake them.
+        if self.handing_off {
+            crate::probe::hit(
+                "shard: letters that raced a stop restart the entity during a handoff",
+            );
+        }
         for letter in e.buffer {
             self.deliver_now(now, entity.clone(), letter, out);
         }
@@ -157,6 +162,9 @@ impl Shard {
             match self.entities[&id].stopping {
                 // Already passivating: keep its stop, but do not wait longer than the handoff.
                 Some(s) if !s.forced && s.force_at > force_at => {
+                    crate::probe::hit(
+                        "shard: a passivating entity's stop is bounded by the handoff",
+                    );
                     self.deadlines.remove(&(s.force_at, id.clone()));
                     self.deadlines.insert((force_at, id.clone()));
                     let e = self.entities.get_mut(&id).expect("listed entity");

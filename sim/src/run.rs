@@ -135,6 +135,8 @@ pub fn run(options: Options) -> Report {
 
 /// Runs the simulation, writing a JSON-lines trace of every event to `trace` if given.
 pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> Report {
+    // Probes are recorded per thread: drop what an earlier run on this thread left.
+    shoal_core::probe::take();
     let mut w = World::new(options.clone());
     if let Some(sink) = trace {
         w.trace_to(sink);
@@ -232,7 +234,11 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         starts: w.check.starts,
         lost: w.net.lost,
         dead_letters: w.dead_letters,
-        coverage: std::mem::take(&mut w.coverage),
+        coverage: {
+            let mut coverage = std::mem::take(&mut w.coverage);
+            coverage.extend(shoal_core::probe::take());
+            coverage
+        },
         options,
         schedule,
     }

@@ -98,6 +98,12 @@ impl Coordinator {
         if self.gate_open || self.waiting.is_empty() || self.reported_gate.as_ref() == Some(&gate) {
             return;
         }
+        if !gate.unregistered.is_empty() {
+            crate::probe::hit("coordinator: allocation waits for a member that has not registered");
+        }
+        if !gate.recently_removed.is_empty() {
+            crate::probe::hit("coordinator: allocation waits out a recent removal");
+        }
         self.reported_gate = Some(gate.clone());
         out.event(Event::AllocationWaiting {
             entity_type: self.entity_type.clone(),

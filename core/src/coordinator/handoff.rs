@@ -42,6 +42,8 @@ pub(super) struct Handoff {
     pub(super) deadline: Instant,
     /// Regions that asked for the shard meanwhile; answered once it has a new home.
     pub(super) requesters: BTreeSet<MemberId>,
+    /// `HandOff` was repeated after the deadline (probes only).
+    repeated: bool,
 }
 
 impl Handoff {
@@ -52,6 +54,7 @@ impl Handoff {
             phase: Phase::Stopping,
             deadline,
             requesters: BTreeSet::new(),
+            repeated: false,
         }
     }
 }
@@ -90,6 +93,7 @@ impl Coordinator {
             phase: Phase::Acking { round, pending },
             deadline: now + self.settings.handoff_timeout,
             requesters: BTreeSet::new(),
+            repeated: false,
         };
         self.handoffs.insert(shard, handoff);
         self.advance_handoff(shard, out);
@@ -109,6 +113,9 @@ impl Coordinator {
         {
             if *round != acked {
                 tracing::debug!(%shard, %region, acked, round, "acknowledgement of another handoff round");
+                crate::probe::hit(
+                    "coordinator: an acknowledgement of another handoff round is ignored",
+                );
                 return;
             }
             pending.remove(&region);
@@ -126,6 +133,9 @@ impl Coordinator {
             }) = self.handoffs.get_mut(&shard)
             {
                 if pending.remove(&region) {
+                    crate::probe::hit(
+                        "coordinator: a region that is gone counts as having acknowledged",
+                    );
                     self.advance_handoff(shard, out);
                 }
             }
@@ -160,7 +170,11 @@ impl Coordinator {
         // A region may say it does not host a shard while our `HostShard` is still in flight;
         // the resend settles that. Otherwise it is a completed (or late) handoff.
         if !self.handoffs.contains_key(&shard) && self.unacked.contains_key(&shard) {
+            crate::probe::hit("coordinator: ShardStopped while HostShard is in flight is ignored");
             return;
+        }
+        if self.handoffs.get(&shard).is_some_and(|h| h.repeated) {
+            crate::probe::hit("coordinator: a late ShardStopped completes the handoff");
         }
         let requesters = self
             .handoffs
@@ -186,6 +200,8 @@ impl Coordinator {
         // opens some have not registered yet, so the handoffs start when it opens.
         if self.gate_open {
             self.hand_off_region(now, region, out);
+        } else {
+            crate::probe::hit("coordinator: a graceful shutdown waits for the gate");
         }
     }
 
@@ -201,6 +217,9 @@ impl Coordinator {
                 // it (its `ShardStarted` lost with a broken connection), so it is told to stop
                 // it like any handoff, and the shard moves on its `ShardStopped`.
                 let deadline = now + self.settings.handoff_timeout;
+                crate::probe::hit(
+                    "coordinator: a shutting-down region's unacknowledged shard is told to stop",
+                );
                 self.handoffs
                     .insert(shard, Handoff::stopping(region, deadline));
                 out.send(region, &self.entity_type, Body::HandOff { shard });
@@ -233,6 +252,8 @@ impl Coordinator {
                 // messages to a stopping shard, to be re-routed later out of order. Keep
                 // deferring, and repeat `HandOff` in case it was lost.
                 tracing::warn!(%shard, owner = %handoff.owner, "shard not stopped in time; repeating HandOff");
+                crate::probe::hit("coordinator: HandOff is repeated after the deadline");
+                handoff.repeated = true;
                 handoff.deadline = now + self.settings.handoff_timeout;
                 out.send(handoff.owner, &self.entity_type, Body::HandOff { shard });
                 continue;
@@ -241,6 +262,9 @@ impl Coordinator {
                 continue;
             };
             tracing::warn!(%shard, owner = %handoff.owner, "handoff acks timed out; shard stays with its owner");
+            crate::probe::hit(
+                "coordinator: a handoff whose acknowledgements timed out is abandoned",
+            );
             // A graceful shutdown is retried by the region's next `GracefulShutdownReq`.
             self.shutting_down.remove(&handoff.owner);
             self.waiting

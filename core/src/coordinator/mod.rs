@@ -216,6 +216,7 @@ impl Coordinator {
             self.count_as_acked(now, region, out);
             if exited.contains(&region) {
                 // Nothing runs there any more: what it hosted moves at once.
+                crate::probe::hit("coordinator: an exited region's shards move at once");
                 self.remove_region(now, view, region, out);
             } else if self.regions.contains_key(&region) {
                 self.terminating
@@ -246,6 +247,7 @@ impl Coordinator {
             tracing::debug!(%from, "coordinator ignores a non-member");
             return false;
         }
+        crate::probe::hit("coordinator: the last words of a region that left are heard");
         match body {
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
             Body::RegionStopped => self.remove_region(now, view, from, out),

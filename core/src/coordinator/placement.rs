@@ -99,7 +99,12 @@ impl Coordinator {
                     self.report_gate(gate, out);
                 }
             }
-            _ => self.waiting.entry(shard).or_default().extend(requesters),
+            _ => {
+                if self.unacked.contains_key(&shard) {
+                    crate::probe::hit("coordinator: a home waits for its region's acknowledgement");
+                }
+                self.waiting.entry(shard).or_default().extend(requesters);
+            }
         }
     }
 
@@ -120,6 +125,9 @@ impl Coordinator {
         }
         // A region that is shutting down hands off what it acknowledges late, too.
         if self.gate_open && self.shutting_down.contains(&region) {
+            crate::probe::hit(
+                "coordinator: a late ShardStarted of a shutting-down region is handed off",
+            );
             self.start_handoff(now, shard, out);
         }
     }

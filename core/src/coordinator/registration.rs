@@ -33,6 +33,9 @@ impl Coordinator {
             .copied()
             .collect();
         for shard in vanished {
+            crate::probe::hit(
+                "coordinator: a registration no longer reporting a shard deallocates it",
+            );
             self.deallocate(shard);
         }
         for shard in hosted.iter().chain(&handing_off).copied() {
@@ -45,6 +48,7 @@ impl Coordinator {
                     // Two regions claim the shard (only after a split brain). Keep the first
                     // and have the second stop its copy.
                     tracing::warn!(%shard, %owner, claimant = %region, "shard claimed twice");
+                    crate::probe::hit("coordinator: a second claim for a shard is told to stop it");
                     out.send(region, &self.entity_type, Body::HandOff { shard });
                 }
             }

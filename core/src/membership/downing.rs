@@ -32,6 +32,10 @@ pub(crate) struct Downer {
     observed: (BTreeSet<MemberId>, BTreeSet<MemberId>),
     /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
     pending: bool,
+    /// How many unreachable members were not Down, and how many members were joining, as last
+    /// seen (probes only).
+    undowned: usize,
+    joining: usize,
     stable_since: Instant,
     /// Since when someone has been unreachable without interruption.
     unreachable_since: Option<Instant>,
@@ -48,6 +52,8 @@ impl Downer {
             strategy,
             observed: (BTreeSet::new(), BTreeSet::new()),
             pending: false,
+            undowned: 0,
+            joining: 0,
             stable_since: now,
             unreachable_since: None,
             decided: false,
@@ -73,13 +79,29 @@ impl Downer {
     /// downed itself (swarm seed 7302570).
     pub(crate) fn observe(&mut self, now: Instant, me: MemberId, gossip: &Gossip) {
         let cut_off = gossip.unreachable_from(me);
-        self.pending = cut_off.iter().any(|id| !is_down(gossip, *id));
+        let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
+        let joining = gossip
+            .members()
+            .filter(|m| m.status == MemberStatus::Joining)
+            .count();
+        let (last_undowned, last_joining) = (self.undowned, self.joining);
+        (self.undowned, self.joining) = (undowned, joining);
+        self.pending = undowned > 0;
         if self.pending {
             self.unreachable_since.get_or_insert(now);
         } else {
             self.unreachable_since = None;
         }
         let observed = (cut_off, counted_ids(gossip));
+        if observed == self.observed && self.unreachable_since.is_some() {
+            // The gossip changed, not what a decision rests on: the clock keeps running.
+            if undowned < last_undowned {
+                crate::probe::hit("downing: an unreachable member marked Down keeps the clock");
+            }
+            if joining > last_joining {
+                crate::probe::hit("downing: a join keeps the clock");
+            }
+        }
         if observed != self.observed {
             self.observed = observed;
             self.stable_since = now;
@@ -114,6 +136,7 @@ impl Downer {
     /// on `me`'s side, win, down the others, and leave two sides each believing it won. (The
     /// unstable bound is not held back: downing oneself is always safe.)
     pub(crate) fn postpone(&mut self, until: Instant) {
+        crate::probe::hit("downing: a decision waits while a monitored member goes quiet");
         self.not_before = self.not_before.max(until);
     }
 
@@ -127,6 +150,7 @@ impl Downer {
         gossip: &Gossip,
     ) -> BTreeSet<MemberId> {
         if self.unstable_deadline().is_some_and(|at| at <= now) {
+            crate::probe::hit("downing: unstable for too long, a member downs itself");
             return [me].into();
         }
         if self.deadline().is_none_or(|at| now < at) {
@@ -144,7 +168,10 @@ impl Downer {
                     BTreeSet::new()
                 }
             }
-            Downing::KeepMajority { .. } => [me].into(),
+            Downing::KeepMajority { .. } => {
+                crate::probe::hit("downing: a member on a losing side downs itself");
+                [me].into()
+            }
             Downing::AutoDown { .. } | Downing::Off => BTreeSet::new(),
         }
     }
@@ -197,7 +224,19 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
         let counted = match m.status {
             MemberStatus::Up | MemberStatus::Leaving => true,
             MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
-                cut_off.contains(&m.id)
+                let against_us = cut_off.contains(&m.id);
+                if against_us {
+                    crate::probe::hit(match m.status {
+                        MemberStatus::Joining => {
+                            "downing: an unreachable Joining member counts against us"
+                        }
+                        MemberStatus::Down => {
+                            "downing: an unreachable Down member counts against us"
+                        }
+                        _ => "downing: an unreachable Exiting member counts against us",
+                    });
+                }
+                against_us
             }
         };
         if counted {
@@ -209,7 +248,10 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
     }
     match (ours.len() * 2).cmp(&total.len()) {
         std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Equal => total.first().is_some_and(|l| ours.contains(l)),
+        std::cmp::Ordering::Equal => {
+            crate::probe::hit("downing: a tie goes to the side with the lowest address");
+            total.first().is_some_and(|l| ours.contains(l))
+        }
         std::cmp::Ordering::Less => false,
     }
 }

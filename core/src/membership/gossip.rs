@@ -368,10 +368,13 @@ impl Gossip {
             let members = self.members.values();
             members.filter(|m| m.roles.contains(role)).count()
         };
-        let enough = self.members.len() >= min_members
-            && min_per_role
-                .iter()
-                .all(|(role, min)| with_role(role) >= *min);
+        let roles_enough = min_per_role
+            .iter()
+            .all(|(role, min)| with_role(role) >= *min);
+        if !roles_enough {
+            crate::probe::hit("membership: joining members wait for enough members of a role");
+        }
+        let enough = self.members.len() >= min_members && roles_enough;
         let mut changed = false;
         // Removed members, and among them those that exited (they must be told: nobody
         // gossips to removed members).

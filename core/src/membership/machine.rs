@@ -74,7 +74,13 @@ impl Membership {
         settings: MembershipSettings,
         now: Instant,
     ) -> Self {
-        let first_seed = settings.seed_nodes.first() == Some(&me.node) && settings.may_form_cluster;
+        let is_first = settings.seed_nodes.first() == Some(&me.node);
+        if is_first && !settings.may_form_cluster {
+            crate::probe::hit(
+                "membership: a restarted first seed joins instead of forming a cluster",
+            );
+        }
+        let first_seed = is_first && settings.may_form_cluster;
         let alone = settings.seed_nodes.iter().all(|s| *s == me.node);
         let form_cluster_at = match (first_seed, alone) {
             (true, true) => Some(now),
@@ -148,6 +154,7 @@ impl Membership {
             return false;
         }
         tracing::info!(%member, ?status, "operator moves a member");
+        crate::probe::hit("membership: an operator moves a member");
         if self.gossip.set_status(self.me, member, status) {
             self.downer.observe(now, self.me, &self.gossip);
             self.act(now, true, rng, out);
@@ -362,6 +369,7 @@ impl Membership {
             }
             self.downer.observe(now, self.me, &self.gossip);
             changed = true;
+            crate::probe::hit("membership: a downing decision is spread at once");
             // A decision is spread at once, not at the next gossip round: members of this side
             // waiting for it would otherwise give up as unstable, and a member that downed
             // itself stops answering (Akka gossips to a few members before a downed member
@@ -374,7 +382,12 @@ impl Membership {
         self.dirty = true;
         match self.status() {
             None if self.gossip.is_removed(self.me) && self.leaving => self.phase = Phase::Removed,
-            None if self.gossip.is_removed(self.me) => self.phase = Phase::Downed,
+            None if self.gossip.is_removed(self.me) => {
+                crate::probe::hit(
+                    "membership: removed without leaving, a member knows it was downed",
+                );
+                self.phase = Phase::Downed;
+            }
             Some(MemberStatus::Down) => self.phase = Phase::Downed,
             Some(MemberStatus::Leaving) => self.leaving = true,
             Some(MemberStatus::Exiting) if self.exit_deadline.is_none() => {
@@ -444,6 +457,13 @@ impl Membership {
                 .detectors
                 .entry(r)
                 .or_insert_with(|| (PhiAccrual::new(settings), expect_by));
+            if self
+                .gossip
+                .member(r)
+                .is_some_and(|m| m.status == MemberStatus::Down)
+            {
+                crate::probe::hit("membership: a Down member is monitored until unreachable");
+            }
             // A member that never answered is judged from when its first answer was due.
             if !detector.is_monitoring() && *first_due <= now {
                 detector.heartbeat(*first_due, settings);

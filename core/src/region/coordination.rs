@@ -204,6 +204,7 @@ impl Region {
                 // our `ShardStopped` deallocates it (it ignores this while `HostShard` is
                 // unacknowledged, i.e. possibly still in flight).
                 None if answer && self.buffers.contains(shard) => {
+                    crate::probe::hit("region: told a shard lives here that does not, it says so");
                     out.send(
                         self.registration.coordinator.unwrap_or(region),
                         &self.entity_type,
@@ -219,6 +220,7 @@ impl Region {
             // crashed incarnation the coordinator has not noticed yet: forwarding there would
             // lose messages. Keep them buffered; the retry tick asks again.
             tracing::debug!(%shard, %region, "home on a member outside the view");
+            crate::probe::hit("region: a home on a member outside the view is ignored");
             return Handled::Rejected;
         }
         if self.shards.contains_key(&shard) {
@@ -239,15 +241,18 @@ impl Region {
         // lost), even while shutting down: the coordinator then hands it off.
         let hosted = self.shards.get(&shard).map(Shard::is_handing_off);
         if hosted == Some(false) {
+            crate::probe::hit("region: a repeated HostShard is acknowledged again");
             self.send_to_coordinator(Body::ShardStarted { shard }, out);
             return Handled::Accepted;
         }
         if self.lifecycle == Lifecycle::ShuttingDown {
+            crate::probe::hit("region: HostShard is refused while shutting down");
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             return Handled::Rejected;
         }
         if hosted.is_some() {
             // The old instance is still stopping: start the new one once it has (akka#32976).
+            crate::probe::hit("region: HostShard while the old instance stops waits for the stop");
             self.start_after_stop.insert(shard);
         } else {
             self.start_shard(now, shard, out);

@@ -1,9 +1,10 @@
 //! The simulator's command line.
 //!
 //! ```text
-//! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]
+//! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]
 //!     run n seeds; print each failure (explained, the first ones minimized); exit non-zero on
-//!     any failure; the last line is "N passed, M failed"
+//!     any failure; the last line is "N passed, M failed"; with --coverage, first how many runs
+//!     reached each marker and core probe
 //! sim replay <seed> [--family <f>] [--downing auto] [--schedule "<actions>"] [--trace <file>]
 //!     run one seed, print its report and digest
 //! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
 }
 
 fn parse(args: &[String]) -> Result<ExitCode, String> {
@@ -93,7 +94,8 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
                 .and_then(|s| s.parse::<u64>().ok())
                 .ok_or("sweep needs --seeds <n>")?;
             let start = flag("--start").and_then(|s| parse_seed(&s)).unwrap_or(0);
-            Ok(sweep(start..start + n, options))
+            let coverage = args.iter().any(|a| a == "--coverage");
+            Ok(sweep(start..start + n, options, coverage))
         }
         Some("replay") => replay(options(seed()?), flag("--trace")),
         Some("minimize") => Ok(shrink(&run(options(seed()?)))),
@@ -121,11 +123,19 @@ fn exit(failed: bool) -> ExitCode {
     }
 }
 
-fn sweep(seeds: std::ops::Range<u64>, options: impl Fn(u64) -> Options) -> ExitCode {
+fn sweep(
+    seeds: std::ops::Range<u64>,
+    options: impl Fn(u64) -> Options,
+    coverage: bool,
+) -> ExitCode {
     let started = wall_seconds();
     let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
+    let mut reached: std::collections::BTreeMap<&'static str, u64> = Default::default();
     for seed in seeds {
         let report = run(options(seed));
+        for marker in report.coverage.keys() {
+            *reached.entry(marker).or_default() += 1;
+        }
         match report.outcome {
             Outcome::Passed => passed += 1,
             Outcome::NoProgress => no_progress += 1,
@@ -137,6 +147,12 @@ fn sweep(seeds: std::ops::Range<u64>, options: impl Fn(u64) -> Options) -> ExitC
                     shrink(&report);
                 }
             }
+        }
+    }
+    if coverage {
+        println!("runs  marker or probe");
+        for (marker, runs) in &reached {
+            println!("{runs:>5} {marker}");
         }
     }
     eprintln!(
