@@ -137,6 +137,14 @@ pub enum Event {
         /// The type.
         entity_type: EntityType,
     },
+    /// The type's coordinator (on this node) began a rebalance round: these shards are being
+    /// handed off, to be allocated where the strategy puts them.
+    Rebalance {
+        /// The type.
+        entity_type: EntityType,
+        /// The shards moved, in order.
+        shards: Vec<ShardId>,
+    },
     /// The type's coordinator (on this node) holds requests for shards nobody has reported
     /// back until its allocation gate opens; emitted when what the gate waits for changes.
     /// Members listed as unregistered that should not host the type are misconfigured: their

@@ -85,6 +85,9 @@ impl World {
         let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
             return out.clear();
         };
+        // A rebalance round is judged on the view it was decided on: not if this same call
+        // changed the node's view afterwards (its membership timers run after the coordinator's).
+        let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();
         for effect in out.drain(..) {
             match effect {
                 Effect::Send(envelope) => self.send(envelope),
@@ -105,6 +108,7 @@ impl World {
                     }
                 }
                 Effect::Event(Event::MembershipChanged) => {
+                    rounds.clear();
                     self.views_changed += 1;
                     if self.trace || self.sink.is_some() {
                         let view = self
@@ -145,8 +149,12 @@ impl World {
                 ) => {
                     self.stalls.coordinator_changed();
                 }
+                Effect::Event(Event::Rebalance { shards, .. }) => rounds.push(shards),
                 _ => {}
             }
+        }
+        for shards in rounds {
+            self.check_rebalance(n, &shards);
         }
         let node = self.nodes.get_mut(&n).expect("node still running");
         let buffered = node.driver.node().buffered(&self.ty);
@@ -212,7 +220,10 @@ impl World {
                 self.mark("handoff begun");
                 self.stalls.begin_handoff(self.now, *shard);
             }
-            Some(shoal_core::Body::HostShard { .. }) => self.mark_rolling_allocation(envelope.to),
+            Some(shoal_core::Body::HostShard { shard }) => {
+                self.stalls.hosting(self.now, *shard);
+                self.mark_rolling_allocation(envelope.to);
+            }
             Some(shoal_core::Body::StartEntityAck {
                 entity,
                 outcome: shoal_core::StartOutcome::Started,

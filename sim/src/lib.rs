@@ -28,6 +28,7 @@ mod nodes;
 mod options;
 mod oracle;
 mod quiescence;
+mod rebalance;
 mod rng;
 mod run;
 mod schedule;

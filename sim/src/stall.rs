@@ -130,6 +130,32 @@ impl Stalls {
         self.advance(now, shard, Phase::Homeless)
     }
 
+    /// The coordinator told a region to host `shard`: until it starts, the shard is on its
+    /// way to a home (a new shard's first allocation, or a move whose end this call sees).
+    pub(crate) fn hosting(&mut self, now: Instant, shard: ShardId) {
+        if !self.shards.contains_key(&shard) {
+            self.shards.insert(shard, (Phase::Homeless, self.open(now)));
+        }
+    }
+
+    /// Shards other than `round` on their way somewhere under the running coordinator, when the
+    /// cluster has been calm long enough for that to mean the coordinator knows of them.
+    pub(crate) fn moving_besides(&self, now: Instant, round: &[ShardId]) -> Vec<ShardId> {
+        if self
+            .last_fault
+            .is_some_and(|fault| now < fault + self.settle)
+        {
+            return Vec::new();
+        }
+        self.shards
+            .iter()
+            .filter(|(shard, (_, open))| {
+                open.coordinators == self.coordinators && !round.contains(shard)
+            })
+            .map(|(shard, _)| *shard)
+            .collect()
+    }
+
     /// `shard` started somewhere: the move is over. (A region told to stop a shard it no
     /// longer hosted answers at once, with no event of its own: the move may go from `HandOff`
     /// straight to the new home.)

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 
 use crate::coordinator::Coordinator;
-use crate::effect::Effects;
+use crate::effect::{Effects, Event};
 use crate::id::{MemberId, ShardId};
 use crate::membership::MembershipView;
 use crate::message::Body;
@@ -61,13 +61,18 @@ impl Handoff {
 
 impl Coordinator {
     /// Starts handing `shard` off from its owner, unless it is already moving or not yet
-    /// acknowledged by its owner.
-    pub(super) fn start_handoff(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+    /// acknowledged by its owner. Whether it started.
+    pub(super) fn start_handoff(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        out: &mut Effects,
+    ) -> bool {
         let Some(&owner) = self.shards.get(&shard) else {
-            return;
+            return false;
         };
         if self.handoffs.contains_key(&shard) || self.unacked.contains_key(&shard) {
-            return;
+            return false;
         }
         let pending: BTreeSet<MemberId> = self
             .regions
@@ -97,6 +102,7 @@ impl Coordinator {
         };
         self.handoffs.insert(shard, handoff);
         self.advance_handoff(shard, out);
+        true
     }
 
     pub(super) fn handle_handoff_ack(
@@ -284,8 +290,18 @@ impl Coordinator {
             .copied()
             .collect();
         let allocation = self.allocation_view(view);
-        for shard in self.strategy.rebalance(&allocation, &in_progress) {
-            self.start_handoff(now, shard, out);
+        let moved: Vec<ShardId> = self
+            .strategy
+            .rebalance(&allocation, &in_progress)
+            .into_iter()
+            .filter(|&shard| self.start_handoff(now, shard, out))
+            .collect();
+        if !moved.is_empty() {
+            tracing::info!(entity_type = %self.entity_type, shards = ?moved, "rebalance");
+            out.event(Event::Rebalance {
+                entity_type: self.entity_type.clone(),
+                shards: moved,
+            });
         }
     }
 }

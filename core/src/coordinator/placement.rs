@@ -174,10 +174,19 @@ impl Coordinator {
                 })
             })
             .collect();
+        // A member that is Up but has not registered its region yet is still joining as far as
+        // sharding goes: rebalancing now would move shards that move again once it registers
+        // (and would ignore its app version during a rolling update).
+        let role = self.role.as_deref();
+        let registering = view.members().iter().any(|m| {
+            m.status == MemberStatus::Up
+                && m.hosts_type(&self.entity_type, role)
+                && !self.is_registered(m.id)
+        });
         AllocationView {
             regions,
             any_unreachable: view.any_unreachable(),
-            any_joining: view.any_joining(),
+            any_joining: view.any_joining() || registering,
         }
     }
 }

@@ -614,3 +614,27 @@ fn acknowledgements_of_an_abandoned_handoff_do_not_count_for_the_next() {
     }
     assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
 }
+
+/// A member that is Up but has not registered its region yet is still joining as far as
+/// sharding goes: no rebalance round until it registers (found by the simulator's rebalance
+/// check: during a rolling update a round ran while a newer version was Up but unregistered).
+#[test]
+fn rebalancing_waits_for_up_members_to_register() {
+    let mut f = Fixture::ready();
+    for shard in 0..8 {
+        f.host(shard, 2);
+    }
+    f.view = view_of(&[1, 2, 3, 4, 5]);
+    f.timeout(10);
+    let rounds = |f: &mut Fixture| {
+        f.sends();
+        f.events
+            .iter()
+            .filter(|e| matches!(e, Event::Rebalance { .. }))
+            .count()
+    };
+    assert_eq!(rounds(&mut f), 0, "member 5 has not registered");
+    f.register(5, &[], &[]);
+    f.timeout(20);
+    assert_eq!(rounds(&mut f), 1, "all registered: region 2 holds 8 of 8");
+}
