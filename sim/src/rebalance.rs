@@ -50,9 +50,7 @@ impl World {
         }
         let total: usize = counts.values().sum();
         let least = counts.values().min().copied().unwrap_or(0);
-        let limit = ((RELATIVE_LIMIT * total as f64) as usize)
-            .min(ABSOLUTE_LIMIT)
-            .max(1);
+        let limit = ((RELATIVE_LIMIT * total as f64) as usize).clamp(1, ABSOLUTE_LIMIT);
         if shards.len() > limit {
             wrong.push(format!(
                 "{} shards of {total} (limit {limit})",
