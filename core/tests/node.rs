@@ -576,6 +576,51 @@ fn allocation_waiting_on_a_silent_member_is_reported() {
     assert_eq!(c.inbox(&id).len(), 1);
 }
 
+/// Found by the simulator (flapping-links seed 21747): the oldest member ran no entity type, a
+/// member hosting shards was downed and removed while it still ran them (cut off, it had not
+/// heard yet), and the next coordinator ran on a member that joined after that removal: it
+/// never saw it, so its gate did not wait out the removal margin. A removal a node learns of
+/// only as a tombstone counts from when it learns of it.
+#[test]
+fn a_coordinator_that_joined_after_a_removal_waits_out_its_margin() {
+    let mut c = TestCluster::new();
+    c.add_node(Config::new(NodeId(1), Incarnation(1)));
+    c.add_node(config(2, type_config(4)));
+    c.publish_view();
+    c.settle();
+    let ids = c.one_entity_per_shard(2, 4, "one");
+    assert_eq!(c.alive_on(2).len(), 4, "node 2 hosts everything");
+    // Node 2 is removed, but does not hear it (cut off): its entities keep running.
+    c.remove_member(2);
+    c.publish_view_to(1);
+    c.settle();
+    c.add_node(config(3, type_config(4)));
+    c.publish_view_to(1);
+    c.publish_view_to(3);
+    c.settle();
+    assert!(c.node(3).coordinator_allocations(&counter()).is_some());
+    for id in &ids {
+        c.tell(3, id, "two");
+    }
+    c.advance(Duration::from_secs(15));
+    assert!(
+        c.alive_on(3).is_empty(),
+        "nothing of node 2's starts within the margin"
+    );
+    // Within the margin node 2 hears it was removed (as a downed minority decides for itself).
+    c.publish_view_to(2);
+    c.settle();
+    assert!(c.alive_on(2).is_empty());
+    c.advance(Duration::from_secs(4));
+    assert!(c.alive_on(3).is_empty(), "still within the margin");
+    c.advance(Duration::from_secs(2));
+    assert_eq!(
+        c.alive_on(3).len(),
+        4,
+        "after the margin, node 3 takes over"
+    );
+}
+
 #[test]
 fn proxies_route_but_never_host() {
     let mut c = TestCluster::new();

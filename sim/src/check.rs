@@ -47,6 +47,9 @@ pub enum Property {
     /// A command answered twice, wrongly, or never (a `StartEntity` said started by a member
     /// where the entity does not run).
     CommandReply,
+    /// The node asked its host for something the drive contract forbids: a delivery to an
+    /// entity it told to stop, or a stop of an entity that is not running.
+    HostContract,
 }
 
 impl fmt::Display for Violation {

@@ -23,6 +23,14 @@ impl World {
             deferred.push(input);
             return;
         }
+        if let Input::Receive(envelope) = &input {
+            if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
+                self.shutdowns_heard.insert((envelope.to, envelope.from));
+            }
+        }
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
         let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
         node.driver.handle_input(local, input, &mut out);

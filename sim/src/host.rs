@@ -1,10 +1,13 @@
 //! The simulated host's entities: starts are checked, deliveries recorded, stops take a while
-//! (graceful ones may be ignored until forced), and some entities passivate themselves.
+//! (graceful ones may be ignored until forced, and forced ones take a while too), some entities
+//! passivate themselves or stop on their own; the drive contract is checked (no delivery to an
+//! entity the node told to stop, no stop of an entity that is not running).
 
 use std::time::Duration;
 
-use shoal_core::{EntityEffect, MemberId, StopReason};
+use shoal_core::{EntityEffect, EntityId, MemberId, StopReason};
 
+use crate::check::Property;
 use crate::world::{Ev, World};
 
 impl World {
@@ -22,7 +25,7 @@ impl World {
                     self.mark(
                         "a stopped entity restarted at once for messages that raced its stop",
                     );
-                    if reason == StopReason::Passivation {
+                    if reason == Some(StopReason::Passivation) {
                         self.mark("passivation raced a delivery");
                     }
                 }
@@ -37,7 +40,16 @@ impl World {
                     let sent = crate::check::describe(&payload);
                     self.log(|| format!("{member} deliver {entity} {sent}"));
                 }
+                if self.stop_requested(member, &entity) {
+                    let detail = format!("{member} delivered to {entity} after stopping it");
+                    self.check
+                        .fail(self.now, Property::HostContract, &entity, detail);
+                }
                 self.check.deliver(self.now, member, &entity, &payload);
+                let self_stop = self.opts.faults.self_stop;
+                if self_stop > 0.0 && self.rng_host.chance(self_stop) {
+                    self.stop_on_its_own(member, &entity);
+                }
                 let passivate = self.opts.faults.passivate;
                 if passivate > 0.0 && self.rng_entities.chance(passivate) {
                     let delay = self
@@ -49,7 +61,10 @@ impl World {
             EntityEffect::Stop { entity, reason, .. } => {
                 self.log(|| format!("{member} stop {entity} {reason:?}"));
                 let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
-                    return;
+                    let detail = format!("{member} stopped {entity}, which does not run there");
+                    return self
+                        .check
+                        .fail(self.now, Property::HostContract, &entity, detail);
                 };
                 let key = (member, entity.clone(), incarnation);
                 let delay = match reason {
@@ -57,7 +72,12 @@ impl World {
                         if self.ignored_stops.remove(&key) {
                             self.mark("an entity that ignored its stop was forced");
                         }
-                        Duration::from_millis(1)
+                        let slowest = self.opts.faults.forced_stop;
+                        if slowest > Duration::from_millis(1) {
+                            self.rng_host.duration(Duration::from_millis(1), slowest)
+                        } else {
+                            slowest
+                        }
                     }
                     _ if self.rng_entities.chance(self.opts.faults.ignore_stop) => {
                         self.ignored_stops.insert(key);
@@ -67,7 +87,7 @@ impl World {
                         .rng_entities
                         .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
                 };
-                self.pending_stops.insert(key, reason);
+                self.pending_stops.insert(key, Some(reason));
                 self.schedule(
                     self.now + delay,
                     Ev::EntityStopped {
@@ -78,5 +98,40 @@ impl World {
                 );
             }
         }
+    }
+
+    /// Whether the node told the host to stop `member`'s running incarnation of `entity`.
+    fn stop_requested(&self, member: MemberId, entity: &EntityId) -> bool {
+        let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+            return false;
+        };
+        let key = (member, entity.clone(), incarnation);
+        self.ignored_stops.contains(&key)
+            || self.pending_stops.get(&key).is_some_and(Option::is_some)
+    }
+
+    /// The running incarnation of `entity` ends by itself a little later (it was not asked to).
+    fn stop_on_its_own(&mut self, member: MemberId, entity: &EntityId) {
+        let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+            return;
+        };
+        let key = (member, entity.clone(), incarnation);
+        if self.pending_stops.contains_key(&key) || self.ignored_stops.contains(&key) {
+            return;
+        }
+        self.mark("an entity stopped on its own");
+        self.pending_stops.insert(key, None);
+        let delay = self
+            .rng_host
+            .duration(Duration::from_millis(1), Duration::from_secs(1));
+        let entity = entity.clone();
+        self.schedule(
+            self.now + delay,
+            Ev::EntityStopped {
+                member,
+                entity,
+                incarnation,
+            },
+        );
     }
 }

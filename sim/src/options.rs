@@ -121,6 +121,12 @@ pub struct Faults {
     pub passivate: f64,
     /// Longest time an entity takes to stop.
     pub slow_stop: Duration,
+    /// Longest time a forced stop takes to end the entity (an abort waits for the entity to
+    /// reach a point where it can be stopped).
+    pub forced_stop: Duration,
+    /// Probability that an entity stops on its own after a message (no passivation: it just
+    /// ends, and the next message starts a new incarnation).
+    pub self_stop: f64,
     /// Mean time between clogs (a node's or a link's messages held for a while, not lost).
     pub clog_every: Option<Duration>,
     /// Mean time between process pauses (a node stops running for up to a few seconds).
@@ -237,6 +243,8 @@ impl Options {
             pause_every: every(&mut r, 0.2, 10, 60),
             duplicate: if r.chance(0.2) { r.unit() * 0.05 } else { 0.0 },
             down_every: None,
+            forced_stop: Duration::from_millis(1),
+            self_stop: 0.0,
         };
         let nodes = r.range(3, 7);
         let mut o = Self {
@@ -286,6 +294,12 @@ impl Options {
             o.bystander = Some(shoal_core::NodeId(if first { 1 } else { node }));
         }
         o.faults.down_every = every(&mut r, 0.15, 30, 120);
+        if r.chance(0.3) {
+            o.faults.forced_stop = Duration::from_millis(r.range(2, 2_000));
+        }
+        if r.chance(0.2) {
+            o.faults.self_stop = r.unit() * 0.02;
+        }
         if r.chance(0.5) {
             o.start_entity = 0.01 + r.unit() * 0.04;
         }
@@ -399,6 +413,12 @@ impl fmt::Display for Options {
         }
         if self.start_entity > 0.0 {
             write!(f, " start_entity={:.3}", self.start_entity)?;
+        }
+        if self.faults.forced_stop > Duration::from_millis(1) {
+            write!(f, " forced_stop={}ms", self.faults.forced_stop.as_millis())?;
+        }
+        if self.faults.self_stop > 0.0 {
+            write!(f, " self_stop={:.3}", self.faults.self_stop)?;
         }
         Ok(())
     }

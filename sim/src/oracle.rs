@@ -18,6 +18,8 @@ use crate::options::Downing;
 pub(crate) struct Oracle {
     /// Current members (Down members included until removed), by address.
     members: BTreeMap<NodeId, Member>,
+    /// Removed members (tombstones, listed in every view).
+    removed: BTreeSet<MemberId>,
     next_up_number: u64,
     downing: Downing,
     /// Incremented on every change; nodes apply only views newer than the one they have.
@@ -40,6 +42,7 @@ impl Oracle {
     pub(crate) fn new(downing: Downing) -> Self {
         Self {
             members: BTreeMap::new(),
+            removed: BTreeSet::new(),
             next_up_number: 1,
             downing,
             version: 0,
@@ -51,13 +54,25 @@ impl Oracle {
         let up_number = self.next_up_number;
         self.next_up_number += 1;
         let member = Member::up(id, up_number, &[]).hosting(hosts);
-        self.members.insert(id.node, member);
+        if let Some(old) = self.members.insert(id.node, member) {
+            self.removed.insert(old.id);
+        }
         self.version += 1;
     }
 
     /// The cluster's current view.
     pub(crate) fn view(&self) -> MembershipView {
         MembershipView::new(self.members.values().cloned().collect())
+            .with_removed(self.removed.iter().copied())
+    }
+
+    /// Removes the member at `node`, keeping its tombstone; whether there was one.
+    fn drop_member(&mut self, node: NodeId) -> bool {
+        let Some(old) = self.members.remove(&node) else {
+            return false;
+        };
+        self.removed.insert(old.id);
+        true
     }
 
     /// Marks a member Leaving (it is handing off its shards).
@@ -70,7 +85,7 @@ impl Oracle {
 
     /// Removes a member that left gracefully.
     pub(crate) fn remove(&mut self, node: NodeId) {
-        if self.members.remove(&node).is_some() {
+        if self.drop_member(node) {
             self.version += 1;
         }
     }
@@ -157,7 +172,7 @@ impl Oracle {
             .map(|m| m.id)
             .collect();
         for n in &losers {
-            self.members.remove(n);
+            self.drop_member(*n);
         }
         self.version += 1;
         match winner {
@@ -199,7 +214,7 @@ impl Oracle {
             .map(|m| m.id)
             .collect();
         for n in gone {
-            self.members.remove(&n);
+            self.drop_member(n);
         }
         self.version += 1;
         decision

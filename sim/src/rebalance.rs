@@ -1,7 +1,9 @@
 //! Each rebalance round (`Event::Rebalance`) is checked against the default least-shard
 //! strategy, from the coordinator's table and its node's membership view at that instant:
 //!
-//! - only at a good time: nobody unreachable, nobody joining, one application version;
+//! - only at a good time: nobody unreachable, nobody joining, one application version among
+//!   the Up regions (those whose shutdown request the coordinator heard are out of it, for the
+//!   coordinator as here);
 //! - within its limit: at most `max(1, min(⌊0.1 × N⌋, 20))` of the N shards the Up regions hold;
 //! - nothing it should not move: each shard was allocated to an Up region holding at least two
 //!   more shards than the least loaded Up region (both of Akka's phases only move from such
@@ -38,6 +40,7 @@ impl World {
             .members()
             .iter()
             .filter(|m| m.status == MemberStatus::Up && m.hosts_type(&self.ty, None))
+            .filter(|m| !self.shutdowns_heard.contains(&(node.id, m.id)))
             .collect();
         if up.windows(2).any(|w| w[0].app_version != w[1].app_version) {
             wrong.push("while members run different versions".to_owned());
@@ -66,7 +69,7 @@ impl World {
                 None => wrong.push(format!("{shard}, not allocated to an Up region")),
             }
         }
-        let others = self.stalls.moving_besides(self.now, shards);
+        let others = self.stalls.moving_besides(shards);
         if !others.is_empty() {
             wrong.push(format!("while {others:?} were still moving"));
         }

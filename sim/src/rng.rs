@@ -81,6 +81,8 @@ pub(crate) enum Stream {
     Operators = 9,
     /// Client commands other than messages (`StartEntity`).
     Commands = 10,
+    /// The host's adversarial timing: forced stops, entities stopping on their own.
+    Host = 11,
 }
 
 impl SimRng {

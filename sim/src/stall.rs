@@ -125,8 +125,18 @@ impl Stalls {
         }
     }
 
-    /// The owner stopped `shard`.
+    /// The owner stopped `shard`. If the simulator saw nothing of the move before (the
+    /// coordinator and the owner shared a node), it cannot tell which coordinator ran it: a new
+    /// one may never have heard of the shard, and allocate it only on demand. Not judged.
     pub(crate) fn shard_stopped(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+        if let std::collections::btree_map::Entry::Vacant(unseen) = self.shards.entry(shard) {
+            let open = Open {
+                since: now,
+                coordinators: UNKNOWN,
+            };
+            unseen.insert((Phase::Homeless, open));
+            return None;
+        }
         self.advance(now, shard, Phase::Homeless)
     }
 
@@ -138,22 +148,25 @@ impl Stalls {
         }
     }
 
-    /// Shards other than `round` on their way somewhere under the running coordinator, when the
-    /// cluster has been calm long enough for that to mean the coordinator knows of them.
-    pub(crate) fn moving_besides(&self, now: Instant, round: &[ShardId]) -> Vec<ShardId> {
-        if self
-            .last_fault
-            .is_some_and(|fault| now < fault + self.settle)
-        {
-            return Vec::new();
-        }
+    /// Shards other than `round` on their way somewhere under the running coordinator, their
+    /// move begun in a calm cluster (a move begun under faults may have ended unseen: a resent
+    /// `HostShard` is acknowledged without a new start).
+    pub(crate) fn moving_besides(&self, round: &[ShardId]) -> Vec<ShardId> {
         self.shards
             .iter()
             .filter(|(shard, (_, open))| {
-                open.coordinators == self.coordinators && !round.contains(shard)
+                self.calm_before(open.since)
+                    && open.coordinators == self.coordinators
+                    && !round.contains(shard)
             })
             .map(|(shard, _)| *shard)
             .collect()
+    }
+
+    /// Whether no fault happened in the `settle` time before `at`.
+    fn calm_before(&self, at: Instant) -> bool {
+        self.last_fault
+            .is_none_or(|fault| fault + self.settle <= at)
     }
 
     /// `shard` started somewhere: the move is over. (A region told to stop a shard it no
@@ -248,9 +261,7 @@ impl Stalls {
         subject: String,
         what: &str,
     ) -> Option<Stall> {
-        let calm = self
-            .last_fault
-            .is_none_or(|fault| fault + self.settle <= open.since);
+        let calm = self.calm_before(open.since);
         let took = now.saturating_duration_since(open.since);
         let overran = calm && open.coordinators == self.coordinators && took > bound;
         overran.then(|| Stall {
@@ -273,6 +284,9 @@ pub(crate) struct Stall {
     pub(crate) subject: String,
     pub(crate) detail: String,
 }
+
+/// The coordinator epoch of a move that began unseen: never the current one.
+const UNKNOWN: u64 = u64::MAX;
 
 /// The phase before `phase` (the first phase has none: itself).
 fn prev(phase: Phase) -> Phase {

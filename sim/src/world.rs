@@ -78,16 +78,23 @@ pub(crate) struct World {
     pub(crate) check: Checker,
     /// Graceful operations in progress, and the faults that excuse them.
     pub(crate) stalls: crate::stall::Stalls,
+    /// `(receiver, region)`: the receiver handled a graceful shutdown request of the region
+    /// (a coordinator leaves such regions out of allocation and rebalancing).
+    pub(crate) shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
     /// `StartEntity` commands in flight and answered.
     pub(crate) starts: crate::starts::StartRequests,
     pub(crate) rng_commands: SimRng,
     pub(crate) rng_faults: SimRng,
     pub(crate) rng_work: SimRng,
     pub(crate) rng_entities: SimRng,
+    /// The host's adversarial timing (forced stops, entities stopping on their own).
+    pub(crate) rng_host: SimRng,
     pub(crate) rng_membership: SimRng,
     rng_nodes: SimRng,
     /// Entity stops the host has not reported yet: (member, entity, incarnation).
-    pub(crate) pending_stops: BTreeMap<(MemberId, EntityId, u64), StopReason>,
+    /// Entity stops the host has not reported yet, with the reason the node gave (`None`: the
+    /// entity stops on its own).
+    pub(crate) pending_stops: BTreeMap<(MemberId, EntityId, u64), Option<StopReason>>,
     /// Graceful stops an entity ignored (it runs on until forced).
     pub(crate) ignored_stops: BTreeSet<(MemberId, EntityId, u64)>,
     /// Current incarnation number of each running entity.
@@ -120,7 +127,7 @@ pub(crate) struct World {
     /// How often each interesting situation ("sometimes" marker) occurred.
     pub(crate) coverage: BTreeMap<&'static str, u64>,
     /// The entity whose stop is being reported in the current driver call.
-    pub(crate) reporting_stop: Option<(MemberId, EntityId, StopReason)>,
+    pub(crate) reporting_stop: Option<(MemberId, EntityId, Option<StopReason>)>,
     /// Events processed.
     pub(crate) events_processed: u64,
     /// Dead letters reported by nodes.
@@ -190,8 +197,10 @@ impl World {
             rng_faults: SimRng::of(seed, Stream::Faults),
             rng_commands: SimRng::of(seed, Stream::Commands),
             starts: crate::starts::StartRequests::default(),
+            shutdowns_heard: BTreeSet::new(),
             rng_work: SimRng::of(seed, Stream::Workload),
             rng_entities: SimRng::of(seed, Stream::Entities),
+            rng_host: SimRng::of(seed, Stream::Host),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             pending_stops: BTreeMap::new(),
@@ -395,6 +404,20 @@ impl World {
                 incarnation,
             } => {
                 self.mix(3, member.node.0);
+                let paused = self
+                    .nodes
+                    .get(&member.node)
+                    .is_some_and(|n| n.id == member && n.is_paused());
+                if paused {
+                    // Entities run in their node's process: while it is paused they cannot
+                    // finish stopping either.
+                    let again = Ev::EntityStopped {
+                        member,
+                        entity,
+                        incarnation,
+                    };
+                    return self.schedule(self.now + Duration::from_millis(50), again);
+                }
                 if let Some(reason) =
                     self.pending_stops
                         .remove(&(member, entity.clone(), incarnation))

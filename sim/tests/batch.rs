@@ -490,3 +490,33 @@ fn far_away_seeds_a_new_user_found() {
     });
     assert_ne!(report.outcome, Outcome::Failed, "{report}");
 }
+
+/// Found by the simulator once a member could run no entity type (flapping-links seed 21747,
+/// minimized to six actions): the oldest member ran none, so after a hosting member was downed
+/// and removed the coordinator ran on a member that had joined after that removal. It never
+/// saw the removal, its gate did not wait out the margin, and it allocated the shards of the
+/// removed member, which (cut off, not yet aware it was downed) still ran them: double
+/// activation. A removal a node learns of only as a tombstone counts from then. The kept
+/// schedule must still reach that branch.
+#[test]
+fn a_coordinator_that_joined_after_a_removal_waits_it_out() {
+    let schedule = "@76.389 partition n1,n3 heal 17.091; @108.760 partition n3 one-way heal 11.647; \
+                    @122.604 break n1-n3; @130.881 partition n1,n3 one-way heal 59.502; \
+                    @134.183 break n3-n1; @138.501 break n3-n1";
+    for options in [
+        Options::for_family(21_747, Family::FlappingLinks),
+        Options {
+            schedule: Some(schedule.parse().expect("a valid schedule")),
+            ..Options::for_family(21_747, Family::FlappingLinks)
+        },
+    ] {
+        let report = run(options);
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+        assert!(
+            report
+                .coverage
+                .contains_key("node: a removal this node never saw is waited out"),
+            "the regression no longer reaches the branch it guards"
+        );
+    }
+}

@@ -432,6 +432,7 @@ impl Gossip {
                 })
                 .collect(),
         )
+        .with_removed(self.removed.iter().copied())
     }
 }
 

@@ -89,6 +89,10 @@ impl Member {
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
 pub struct MembershipView {
     members: Vec<Member>,
+    /// Members removed from the cluster (tombstones), sorted: a node that joined after a
+    /// removal learns of it here.
+    #[serde(default)]
+    removed: Vec<MemberId>,
 }
 
 impl MembershipView {
@@ -96,7 +100,26 @@ impl MembershipView {
     pub fn new(mut members: Vec<Member>) -> Self {
         members.sort_by_key(|m| m.id);
         members.dedup_by_key(|m| m.id);
-        Self { members }
+        Self {
+            members,
+            removed: Vec::new(),
+        }
+    }
+
+    /// The same view, listing `removed` as members removed from the cluster (builder style).
+    /// A node that manages membership always lists them; a host supplying views should list
+    /// at least those removed within `down_removal_margin`, so that a node that joins after a
+    /// removal and comes to run a coordinator waits the margin out.
+    pub fn with_removed(mut self, removed: impl IntoIterator<Item = MemberId>) -> Self {
+        self.removed = removed.into_iter().collect();
+        self.removed.sort();
+        self.removed.dedup();
+        self
+    }
+
+    /// Members removed from the cluster (tombstones), sorted.
+    pub fn removed(&self) -> &[MemberId] {
+        &self.removed
     }
 
     /// All members, sorted by id.

@@ -59,6 +59,8 @@ pub struct Node {
     rng: Rng,
     /// When members left the view; coordinators starting soon after wait out the margin.
     removals: BTreeMap<MemberId, Instant>,
+    /// Removed members this node knows of (seen leaving the view, or as tombstones).
+    known_removed: BTreeSet<MemberId>,
     /// Numbers envelopes per link so that copies from the transport are dropped.
     links: LinkSequences,
     /// Membership, when this node manages it (`Config::membership`); otherwise the host
@@ -113,6 +115,7 @@ impl Node {
             types,
             effects: Effects::new(me),
             removals: BTreeMap::new(),
+            known_removed: BTreeSet::new(),
             links: LinkSequences::default(),
             membership,
             leaving: false,
@@ -296,18 +299,34 @@ impl Node {
         // before): nothing of it can still run, so its removal needs no margin. Others may
         // have hosted shards a new coordinator has not heard of.
         let mut exited = BTreeSet::new();
+        let mut removed = Vec::new();
         for old in self.view.members() {
             if view.member(old.id).is_some() {
                 continue;
             }
+            self.known_removed.insert(old.id);
             if old.status == MemberStatus::Exiting {
                 exited.insert(old.id);
-                continue;
+            } else {
+                removed.push(old.id);
             }
-            self.removals.insert(old.id, now);
+        }
+        // A removal this node never saw happen (it joined afterwards) may be as recent as now:
+        // a coordinator it comes to run must wait the margin out for it too (flapping-links
+        // seed 21747: the oldest member ran no entity type, so a member that had joined after
+        // another's removal ran the coordinator and allocated that member's shards while it,
+        // cut off and not yet aware it was downed, still ran them).
+        for &id in view.removed() {
+            if self.known_removed.insert(id) {
+                crate::probe::hit("node: a removal this node never saw is waited out");
+                removed.push(id);
+            }
+        }
+        for id in removed {
+            self.removals.insert(id, now);
             for t in self.types.values_mut() {
                 if let Some(c) = &mut t.coordinator {
-                    c.note_removal(old.id, now);
+                    c.note_removal(id, now);
                 }
             }
         }

@@ -30,6 +30,8 @@ pub struct TestCluster {
     pub now: Instant,
     nodes: BTreeMap<NodeId, Driver>,
     members: BTreeMap<NodeId, Member>,
+    /// Members removed from the view (tombstones, listed in every view).
+    removed: BTreeSet<MemberId>,
     inflight: VecDeque<Envelope>,
     /// Links that drop everything (from, to).
     cut: BTreeSet<(NodeId, NodeId)>,
@@ -78,6 +80,7 @@ impl TestCluster {
             now: Instant::ZERO,
             nodes: BTreeMap::new(),
             members: BTreeMap::new(),
+            removed: BTreeSet::new(),
             inflight: VecDeque::new(),
             cut: BTreeSet::new(),
             host_inputs: VecDeque::new(),
@@ -143,20 +146,22 @@ impl TestCluster {
 
     /// Removes a member from the view (it stays running, as if partitioned and downed).
     pub fn remove_member(&mut self, n: u64) {
-        self.members.remove(&NodeId(n));
+        if let Some(m) = self.members.remove(&NodeId(n)) {
+            self.removed.insert(m.id);
+        }
     }
 
     /// Stops a node entirely (crash) and removes it from the view.
     pub fn crash(&mut self, n: u64) {
         self.nodes.remove(&NodeId(n));
-        self.members.remove(&NodeId(n));
+        self.remove_member(n);
         self.alive.retain(|(node, _)| *node != NodeId(n));
         self.trace.push(format!("{} n{n} crashed", self.now));
     }
 
     /// Tells every running node the current membership.
     pub fn publish_view(&mut self) {
-        let view = MembershipView::new(self.members.values().cloned().collect());
+        let view = self.view();
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
             self.input(id.0, Input::MembershipChanged(view.clone()));
@@ -240,8 +245,14 @@ impl TestCluster {
 
     /// Tells one node the current membership (the others learn it later, if at all).
     pub fn publish_view_to(&mut self, n: u64) {
-        let view = MembershipView::new(self.members.values().cloned().collect());
+        let view = self.view();
         self.input(n, Input::MembershipChanged(view));
+    }
+
+    /// The current membership, with the tombstones of the members removed so far.
+    pub fn view(&self) -> MembershipView {
+        MembershipView::new(self.members.values().cloned().collect())
+            .with_removed(self.removed.iter().copied())
     }
 
     /// Delivers messages and host reports until nothing is left, without advancing time.
