@@ -333,6 +333,20 @@ pub enum Body {
         /// Whether it runs.
         outcome: StartOutcome,
     },
+    /// Sent by a region that stopped gracefully (a proxy since) when its member is removed,
+    /// to every member hosting the type: it forwards nothing any more. Each relays it to
+    /// `coordinator` as [`Body::RegionExited`], behind everything the region forwarded to it
+    /// (the same FIFO argument as [`Body::RelayHandOffAck`]).
+    RelayExit {
+        /// The coordinator the exited region was registered with.
+        coordinator: MemberId,
+    },
+    /// `region` exited and everything it forwarded to the sender has arrived: it counts as
+    /// having acknowledged every handoff of a shard the sender owns.
+    RegionExited {
+        /// The region that exited.
+        region: MemberId,
+    },
 }
 
 impl Body {
@@ -405,7 +419,9 @@ impl Body {
             | Self::GetRegionStats { .. }
             | Self::LocateEntity { .. }
             | Self::GetCoordinatorState { .. }
-            | Self::StartEntityAck { .. } => true,
+            | Self::StartEntityAck { .. }
+            | Self::RelayExit { .. }
+            | Self::RegionExited { .. } => true,
         }
     }
 }

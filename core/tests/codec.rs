@@ -157,6 +157,8 @@ fn body() -> impl Strategy<Value = Body> {
                 outcome: dropped.map_or(StartOutcome::Started, StartOutcome::Dropped),
             }
         ),
+        member().prop_map(|coordinator| Body::RelayExit { coordinator }),
+        member().prop_map(|region| Body::RegionExited { region }),
     ]
 }
 
@@ -223,9 +225,11 @@ fn variant_index(body: &Body) -> usize {
         Body::CoordinatorState { .. } => 27,
         Body::StartEntity { .. } => 28,
         Body::StartEntityAck { .. } => 29,
+        Body::RelayExit { .. } => 30,
+        Body::RegionExited { .. } => 31,
     }
 }
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 32;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     (member(), member(), any::<u64>(), ".{0,16}", body()).prop_map(|(from, to, seq, t, body)| {

@@ -125,6 +125,7 @@ fn act_on(w: &mut World, act: Act) {
                 leave(w, node, by);
             }
         }
+        Act::Heal => heal(w),
         Act::Down { node, by } => {
             // An operator's command: the core's membership only (the oracle has none).
             let members: Vec<NodeId> = w.up_members().into_iter().map(|m| m.node).collect();

@@ -83,6 +83,8 @@ pub(crate) enum Stream {
     Commands = 10,
     /// The host's adversarial timing: forced stops, entities stopping on their own.
     Host = 11,
+    /// Faults timed against membership decisions (see `schedule::plan_edges`).
+    Edges = 12,
 }
 
 impl SimRng {

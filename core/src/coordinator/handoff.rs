@@ -79,6 +79,13 @@ impl Coordinator {
             .keys()
             .chain(&self.proxies)
             .filter(|r| !self.terminating.contains_key(r))
+            .filter(|r| {
+                let exited = self.exits.get(r).is_some_and(|via| via.contains(&owner));
+                if exited {
+                    crate::probe::hit("coordinator: a handoff skips a region that exited");
+                }
+                !exited
+            })
             .copied()
             .collect();
         // Rounds are unique across this member's coordinators too: they start from the time
@@ -141,6 +148,41 @@ impl Coordinator {
                 if pending.remove(&region) {
                     crate::probe::hit(
                         "coordinator: a region that is gone counts as having acknowledged",
+                    );
+                    self.advance_handoff(shard, out);
+                }
+            }
+        }
+    }
+
+    /// `region` exited and everything it forwarded to `owner` has arrived: it acknowledges
+    /// every handoff of a shard `owner` owns, now and while it is still a member (its
+    /// registration as a proxy may arrive after this).
+    pub(super) fn handle_region_exited(
+        &mut self,
+        view: &MembershipView,
+        region: MemberId,
+        owner: MemberId,
+        out: &mut Effects,
+    ) {
+        if view.member(region).is_some() {
+            self.exits.entry(region).or_default().insert(owner);
+        }
+        let shards: Vec<ShardId> = self
+            .handoffs
+            .iter()
+            .filter(|(_, h)| h.owner == owner)
+            .map(|(&shard, _)| shard)
+            .collect();
+        for shard in shards {
+            if let Some(Handoff {
+                phase: Phase::Acking { pending, .. },
+                ..
+            }) = self.handoffs.get_mut(&shard)
+            {
+                if pending.remove(&region) {
+                    crate::probe::hit(
+                        "coordinator: an exited region acknowledges through the owner",
                     );
                     self.advance_handoff(shard, out);
                 }

@@ -70,6 +70,9 @@ pub(crate) struct Coordinator {
     next_query: u64,
     /// The next handoff round (see `Body::BeginHandOff`).
     next_round: u64,
+    /// Regions that exited, with the owners that relayed it (`Body::RegionExited`): nothing
+    /// they forwarded to those owners is still on its way. Kept while they are members.
+    exits: BTreeMap<MemberId, BTreeSet<MemberId>>,
 }
 
 impl Coordinator {
@@ -110,6 +113,7 @@ impl Coordinator {
             stats: BTreeMap::new(),
             next_query: 0,
             next_round: now.as_nanos(),
+            exits: BTreeMap::new(),
         }
     }
 
@@ -162,6 +166,7 @@ impl Coordinator {
                 round,
             } => self.handle_handoff_ack(shard, region, round, out),
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
+            Body::RegionExited { region } => self.handle_region_exited(view, region, from, out),
             Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
             Body::RegionStopped => self.remove_region(now, view, from, out),
             Body::GetCurrentRegions { request } => {
@@ -213,7 +218,16 @@ impl Coordinator {
             .collect();
         for region in gone {
             self.proxies.remove(&region);
-            self.count_as_acked(now, region, out);
+            // A crashed or downed region counts as having acknowledged every handoff (DESIGN.md
+            // decision 5). One that exited gracefully does not: its process lives on for a
+            // while and what it forwarded last, and its acknowledgement behind it, may still
+            // be on their way to the owner (mass-shutdown seed 100869: counting it let the
+            // owner stop the shard before those forwards arrived, and they were lost).
+            if exited.contains(&region) {
+                crate::probe::hit("coordinator: an exited region's acknowledgement is awaited");
+            } else {
+                self.count_as_acked(now, region, out);
+            }
             if exited.contains(&region) {
                 // Nothing runs there any more: what it hosted moves at once.
                 crate::probe::hit("coordinator: an exited region's shards move at once");
@@ -223,6 +237,8 @@ impl Coordinator {
                     .insert(region, now + self.settings.down_removal_margin);
             }
         }
+        self.exits
+            .retain(|region, _| view.member(*region).is_some());
         for removed in view_removals(&self.recent_removals, view) {
             self.recent_removals.remove(&removed);
         }

@@ -75,12 +75,8 @@ impl Coordinator {
         out: &mut Effects,
     ) {
         self.proxies.remove(&region);
-        // Only a region that left the membership counts as having acknowledged a handoff. A
-        // region that stopped gracefully keeps routing (as a proxy) with its cached homes, so it
-        // must acknowledge through the owner like everyone else (DESIGN.md decision 5).
-        if view.member(region).is_none() {
-            self.count_as_acked(now, region, out);
-        }
+        // Whether the region counts as having acknowledged handoffs is settled when its member
+        // leaves the view (`handle_membership`): a region removed here may still be routing.
         let Some(shards) = self.regions.remove(&region) else {
             return;
         };

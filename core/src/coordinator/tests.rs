@@ -638,3 +638,81 @@ fn rebalancing_waits_for_up_members_to_register() {
     f.timeout(20);
     assert_eq!(rounds(&mut f), 1, "all registered: region 2 holds 8 of 8");
 }
+
+/// Found by the simulator (mass-shutdown seed 100869): a member that exited gracefully was
+/// counted as having acknowledged a handoff as soon as it was removed, while what it had
+/// forwarded last (and its acknowledgement behind it) were still on their way to the owner over
+/// a slow link; the owner stopped the shard first and the forwards were lost. A crashed or
+/// downed region still counts as having acknowledged; an exited one must acknowledge.
+#[test]
+fn an_exited_region_must_acknowledge_but_a_removed_one_need_not() {
+    for exited in [true, false] {
+        let mut f = Fixture::ready();
+        f.host(3, 2);
+        f.c.start_handoff(at(0), s(3), &mut f.out);
+        f.sends();
+        for acker in [1, 2, 3] {
+            let ack = Body::BeginHandOffAck {
+                shard: s(3),
+                region: m(acker),
+                round: 0,
+            };
+            f.recv(2, ack);
+        }
+        assert_eq!(f.sends(), [], "proxy 4 has not acknowledged");
+        f.view = view_of(&[1, 2, 3]);
+        let gone: BTreeSet<MemberId> = if exited { [m(4)].into() } else { [].into() };
+        f.c.handle_membership(at(1), &f.view.clone(), &gone, &mut f.out);
+        let handoff = (2, Body::HandOff { shard: s(3) });
+        if exited {
+            assert_eq!(f.sends(), [], "its acknowledgement may still be on its way");
+            let ack = Body::BeginHandOffAck {
+                shard: s(3),
+                region: m(4),
+                round: 0,
+            };
+            f.recv(2, ack);
+            assert_eq!(f.sends(), [handoff]);
+        } else {
+            assert_eq!(
+                f.sends(),
+                [handoff],
+                "a removed proxy counts as having acknowledged"
+            );
+        }
+    }
+}
+
+/// The other half of mass-shutdown seed 100869 (and 100089, where the `BeginHandOff` reached
+/// the exited region after it had stopped routing, and the handoff waited out its timeout): an
+/// exited region's acknowledgement comes through each owner as `RegionExited`, behind what it
+/// forwarded there. It covers handoffs from that owner now and later, not from other owners.
+#[test]
+fn an_exited_region_acknowledges_through_each_owner() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.host(1, 2);
+    f.host(2, 3);
+    f.c.start_handoff(at(0), s(3), &mut f.out);
+    f.sends();
+    for acker in [1, 2, 3] {
+        let ack = Body::BeginHandOffAck {
+            shard: s(3),
+            region: m(acker),
+            round: 0,
+        };
+        f.recv(2, ack);
+    }
+    assert_eq!(f.sends(), [], "proxy 4 has not acknowledged");
+    f.recv(1, Body::RegionExited { region: m(4) });
+    assert_eq!(f.sends(), [], "1 does not own shard 3");
+    f.recv(2, Body::RegionExited { region: m(4) });
+    assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
+    let begun = |f: &mut Fixture, shard: u32| -> Vec<u64> {
+        f.c.start_handoff(at(1), s(shard), &mut f.out);
+        let sends = f.sends();
+        sends.iter().map(|(to, _)| *to).collect()
+    };
+    assert_eq!(begun(&mut f, 1), [2, 3, 1], "owner 2 heard of the exit");
+    assert_eq!(begun(&mut f, 2), [2, 3, 4, 1], "owner 3 did not");
+}

@@ -235,6 +235,8 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
                         }
                         _ => "downing: an unreachable Exiting member counts against us",
                     });
+                } else if m.status == MemberStatus::Joining {
+                    crate::probe::hit("downing: a Joining member on our side is not counted");
                 }
                 against_us
             }

@@ -123,7 +123,11 @@ impl Membership {
         if self.phase == Phase::Joining || !std::mem::take(&mut self.dirty) {
             return None;
         }
-        let view = self.gossip.view();
+        let mut view = self.gossip.view();
+        if self.phase == Phase::Removed {
+            // Removed by its own deadline: the gossip it last heard still lists it Exiting.
+            view = view.without(self.me);
+        }
         (view != self.published).then(|| {
             self.published = view.clone();
             view
@@ -293,7 +297,13 @@ impl Membership {
                     self.gossip_to(1, rng, out);
                 }
                 if self.exit_deadline.is_some_and(|at| at <= now) {
+                    crate::probe::hit(
+                        "membership: an Exiting member gives up waiting for its removal",
+                    );
                     self.phase = Phase::Removed;
+                    // Its roles must see it removed too: they stop routing, and a region that
+                    // stopped gracefully announces its exit (mass-shutdown seed 111339).
+                    self.dirty = true;
                 }
                 self.act(now, false, rng, out);
             }

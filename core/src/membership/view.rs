@@ -117,6 +117,15 @@ impl MembershipView {
         self
     }
 
+    /// The same view with `id` removed (and listed as removed).
+    pub(crate) fn without(mut self, id: MemberId) -> Self {
+        self.members.retain(|m| m.id != id);
+        if let Err(at) = self.removed.binary_search(&id) {
+            self.removed.insert(at, id);
+        }
+        self
+    }
+
     /// Members removed from the cluster (tombstones), sorted.
     pub fn removed(&self) -> &[MemberId] {
         &self.removed

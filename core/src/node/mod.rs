@@ -442,6 +442,7 @@ fn is_for_coordinator(body: &Body) -> bool {
             | Body::GetClusterShardingStats { .. }
             | Body::RegionStatsReply { .. }
             | Body::GetCoordinatorState { .. }
+            | Body::RegionExited { .. }
     )
 }
 

@@ -117,6 +117,11 @@ impl Region {
                 };
                 out.send(coordinator, &self.entity_type, ack);
             }
+            Body::RelayExit { coordinator } => {
+                // Everything `from` forwarded before it exited has been routed by now (FIFO).
+                let exited = Body::RegionExited { region: from };
+                out.send(coordinator, &self.entity_type, exited);
+            }
             Body::LocateEntity { request, entity } => {
                 self.handle_locate(from, request, entity, out)
             }

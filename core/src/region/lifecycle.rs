@@ -26,9 +26,9 @@ impl Region {
             return;
         }
         match view.status(self.me) {
-            Some(MemberStatus::Down) => return self.terminate(out),
+            Some(MemberStatus::Down) => return self.terminate(view, out),
             Some(_) => self.seen_self = true,
-            None if self.seen_self => return self.terminate(out),
+            None if self.seen_self => return self.terminate(view, out),
             None => {}
         }
         self.members = view.members().iter().map(|m| m.id).collect();
@@ -113,7 +113,7 @@ impl Region {
 
     /// This member was downed or removed: stop every entity now and drop what is buffered,
     /// reporting each message as a dead letter.
-    pub(super) fn terminate(&mut self, out: &mut Effects) {
+    pub(super) fn terminate(&mut self, view: &MembershipView, out: &mut Effects) {
         let mut dropped = self.buffers.drain_all(&mut self.budget);
         for shard in self.shards.values_mut() {
             dropped.extend(shard.handle_terminate(&mut self.budget, out));
@@ -126,10 +126,33 @@ impl Region {
         for delivery in dropped {
             out.dead_letter(&self.entity_type, delivery, DeadLetterReason::RegionStopped);
         }
-        if !already_stopped {
+        if already_stopped {
+            self.announce_exit(view, out);
+        } else {
             out.event(Event::RegionStopped {
                 entity_type: self.entity_type.clone(),
             });
+        }
+    }
+
+    /// A region that stopped gracefully went on routing as a proxy; what it forwarded last
+    /// may still be on its way when its member is removed. Every member that may own a shard
+    /// hears that it forwards nothing more, and relays that to the coordinator behind those
+    /// forwards: handoffs then need not wait for this region's acknowledgement (mass-shutdown
+    /// seeds 100869 and 100089).
+    fn announce_exit(&self, view: &MembershipView, out: &mut Effects) {
+        let Some(coordinator) = self.registration.coordinator else {
+            return;
+        };
+        let role = self.role.as_deref();
+        for member in view.members() {
+            if member.id != self.me && member.hosts_type(&self.entity_type, role) {
+                out.send(
+                    member.id,
+                    &self.entity_type,
+                    Body::RelayExit { coordinator },
+                );
+            }
         }
     }
 }

@@ -457,6 +457,43 @@ fn graceful_shutdown_of_an_empty_region_stops_it_and_it_becomes_a_proxy() {
     assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
 }
 
+/// Found by the simulator (mass-shutdown seeds 100869, 100089): a region that stopped
+/// gracefully routes as a proxy until its member is removed, so what it forwarded last may
+/// still be on its way then. When it is removed it tells every other member hosting the type
+/// (not members that host other types only) that it forwards nothing more; each relays that to
+/// the coordinator behind those forwards. A region that never stopped gracefully (downed)
+/// says nothing: the coordinator counts it as having acknowledged.
+#[test]
+fn a_region_that_exits_after_stopping_gracefully_announces_it_through_the_owners() {
+    for graceful in [true, false] {
+        let mut f = Fixture::registered();
+        if graceful {
+            f.region.handle_graceful_shutdown(&mut f.out);
+        }
+        f.take();
+        let other_type = Member::up(m(4), 4, &[]).hosting(&[EntityType::new("other")]);
+        let without_me = MembershipView::new(vec![
+            Member::up(m(1), 1, &[]),
+            Member::up(m(3), 3, &[]),
+            other_type,
+        ]);
+        f.region
+            .handle_membership(at(1), &without_me, &mut f.rng, &mut f.out);
+        let relay = Body::RelayExit { coordinator: m(1) };
+        if graceful {
+            assert_eq!(f.take(), [send(1, relay.clone()), send(3, relay)]);
+        } else {
+            let stopped = event(Event::RegionStopped { entity_type: ty() });
+            assert_eq!(f.take(), [stopped]);
+        }
+    }
+    let mut owner = Fixture::registered();
+    let relay = Body::RelayExit { coordinator: m(1) };
+    assert_eq!(owner.recv(3, relay), Handled::Accepted);
+    let exited = Body::RegionExited { region: m(3) };
+    assert_eq!(owner.take(), [send(1, exited)]);
+}
+
 #[test]
 fn a_proxy_never_hosts() {
     let mut f = Fixture::new(true);

@@ -2,11 +2,15 @@
 //!
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]
+//!           [--reaching <text>]
 //!     run n seeds; print each failure (explained, the first ones minimized); exit non-zero on
 //!     any failure; the last line is "N passed, M failed"; with --coverage, first how many runs
-//!     reached each marker and core probe
+//!     reached each marker and core probe; with --reaching, each seed whose run reached a
+//!     marker or probe containing <text>
 //! sim replay <seed> [--family <f>] [--downing auto] [--schedule "<actions>"] [--trace <file>]
-//!     run one seed, print its report and digest
+//!            [--coverage]
+//!     run one seed, print its report and digest (and with --coverage the markers and core
+//!     probes it reached)
 //! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
 //!     shrink a failing seed's fault schedule to a minimal one that still fails
 //! sim failover
@@ -40,7 +44,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage] [--reaching <text>]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>] [--coverage]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
 }
 
 fn parse(args: &[String]) -> Result<ExitCode, String> {
@@ -95,9 +99,18 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
                 .ok_or("sweep needs --seeds <n>")?;
             let start = flag("--start").and_then(|s| parse_seed(&s)).unwrap_or(0);
             let coverage = args.iter().any(|a| a == "--coverage");
-            Ok(sweep(start..start + n, options, coverage))
+            let reaching = flag("--reaching");
+            Ok(sweep(
+                start..start + n,
+                options,
+                coverage,
+                reaching.as_deref(),
+            ))
         }
-        Some("replay") => replay(options(seed()?), flag("--trace")),
+        Some("replay") => {
+            let coverage = args.iter().any(|a| a == "--coverage");
+            replay(options(seed()?), flag("--trace"), coverage)
+        }
         Some("minimize") => Ok(shrink(&run(options(seed()?)))),
         Some("failover") => {
             print!("{}", sim::measure_failover());
@@ -127,6 +140,7 @@ fn sweep(
     seeds: std::ops::Range<u64>,
     options: impl Fn(u64) -> Options,
     coverage: bool,
+    reaching: Option<&str>,
 ) -> ExitCode {
     let started = wall_seconds();
     let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
@@ -135,6 +149,9 @@ fn sweep(
         let report = run(options(seed));
         for marker in report.coverage.keys() {
             *reached.entry(marker).or_default() += 1;
+        }
+        if reaching.is_some_and(|r| report.coverage.keys().any(|m| m.contains(r))) {
+            println!("seed {seed} reaches {:?}", reaching.unwrap_or_default());
         }
         match report.outcome {
             Outcome::Passed => passed += 1,
@@ -163,7 +180,11 @@ fn sweep(
     exit(failed > 0)
 }
 
-fn replay(options: Options, trace_path: Option<String>) -> Result<ExitCode, String> {
+fn replay(
+    options: Options,
+    trace_path: Option<String>,
+    coverage: bool,
+) -> Result<ExitCode, String> {
     let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
         Some(path) => {
             let file = std::fs::File::create(path)
@@ -175,6 +196,11 @@ fn replay(options: Options, trace_path: Option<String>) -> Result<ExitCode, Stri
     let report = run_traced(options, sink);
     print!("{report}");
     println!("  schedule: {}", report.schedule);
+    if coverage {
+        for (marker, n) in &report.coverage {
+            println!("  reached {n:>5}× {marker}");
+        }
+    }
     match trace_path {
         Some(path) => println!("  trace: {path} (JSON lines)"),
         None if report.outcome == Outcome::Failed => explain_to_stdout(&report),

@@ -65,6 +65,8 @@ pub enum Act {
         /// The address of the member that asks it to leave, if not itself.
         by: Option<NodeId>,
     },
+    /// Every partition heals now (a partition that moves: heal, then a new one).
+    Heal,
     /// An operator on the member at `by` downs the member at `node` (`Command::Down`).
     Down {
         /// The member downed.
@@ -192,6 +194,7 @@ impl Schedule {
             actions.push(Action { at, act });
         }
         plan_operators(o, &mut actions);
+        plan_edges(o, &mut actions);
         Self(actions)
     }
 
@@ -242,6 +245,85 @@ fn plan_operators(o: &Options, actions: &mut Vec<Action>) {
         }
     }
     actions.extend(downs);
+    actions.sort_by_key(|a| a.at);
+}
+
+/// Faults timed against the membership's decisions, which random times rarely hit: after a
+/// partition, around when downing decides (failure detection plus `stable_after`), the
+/// partition moves or a member goes quiet (pause, clog); right after a leave, while the member
+/// is Leaving or Exiting, a partition. Drawn from a stream of their own, in the families with
+/// partitions.
+fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
+    use crate::options::Family;
+    if !matches!(
+        o.family,
+        Family::Swarm | Family::Partitions | Family::FlappingLinks
+    ) {
+        return;
+    }
+    let mut r = SimRng::of(o.seed, Stream::Edges);
+    let ms = |r: &mut SimRng, lo: Duration, hi: Duration| {
+        Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
+    };
+    let secs = Duration::from_secs;
+    let decision = crate::faults::STABLE_AFTER;
+    let mut edges = Vec::new();
+    for action in actions.iter() {
+        let known = o.nodes.max(2);
+        let node = |r: &mut SimRng| NodeId(r.range(1, known));
+        let side = |r: &mut SimRng| -> BTreeSet<NodeId> {
+            let mut side: BTreeSet<NodeId> =
+                (1..=known).filter(|_| r.chance(0.5)).map(NodeId).collect();
+            let pick = NodeId(r.range(1, known));
+            if side.is_empty() {
+                side.insert(pick);
+            } else if side.len() as u64 == known {
+                side.remove(&pick);
+            }
+            side
+        };
+        match action.act {
+            Act::Partition { .. } if r.chance(0.5) => {
+                let at = action.at + decision + ms(&mut r, secs(1), secs(7));
+                if at >= o.duration {
+                    continue;
+                }
+                let act = match r.below(3) {
+                    0 => {
+                        edges.push(Action { at, act: Act::Heal });
+                        Act::Partition {
+                            side: side(&mut r),
+                            one_way: r.chance(0.3),
+                            heal_after: ms(&mut r, secs(5), secs(30)),
+                        }
+                    }
+                    1 => Act::Pause {
+                        node: node(&mut r),
+                        lasts: ms(&mut r, Duration::from_millis(500), MAX_PAUSE),
+                    },
+                    _ => Act::Clog {
+                        node: node(&mut r),
+                        peer: None,
+                        lasts: ms(&mut r, Duration::from_millis(500), secs(3)),
+                    },
+                };
+                edges.push(Action { at, act });
+            }
+            Act::Leave { .. } if r.chance(0.4) => {
+                let at = action.at + ms(&mut r, Duration::from_millis(300), secs(6));
+                if at < o.duration {
+                    let act = Act::Partition {
+                        side: side(&mut r),
+                        one_way: r.chance(0.3),
+                        heal_after: ms(&mut r, secs(5), secs(40)),
+                    };
+                    edges.push(Action { at, act });
+                }
+            }
+            _ => {}
+        }
+    }
+    actions.extend(edges);
     actions.sort_by_key(|a| a.at);
 }
 

@@ -42,6 +42,7 @@ impl fmt::Display for Action {
             Act::Leave { node, by: None } => write!(f, "leave {node}"),
             Act::Leave { node, by: Some(by) } => write!(f, "leave {node} by {by}"),
             Act::Down { node, by } => write!(f, "down {node} by {by}"),
+            Act::Heal => write!(f, "heal"),
             Act::Join => write!(f, "join"),
             Act::Clog { node, peer, lasts } => match peer {
                 Some(p) => write!(f, "clog {node}-{p} {}", secs(*lasts)),
@@ -141,6 +142,7 @@ impl FromStr for Action {
                 by: parse_node(by)?,
             },
             ["join"] => Act::Join,
+            ["heal"] => Act::Heal,
             ["clog", pair, d] => {
                 let (node, peer) = parse_pair(pair)?;
                 Act::Clog {
