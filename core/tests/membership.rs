@@ -315,3 +315,41 @@ fn an_operator_downs_a_member_when_downing_is_off() {
     let log = c.log.join("\n");
     assert!(log.contains("n3 left the cluster (downed)"), "{log}");
 }
+
+/// An Exiting member cut off before it hears of its removal gives up waiting after a few gossip
+/// rounds. Its roles must see it removed then (their region stops routing and announces its
+/// exit): before, its view still listed it Exiting until the process ended (mass-shutdown seed
+/// 111339, where a handoff waited for that region).
+#[test]
+fn an_exiting_member_that_never_hears_of_its_removal_sees_itself_removed() {
+    let mut c = Cluster::new();
+    // Cut off, it would otherwise down itself (keep-majority) before it gives up waiting.
+    c.downing = Downing::Off;
+    for n in 1..=3 {
+        c.start(n, &[1, 2, 3]);
+    }
+    c.at(10);
+    c.leave(3);
+    let me = MemberId::new(3, 1);
+    let exiting = |c: &Cluster| {
+        let view = c.nodes[&NodeId(3)].node().view();
+        view.member(me)
+            .is_some_and(|m| m.status == shoal_core::MemberStatus::Exiting)
+    };
+    for ms in 0..10_000 {
+        if exiting(&c) {
+            break;
+        }
+        c.run_until(Instant::ZERO + Duration::from_secs(10) + Duration::from_millis(ms));
+    }
+    assert!(exiting(&c), "n3 became Exiting");
+    for other in [1, 2] {
+        c.blocked.insert((NodeId(other), NodeId(3)));
+    }
+    c.log.clear();
+    c.at(40);
+    let log = c.log.join("\n");
+    assert!(log.contains("n3 sees n3#1: removed"), "{log}");
+    assert!(log.contains("n3 left the cluster (removed)"), "{log}");
+    assert!(c.nodes[&NodeId(3)].node().view().member(me).is_none());
+}
