@@ -16,9 +16,10 @@ pub(crate) fn hop(opts: &Options) -> Duration {
 }
 
 /// The longest an entity takes to stop once told to, for a handoff (`handoff: true`) or a
-/// passivation: entities that ignore graceful stops run until forced.
+/// passivation: entities that ignore graceful stops run until forced, and the host takes up to
+/// `forced_stop` to carry a forced stop out.
 pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: bool) -> Duration {
-    let forced = Duration::from_millis(1);
+    let forced = opts.faults.forced_stop;
     if opts.faults.ignore_stop > 0.0 {
         let timeout = if handoff {
             settings.entity_handoff_timeout()

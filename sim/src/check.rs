@@ -54,7 +54,11 @@ pub enum Property {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}] {:?}: {}", self.at, self.property, self.detail)
+        write!(
+            f,
+            "[{}] {:?} ({}): {}",
+            self.at, self.property, self.subject, self.detail
+        )
     }
 }
 

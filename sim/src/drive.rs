@@ -141,11 +141,11 @@ impl World {
                     self.start_answered(member, request, &result);
                 }
                 Effect::Event(Event::ShardStopped { shard, .. }) => {
-                    let stall = self.stalls.shard_stopped(self.now, shard);
+                    let stall = self.stalls.shard_stopped(self.now, shard, member);
                     self.stall(stall);
                 }
                 Effect::Event(Event::ShardStarted { shard, .. }) => {
-                    let stall = self.stalls.shard_started(self.now, shard);
+                    let stall = self.stalls.shard_started(self.now, shard, member);
                     self.stall(stall);
                 }
                 Effect::Event(Event::RegionStopped { .. }) => {
@@ -224,12 +224,17 @@ impl World {
             Some(shoal_core::Body::Register { handing_off, .. }) if !handing_off.is_empty() => {
                 self.mark("coordinator moved while a handoff was in flight");
             }
-            Some(shoal_core::Body::BeginHandOff { shard, .. }) => {
+            Some(shoal_core::Body::BeginHandOff {
+                shard,
+                owner,
+                round,
+            }) => {
                 self.mark("handoff begun");
-                self.stalls.begin_handoff(self.now, *shard);
+                let stall = self.stalls.begin_handoff(self.now, *shard, *owner, *round);
+                self.stall(stall);
             }
             Some(shoal_core::Body::HostShard { shard }) => {
-                self.stalls.hosting(self.now, *shard);
+                self.stalls.hosting(self.now, *shard, envelope.to);
                 self.mark_rolling_allocation(envelope.to);
             }
             Some(shoal_core::Body::StartEntityAck {

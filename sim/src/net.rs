@@ -43,6 +43,8 @@ pub(crate) struct Net {
     duplicate: f64,
     /// The run's slow link, if any.
     slow: Option<SlowLink>,
+    /// Share of messages delayed by 0.5–2 s.
+    long_tail: f64,
     /// Messages lost so far (breaks, partitions).
     pub(crate) lost: u64,
 }
@@ -63,9 +65,10 @@ fn index(node: NodeId) -> usize {
 impl Net {
     /// A network drawing latencies from `rng` that duplicates messages with probability
     /// `duplicate` and delays those on the `slow` link.
-    pub(crate) fn new(rng: SimRng, duplicate: f64, slow: Option<SlowLink>) -> Self {
+    pub(crate) fn new(rng: SimRng, duplicate: f64, slow: Option<SlowLink>, long_tail: f64) -> Self {
         Self {
             rng,
+            long_tail,
             links: Vec::new(),
             clogged_nodes: Vec::new(),
             blocked: 0,
@@ -203,13 +206,13 @@ impl Net {
     }
 
     /// Sub-millisecond to a few milliseconds, with a rare long tail: 1 % of messages take
-    /// 10–200 ms more, 0.1 % 0.5–2 s more.
+    /// 10–200 ms more, `long_tail` of them (0.1 % by default) 0.5–2 s more.
     fn latency(&mut self) -> Duration {
         let base = Duration::from_micros(self.rng.range(100, 2_000));
         let tail = self.rng.unit();
-        if tail < 0.001 {
+        if tail < self.long_tail {
             base + Duration::from_millis(self.rng.range(500, 2_000))
-        } else if tail < 0.011 {
+        } else if tail < self.long_tail + 0.01 {
             base + Duration::from_millis(self.rng.range(10, 200))
         } else {
             base

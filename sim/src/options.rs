@@ -214,6 +214,25 @@ pub struct Options {
     /// Probability that a client message comes with a `StartEntity` command for some entity
     /// (answered once it runs, or with the reason it could not).
     pub start_entity: f64,
+    /// Timers much shorter than the simulation's usual ones, if drawn: handoffs time out while
+    /// acknowledgements and stops are still on their way, `HostShard` is resent while the
+    /// first is in flight, and rebalancing runs often. Legal settings that widen the race
+    /// windows the defaults leave narrow.
+    pub tight_timers: Option<TightTimers>,
+    /// Share of messages that take 0.5–2 s longer than usual (0.1 % by default): with tight
+    /// timers, acknowledgements miss the handoff deadline and arrive in a later round.
+    pub long_tail: f64,
+}
+
+/// Shortened coordinator timers (see [`Options::tight_timers`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct TightTimers {
+    /// `handoff_timeout` (and so the entities' stop deadline during a handoff).
+    pub handoff_timeout: Duration,
+    /// `shard_start_timeout`: how soon an unacknowledged `HostShard` is resent.
+    pub shard_start_timeout: Duration,
+    /// `rebalance_interval`.
+    pub rebalance_interval: Duration,
 }
 
 impl Options {
@@ -272,6 +291,8 @@ impl Options {
             slow_link: None,
             bystander: None,
             start_entity: 0.0,
+            tight_timers: None,
+            long_tail: 0.001,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -302,6 +323,21 @@ impl Options {
         }
         if r.chance(0.5) {
             o.start_entity = 0.01 + r.unit() * 0.04;
+        }
+        if r.chance(0.25) {
+            let ms = |r: &mut SimRng, lo, hi| Duration::from_millis(r.range(lo, hi));
+            // Acknowledgements must usually make it in time, or no handoff ever completes (a
+            // configuration error, not a protocol one): they cross the slow link at most twice.
+            let slow = o.slow_link.map_or(Duration::ZERO, |l| l.latency);
+            let handoff_timeout = ms(&mut r, 1_000, 8_000).max(slow * 2 + Duration::from_secs(1));
+            o.tight_timers = Some(TightTimers {
+                handoff_timeout,
+                shard_start_timeout: ms(&mut r, 100, 2_000),
+                rebalance_interval: ms(&mut r, 1_000, 5_000),
+            });
+        }
+        if r.chance(0.3) {
+            o.long_tail = 0.002 + r.unit() * 0.02;
         }
         o
     }
@@ -419,6 +455,18 @@ impl fmt::Display for Options {
         }
         if self.faults.self_stop > 0.0 {
             write!(f, " self_stop={:.3}", self.faults.self_stop)?;
+        }
+        if self.long_tail != 0.001 {
+            write!(f, " long_tail={:.4}", self.long_tail)?;
+        }
+        if let Some(t) = self.tight_timers {
+            write!(
+                f,
+                " tight_timers=handoff:{}ms,start:{}ms,rebalance:{}ms",
+                t.handoff_timeout.as_millis(),
+                t.shard_start_timeout.as_millis(),
+                t.rebalance_interval.as_millis()
+            )?;
         }
         Ok(())
     }

@@ -69,7 +69,7 @@ impl World {
                 None => wrong.push(format!("{shard}, not allocated to an Up region")),
             }
         }
-        let others = self.stalls.moving_besides(shards);
+        let others = self.stalls.moving_besides(self.now, shards);
         if !others.is_empty() {
             wrong.push(format!("while {others:?} were still moving"));
         }

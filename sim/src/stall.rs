@@ -27,6 +27,8 @@ use crate::options::Options;
 struct Open {
     since: Instant,
     coordinators: u64,
+    /// The handoff round, for the acknowledgement phase.
+    round: Option<u64>,
 }
 
 /// Which phase of a move or shutdown.
@@ -54,6 +56,9 @@ impl Phase {
 #[derive(Debug)]
 pub(crate) struct Stalls {
     shards: BTreeMap<ShardId, (Phase, Open)>,
+    /// Where each shard last started (until it stops there): a `HostShard` resent to that
+    /// region is acknowledged without a new start, and begins no move.
+    running: BTreeMap<ShardId, MemberId>,
     shutdowns: BTreeMap<MemberId, Open>,
     /// The last fault (crash, partition or heal, break, clog, pause or resume, downing, restart
     /// after a crash): phases that began less than `settle` after it are not judged.
@@ -61,6 +66,13 @@ pub(crate) struct Stalls {
     /// How long a fault's consequences may last (detection, downing, removal margin, a
     /// handoff timing out).
     settle: Duration,
+    /// The coordinator abandons a round whose acknowledgements are not all in by then.
+    handoff_timeout: Duration,
+    /// What an abandoned round adds to a graceful shutdown: its timeout, the region's next
+    /// `GracefulShutdownReq` (a retry interval later), and the hop that carries it.
+    abandon_cost: Duration,
+    /// Abandoned rounds of each shutting-down region's shards, since its shutdown began.
+    shutdown_abandons: BTreeMap<MemberId, u32>,
     /// Bumped whenever a coordinator starts or stops: a new coordinator rebuilds its state, and
     /// phases begun under the old one are not judged.
     coordinators: u64,
@@ -92,9 +104,13 @@ impl Stalls {
         };
         Self {
             shards: BTreeMap::new(),
+            running: BTreeMap::new(),
             shutdowns: BTreeMap::new(),
             last_fault: None,
             settle: settings.handoff_timeout + settings.down_removal_margin + stable_after * 2,
+            handoff_timeout: settings.handoff_timeout,
+            abandon_cost: settings.handoff_timeout + settings.retry_interval + hop,
+            shutdown_abandons: BTreeMap::new(),
             coordinators: 0,
             bounds,
         }
@@ -110,11 +126,46 @@ impl Stalls {
         self.coordinators += 1;
     }
 
-    /// The coordinator began handing `shard` off.
-    pub(crate) fn begin_handoff(&mut self, now: Instant, shard: ShardId) {
-        if !matches!(self.shards.get(&shard), Some((Phase::Acking, _))) {
-            self.shards.insert(shard, (Phase::Acking, self.open(now)));
+    /// The coordinator began handing `shard` off (`round`: one `BeginHandOff` per region). A
+    /// new round means the last one was abandoned (see [`Stalls::abandoned`]).
+    pub(crate) fn begin_handoff(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        owner: MemberId,
+        round: u64,
+    ) -> Option<Stall> {
+        let previous = match self.shards.get(&shard) {
+            Some((Phase::Acking, open)) if open.round == Some(round) => return None,
+            Some((Phase::Acking, open)) => Some(*open),
+            _ => None,
+        };
+        let open = Open {
+            round: Some(round),
+            ..self.open(now)
+        };
+        self.shards.insert(shard, (Phase::Acking, open));
+        let previous = previous?;
+        // With tight timers a round may legitimately miss its deadline; a shutdown waiting
+        // on it takes that much longer (a round that should not have missed is judged here).
+        if self.shutdowns.contains_key(&owner) {
+            *self.shutdown_abandons.entry(owner).or_default() += 1;
         }
+        self.judge_abandoned(previous, shard)
+    }
+
+    /// Whether the acknowledgement round opened by `open` was abandoned by `now`: the
+    /// coordinator's deadline covers it, and without `HandOff` by then the shard stays.
+    fn abandoned(&self, phase: Phase, open: &Open, now: Instant) -> bool {
+        phase == Phase::Acking && open.since + self.handoff_timeout <= now
+    }
+
+    /// An abandoned round took the whole handoff timeout: a stall if the acknowledgements had
+    /// a shorter bound (with tight timers, a slow acknowledgement may legitimately miss it).
+    fn judge_abandoned(&self, open: Open, shard: ShardId) -> Option<Stall> {
+        let at = open.since + self.handoff_timeout;
+        let what = Phase::Acking.describe();
+        self.judge(at, open, self.bounds.acking, shard.to_string(), what)
     }
 
     /// The coordinator told the owner to stop `shard` (a repeated `HandOff` changes nothing).
@@ -128,11 +179,20 @@ impl Stalls {
     /// The owner stopped `shard`. If the simulator saw nothing of the move before (the
     /// coordinator and the owner shared a node), it cannot tell which coordinator ran it: a new
     /// one may never have heard of the shard, and allocate it only on demand. Not judged.
-    pub(crate) fn shard_stopped(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+    pub(crate) fn shard_stopped(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        region: MemberId,
+    ) -> Option<Stall> {
+        if self.running.get(&shard) == Some(&region) {
+            self.running.remove(&shard);
+        }
         if let std::collections::btree_map::Entry::Vacant(unseen) = self.shards.entry(shard) {
             let open = Open {
                 since: now,
                 coordinators: UNKNOWN,
+                round: None,
             };
             unseen.insert((Phase::Homeless, open));
             return None;
@@ -140,9 +200,14 @@ impl Stalls {
         self.advance(now, shard, Phase::Homeless)
     }
 
-    /// The coordinator told a region to host `shard`: until it starts, the shard is on its
-    /// way to a home (a new shard's first allocation, or a move whose end this call sees).
-    pub(crate) fn hosting(&mut self, now: Instant, shard: ShardId) {
+    /// The coordinator told `region` to host `shard`: until it starts, the shard is on its
+    /// way to a home (a new shard's first allocation, or a move whose end this call sees),
+    /// unless it runs there already (a resent `HostShard` whose first copy was acknowledged
+    /// late; tight timers resend often, seed 200411).
+    pub(crate) fn hosting(&mut self, now: Instant, shard: ShardId, region: MemberId) {
+        if self.running.get(&shard) == Some(&region) {
+            return;
+        }
         if !self.shards.contains_key(&shard) {
             self.shards.insert(shard, (Phase::Homeless, self.open(now)));
         }
@@ -151,11 +216,12 @@ impl Stalls {
     /// Shards other than `round` on their way somewhere under the running coordinator, their
     /// move begun in a calm cluster (a move begun under faults may have ended unseen: a resent
     /// `HostShard` is acknowledged without a new start).
-    pub(crate) fn moving_besides(&self, round: &[ShardId]) -> Vec<ShardId> {
+    pub(crate) fn moving_besides(&self, now: Instant, round: &[ShardId]) -> Vec<ShardId> {
         self.shards
             .iter()
-            .filter(|(shard, (_, open))| {
-                self.calm_before(open.since)
+            .filter(|(shard, (phase, open))| {
+                !self.abandoned(*phase, open, now)
+                    && self.calm_before(open.since)
                     && open.coordinators == self.coordinators
                     && !round.contains(shard)
             })
@@ -172,7 +238,13 @@ impl Stalls {
     /// `shard` started somewhere: the move is over. (A region told to stop a shard it no
     /// longer hosted answers at once, with no event of its own: the move may go from `HandOff`
     /// straight to the new home.)
-    pub(crate) fn shard_started(&mut self, now: Instant, shard: ShardId) -> Option<Stall> {
+    pub(crate) fn shard_started(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        region: MemberId,
+    ) -> Option<Stall> {
+        self.running.insert(shard, region);
         let (phase, open) = self.shards.remove(&shard)?;
         let bound = self.bound_through(phase, Phase::Homeless);
         self.judge(now, open, bound, shard.to_string(), phase.describe())
@@ -187,24 +259,36 @@ impl Stalls {
     /// `region` finished its graceful shutdown.
     pub(crate) fn region_stopped(&mut self, now: Instant, region: MemberId) -> Option<Stall> {
         let open = self.shutdowns.remove(&region)?;
+        let bound = self.shutdown_bound(region);
+        self.shutdown_abandons.remove(&region);
         let what = "graceful shutdown, from the command to RegionStopped";
-        self.judge(now, open, self.bounds.shutdown, region.to_string(), what)
+        self.judge(now, open, bound, region.to_string(), what)
     }
 
     /// `region`'s process is gone (crashed or exited): its shutdown is no longer awaited.
     pub(crate) fn region_gone(&mut self, region: MemberId) {
         self.shutdowns.remove(&region);
+        self.shutdown_abandons.remove(&region);
+    }
+
+    fn shutdown_bound(&self, region: MemberId) -> Duration {
+        let abandons = self.shutdown_abandons.get(&region).copied().unwrap_or(0);
+        self.bounds.shutdown + self.abandon_cost * abandons
     }
 
     /// The phases still open at the end of the run that have overrun their bounds.
     pub(crate) fn overdue(&self, now: Instant) -> Vec<Stall> {
         let shards = self.shards.iter().filter_map(|(shard, (phase, open))| {
+            if self.abandoned(*phase, open, now) {
+                return self.judge_abandoned(*open, *shard);
+            }
             let bound = self.bound(*phase);
             self.judge(now, *open, bound, shard.to_string(), phase.describe())
         });
         let shutdowns = self.shutdowns.iter().filter_map(|(region, open)| {
             let what = "graceful shutdown, from the command to RegionStopped";
-            self.judge(now, *open, self.bounds.shutdown, region.to_string(), what)
+            let bound = self.shutdown_bound(*region);
+            self.judge(now, *open, bound, region.to_string(), what)
         });
         shards.chain(shutdowns).collect()
     }
@@ -230,6 +314,7 @@ impl Stalls {
         Open {
             since: now,
             coordinators: self.coordinators,
+            round: None,
         }
     }
 

@@ -165,12 +165,18 @@ impl World {
                 ..ShardingSettings::default()
             }
         } else {
+            let defaults = ShardingSettings::default();
+            let tight = opts.tight_timers;
             ShardingSettings {
-                handoff_timeout: Duration::from_secs(30),
+                handoff_timeout: tight.map_or(Duration::from_secs(30), |t| t.handoff_timeout),
+                shard_start_timeout: tight
+                    .map_or(defaults.shard_start_timeout, |t| t.shard_start_timeout),
+                rebalance_interval: tight
+                    .map_or(defaults.rebalance_interval, |t| t.rebalance_interval),
                 buffer_size: opts.buffer_size,
                 down_removal_margin: crate::faults::STABLE_AFTER + detection,
                 broken_coordinator_gate: opts.broken_coordinator,
-                ..ShardingSettings::default()
+                ..defaults
             }
         };
         let stable_after = if opts.default_timers {
@@ -185,6 +191,7 @@ impl World {
                 SimRng::of(seed, Stream::Network),
                 opts.faults.duplicate,
                 opts.slow_link,
+                opts.long_tail,
             ),
             opts,
             now: Instant::ZERO,
