@@ -2,11 +2,12 @@
 //!
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]
-//!           [--reaching <text>]
+//!           [--reaching <text>] [--until-failure]
 //!     run n seeds; print each failure (explained, the first ones minimized); exit non-zero on
 //!     any failure; the last line is "N passed, M failed"; with --coverage, first how many runs
 //!     reached each marker and core probe; with --reaching, each seed whose run reached a
-//!     marker or probe containing <text>
+//!     marker or probe containing <text>; with --until-failure, stop at the first failing seed
+//!     and say how many seeds it took
 //! sim replay <seed> [--family <f>] [--downing auto] [--schedule "<actions>"] [--trace <file>]
 //!            [--coverage]
 //!     run one seed, print its report and digest (and with --coverage the markers and core
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage] [--reaching <text>]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>] [--coverage]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
+    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage] [--reaching <text>] [--until-failure]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>] [--coverage]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
 }
 
 fn parse(args: &[String]) -> Result<ExitCode, String> {
@@ -100,12 +101,13 @@ fn parse(args: &[String]) -> Result<ExitCode, String> {
             let start = flag("--start").and_then(|s| parse_seed(&s)).unwrap_or(0);
             let coverage = args.iter().any(|a| a == "--coverage");
             let reaching = flag("--reaching");
-            Ok(sweep(
-                start..start + n,
-                options,
+            let until_failure = args.iter().any(|a| a == "--until-failure");
+            let how = SweepOutput {
                 coverage,
-                reaching.as_deref(),
-            ))
+                reaching: reaching.as_deref(),
+                until_failure,
+            };
+            Ok(sweep(start..start + n, options, how))
         }
         Some("replay") => {
             let coverage = args.iter().any(|a| a == "--coverage");
@@ -136,12 +138,23 @@ fn exit(failed: bool) -> ExitCode {
     }
 }
 
+/// What a sweep prints besides failures, and whether it stops at the first.
+struct SweepOutput<'a> {
+    coverage: bool,
+    reaching: Option<&'a str>,
+    until_failure: bool,
+}
+
 fn sweep(
     seeds: std::ops::Range<u64>,
     options: impl Fn(u64) -> Options,
-    coverage: bool,
-    reaching: Option<&str>,
+    how: SweepOutput<'_>,
 ) -> ExitCode {
+    let SweepOutput {
+        coverage,
+        reaching,
+        until_failure,
+    } = how;
     let started = wall_seconds();
     let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
     let mut reached: std::collections::BTreeMap<&'static str, u64> = Default::default();
@@ -159,6 +172,11 @@ fn sweep(
             Outcome::Failed => {
                 failed += 1;
                 print!("{report}");
+                if until_failure {
+                    let runs = passed + failed + no_progress;
+                    println!("first failure after {runs} seeds (seed {seed})");
+                    break;
+                }
                 if failed <= MINIMIZE_FIRST {
                     explain_to_stdout(&report);
                     shrink(&report);
