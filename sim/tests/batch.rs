@@ -268,7 +268,9 @@ fn regression_schedules() {
 ///   Exiting member counts against us (swarm 95, a one-way partition right after a leave,
 ///   keeps that count reached since the run changed);
 /// - swarm 7302570 (below): a member marked Down restarted the stability clock; swarm 9, a
-///   crash and then a partition, keeps that branch reached.
+///   crash and then a partition, keeps that branch reached;
+/// - partitions 1128 (`a_reachable_down_member_counts_against_us`): a Down member counts
+///   against us, reachable or not.
 ///
 /// Each case must still reach the branch of the core that fixed it (`assert_reaches`).
 #[test]
@@ -372,6 +374,28 @@ fn membership_regression_schedules() {
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
         assert_reaches(&report, probe);
     }
+}
+
+/// Partitions seed 1128 (found once partition moves were timed right at the downing decision):
+/// member 2 downed 1 on a stale picture, counting 3 for itself; 3 downed itself, and 1, reaching
+/// only the Down 3, won a tie alone. It needs its own latency tail to fail, so it keeps it.
+#[test]
+fn a_reachable_down_member_counts_against_us() {
+    let options = Options {
+        schedule: Some(
+            "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 heal \
+             51.036; @102.959 heal; @102.959 partition n2 heal 7.534; @117.713 partition n1 heal \
+             36.709"
+                .parse()
+                .expect("a valid schedule"),
+        ),
+        long_tail: 0.0191,
+        tight_timers: None,
+        ..Options::for_family(1128, Family::Partitions)
+    };
+    let report = run(options);
+    assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    assert_reaches(&report, "downing: a reachable Down member counts against us");
 }
 
 /// Negative control: a coordinator that allocates unknown shards without waiting for every

@@ -204,8 +204,8 @@ fn is_down(gossip: &Gossip, id: MemberId) -> bool {
 }
 
 /// Keep-majority, safe while members change status across the partition: the side counts its
-/// own Up and Leaving members, against all those plus every unreachable member that might be
-/// counted by the other side for itself (Joining, Exiting and Down ones included); on an exact
+/// own Up and Leaving members, against all those plus every Down member and every unreachable
+/// member that might be counted by the other side for itself (Joining, Exiting); on an exact
 /// half, the side holding the lowest address of that total wins.
 ///
 /// Why: two sides can both win only if one side's total misses a member the other counts for
@@ -214,9 +214,12 @@ fn is_down(gossip: &Gossip, id: MemberId) -> bool {
 /// Leaving to Exiting is Exiting on one side and still Leaving on the other (swarm seed
 /// 20015120). Counting such unreachable members against ourselves covers their older status
 /// over there; not counting our own Joining and Exiting members at all covers the newer status
-/// over there. Unreachable members we downed count against us until removed: a side that
+/// over there. Down members count against us until removed, reachable or not: a side that
 /// downed others on a stale picture (a partition that moved before it was detected) must not
-/// then win a tie against what is left.
+/// then win a tie against what is left, and a member of ours that downed itself may have been
+/// counted, still Up, by the other side for itself when it decided on such a stale picture
+/// (partitions seed 1128: n2 counted n3 and downed n1; n3 then downed itself; n1, reaching
+/// only the Down n3, won a tie against n2 and both sides lived).
 fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
     let cut_off = gossip.unreachable_from(me);
     let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
@@ -224,8 +227,11 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
         let counted = match m.status {
             MemberStatus::Up | MemberStatus::Leaving => true,
             MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
-                let against_us = cut_off.contains(&m.id);
-                if against_us {
+                let reachable = !cut_off.contains(&m.id);
+                let against_us = m.status == MemberStatus::Down || !reachable;
+                if m.status == MemberStatus::Down && reachable {
+                    crate::probe::hit("downing: a reachable Down member counts against us");
+                } else if against_us {
                     crate::probe::hit(match m.status {
                         MemberStatus::Joining => {
                             "downing: an unreachable Joining member counts against us"
@@ -243,7 +249,7 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
         };
         if counted {
             total.insert(m.id);
-            if !cut_off.contains(&m.id) {
+            if !cut_off.contains(&m.id) && m.status != MemberStatus::Down {
                 ours.insert(m.id);
             }
         }

@@ -367,6 +367,24 @@ fn members_we_downed_count_against_us_until_removed() {
     );
 }
 
+/// Found by the simulator (partitions seed 1128): member 2 downed 1 on a stale picture, still
+/// counting 3 for itself (the partition had just moved to cut 3 off too); 3, believing itself
+/// alone, downed itself. Member 1, reaching only the Down 3, won the 1|1 tie against 2 by the
+/// lowest address, and 2 lived on as well. A Down member counts against us even when we reach
+/// it: the other side may have counted it, still Up, for itself.
+#[test]
+fn a_reachable_down_member_counts_against_us() {
+    let mut g = cluster(3, 1, 1, &[2]);
+    g.set_status(m(3), m(3), MemberStatus::Down);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(1), &g);
+    assert_eq!(
+        d.decide(at(7), m(1), &g),
+        ids(&[1]),
+        "1 of 3 (3 may have counted for 2): 1 downs itself"
+    );
+}
+
 /// Found by the simulator (swarm seed 20015120, minimized to three actions): member 4 was
 /// leaving; the leader (on side {1, 2}) moved it to Exiting right before a one-way partition cut
 /// {1, 2} off from {3, 4, 5}. Side {1, 2} no longer counted the Exiting member and won the 2|2

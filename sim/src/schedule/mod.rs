@@ -284,7 +284,9 @@ fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
         };
         match action.act {
             Act::Partition { .. } if r.chance(0.5) => {
-                let at = action.at + decision + ms(&mut r, secs(1), secs(7));
+                // From the earliest decision on: a member going quiet just before downing
+                // decides is the case `in_doubt` postpones for.
+                let at = action.at + decision + ms(&mut r, Duration::ZERO, secs(7));
                 if at >= o.duration {
                     continue;
                 }
