@@ -257,9 +257,12 @@ fn regression_schedules() {
 ///   the real majority and later won a tie alone — downing waits while a monitored member is
 ///   going quiet (flapping-links 23, a partition that moves, keeps that wait reached);
 /// - flapping-links 300237: joins kept resetting a minority's stability clock until after the
-///   majority moved its shards — joins do not reset it, and instability is bounded;
+///   majority moved its shards — joins do not reset it, and instability is bounded (its
+///   schedule no longer reaches a join keeping the clock; flapping-links 1039587 in
+///   `a_decision_rests_on_fresh_observations` does);
 /// - flapping-links 400867: a member that downed others on a stale picture won a tie alone
-///   against what was left — unreachable members we downed count against us until removed
+///   against what was left (it now loses instead; flapping-links 300237 keeps a tie reached)
+///   — unreachable members we downed count against us until removed
 ///   (its schedule no longer reaches that count; flapping-links 400898, a partition that moves,
 ///   keeps it reached);
 /// - swarm 20015120: the leader moved a leaving member to Exiting right before a one-way
@@ -310,7 +313,7 @@ fn membership_regression_schedules() {
             300_237,
             Family::FlappingLinks,
             "@17.194 partition n2,n3,n7 heal 15.806; @38.860 partition n1,n4 heal 32.291",
-            "downing: a join keeps the clock",
+            "downing: a tie goes to the side with the lowest address",
         ),
         (
             400_867,
@@ -322,7 +325,7 @@ fn membership_regression_schedules() {
              @106.148 clog n1 1.202; @111.571 partition n2,n3 heal 22.540; \
              @141.370 clog n3 2.542; @156.073 clog n1-n2 1.701; \
              @159.820 partition n2,n3 heal 11.885; @171.781 partition n2 heal 22.576",
-            "downing: a tie goes to the side with the lowest address",
+            "downing: a member on a losing side downs itself",
         ),
         (
             400_898,
@@ -378,29 +381,17 @@ fn membership_regression_schedules() {
 
 /// Partitions seed 1128 (found once partition moves were timed right at the downing decision):
 /// member 2 downed 1 on a stale picture, counting 3 for itself; 3 downed itself, and 1, reaching
-/// only the Down 3, won a tie alone. Flapping-links seed 1053407 (found by the 100,000-seed
-/// sweep) is the same with a slow link: 2 downed 1 while 1 downed 2, neither heard of it, and
-/// 1 later won a tie against 3 because the Down 2 no longer counted. Each needs its own latency
-/// tail to fail, so it keeps it.
+/// only the Down 3, won a tie alone. It needs its own latency tail to fail, so it keeps it.
 #[test]
 fn a_reachable_down_member_counts_against_us() {
-    let cases = [
-        (
-            1128,
-            Family::Partitions,
-            "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 heal \
+    let cases = [(
+        1128,
+        Family::Partitions,
+        "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 heal \
              51.036; @102.959 heal; @102.959 partition n2 heal 7.534; @117.713 partition n1 heal \
              36.709",
-            0.0191,
-        ),
-        (
-            1_053_407,
-            Family::FlappingLinks,
-            "@21.135 partition n2,n3 heal 11.323; @28.927 heal; @28.927 partition n1,n3 heal \
-             28.506; @30.668 clog n1 2.580; @34.130 partition n1,n2 heal 43.677",
-            0.0119,
-        ),
-    ];
+        0.0191,
+    )];
     for (seed, family, schedule, long_tail) in cases {
         let options = Options {
             schedule: Some(schedule.parse().expect("a valid schedule")),
@@ -410,7 +401,66 @@ fn a_reachable_down_member_counts_against_us() {
         };
         let report = run(options);
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        assert_reaches(&report, "downing: a reachable Down member counts against us");
+        assert_reaches(
+            &report,
+            "downing: a reachable Down member counts against us",
+        );
+    }
+}
+
+/// Split brains found by the 100,000-seed sweep, each a decision resting on a stale picture
+/// (flapping-links, three nodes, minimized), run with their own options:
+/// - 1053407: with a slow link, 2 downed 1 while 1 downed 2 on another member's old record of
+///   2; neither heard of it and 1 later won a tie against 3 — and 1039587: 1 downed 2 right
+///   after a new partition on the record of a joining member cut off since, though 1 itself
+///   had heard 2 a second before — `me`'s own observations changing restarts the clock (1039587
+///   also keeps "a join keeps the clock" reached, which 300237 no longer does);
+/// - 1092827: a one-way link let 2 hear everyone while nobody heard 2; when the partition
+///   turned symmetric 2 detected it late and downed itself just after 1 had reallocated its
+///   shards — being seen unreachable starts a member's unstable bound. (On the way there a
+///   decision counted a member silent for 2 s on its side: one missed heartbeat answer now
+///   makes a member in doubt.)
+#[test]
+fn a_decision_rests_on_fresh_observations() {
+    let cases = [
+        (
+            1_053_407,
+            "@21.135 partition n2,n3 heal 11.323; @28.927 heal; @28.927 partition n1,n3 heal \
+             28.506; @30.668 clog n1 2.580; @34.130 partition n1,n2 heal 43.677",
+            "downing: a member's own observation restarts the clock",
+        ),
+        (
+            1_039_587,
+            "@7.537 clog n1 2.867; @8.260 partition n3 heal 29.528; @16.335 pause n1 1.975; \
+             @26.689 heal; @26.689 partition n1,n3 heal 12.372; @31.946 clog n3 1.403; \
+             @37.798 clog n2-n3 2.665; @40.456 partition n1 heal 46.791",
+            "downing: a join keeps the clock",
+        ),
+        (
+            1_092_827,
+            "@15.914 clog n1 1.655; @16.389 partition n3 one-way heal 31.609; @22.433 clog n1 \
+             1.026; @48.693 partition n2,n3 one-way heal 57.657; @79.031 heal; @79.031 partition \
+             n1,n3 one-way heal 15.258; @98.282 clog n2 2.182; @99.191 break n2-n3; @100.990 \
+             partition n1,n3 heal 22.611; @104.602 clog n3-n1 1.600; @134.324 clog n2 2.486; \
+             @144.204 partition n2 heal 11.070; @154.631 clog n3-n1 2.644; @156.885 partition \
+             n1,n3 one-way heal 37.699; @157.022 break n2-n1",
+            "downing: seen unreachable by others, a member's unstable bound runs",
+        ),
+    ];
+    for (seed, schedule, probe) in cases {
+        let options = Options {
+            schedule: Some(schedule.parse().expect("a valid schedule")),
+            ..Options::for_family(seed, Family::FlappingLinks)
+        };
+        let report = run(options);
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+        assert_reaches(&report, probe);
+        if seed == 1_039_587 {
+            assert_reaches(
+                &report,
+                "downing: a member's own observation restarts the clock",
+            );
+        }
     }
 }
 

@@ -86,6 +86,11 @@ impl PhiAccrual {
         self.last.is_some()
     }
 
+    /// How long since the last heartbeat (`None` before the first).
+    pub(crate) fn silence(&self, now: Instant) -> Option<std::time::Duration> {
+        self.last.map(|last| now.saturating_duration_since(last))
+    }
+
     /// The suspicion level at `now` (0 before the first heartbeat).
     pub(crate) fn phi(&self, now: Instant, settings: &FailureDetectorSettings) -> f64 {
         let Some(last) = self.last else {

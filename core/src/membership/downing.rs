@@ -23,13 +23,16 @@ use crate::membership::settings::Downing;
 use crate::membership::view::MemberStatus;
 use crate::time::Instant;
 
+/// What a downing decision rests on; any change restarts the stability clock.
+type Observed = (BTreeSet<MemberId>, BTreeSet<MemberId>, BTreeSet<MemberId>);
+
 /// Tracks how long reachability has been stable and decides whom to down.
 #[derive(Debug)]
 pub(crate) struct Downer {
     strategy: Downing,
     /// What a decision rests on, as last seen: the members `me`'s side cannot reach (Down ones
-    /// included) and the counted members.
-    observed: (BTreeSet<MemberId>, BTreeSet<MemberId>),
+    /// included), the counted members, and the members `me` itself observes unreachable.
+    observed: Observed,
     /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
     pending: bool,
     /// How many unreachable members were not Down, and how many members were joining, as last
@@ -50,7 +53,7 @@ impl Downer {
     pub(crate) fn new(strategy: Downing, now: Instant) -> Self {
         Self {
             strategy,
-            observed: (BTreeSet::new(), BTreeSet::new()),
+            observed: Observed::default(),
             pending: false,
             undowned: 0,
             joining: 0,
@@ -77,6 +80,12 @@ impl Downer {
     /// clock for it (as when a crashed member's new incarnation joins) pushed the leader's
     /// decision past the moment its own side's members gave up as unstable, and the whole side
     /// downed itself (swarm seed 7302570).
+    ///
+    /// `me`'s own observations changing restarts the clock even when what its side cannot reach
+    /// did not change: a member `me` reaches again may still be unreachable in an older record of
+    /// another member's (one now cut off), and a decision resting on that record alone could
+    /// come right after a new partition starts, before the other side has had `stable-after`
+    /// to decide (flapping-links seed 1039587).
     pub(crate) fn observe(&mut self, now: Instant, me: MemberId, gossip: &Gossip) {
         let cut_off = gossip.unreachable_from(me);
         let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
@@ -87,12 +96,27 @@ impl Downer {
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
         self.pending = undowned > 0;
-        if self.pending {
+        // Others seeing `me` unreachable is as unstable as `me` seeing others so: they may
+        // down `me` once that has lasted `stable-after`, counted from before `me` heard of
+        // it, so `me`'s unstable bound runs from then too (flapping-links seed 1092827: a
+        // one-way link let 2 hear everyone while nobody heard 2; when the partition then
+        // turned symmetric, 2 detected it late and downed itself just after 1 reallocated).
+        let seen_unreachable = gossip.unreachable().contains(&me);
+        if seen_unreachable && !self.pending {
+            crate::probe::hit(
+                "downing: seen unreachable by others, a member's unstable bound runs",
+            );
+        }
+        if self.pending || seen_unreachable {
             self.unreachable_since.get_or_insert(now);
         } else {
             self.unreachable_since = None;
         }
-        let observed = (cut_off, counted_ids(gossip));
+        let observed = (
+            cut_off,
+            counted_ids(gossip),
+            gossip.observed_unreachable_by(me),
+        );
         if observed == self.observed && self.unreachable_since.is_some() {
             // The gossip changed, not what a decision rests on: the clock keeps running.
             if undowned < last_undowned {
@@ -103,6 +127,9 @@ impl Downer {
             }
         }
         if observed != self.observed {
+            if observed.0 == self.observed.0 && observed.1 == self.observed.1 {
+                crate::probe::hit("downing: a member's own observation restarts the clock");
+            }
             self.observed = observed;
             self.stable_since = now;
             self.decided = false;

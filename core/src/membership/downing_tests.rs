@@ -452,3 +452,34 @@ fn an_unreachable_member_marked_down_does_not_restart_the_clock() {
         "every unreachable member is Down: nothing pending"
     );
 }
+
+/// Found by the simulator (flapping-links seed 1039587): the record that made 3 unreachable was
+/// another member's; `me` observing 3 itself changes what the decision rests on, so the clock
+/// restarts even though the set of unreachable members did not change.
+#[test]
+fn a_members_own_observation_restarts_the_clock() {
+    let g = cluster(3, 1, 2, &[3]);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(1), &g);
+    let mut own = g.clone();
+    own.observe(m(1), m(3), false);
+    assert_eq!(own.unreachable_from(m(1)), g.unreachable_from(m(1)));
+    d.observe(at(5), m(1), &own);
+    assert!(d.decide(at(7), m(1), &own).is_empty(), "restarted at 5");
+    assert_eq!(d.decide(at(12), m(1), &own), ids(&[3]));
+}
+
+/// Found by the simulator (flapping-links seed 1092827): a member the others see unreachable,
+/// though it reaches them all, runs its unstable bound from when it hears so, and downs itself
+/// if that does not clear: the others may down it on their own clock, started earlier.
+#[test]
+fn a_member_seen_unreachable_by_others_runs_its_unstable_bound() {
+    let g = cluster(3, 2, 1, &[2]);
+    let mut d = keep_majority(8);
+    d.observe(at(0), m(2), &g);
+    assert!(
+        d.decide(at(13), m(2), &g).is_empty(),
+        "before 7/4 of stable-after"
+    );
+    assert_eq!(d.decide(at(14), m(2), &g), ids(&[2]));
+}

@@ -269,6 +269,16 @@ impl Gossip {
         self.reachability.observes_unreachable(observer, subject)
     }
 
+    /// The current members `observer` itself has marked unreachable.
+    pub(crate) fn observed_unreachable_by(&self, observer: MemberId) -> BTreeSet<MemberId> {
+        self.reachability
+            .rows()
+            .filter(|(o, _)| *o == observer)
+            .flat_map(|(_, subjects)| subjects.iter().copied())
+            .filter(|s| self.members.contains_key(s))
+            .collect()
+    }
+
     /// Whether `id`'s observations count: it is a current member and not Down.
     fn is_observer(&self, id: MemberId) -> bool {
         self.members

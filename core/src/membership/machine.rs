@@ -408,15 +408,20 @@ impl Membership {
         }
     }
 
-    /// Whether a monitored member that is not observed unreachable has gone quiet (its
-    /// suspicion level is past a tenth of the threshold: late by more than the acceptable
-    /// pause): downing waits until it answers or is declared unreachable.
+    /// Whether a monitored member that is not observed unreachable has gone quiet (an answer
+    /// missed, or its suspicion level past a tenth of the threshold): downing waits
+    /// until it answers or is declared unreachable.
     fn in_doubt(&self, now: Instant) -> bool {
         let settings = &self.settings.failure_detector;
+        // A heartbeat answer missed: the acceptable pause keeps phi low for seconds, long
+        // enough for a decision to count a member cut off since, on our side (flapping-links
+        // seed 1092827: 2 and then 4 s of silence, phi still under a tenth of the threshold).
+        let missed = self.settings.heartbeat_interval * 3 / 2;
         self.detectors.iter().any(|(member, (detector, _))| {
             detector.is_monitoring()
                 && !self.gossip.observes_unreachable(self.me, *member)
-                && detector.phi(now, settings) > settings.threshold / 10.0
+                && (detector.phi(now, settings) > settings.threshold / 10.0
+                    || detector.silence(now).is_some_and(|s| s > missed))
         })
     }
 
