@@ -161,6 +161,24 @@ fn regression_seeds() {
     }
 }
 
+/// `options` replaying `schedule` instead of the faults planned from the seed.
+fn replaying(schedule: &str, options: Options) -> Options {
+    Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..options
+    }
+}
+
+/// Runs a kept regression: it must not fail, and must still reach each of `probes`.
+fn assert_holds(options: Options, probes: &[&str]) -> sim::Report {
+    let report = run(options);
+    assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    for probe in probes {
+        assert_reaches(&report, probe);
+    }
+    report
+}
+
 /// A kept regression must still reach the branch that fixed it, or it guards nothing.
 fn assert_reaches(report: &sim::Report, probe: &str) {
     let reached: Vec<&&str> = report.coverage.keys().collect();
@@ -223,14 +241,8 @@ fn regression_schedules() {
     ];
     // 860 and 2130 were simulator bugs: no branch of the core to reach.
     for (seed, family, schedule, probe) in cases {
-        let report = run(oracle(Options {
-            schedule: Some(schedule.parse().expect("a valid schedule")),
-            ..kept(Options::for_family(seed, family))
-        }));
-        assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        if let Some(probe) = probe {
-            assert_reaches(&report, probe);
-        }
+        let options = replaying(schedule, kept(Options::for_family(seed, family)));
+        assert_holds(oracle(options), probe.as_slice());
     }
     let report = run(oracle(kept(Options::for_family(
         2419,
@@ -368,14 +380,9 @@ fn membership_regression_schedules() {
         ),
     ];
     for (seed, family, schedule, probe) in cases {
-        let options = Options {
-            schedule: Some(schedule.parse().expect("a valid schedule")),
-            ..kept(Options::for_family(seed, family))
-        };
+        let options = replaying(schedule, kept(Options::for_family(seed, family)));
         assert_eq!(options.membership, MembershipMode::Real);
-        let report = run(options);
-        assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        assert_reaches(&report, probe);
+        assert_holds(options, &[probe]);
     }
 }
 
@@ -384,28 +391,18 @@ fn membership_regression_schedules() {
 /// only the Down 3, won a tie alone. It needs its own latency tail to fail, so it keeps it.
 #[test]
 fn a_reachable_down_member_counts_against_us() {
-    let cases = [(
-        1128,
-        Family::Partitions,
-        "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 heal \
-             51.036; @102.959 heal; @102.959 partition n2 heal 7.534; @117.713 partition n1 heal \
-             36.709",
-        0.0191,
-    )];
-    for (seed, family, schedule, long_tail) in cases {
-        let options = Options {
-            schedule: Some(schedule.parse().expect("a valid schedule")),
-            long_tail,
-            tight_timers: None,
-            ..Options::for_family(seed, family)
-        };
-        let report = run(options);
-        assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        assert_reaches(
-            &report,
-            "downing: a reachable Down member counts against us",
-        );
-    }
+    let schedule = "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 \
+                    heal 51.036; @102.959 heal; @102.959 partition n2 heal 7.534; @117.713 \
+                    partition n1 heal 36.709";
+    let options = Options {
+        long_tail: 0.0191,
+        tight_timers: None,
+        ..Options::for_family(1128, Family::Partitions)
+    };
+    assert_holds(
+        replaying(schedule, options),
+        &["downing: a reachable Down member counts against us"],
+    );
 }
 
 /// Split brains found by the 100,000-seed sweep, each a decision resting on a stale picture
@@ -427,14 +424,17 @@ fn a_decision_rests_on_fresh_observations() {
             1_053_407,
             "@21.135 partition n2,n3 heal 11.323; @28.927 heal; @28.927 partition n1,n3 heal \
              28.506; @30.668 clog n1 2.580; @34.130 partition n1,n2 heal 43.677",
-            "downing: a member's own observation restarts the clock",
+            &["downing: a member's own observation restarts the clock"][..],
         ),
         (
             1_039_587,
             "@7.537 clog n1 2.867; @8.260 partition n3 heal 29.528; @16.335 pause n1 1.975; \
              @26.689 heal; @26.689 partition n1,n3 heal 12.372; @31.946 clog n3 1.403; \
              @37.798 clog n2-n3 2.665; @40.456 partition n1 heal 46.791",
-            "downing: a join keeps the clock",
+            &[
+                "downing: a join keeps the clock",
+                "downing: a member's own observation restarts the clock",
+            ],
         ),
         (
             1_092_827,
@@ -444,23 +444,12 @@ fn a_decision_rests_on_fresh_observations() {
              partition n1,n3 heal 22.611; @104.602 clog n3-n1 1.600; @134.324 clog n2 2.486; \
              @144.204 partition n2 heal 11.070; @154.631 clog n3-n1 2.644; @156.885 partition \
              n1,n3 one-way heal 37.699; @157.022 break n2-n1",
-            "downing: seen unreachable by others, a member's unstable bound runs",
+            &["downing: seen unreachable by others, a member's unstable bound runs"],
         ),
     ];
-    for (seed, schedule, probe) in cases {
-        let options = Options {
-            schedule: Some(schedule.parse().expect("a valid schedule")),
-            ..Options::for_family(seed, Family::FlappingLinks)
-        };
-        let report = run(options);
-        assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        assert_reaches(&report, probe);
-        if seed == 1_039_587 {
-            assert_reaches(
-                &report,
-                "downing: a member's own observation restarts the clock",
-            );
-        }
+    for (seed, schedule, probes) in cases {
+        let options = Options::for_family(seed, Family::FlappingLinks);
+        assert_holds(replaying(schedule, options), probes);
     }
 }
 
@@ -667,18 +656,13 @@ fn far_away_seeds_a_new_user_found() {
         assert_eq!(report.outcome, Outcome::Passed, "{report}");
     }
     // 7302570's failure, minimized to 9 of its 18 actions.
-    let report = run(Options {
-        schedule: Some(
-            "@18.355 join; @31.591 pause n5 1.610; @48.658 partition n2,n3,n5 heal 55.421; \
-             @55.963 join; @60.872 pause n1 3.110; @74.695 join; @90.499 join; \
-             @110.919 partition n4,n5,n6,n7,n8 heal 44.849; @126.706 join"
-                .parse()
-                .expect("a valid schedule"),
-        ),
-        ..kept(Options::for_seed(7_302_570))
-    });
-    assert_ne!(report.outcome, Outcome::Failed, "{report}");
-    assert_reaches(&report, "membership: a downing decision is spread at once");
+    let schedule = "@18.355 join; @31.591 pause n5 1.610; @48.658 partition n2,n3,n5 heal 55.421; \
+                    @55.963 join; @60.872 pause n1 3.110; @74.695 join; @90.499 join; \
+                    @110.919 partition n4,n5,n6,n7,n8 heal 44.849; @126.706 join";
+    assert_holds(
+        replaying(schedule, kept(Options::for_seed(7_302_570))),
+        &["membership: a downing decision is spread at once"],
+    );
 }
 
 /// Found by the simulator once a member could run no entity type (flapping-links seed 21747,
@@ -693,16 +677,12 @@ fn a_coordinator_that_joined_after_a_removal_waits_it_out() {
     let schedule = "@76.389 partition n1,n3 heal 17.091; @108.760 partition n3 one-way heal 11.647; \
                     @122.604 break n1-n3; @130.881 partition n1,n3 one-way heal 59.502; \
                     @134.183 break n3-n1; @138.501 break n3-n1";
-    for options in [
-        kept(Options::for_family(21_747, Family::FlappingLinks)),
-        Options {
-            schedule: Some(schedule.parse().expect("a valid schedule")),
-            ..kept(Options::for_family(21_747, Family::FlappingLinks))
-        },
-    ] {
-        let report = run(options);
-        assert_ne!(report.outcome, Outcome::Failed, "{report}");
-        assert_reaches(&report, "node: a removal this node never saw is waited out");
+    let options = kept(Options::for_family(21_747, Family::FlappingLinks));
+    for options in [options.clone(), replaying(schedule, options)] {
+        assert_holds(
+            options,
+            &["node: a removal this node never saw is waited out"],
+        );
     }
 }
 
@@ -722,14 +702,9 @@ fn an_exited_region_is_waited_for_and_announces_its_exit() {
         let report = run(kept(Options::for_seed(seed)));
         assert_eq!(report.outcome, Outcome::Passed, "{report}");
     }
-    let report = run(Options {
-        schedule: Some(
-            "@6.807 leave n5; @12.438 leave n5; @18.312 leave n2 by n5; @26.796 leave n3 by n3"
-                .parse()
-                .expect("a valid schedule"),
-        ),
-        ..kept(Options::for_seed(111_339))
-    });
+    let schedule =
+        "@6.807 leave n5; @12.438 leave n5; @18.312 leave n2 by n5; @26.796 leave n3 by n3";
+    let report = run(replaying(schedule, kept(Options::for_seed(111_339))));
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
     for probe in [
         "membership: an Exiting member gives up waiting for its removal",
