@@ -415,12 +415,7 @@ fn a_region_removed_right_after_its_shutdown_does_not_stall_its_shards() {
     let ids = c.one_entity_per_shard(1, 4, "one");
     let on_2 = c.alive_on(2);
     assert!(!on_2.is_empty());
-    c.command(2, Command::GracefulShutdown { entity_type: None });
-    c.settle_until(|c| {
-        c.events
-            .iter()
-            .any(|(n, e)| n.0 == 2 && matches!(e, Event::RegionStopped { .. }))
-    });
+    c.shut_down_until_stopped(2);
     // Node 2 is removed while its last messages are still on their way to the coordinator.
     c.remove_member(2);
     c.publish_view_to(1);
@@ -450,12 +445,7 @@ fn an_exited_members_shards_move_without_the_removal_margin() {
     let ids = c.one_entity_per_shard(1, 6, "one");
     let on_3 = c.alive_on(3);
     assert!(!on_3.is_empty());
-    c.command(3, Command::GracefulShutdown { entity_type: None });
-    c.settle_until(|c| {
-        c.events
-            .iter()
-            .any(|(n, e)| n.0 == 3 && matches!(e, Event::RegionStopped { .. }))
-    });
+    c.shut_down_until_stopped(3);
     // What node 3 still has to say to the coordinator is lost.
     c.cut_link(3, 1);
     c.member_mut(3).status = MemberStatus::Exiting;

@@ -60,13 +60,13 @@ impl World {
             }
             EntityEffect::Stop { entity, reason, .. } => {
                 self.log(|| format!("{member} stop {entity} {reason:?}"));
-                let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+                let Some(key) = self.running(member, &entity) else {
                     let detail = format!("{member} stopped {entity}, which does not run there");
                     return self
                         .check
                         .fail(self.now, Property::HostContract, &entity, detail);
                 };
-                let key = (member, entity.clone(), incarnation);
+                let incarnation = key.2;
                 let delay = match reason {
                     StopReason::Forced => {
                         if self.ignored_stops.remove(&key) {
@@ -100,22 +100,27 @@ impl World {
         }
     }
 
+    /// The key of `member`'s running incarnation of `entity`, if one runs.
+    fn running(&self, member: MemberId, entity: &EntityId) -> Option<(MemberId, EntityId, u64)> {
+        let incarnation = *self.incarnations.get(&(member, entity.clone()))?;
+        Some((member, entity.clone(), incarnation))
+    }
+
     /// Whether the node told the host to stop `member`'s running incarnation of `entity`.
     fn stop_requested(&self, member: MemberId, entity: &EntityId) -> bool {
-        let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+        let Some(key) = self.running(member, entity) else {
             return false;
         };
-        let key = (member, entity.clone(), incarnation);
         self.ignored_stops.contains(&key)
             || self.pending_stops.get(&key).is_some_and(Option::is_some)
     }
 
     /// The running incarnation of `entity` ends by itself a little later (it was not asked to).
     fn stop_on_its_own(&mut self, member: MemberId, entity: &EntityId) {
-        let Some(&incarnation) = self.incarnations.get(&(member, entity.clone())) else {
+        let Some(key) = self.running(member, entity) else {
             return;
         };
-        let key = (member, entity.clone(), incarnation);
+        let incarnation = key.2;
         if self.pending_stops.contains_key(&key) || self.ignored_stops.contains(&key) {
             return;
         }

@@ -139,20 +139,8 @@ impl Coordinator {
     /// A region or proxy is gone: it will never ack, and it holds no stale home.
     pub(super) fn count_as_acked(&mut self, _now: Instant, region: MemberId, out: &mut Effects) {
         let shards: Vec<ShardId> = self.handoffs.keys().copied().collect();
-        for shard in shards {
-            if let Some(Handoff {
-                phase: Phase::Acking { pending, .. },
-                ..
-            }) = self.handoffs.get_mut(&shard)
-            {
-                if pending.remove(&region) {
-                    crate::probe::hit(
-                        "coordinator: a region that is gone counts as having acknowledged",
-                    );
-                    self.advance_handoff(shard, out);
-                }
-            }
-        }
+        let probe = "coordinator: a region that is gone counts as having acknowledged";
+        self.ack_for(region, shards, probe, out);
     }
 
     /// `region` exited and everything it forwarded to `owner` has arrived: it acknowledges
@@ -174,6 +162,18 @@ impl Coordinator {
             .filter(|(_, h)| h.owner == owner)
             .map(|(&shard, _)| shard)
             .collect();
+        let probe = "coordinator: an exited region acknowledges through the owner";
+        self.ack_for(region, shards, probe, out);
+    }
+
+    /// Takes `region`'s acknowledgement of every handoff of `shards` still waiting for it.
+    fn ack_for(
+        &mut self,
+        region: MemberId,
+        shards: Vec<ShardId>,
+        probe: &'static str,
+        out: &mut Effects,
+    ) {
         for shard in shards {
             if let Some(Handoff {
                 phase: Phase::Acking { pending, .. },
@@ -181,9 +181,7 @@ impl Coordinator {
             }) = self.handoffs.get_mut(&shard)
             {
                 if pending.remove(&region) {
-                    crate::probe::hit(
-                        "coordinator: an exited region acknowledges through the owner",
-                    );
+                    crate::probe::hit(probe);
                     self.advance_handoff(shard, out);
                 }
             }

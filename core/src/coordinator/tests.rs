@@ -42,6 +42,22 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// Begins the handoff of `shard`, owned by 2, and acknowledges it from regions 1 to 3:
+    /// proxy 4's acknowledgement is all it still waits for.
+    fn hand_off_acked_by_all_but_4(&mut self, shard: ShardId) {
+        self.c.start_handoff(at(0), shard, &mut self.out);
+        self.sends();
+        for acker in [1, 2, 3] {
+            let ack = Body::BeginHandOffAck {
+                shard,
+                region: m(acker),
+                round: 0,
+            };
+            self.recv(2, ack);
+        }
+        assert_eq!(self.sends(), [], "proxy 4 has not acknowledged");
+    }
+
     fn with(settings: ShardingSettings) -> Self {
         let config = EntityTypeConfig::new("counter");
         let c = Coordinator::new(
@@ -649,17 +665,7 @@ fn an_exited_region_must_acknowledge_but_a_removed_one_need_not() {
     for exited in [true, false] {
         let mut f = Fixture::ready();
         f.host(3, 2);
-        f.c.start_handoff(at(0), s(3), &mut f.out);
-        f.sends();
-        for acker in [1, 2, 3] {
-            let ack = Body::BeginHandOffAck {
-                shard: s(3),
-                region: m(acker),
-                round: 0,
-            };
-            f.recv(2, ack);
-        }
-        assert_eq!(f.sends(), [], "proxy 4 has not acknowledged");
+        f.hand_off_acked_by_all_but_4(s(3));
         f.view = view_of(&[1, 2, 3]);
         let gone: BTreeSet<MemberId> = if exited { [m(4)].into() } else { [].into() };
         f.c.handle_membership(at(1), &f.view.clone(), &gone, &mut f.out);
@@ -693,17 +699,7 @@ fn an_exited_region_acknowledges_through_each_owner() {
     f.host(3, 2);
     f.host(1, 2);
     f.host(2, 3);
-    f.c.start_handoff(at(0), s(3), &mut f.out);
-    f.sends();
-    for acker in [1, 2, 3] {
-        let ack = Body::BeginHandOffAck {
-            shard: s(3),
-            region: m(acker),
-            round: 0,
-        };
-        f.recv(2, ack);
-    }
-    assert_eq!(f.sends(), [], "proxy 4 has not acknowledged");
+    f.hand_off_acked_by_all_but_4(s(3));
     f.recv(1, Body::RegionExited { region: m(4) });
     assert_eq!(f.sends(), [], "1 does not own shard 3");
     f.recv(2, Body::RegionExited { region: m(4) });

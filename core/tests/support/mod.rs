@@ -243,6 +243,17 @@ impl TestCluster {
         }
     }
 
+    /// Shuts node `n`'s regions down gracefully and delivers messages until it emits
+    /// `RegionStopped` (what it still has to say stays in flight).
+    pub fn shut_down_until_stopped(&mut self, n: u64) {
+        self.command(n, Command::GracefulShutdown { entity_type: None });
+        self.settle_until(|c| {
+            c.events
+                .iter()
+                .any(|(m, e)| m.0 == n && matches!(e, Event::RegionStopped { .. }))
+        });
+    }
+
     /// Tells one node the current membership (the others learn it later, if at all).
     pub fn publish_view_to(&mut self, n: u64) {
         let view = self.view();
