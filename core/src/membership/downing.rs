@@ -24,14 +24,21 @@ use crate::membership::view::MemberStatus;
 use crate::time::Instant;
 
 /// What a downing decision rests on; any change restarts the stability clock.
-type Observed = (BTreeSet<MemberId>, BTreeSet<MemberId>, BTreeSet<MemberId>);
+#[derive(Debug, Default, PartialEq)]
+struct Observed {
+    /// The members `me`'s side cannot reach (Down ones included).
+    cut_off: BTreeSet<MemberId>,
+    /// The members a decision counts (all but Joining ones).
+    counted: BTreeSet<MemberId>,
+    /// The members `me` itself observes unreachable.
+    own: BTreeSet<MemberId>,
+}
 
 /// Tracks how long reachability has been stable and decides whom to down.
 #[derive(Debug)]
 pub(crate) struct Downer {
     strategy: Downing,
-    /// What a decision rests on, as last seen: the members `me`'s side cannot reach (Down ones
-    /// included), the counted members, and the members `me` itself observes unreachable.
+    /// What a decision rests on, as last seen.
     observed: Observed,
     /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
     pending: bool,
@@ -112,11 +119,11 @@ impl Downer {
         } else {
             self.unreachable_since = None;
         }
-        let observed = (
+        let observed = Observed {
             cut_off,
-            counted_ids(gossip),
-            gossip.observed_unreachable_by(me),
-        );
+            counted: counted_ids(gossip),
+            own: gossip.observed_unreachable_by(me),
+        };
         if observed == self.observed && self.unreachable_since.is_some() {
             // The gossip changed, not what a decision rests on: the clock keeps running.
             if undowned < last_undowned {
@@ -127,7 +134,9 @@ impl Downer {
             }
         }
         if observed != self.observed {
-            if observed.0 == self.observed.0 && observed.1 == self.observed.1 {
+            if observed.cut_off == self.observed.cut_off
+                && observed.counted == self.observed.counted
+            {
                 crate::probe::hit("downing: a member's own observation restarts the clock");
             }
             self.observed = observed;
@@ -255,23 +264,26 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
             MemberStatus::Up | MemberStatus::Leaving => true,
             MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
                 let reachable = !cut_off.contains(&m.id);
-                let against_us = m.status == MemberStatus::Down || !reachable;
-                if m.status == MemberStatus::Down && reachable {
-                    crate::probe::hit("downing: a reachable Down member counts against us");
-                } else if against_us {
-                    crate::probe::hit(match m.status {
-                        MemberStatus::Joining => {
-                            "downing: an unreachable Joining member counts against us"
-                        }
-                        MemberStatus::Down => {
-                            "downing: an unreachable Down member counts against us"
-                        }
-                        _ => "downing: an unreachable Exiting member counts against us",
-                    });
-                } else if m.status == MemberStatus::Joining {
-                    crate::probe::hit("downing: a Joining member on our side is not counted");
+                let probe = match (m.status, reachable) {
+                    (MemberStatus::Down, true) => {
+                        Some("downing: a reachable Down member counts against us")
+                    }
+                    (MemberStatus::Down, false) => {
+                        Some("downing: an unreachable Down member counts against us")
+                    }
+                    (MemberStatus::Joining, false) => {
+                        Some("downing: an unreachable Joining member counts against us")
+                    }
+                    (MemberStatus::Joining, true) => {
+                        Some("downing: a Joining member on our side is not counted")
+                    }
+                    (_, false) => Some("downing: an unreachable Exiting member counts against us"),
+                    (_, true) => None,
+                };
+                if let Some(probe) = probe {
+                    crate::probe::hit(probe);
                 }
-                against_us
+                m.status == MemberStatus::Down || !reachable
             }
         };
         if counted {
