@@ -453,6 +453,21 @@ fn a_decision_rests_on_fresh_observations() {
     }
 }
 
+/// Found by a sweep of fresh seeds (rolling-restart 799887892, minimized to its four leaves):
+/// a member registered with the leaving coordinator while Joining and kept its homes; the next
+/// coordinator moved a shard before the member registered there, so it routed to the old owner
+/// after the stop and its messages came round behind newer ones (order violation). A new
+/// coordinator's homes replace the old one's. It needs its own options to fail.
+#[test]
+fn a_new_coordinator_replaces_the_old_ones_homes() {
+    let schedule = "@9.955 leave n4; @32.392 leave n1; @42.807 leave n3; @51.803 leave n2 by n4";
+    let options = Options::for_family(799_887_892, Family::RollingRestart);
+    assert_holds(
+        replaying(schedule, options),
+        &["region: a new coordinator's homes replace the old one's"],
+    );
+}
+
 /// Negative control: a coordinator that allocates unknown shards without waiting for every
 /// possible host to register (a test-only switch in the core) is caught by the default batch.
 #[test]

@@ -13,8 +13,9 @@ use crate::rng::Rng;
 use crate::time::Instant;
 
 impl Region {
-    /// Membership changed: follow the coordinator the view names, forget homes on removed
-    /// members, and stop everything if this member was downed or removed.
+    /// Membership changed: follow the coordinator the view names (forgetting the homes the
+    /// old one gave), forget homes on removed members, and stop everything if this member was
+    /// downed or removed.
     pub(crate) fn handle_membership(
         &mut self,
         now: Instant,
@@ -35,6 +36,17 @@ impl Region {
         self.homes.retain(|_, home| self.members.contains(home));
         let expected = view.coordinator_of(&self.entity_type, self.role.as_deref());
         if expected != self.registration.coordinator {
+            // Homes elsewhere are the old coordinator's word. The new one hands shards off
+            // with acknowledgements from the regions registered with it; a region still
+            // routing on an old home it never told about would reach the old owner after it
+            // stopped the shard, and its messages would come round behind newer ones
+            // (rolling-restart seed 799887892: a member registered with the leaving
+            // coordinator while Joining, and the next coordinator moved a shard before it
+            // registered there).
+            if self.homes.values().any(|home| *home != self.me) {
+                crate::probe::hit("region: a new coordinator's homes replace the old one's");
+            }
+            self.homes.retain(|_, home| *home == self.me);
             self.registration.coordinator = expected;
             self.registration.registered = false;
             self.registration.backoff = initial_backoff(self.settings.retry_interval);

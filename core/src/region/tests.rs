@@ -5,7 +5,7 @@ use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, StopReason};
 use crate::membership::{Member, MemberStatus, MembershipView};
-use crate::message::{Envelope, Message, Payload};
+use crate::message::{Envelope, Message, Payload, RegionShards};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -213,6 +213,39 @@ fn a_remote_home_gets_the_buffered_messages_in_order() {
     );
     f.tell(1, "m3");
     assert_eq!(f.take(), [send(3, forward(1, "m3"))]);
+}
+
+/// Found by the simulator (rolling-restart seed 799887892): homes are the word of the
+/// coordinator that gave them. A new coordinator may be handing a shard off before this region
+/// registers with it; routing on the old home then reaches the old owner after it stopped the
+/// shard, and the messages come round behind newer ones. After a coordinator change the region
+/// asks again.
+#[test]
+fn a_new_coordinator_replaces_the_old_ones_homes() {
+    let mut f = Fixture::registered();
+    let homes = vec![RegionShards {
+        region: m(3),
+        shards: vec![ShardId(1)],
+    }];
+    f.recv(1, Body::ShardHomes { homes });
+    f.tell(1, "m1");
+    assert_eq!(f.take(), [send(3, forward(1, "m1"))]);
+    // Member 1 leaves; the coordinator moves to member 4, older than 2 and 3.
+    let moved = MembershipView::new(vec![
+        Member::up(m(4), 1, &[]),
+        Member::up(m(2), 2, &[]),
+        Member::up(m(3), 3, &[]),
+    ]);
+    f.region
+        .handle_membership(at(0), &moved, &mut f.rng, &mut f.out);
+    f.take();
+    f.tell(1, "m2");
+    let sent = f.take();
+    assert!(
+        !sent.contains(&send(3, forward(1, "m2"))),
+        "routed on the old coordinator's home: {sent:?}"
+    );
+    assert_eq!(f.region.buffered(), 1);
 }
 
 #[test]
