@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::id::{EntityType, Incarnation, MemberId, NodeId};
+use crate::id::{Address, EntityType, Incarnation, MemberId, NodeId};
 use crate::membership::MembershipSettings;
 
 /// Everything a [`crate::Node`] needs to start. Build it with [`Config::new`], adjust the public
@@ -17,6 +17,9 @@ pub struct Config {
     pub node: NodeId,
     /// This life of the member; a restart must use a new (higher) incarnation.
     pub incarnation: Incarnation,
+    /// Where other members reach this one; membership carries it to them. Defaults to
+    /// [`Address::of_node`].
+    pub address: Address,
     /// Roles this member carries (decide where entity types are hosted).
     pub roles: BTreeSet<String>,
     /// Seed for the core's PRNG (retry jitter). Hosts log it so a run can be replayed.
@@ -36,6 +39,7 @@ impl Config {
         Self {
             node,
             incarnation,
+            address: Address::of_node(node),
             roles: BTreeSet::new(),
             seed: 0,
             entity_types: Vec::new(),
@@ -67,6 +71,7 @@ impl Config {
         if let Some(membership) = &self.membership {
             membership.validate()?;
         }
+        self.validate_addresses()?;
         let mut names = BTreeSet::new();
         for t in &self.entity_types {
             if t.name.as_str().is_empty() {
@@ -76,6 +81,21 @@ impl Config {
                 return Err(ConfigError::DuplicateEntityType(t.name.clone()));
             }
             t.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Every address is non-empty and every node id has one address.
+    fn validate_addresses(&self) -> Result<(), ConfigError> {
+        let mut by_node = std::collections::BTreeMap::from([(self.node, &self.address)]);
+        let seeds = self.membership.iter().flat_map(|m| &m.seed_nodes);
+        for seed in seeds {
+            if *by_node.entry(seed.node).or_insert(&seed.address) != &seed.address {
+                return Err(ConfigError::ConflictingAddresses(seed.node));
+            }
+        }
+        if by_node.values().any(|a| a.as_str().is_empty()) {
+            return Err(ConfigError::EmptyAddress);
         }
         Ok(())
     }

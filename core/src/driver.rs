@@ -1,9 +1,8 @@
 //! The one drain loop shared by every host. The simulator and the tokio runtime implement
 //! [`Io`]; neither writes its own loop, so the code the simulator tests is the code that runs.
 
-use crate::effect::{Effect, EntityEffect, Event};
+use crate::effect::{Effect, EntityEffect, Event, Transmit};
 use crate::input::Input;
-use crate::message::Envelope;
 use crate::node::Node;
 use crate::time::Instant;
 
@@ -13,8 +12,9 @@ const MAX_TIMER_ROUNDS: u32 = 64;
 
 /// Executes effects. Implemented by the simulator's and the runtime's I/O layers.
 pub trait Io {
-    /// Send an envelope to its member (encode, then write to the connection).
-    fn send(&mut self, envelope: Envelope);
+    /// Send an envelope to its member (encode, then write to the connection to the member,
+    /// dialling `transmit.address` if there is none).
+    fn send(&mut self, transmit: Transmit);
     /// Start, deliver to, or stop an entity.
     fn entity(&mut self, effect: EntityEffect);
     /// Hand an event to the application.
@@ -24,8 +24,8 @@ pub trait Io {
 /// Records effects in order, for hosts that act on them after the driver call returns (the
 /// simulator, tests).
 impl Io for Vec<Effect> {
-    fn send(&mut self, envelope: Envelope) {
-        self.push(Effect::Send(envelope));
+    fn send(&mut self, transmit: Transmit) {
+        self.push(Effect::Send(transmit));
     }
     fn entity(&mut self, effect: EntityEffect) {
         self.push(Effect::Entity(effect));
@@ -116,7 +116,7 @@ impl Driver {
     fn drain(&mut self, io: &mut impl Io) {
         while let Some(effect) = self.node.poll_effect() {
             match effect {
-                Effect::Send(envelope) => io.send(envelope),
+                Effect::Send(transmit) => io.send(transmit),
                 Effect::Entity(effect) => io.entity(effect),
                 Effect::Event(event) => io.emit(event),
             }

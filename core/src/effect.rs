@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
-use crate::id::{EntityId, EntityType, MemberId, RequestId, ShardId};
+use crate::id::{Address, EntityId, EntityType, MemberId, RequestId, ShardId};
 use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::membership::ClusterMessage;
 use crate::message::{
@@ -18,11 +18,23 @@ use crate::message::{
 #[non_exhaustive]
 pub enum Effect {
     /// Send an envelope to another member.
-    Send(Envelope),
+    Send(Transmit),
     /// Act on an entity the host runs.
     Entity(EntityEffect),
     /// Tell the application something.
     Event(Event),
+}
+
+/// An envelope for another member, and where that member can be reached (after quinn-proto's
+/// `Transmit`: the state machine names the destination, the host owns the socket).
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Transmit {
+    /// The receiver's address as membership knows it (seed list, join, gossip, or a view the
+    /// host supplied). `None` only when nobody said: a host that supplies views without
+    /// addresses routes by `envelope.to` itself.
+    pub address: Option<Address>,
+    /// The envelope; its `to` names the receiving member.
+    pub envelope: Envelope,
 }
 
 /// Entity lifecycle commands for the host, which runs the entities.
@@ -258,19 +270,39 @@ impl Effects {
         if to == self.me {
             self.local.push_back(envelope);
         } else {
-            self.push(Effect::Send(envelope));
+            self.push(Effect::Send(Transmit {
+                address: None,
+                envelope,
+            }));
         }
     }
 
     /// Sends a membership message to `to` (never this member itself).
     pub(crate) fn send_cluster(&mut self, to: MemberId, message: ClusterMessage) {
+        self.transmit(None, to, Message::Cluster(message));
+    }
+
+    /// Sends a membership message to `to` at `address`: for a member no view names yet (a
+    /// joiner, a seed).
+    pub(crate) fn send_cluster_at(
+        &mut self,
+        to: MemberId,
+        address: Address,
+        message: ClusterMessage,
+    ) {
+        self.transmit(Some(address), to, Message::Cluster(message));
+    }
+
+    /// Queues `message` for `to`; the node fills in the link number and, when `address` is
+    /// `None`, the address its book knows.
+    fn transmit(&mut self, address: Option<Address>, to: MemberId, message: Message) {
         let envelope = Envelope {
             from: self.me,
             to,
             seq: 0,
-            message: Message::Cluster(message),
+            message,
         };
-        self.push(Effect::Send(envelope));
+        self.push(Effect::Send(Transmit { address, envelope }));
     }
 
     pub(crate) fn pop_local(&mut self) -> Option<Envelope> {

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::id::EntityType;
+use crate::id::{EntityType, NodeId};
 
 /// Why a [`crate::Config`] was rejected by [`crate::Node::new`]. No node was created.
 #[derive(Clone, Debug, Eq, Error, PartialEq)]
@@ -44,6 +44,12 @@ pub enum ConfigError {
     /// A membership setting is out of range.
     #[error("invalid membership setting: {0}")]
     InvalidMembership(&'static str),
+    /// This member's address or a seed's is empty: nobody could reach it.
+    #[error("an address (this member's or a seed's) is empty")]
+    EmptyAddress,
+    /// One node id is given two addresses (two seeds, or a seed and this member).
+    #[error("node {0} is given two different addresses")]
+    ConflictingAddresses(NodeId),
 }
 
 /// Why a wire frame could not be decoded. The frame is dropped and counted; state is unchanged.

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use crate::id::{AppVersion, EntityId, EntityType, Incarnation, NodeId, RequestId, ShardId};
+use crate::id::{
+    Address, AppVersion, EntityId, EntityType, Incarnation, NodeId, RequestId, ShardId,
+};
 use crate::membership::{Member, MembershipView};
 use crate::message::Payload;
 
@@ -54,6 +56,17 @@ impl<'a> Arbitrary<'a> for AppVersion {
 impl<'a> Arbitrary<'a> for EntityType {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
         Ok(Self::new(*u.choose(&FUZZ_ENTITY_TYPES)?))
+    }
+}
+
+impl<'a> Arbitrary<'a> for Address {
+    /// Mostly the address of a small node id, so addresses and members agree; sometimes any
+    /// string.
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        if u.ratio(1, 16)? {
+            return Ok(Self::new(Arc::<str>::from(<&str>::arbitrary(u)?)));
+        }
+        Ok(Self::of_node(NodeId::arbitrary(u)?))
     }
 }
 

@@ -110,6 +110,33 @@ impl EntityId {
     }
 }
 
+/// Where a member can be reached, in the host's own terms (`"10.0.0.7:7355"` for the runtime,
+/// `"n3"` in the simulator). The core never interprets it: membership carries it (seed nodes,
+/// joins, gossip) so a node can dial a member it learned of from others, and every
+/// [`crate::Transmit`] names its receiver's. Shared like [`EntityType`].
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Address(Arc<str>);
+
+shared_str_ordering!(Address);
+
+impl Address {
+    /// Builds an address.
+    pub fn new(address: impl Into<Arc<str>>) -> Self {
+        Self(address.into())
+    }
+
+    /// The address as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The address hosts without a network use for `node`: `"n<node>"` (the simulator's and
+    /// tests' convention, and [`crate::Config::new`]'s default).
+    pub fn of_node(node: NodeId) -> Self {
+        Self(format!("n{}", node.0).into())
+    }
+}
+
 /// A shard of one entity type, `0..number_of_shards`, computed by [`crate::shard_of`].
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
 pub struct ShardId(pub u32);
@@ -140,6 +167,7 @@ display_as!(NodeId, "n{}", 0);
 display_as!(ShardId, "s{}", 0);
 display_as!(EntityType, "{}", 0);
 display_as!(EntityId, "{}", 0);
+display_as!(Address, "{}", 0);
 display_as!(RequestId, "req{}", 0);
 
 impl fmt::Display for MemberId {

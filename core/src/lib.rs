@@ -35,11 +35,14 @@
 //! Hosts do not write this loop themselves: [`Driver`] runs it over an [`Io`]:
 //!
 //! ```no_run
-//! use shoal_core::{Config, Driver, EntityEffect, Envelope, Event, Incarnation, Instant, Io, Node, NodeId};
+//! use shoal_core::{Config, Driver, EntityEffect, Event, Incarnation, Instant, Io, Node, NodeId, Transmit};
 //!
 //! struct MyIo;
 //! impl Io for MyIo {
-//!     fn send(&mut self, envelope: Envelope) { /* encode with shoal_core::codec and write */ }
+//!     fn send(&mut self, transmit: Transmit) {
+//!         /* encode transmit.envelope with shoal_core::codec and write it to the connection
+//!            to transmit.envelope.to, dialling transmit.address if there is none */
+//!     }
 //!     fn entity(&mut self, effect: EntityEffect) { /* start / deliver to / stop an entity */ }
 //!     fn emit(&mut self, event: Event) { /* replies, dead letters, notifications */ }
 //! }
@@ -88,17 +91,20 @@ pub use config::{
     AllocationStrategyConfig, Config, EntityTypeConfig, MAX_PAYLOAD_SIZE, ShardingSettings,
 };
 pub use driver::{Driver, Io};
-pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason};
+pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason, Transmit};
 pub use error::{CodecError, CommandError, ConfigError};
 #[cfg(feature = "arbitrary")]
 pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
-pub use id::{AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId};
+pub use id::{
+    Address, AppVersion, EntityId, EntityType, Incarnation, MemberId, NodeId, RequestId, ShardId,
+};
 pub use input::{Command, Input};
 pub use letter::{StartAck, StartOutcome};
 pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
+    SeedNode,
 };
 pub use message::{
     AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionShards, RegionStats,

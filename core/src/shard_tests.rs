@@ -101,13 +101,16 @@ fn a_start_request_is_acknowledged_once_the_entity_runs() {
             entity: id("a"),
             outcome: StartOutcome::Started,
         };
-        Effect::Send(crate::message::Envelope {
-            from: MemberId::new(1, 1),
-            to: requester,
-            seq: 0,
-            message: crate::message::Message::Sharding {
-                entity_type: ty(),
-                body,
+        Effect::Send(crate::effect::Transmit {
+            address: None,
+            envelope: crate::message::Envelope {
+                from: MemberId::new(1, 1),
+                to: requester,
+                seq: 0,
+                message: crate::message::Message::Sharding {
+                    entity_type: ty(),
+                    body,
+                },
             },
         })
     };

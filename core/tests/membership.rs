@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shoal_core::{
     Command, Config, Downing, Driver, Effect, EntityTypeConfig, Envelope, Event, Incarnation,
-    Input, Instant, MemberId, MembershipSettings, Node, NodeId, RequestId,
+    Input, Instant, MemberId, MembershipSettings, Node, NodeId, RequestId, Transmit,
 };
 
 const LATENCY: Duration = Duration::from_millis(2);
@@ -29,7 +29,7 @@ struct Cluster {
 }
 
 fn settings(seeds: &[u64]) -> MembershipSettings {
-    let mut s = MembershipSettings::new(seeds.iter().map(|n| NodeId(*n)).collect());
+    let mut s = MembershipSettings::new(seeds.iter().map(|n| NodeId(*n)));
     s.seed_node_timeout = Duration::from_secs(2);
     s.retry_join_after = Duration::from_secs(2);
     s.downing = Downing::KeepMajority {
@@ -85,7 +85,7 @@ impl Cluster {
     fn absorb(&mut self, n: NodeId, out: Vec<Effect>) {
         for effect in out {
             match effect {
-                Effect::Send(envelope) => {
+                Effect::Send(Transmit { envelope, .. }) => {
                     if self.blocked.contains(&(n, envelope.to.node)) {
                         continue;
                     }

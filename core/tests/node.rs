@@ -6,9 +6,10 @@ mod support;
 use std::time::Duration;
 
 use shoal_core::{
-    Body, Command, CommandError, Config, ConfigError, DeadLetterReason, EntityId, EntityType,
-    Envelope, Event, Incarnation, Input, Instant, MemberStatus, Message, Node, NodeId, Payload,
-    Reply, ShardId, StopReason,
+    Address, Body, Command, CommandError, Config, ConfigError, DeadLetterReason, Driver, Effect,
+    EntityId, EntityType, Envelope, Event, Incarnation, Input, Instant, Member, MemberId,
+    MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId, Payload, Reply,
+    SeedNode, ShardId, StopReason,
 };
 use support::{StopPolicy, TestCluster, config, entity_in_shard, member, type_config};
 
@@ -58,6 +59,68 @@ fn config_validation_rejects_bad_settings() {
         Node::new(c, Instant::ZERO).unwrap_err(),
         ConfigError::ZeroDuration("handoff_timeout")
     );
+    let mut c = config(1, type_config(10));
+    c.address = Address::new("");
+    assert_eq!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::EmptyAddress
+    );
+    let mut c = config(1, type_config(10));
+    let seeds = [
+        SeedNode::new(NodeId(2), Address::new("10.0.0.2:7355")),
+        SeedNode::new(NodeId(2), Address::new("10.0.0.3:7355")),
+    ];
+    c.membership = Some(MembershipSettings::new(seeds));
+    assert_eq!(
+        Node::new(c, Instant::ZERO).unwrap_err(),
+        ConfigError::ConflictingAddresses(NodeId(2))
+    );
+}
+
+#[test]
+fn envelopes_leave_with_their_receivers_address() {
+    // Member 2 (the oldest, so the coordinator) is known only from a view the host supplied:
+    // the region's registration must leave for the address that view gave it.
+    let at2 = Address::new("10.0.0.2:7355");
+    let mut driver = Driver::new(
+        Node::new(config(1, type_config(10)), Instant::ZERO).expect("valid"),
+        Instant::ZERO,
+    );
+    let view = |two: Member| MembershipView::new(vec![two, Member::up(member(1), 2, &[])]);
+    let registrations = |driver: &mut Driver, view| {
+        let mut out: Vec<Effect> = Vec::new();
+        driver.handle_input(Instant::ZERO, Input::MembershipChanged(view), &mut out);
+        out.into_iter()
+            .filter_map(|e| match e {
+                Effect::Send(t)
+                    if matches!(t.envelope.message.body(), Some(Body::Register { .. })) =>
+                {
+                    Some((t.envelope.to, t.address))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let two = Member::up(member(2), 1, &[]).at(at2.clone());
+    assert_eq!(
+        registrations(&mut driver, view(two)),
+        [(member(2), Some(at2.clone()))]
+    );
+    // A later incarnation at the same node id keeps the node's address when its view says
+    // nothing; without any address ever given, the host routes by member id (None).
+    let restarted = Member::up(MemberId::new(2, 2), 1, &[]);
+    let sent = registrations(&mut driver, view(restarted));
+    assert_eq!(sent, [(MemberId::new(2, 2), Some(at2))]);
+    let mut fresh = Driver::new(
+        Node::new(config(1, type_config(10)), Instant::ZERO).expect("valid"),
+        Instant::ZERO,
+    );
+    let unknown = Member::up(member(3), 1, &[]);
+    let sent = registrations(
+        &mut fresh,
+        MembershipView::new(vec![unknown, Member::up(member(1), 2, &[])]),
+    );
+    assert_eq!(sent, [(member(3), None)]);
 }
 
 #[test]
@@ -133,7 +196,7 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
     let mut c = TestCluster::with_nodes(2, 10);
     let stale = Envelope {
         from: member(2),
-        to: shoal_core::MemberId::new(1, 0),
+        to: MemberId::new(1, 0),
         seq: 0,
         message: Message::Sharding {
             entity_type: counter(),

@@ -229,7 +229,7 @@ impl Host {
 
     fn handle_effect(&mut self, effect: Effect) {
         match effect {
-            Effect::Send(envelope) => check_encodes(&envelope),
+            Effect::Send(transmit) => check_encodes(&transmit.envelope),
             Effect::Entity(EntityEffect::Start {
                 entity_type,
                 entity,

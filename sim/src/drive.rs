@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, codec};
+use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, Transmit, codec};
 
 use crate::check::Property;
 use crate::faults::Fault;
@@ -24,6 +24,7 @@ impl World {
             return;
         }
         if let Input::Receive(envelope) = &input {
+            self.heard_from.insert((envelope.to, envelope.from));
             if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
                 self.shutdowns_heard.insert((envelope.to, envelope.from));
             }
@@ -98,7 +99,7 @@ impl World {
         let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();
         for effect in out.drain(..) {
             match effect {
-                Effect::Send(envelope) => self.send(envelope),
+                Effect::Send(transmit) => self.send(transmit),
                 Effect::Entity(e) => self.entity(member, e),
                 Effect::Event(Event::DeadLetter {
                     entity,
@@ -197,7 +198,35 @@ impl World {
         }
     }
 
-    fn send(&mut self, envelope: Envelope) {
+    fn send(&mut self, transmit: Transmit) {
+        // The network routes by address, as a real one does: an envelope must leave with its
+        // receiver's (which membership carried here), or answer a member that reached this
+        // one (over the connection that member opened).
+        let Transmit { address, envelope } = transmit;
+        let routed_to = match &address {
+            Some(address) => crate::nodes::node_at(address),
+            None if self.heard_from.contains(&(envelope.from, envelope.to)) => {
+                Some(envelope.to.node)
+            }
+            // A member the sender's view does not name (named inside a message only, say a
+            // coordinator that left): a real transport has no route either. It is dropped,
+            // not counted as a network loss, so the other checks judge what that costs (a
+            // user message dropped so in a run without loss breaks exactly-once).
+            None if !self.in_view_of(envelope.from, envelope.to) => {
+                self.mark("an envelope for a member its sender cannot reach had no route");
+                return;
+            }
+            None => None,
+        };
+        if routed_to != Some(envelope.to.node) {
+            let detail = format!(
+                "an envelope for {} left for address {address:?}: {:?}",
+                envelope.to, envelope.message
+            );
+            let (now, from) = (self.now, envelope.from);
+            self.check.fail(now, Property::HostContract, from, detail);
+            return;
+        }
         // Test builds (the default batch) encode and decode every message and check the round
         // trip. Release builds (sweeps, the bench) encode control messages, whose size grows
         // with the cluster, so one that does not fit a frame fails the run; they skip forwarded
@@ -354,6 +383,12 @@ impl World {
         if version.is_some() && version == versions.last().copied() {
             self.mark("a shard allocated to the newest version during a rolling update");
         }
+    }
+
+    /// Whether `member`'s current view names `other`.
+    fn in_view_of(&self, member: MemberId, other: MemberId) -> bool {
+        let node = self.nodes.get(&member.node).filter(|n| n.id == member);
+        node.is_some_and(|n| n.driver.node().view().member(other).is_some())
     }
 
     /// Schedules the arrival of `envelope` on `link`.

@@ -2,9 +2,22 @@
 //! event, and addresses are small integers, so a vector beats a map. Iteration is in address
 //! order, as a `BTreeMap`'s would be.
 
-use shoal_core::{Driver, Input, Instant, MemberId, NodeId};
+use shoal_core::{Address, Driver, Input, Instant, MemberId, NodeId};
 
 use crate::clock::Clock;
+
+/// The network address of the simulated node `node`. Deliberately not the core's default
+/// ([`Address::of_node`]), so a core that lost track of an address cannot pass by luck.
+pub(crate) fn address_of(node: NodeId) -> Address {
+    Address::new(format!("node-{}.sim:7355", node.0))
+}
+
+/// The node an address names, if it is a simulated node's.
+pub(crate) fn node_at(address: &Address) -> Option<NodeId> {
+    let number = address.as_str().strip_prefix("node-")?;
+    let number = number.strip_suffix(".sim:7355")?;
+    number.parse().ok().map(NodeId)
+}
 
 /// One simulated member process.
 #[derive(Debug)]

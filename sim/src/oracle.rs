@@ -53,7 +53,9 @@ impl Oracle {
     pub(crate) fn join(&mut self, id: MemberId, hosts: &[EntityType]) {
         let up_number = self.next_up_number;
         self.next_up_number += 1;
-        let member = Member::up(id, up_number, &[]).hosting(hosts);
+        let member = Member::up(id, up_number, &[])
+            .hosting(hosts)
+            .at(crate::nodes::address_of(id.node));
         if let Some(old) = self.members.insert(id.node, member) {
             self.removed.insert(old.id);
         }

@@ -81,6 +81,9 @@ pub(crate) struct World {
     /// `(receiver, region)`: the receiver handled a graceful shutdown request of the region
     /// (a coordinator leaves such regions out of allocation and rebalancing).
     pub(crate) shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
+    /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
+    /// can answer on without knowing the sender's address (as a real transport does).
+    pub(crate) heard_from: BTreeSet<(MemberId, MemberId)>,
     /// `StartEntity` commands in flight and answered.
     pub(crate) starts: crate::starts::StartRequests,
     pub(crate) rng_commands: SimRng,
@@ -205,6 +208,7 @@ impl World {
             rng_commands: SimRng::of(seed, Stream::Commands),
             starts: crate::starts::StartRequests::default(),
             shutdowns_heard: BTreeSet::new(),
+            heard_from: BTreeSet::new(),
             rng_work: SimRng::of(seed, Stream::Workload),
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_host: SimRng::of(seed, Stream::Host),
@@ -256,7 +260,9 @@ impl World {
     /// shortened like the oracle's; every address a run may use is a seed, and the first one
     /// forms the cluster when the run starts.
     fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
-        let mut s = MembershipSettings::new((1..=self.opts.max_nodes).map(NodeId).collect());
+        let seeds = (1..=self.opts.max_nodes).map(NodeId);
+        let seeds = seeds.map(|n| shoal_core::SeedNode::new(n, crate::nodes::address_of(n)));
+        let mut s = MembershipSettings::new(seeds);
         // Only the first bootstrap may form a cluster; a restarted first seed joins one.
         s.may_form_cluster = incarnation == Incarnation(1);
         // A rolling restart is a rolling update: each restart runs a newer version.
@@ -326,6 +332,7 @@ impl World {
         t.passivate_idle_after = Some(Duration::from_secs(60));
         let bystander = self.opts.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
+        config.address = crate::nodes::address_of(node);
         if !bystander {
             config = config.with_entity_type(t);
         }

@@ -134,7 +134,7 @@ impl World {
         let (mut sends, mut entity, mut events) = (Vec::new(), Vec::new(), Vec::new());
         for effect in out {
             match effect {
-                Effect::Send(envelope) => sends.push(envelope),
+                Effect::Send(transmit) => sends.push(transmit.envelope),
                 Effect::Entity(e) => entity.push(e),
                 Effect::Event(e) => events.push(e),
                 _ => {}

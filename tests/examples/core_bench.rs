@@ -9,7 +9,7 @@ use std::time::{Duration, Instant as WallClock};
 use shoal_core::{
     Body, Config, Driver, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
     Incarnation, Input, Instant, Io, Member, MemberId, MembershipView, Message, Node, NodeId,
-    Payload, ShardId, codec,
+    Payload, ShardId, Transmit, codec,
 };
 
 const MESSAGES: usize = 1_000_000;
@@ -23,8 +23,8 @@ struct CountingIo {
 }
 
 impl Io for CountingIo {
-    fn send(&mut self, envelope: Envelope) {
-        self.outbox.push(envelope);
+    fn send(&mut self, transmit: Transmit) {
+        self.outbox.push(transmit.envelope);
     }
     fn entity(&mut self, effect: EntityEffect) {
         if matches!(effect, EntityEffect::Deliver { .. }) {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{AppVersion, EntityType, MemberId};
+use crate::id::{Address, AppVersion, EntityType, MemberId};
 use crate::membership::reachability::Reachability;
 use crate::membership::view::{Member, MemberStatus, MembershipView};
 
@@ -35,10 +35,13 @@ pub struct GossipMember {
     pub ready_to_exit: bool,
     /// The entity types it hosts (fixed for an incarnation).
     pub hosts: BTreeSet<EntityType>,
+    /// Where to reach it (fixed for an incarnation).
+    pub address: Address,
 }
 
 impl GossipMember {
-    /// A member asking to join.
+    /// A member asking to join, at [`Address::of_node`] until told otherwise with
+    /// [`GossipMember::at`].
     pub(crate) fn joining(
         id: MemberId,
         roles: BTreeSet<String>,
@@ -53,7 +56,14 @@ impl GossipMember {
             app_version,
             ready_to_exit: false,
             hosts,
+            address: Address::of_node(id.node),
         }
+    }
+
+    /// The same member, reached at `address` (builder style).
+    pub(crate) fn at(mut self, address: Address) -> Self {
+        self.address = address;
+        self
     }
 
     fn merge(&self, other: &Self) -> Self {
@@ -439,6 +449,7 @@ impl Gossip {
                     app_version: m.app_version,
                     reachable: !unreachable.contains(&m.id),
                     hosts: Some(m.hosts.clone()),
+                    address: Some(m.address.clone()),
                 })
                 .collect(),
         )

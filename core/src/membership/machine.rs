@@ -74,14 +74,14 @@ impl Membership {
         settings: MembershipSettings,
         now: Instant,
     ) -> Self {
-        let is_first = settings.seed_nodes.first() == Some(&me.node);
+        let is_first = settings.seed_nodes.first().map(|s| s.node) == Some(me.node);
         if is_first && !settings.may_form_cluster {
             crate::probe::hit(
                 "membership: a restarted first seed joins instead of forming a cluster",
             );
         }
         let first_seed = is_first && settings.may_form_cluster;
-        let alone = settings.seed_nodes.iter().all(|s| *s == me.node);
+        let alone = settings.seed_nodes.iter().all(|s| s.node == me.node);
         let form_cluster_at = match (first_seed, alone) {
             (true, true) => Some(now),
             (true, false) => Some(now + settings.seed_node_timeout),
@@ -187,9 +187,9 @@ impl Membership {
             return;
         }
         match message {
-            ClusterMessage::InitJoin => {
+            ClusterMessage::InitJoin { address } => {
                 if self.accepts_joins() {
-                    out.send_cluster(from, ClusterMessage::InitJoinAck);
+                    out.send_cluster_at(from, address, ClusterMessage::InitJoinAck);
                 }
             }
             ClusterMessage::InitJoinAck => {
@@ -198,6 +198,7 @@ impl Membership {
                         roles: self.joiner.roles.clone(),
                         app_version: self.joiner.app_version,
                         hosts: self.joiner.hosts.clone(),
+                        address: self.joiner.address.clone(),
                     };
                     out.send_cluster(from, join);
                 }
@@ -206,17 +207,17 @@ impl Membership {
                 roles,
                 app_version,
                 hosts,
+                address,
             } => {
                 if self.accepts_joins() {
-                    let joiner = GossipMember::joining(from, roles, app_version, hosts);
+                    let joiner =
+                        GossipMember::joining(from, roles, app_version, hosts).at(address.clone());
                     if self.gossip.add_joining(self.me, joiner) {
                         self.after_change(now, rng, out);
                     }
                     if self.gossip.member(from).is_some() {
-                        out.send_cluster(
-                            from,
-                            ClusterMessage::Welcome(Box::new(self.gossip.clone())),
-                        );
+                        let welcome = ClusterMessage::Welcome(Box::new(self.gossip.clone()));
+                        out.send_cluster_at(from, address, welcome);
                     }
                 }
             }
@@ -339,8 +340,11 @@ impl Membership {
         }
         self.next_join_attempt = now + self.settings.retry_join_after;
         for seed in &self.settings.seed_nodes {
-            if *seed != self.me.node {
-                out.send_cluster(anyone_at(*seed), ClusterMessage::InitJoin);
+            if seed.node != self.me.node {
+                let init = ClusterMessage::InitJoin {
+                    address: self.joiner.address.clone(),
+                };
+                out.send_cluster_at(anyone_at(seed.node), seed.address.clone(), init);
             }
         }
     }

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::effect::Effect;
-use crate::id::AppVersion;
+use crate::effect::{Effect, Transmit};
+use crate::id::{Address, AppVersion};
+use crate::membership::SeedNode;
 use crate::message::{Envelope, Message};
 
 fn m(n: u64) -> MemberId {
@@ -16,27 +17,46 @@ fn at(ms: u64) -> Instant {
 }
 
 fn machine(n: u64, seeds: &[u64]) -> Membership {
-    let settings = MembershipSettings::new(seeds.iter().map(|s| NodeId(*s)).collect());
+    let seeds = seeds.iter().map(|s| NodeId(*s));
+    machine_at(
+        n,
+        Address::of_node(NodeId(n)),
+        MembershipSettings::new(seeds),
+    )
+}
+
+fn machine_at(n: u64, address: Address, settings: MembershipSettings) -> Membership {
     let joiner = GossipMember::joining(
         m(n),
         BTreeSet::new(),
         AppVersion::default(),
         BTreeSet::new(),
-    );
+    )
+    .at(address);
     Membership::new(m(n), joiner, settings, at(0))
 }
 
 /// The cluster messages a call sent, as (receiver, message).
 fn sent(out: &mut Effects) -> Vec<(MemberId, ClusterMessage)> {
+    let sent = sent_at(out).into_iter();
+    sent.map(|(to, _, message)| (to, message)).collect()
+}
+
+/// The cluster messages a call sent, as (receiver, the address it was sent to, message).
+fn sent_at(out: &mut Effects) -> Vec<(MemberId, Option<Address>, ClusterMessage)> {
     let (effects, _) = out.drain();
     effects
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Send(Envelope {
-                to,
-                message: Message::Cluster(c),
-                ..
-            }) => Some((to, c)),
+            Effect::Send(Transmit {
+                address,
+                envelope:
+                    Envelope {
+                        to,
+                        message: Message::Cluster(c),
+                        ..
+                    },
+            }) => Some((to, address, c)),
             _ => None,
         })
         .collect()
@@ -56,27 +76,41 @@ fn a_lone_first_seed_forms_a_cluster_and_becomes_up() {
 
 #[test]
 fn a_node_joins_through_a_seed() {
-    let (mut seed, mut so) = (machine(1, &[1]), Effects::new(m(1)));
-    let (mut joiner, mut jo) = (machine(2, &[1]), Effects::new(m(2)));
+    // Real-looking addresses, so that none can be confused with a node id's default.
+    let (seed_at, joiner_at) = (Address::new("10.0.0.1:7355"), Address::new("10.0.0.2:7355"));
+    let seeds = || MembershipSettings::new([SeedNode::new(NodeId(1), seed_at.clone())]);
+    let (mut seed, mut so) = (machine_at(1, seed_at.clone(), seeds()), Effects::new(m(1)));
+    let (mut joiner, mut jo) = (
+        machine_at(2, joiner_at.clone(), seeds()),
+        Effects::new(m(2)),
+    );
     let mut rng = Rng::new(7);
     seed.handle_timeout(at(0), &mut rng, &mut so);
     sent(&mut so);
 
+    // Nobody knows the joiner yet: each message names the address it goes to.
     joiner.handle_timeout(at(0), &mut rng, &mut jo);
     let to_seed = anyone_at(NodeId(1));
-    assert_eq!(sent(&mut jo), [(to_seed, ClusterMessage::InitJoin)]);
-    seed.handle_message(at(1), m(2), ClusterMessage::InitJoin, &mut rng, &mut so);
-    assert_eq!(sent(&mut so), [(m(2), ClusterMessage::InitJoinAck)]);
+    let init = ClusterMessage::InitJoin {
+        address: joiner_at.clone(),
+    };
+    let seed_addr = Some(seed_at.clone());
+    assert_eq!(sent_at(&mut jo), [(to_seed, seed_addr, init.clone())]);
+    seed.handle_message(at(1), m(2), init, &mut rng, &mut so);
+    let ack = ClusterMessage::InitJoinAck;
+    assert_eq!(sent_at(&mut so), [(m(2), Some(joiner_at.clone()), ack)]);
     joiner.handle_message(at(2), m(1), ClusterMessage::InitJoinAck, &mut rng, &mut jo);
     let [(to, join)] = sent(&mut jo).try_into().expect("one Join");
     assert_eq!(to, m(1));
     seed.handle_message(at(3), m(2), join, &mut rng, &mut so);
-    let welcome = sent(&mut so)
+    let welcome = sent_at(&mut so)
         .into_iter()
-        .find_map(|(to, msg)| matches!(msg, ClusterMessage::Welcome(_)).then_some((to, msg)))
+        .find_map(|(to, address, msg)| {
+            matches!(msg, ClusterMessage::Welcome(_)).then_some((to, address, msg))
+        })
         .expect("a Welcome");
-    assert_eq!(welcome.0, m(2));
-    joiner.handle_message(at(4), m(1), welcome.1, &mut rng, &mut jo);
+    assert_eq!((welcome.0, welcome.1), (m(2), Some(joiner_at.clone())));
+    joiner.handle_message(at(4), m(1), welcome.2, &mut rng, &mut jo);
     assert_eq!(joiner.phase(), Phase::Member);
     // Joining members need not have seen a state for it to converge: the leader moved the
     // joiner Up as it added it, and the welcome says so.
@@ -100,6 +134,9 @@ fn a_node_joins_through_a_seed() {
     let view = joiner.take_view().expect("a view");
     assert_eq!(view.members().len(), 2);
     assert_eq!(view.oldest_up(None), Some(m(1)), "the seed is older");
+    let address_of = |id| view.member(id).and_then(|member| member.address.clone());
+    assert_eq!(address_of(m(1)), Some(seed_at), "gossip carries addresses");
+    assert_eq!(address_of(m(2)), Some(joiner_at));
 }
 
 #[test]
@@ -108,7 +145,12 @@ fn a_non_first_seed_keeps_asking_and_never_forms_a_cluster_alone() {
     b.handle_timeout(at(0), &mut rng, &mut out);
     assert_eq!(
         sent(&mut out),
-        [(anyone_at(NodeId(1)), ClusterMessage::InitJoin)]
+        [(
+            anyone_at(NodeId(1)),
+            ClusterMessage::InitJoin {
+                address: Address::of_node(NodeId(2))
+            }
+        )]
     );
     b.handle_timeout(at(60_000), &mut rng, &mut out);
     assert_eq!(b.phase(), Phase::Joining);

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{AppVersion, EntityType};
+use crate::id::{Address, AppVersion, EntityType};
 use crate::membership::gossip::Gossip;
 
 /// One membership message.
@@ -13,8 +13,11 @@ use crate::membership::gossip::Gossip;
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum ClusterMessage {
     /// A node that wants to join asks a seed node whether it is a member that takes joins.
-    /// Addressed to the seed's address with incarnation 0 (the joiner cannot know it).
-    InitJoin,
+    /// Addressed to the seed's node with incarnation 0 (the joiner cannot know it).
+    InitJoin {
+        /// Where the joiner can be reached (it is no member yet, so nobody else knows).
+        address: Address,
+    },
     /// A seed node that is a member answers `InitJoin`.
     InitJoinAck,
     /// Asks to join the cluster: the receiver adds the sender as Joining and answers `Welcome`.
@@ -25,6 +28,8 @@ pub enum ClusterMessage {
         app_version: AppVersion,
         /// The entity types the joiner hosts.
         hosts: BTreeSet<EntityType>,
+        /// Where the joiner can be reached.
+        address: Address,
     },
     /// The join was accepted; here is the current membership state.
     Welcome(Box<Gossip>),

@@ -7,16 +7,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::id::{AppVersion, NodeId};
+use crate::id::{Address, AppVersion, NodeId};
 
 /// How this member joins, gossips, detects failures and downs unreachable members. Set as
 /// `Config::membership`; without it the host supplies membership views itself
 /// (`Input::MembershipChanged`).
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
 pub struct MembershipSettings {
-    /// Addresses to join through. The first one may form a new cluster when no other seed
+    /// Members to join through. The first one may form a new cluster when no other seed
     /// answers within `seed_node_timeout`; the others keep trying until one answers.
-    pub seed_nodes: Vec<NodeId>,
+    pub seed_nodes: Vec<SeedNode>,
     /// This member's application version: allocation prefers the newest, and rebalancing
     /// waits while versions are mixed (rolling updates).
     pub app_version: AppVersion,
@@ -47,11 +47,35 @@ pub struct MembershipSettings {
     pub downing: Downing,
 }
 
+/// A seed node: its stable node id and where to reach it.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct SeedNode {
+    /// The seed's node id (its `InitJoin` goes to whichever incarnation runs there).
+    pub node: NodeId,
+    /// Where to reach it.
+    pub address: Address,
+}
+
+impl SeedNode {
+    /// A seed reached at `address`.
+    pub fn new(node: NodeId, address: Address) -> Self {
+        Self { node, address }
+    }
+}
+
+impl From<NodeId> for SeedNode {
+    /// The seed at [`Address::of_node`] (hosts without a network).
+    fn from(node: NodeId) -> Self {
+        Self::new(node, Address::of_node(node))
+    }
+}
+
 impl MembershipSettings {
-    /// Akka's defaults, joining through `seed_nodes`.
-    pub fn new(seed_nodes: Vec<NodeId>) -> Self {
+    /// Akka's defaults, joining through `seed_nodes` (a [`NodeId`] alone stands for the seed
+    /// at [`Address::of_node`]).
+    pub fn new(seed_nodes: impl IntoIterator<Item = impl Into<SeedNode>>) -> Self {
         Self {
-            seed_nodes,
+            seed_nodes: seed_nodes.into_iter().map(Into::into).collect(),
             app_version: AppVersion::default(),
             min_nr_of_members: 1,
             min_nr_of_members_per_role: BTreeMap::new(),

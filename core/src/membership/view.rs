@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{AppVersion, EntityType, MemberId};
+use crate::id::{Address, AppVersion, EntityType, MemberId};
 
 /// Akka's member lifecycle: Joining → Up → Leaving → Exiting → Removed, and Down.
 /// Removed members are simply absent from a [`MembershipView`].
@@ -51,6 +51,9 @@ pub struct Member {
     /// host that supplies views does not say: the member is then assumed to host every type
     /// its roles allow. A node that manages membership always says.
     pub hosts: Option<BTreeSet<EntityType>>,
+    /// Where to reach it. `None` when the host that supplies views routes by member id itself;
+    /// a node that manages membership always says.
+    pub address: Option<Address>,
 }
 
 impl Member {
@@ -64,12 +67,19 @@ impl Member {
             app_version: AppVersion::default(),
             reachable: true,
             hosts: None,
+            address: None,
         }
     }
 
     /// The same member, saying that it hosts exactly `types` (builder style).
     pub fn hosting<'a>(mut self, types: impl IntoIterator<Item = &'a EntityType>) -> Self {
         self.hosts = Some(types.into_iter().cloned().collect());
+        self
+    }
+
+    /// The same member, reached at `address` (builder style).
+    pub fn at(mut self, address: Address) -> Self {
+        self.address = Some(address);
         self
     }
 

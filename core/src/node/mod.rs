@@ -2,11 +2,13 @@
 //! member is the oldest Up member with the type's role) a coordinator; routes inputs to them;
 //! delivers messages between roles on this node in FIFO order; and owns the effect queue.
 
+mod addresses;
 mod cluster;
 mod commands;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use self::addresses::AddressBook;
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
 use crate::effect::{DeadLetterReason, Effect, Effects, Event};
@@ -63,6 +65,8 @@ pub struct Node {
     known_removed: BTreeSet<MemberId>,
     /// Numbers envelopes per link so that copies from the transport are dropped.
     links: LinkSequences,
+    /// Where members can be reached; every envelope leaves with its receiver's address.
+    addresses: AddressBook,
     /// Membership, when this node manages it (`Config::membership`); otherwise the host
     /// supplies views.
     membership: Option<Membership>,
@@ -104,9 +108,11 @@ impl Node {
             .collect();
         let membership = config.membership.clone().map(|settings| {
             let roles = config.roles.clone();
-            let joiner = GossipMember::joining(me, roles, settings.app_version, hosts);
+            let joiner = GossipMember::joining(me, roles, settings.app_version, hosts)
+                .at(config.address.clone());
             Membership::new(me, joiner, settings, now)
         });
+        let addresses = AddressBook::new(&config);
         Ok(Self {
             me,
             rng: Rng::new(config.seed),
@@ -117,6 +123,7 @@ impl Node {
             removals: BTreeMap::new(),
             known_removed: BTreeSet::new(),
             links: LinkSequences::default(),
+            addresses,
             membership,
             leaving: false,
             left: false,
@@ -199,9 +206,13 @@ impl Node {
         let mut effect = self.effects.pop()?;
         // Envelopes to "whoever runs at an address" (a join's first contact) go unnumbered:
         // numbering restarts once the receiver's incarnation is known.
-        if let Effect::Send(envelope) = &mut effect {
-            if envelope.to.incarnation.0 != 0 {
-                envelope.seq = self.links.next_to(envelope.to);
+        if let Effect::Send(transmit) = &mut effect {
+            let to = transmit.envelope.to;
+            if to.incarnation.0 != 0 {
+                transmit.envelope.seq = self.links.next_to(to);
+            }
+            if transmit.address.is_none() {
+                transmit.address = self.addresses.address_of(to.node).cloned();
             }
         }
         Some(effect)
@@ -330,6 +341,7 @@ impl Node {
                 }
             }
         }
+        self.addresses.learn(&view);
         self.view = view;
         for t in self.types.values_mut() {
             let role = t.config.role.as_deref();
@@ -450,5 +462,8 @@ fn is_for_coordinator(body: &Body) -> bool {
 fn is_init_join_for(envelope: &Envelope, me: MemberId) -> bool {
     envelope.to.node == me.node
         && envelope.to.incarnation.0 == 0
-        && matches!(envelope.message, Message::Cluster(ClusterMessage::InitJoin))
+        && matches!(
+            envelope.message,
+            Message::Cluster(ClusterMessage::InitJoin { .. })
+        )
 }

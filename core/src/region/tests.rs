@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::config::EntityTypeConfig;
-use crate::effect::{Effect, EntityEffect, StopReason};
+use crate::effect::{Effect, EntityEffect, StopReason, Transmit};
 use crate::membership::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Message, Payload, RegionShards};
 
@@ -79,13 +79,16 @@ impl Fixture {
 }
 
 fn send(to: u64, body: Body) -> Effect {
-    Effect::Send(Envelope {
-        from: m(2),
-        to: m(to),
-        seq: 0,
-        message: Message::Sharding {
-            entity_type: ty(),
-            body,
+    Effect::Send(Transmit {
+        address: None,
+        envelope: Envelope {
+            from: m(2),
+            to: m(to),
+            seq: 0,
+            message: Message::Sharding {
+                entity_type: ty(),
+                body,
+            },
         },
     })
 }
@@ -138,7 +141,7 @@ fn registration_is_retried_with_growing_delays_up_to_the_retry_interval() {
     while attempts.len() < 6 {
         now = f.region.registration.next_attempt.expect("retry armed");
         f.region.handle_timeout(now, &mut f.rng, &mut f.out);
-        let sent = f.take().into_iter().filter(|e| matches!(e, Effect::Send(env) if matches!(env.message.body(), Some(Body::Register { .. })))).count();
+        let sent = f.take().into_iter().filter(|e| matches!(e, Effect::Send(t) if matches!(t.envelope.message.body(), Some(Body::Register { .. })))).count();
         if sent == 1 {
             attempts.push(now);
         }

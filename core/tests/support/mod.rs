@@ -378,7 +378,7 @@ impl TestCluster {
         let now = self.now;
         for effect in io {
             match effect {
-                Effect::Send(envelope) => {
+                Effect::Send(shoal_core::Transmit { envelope, .. }) => {
                     if self.trace_network {
                         let body = envelope
                             .message
