@@ -127,6 +127,24 @@ pub enum Event {
     /// This node's membership view changed (when it manages membership); read it with
     /// `Node::view`.
     MembershipChanged,
+    /// An application message from another member (sent with `Input::SendApp` there; an
+    /// `ask`'s reply, say). It travels on the same numbered FIFO link as the sharding protocol
+    /// and only reaches the incarnation it was addressed to.
+    AppMessage {
+        /// The sending member.
+        from: MemberId,
+        /// The message, opaque to the core.
+        payload: Payload,
+    },
+    /// An application message (`Input::SendApp`) that was not sent, for the stated reason.
+    AppDeadLetter {
+        /// The member it was for.
+        to: MemberId,
+        /// The message, handed back.
+        payload: Payload,
+        /// Why it was dropped.
+        reason: DeadLetterReason,
+    },
     /// This member is out of the cluster: removed after leaving (`downed: false`), or downed
     /// (its entities were stopped). The host should stop the process; to rejoin, restart it as
     /// a new incarnation.
@@ -187,6 +205,9 @@ pub enum DeadLetterReason {
     /// A peer forwarded it under a shard its entity does not hash to (the peer runs with a
     /// different `number_of_shards`: a deployment error).
     ShardMismatch,
+    /// An application message for a member that is gone: removed, or replaced by a newer
+    /// incarnation of its node (a reply to an asker that restarted).
+    MemberGone,
 }
 
 /// Successful answers to commands.
@@ -291,6 +312,11 @@ impl Effects {
         message: ClusterMessage,
     ) {
         self.transmit(Some(address), to, Message::Cluster(message));
+    }
+
+    /// Sends an application message to another member.
+    pub(crate) fn send_app(&mut self, to: MemberId, payload: Payload) {
+        self.transmit(None, to, Message::App { payload });
     }
 
     /// Queues `message` for `to`; the node fills in the link number and, when `address` is

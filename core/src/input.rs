@@ -47,6 +47,15 @@ pub enum Input {
         /// The entity.
         entity: EntityId,
     },
+    /// Send an application message to a member (an `ask`'s reply to the asker): it arrives
+    /// there as `Event::AppMessage`, in order with everything else this node sends it, and
+    /// only at that incarnation. One that cannot be sent becomes `Event::AppDeadLetter`.
+    SendApp {
+        /// The receiving member (its incarnation: a reply never reaches a restarted asker).
+        to: MemberId,
+        /// The message, opaque to the core.
+        payload: Payload,
+    },
 }
 
 /// Commands and queries from the application or operator.

@@ -57,6 +57,11 @@ pub enum Message {
     },
     /// A membership message (joining, gossip, heartbeats).
     Cluster(ClusterMessage),
+    /// An application message between members (`Input::SendApp`, `Event::AppMessage`).
+    App {
+        /// The message, opaque to the core.
+        payload: Payload,
+    },
 }
 
 impl Message {
@@ -64,7 +69,7 @@ impl Message {
     pub fn body(&self) -> Option<&Body> {
         match self {
             Self::Sharding { body, .. } => Some(body),
-            Self::Cluster(_) => None,
+            Self::Cluster(_) | Self::App { .. } => None,
         }
     }
 }

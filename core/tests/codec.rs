@@ -232,16 +232,17 @@ fn variant_index(body: &Body) -> usize {
 const VARIANTS: usize = 32;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
-    (member(), member(), any::<u64>(), ".{0,16}", body()).prop_map(|(from, to, seq, t, body)| {
-        Envelope {
-            from,
-            to,
-            seq,
-            message: Message::Sharding {
-                entity_type: EntityType::new(t),
-                body,
-            },
-        }
+    let sharding = (".{0,16}", body()).prop_map(|(t, body)| Message::Sharding {
+        entity_type: EntityType::new(t),
+        body,
+    });
+    let app = payload().prop_map(|payload| Message::App { payload });
+    let message = prop_oneof![4 => sharding, 1 => app];
+    (member(), member(), any::<u64>(), message).prop_map(|(from, to, seq, message)| Envelope {
+        from,
+        to,
+        seq,
+        message,
     })
 }
 

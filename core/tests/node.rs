@@ -1241,3 +1241,117 @@ fn shards_that_do_not_fit_the_type_are_refused() {
     );
     assert_eq!(c.node(1).metrics().rejected, rejected + 2);
 }
+
+#[test]
+fn application_messages_reach_only_the_incarnation_they_are_for() {
+    let node = |n| {
+        let node = Node::new(config(n, type_config(10)), Instant::ZERO).expect("valid");
+        Driver::new(node, Instant::ZERO)
+    };
+    let (mut one, mut two) = (node(1), node(2));
+    let view = || {
+        MembershipView::new(vec![
+            Member::up(member(1), 1, &[]),
+            Member::up(member(2), 2, &[]),
+        ])
+    };
+    let handle = |d: &mut Driver, input| {
+        let mut out: Vec<Effect> = Vec::new();
+        d.handle_input(Instant::ZERO, input, &mut out);
+        out
+    };
+    handle(&mut one, Input::MembershipChanged(view()));
+    handle(&mut two, Input::MembershipChanged(view()));
+    let send = |to, bytes: &[u8]| Input::SendApp {
+        to,
+        payload: Payload(bytes.to_vec()),
+    };
+    let app_sends = |out: Vec<Effect>| -> Vec<Envelope> {
+        out.into_iter()
+            .filter_map(|e| match e {
+                Effect::Send(t) if matches!(t.envelope.message, Message::App { .. }) => {
+                    Some(t.envelope)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let events = |out: Vec<Effect>| -> Vec<Event> {
+        out.into_iter()
+            .filter_map(|e| match e {
+                Effect::Event(e @ (Event::AppMessage { .. } | Event::AppDeadLetter { .. })) => {
+                    Some(e)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+
+    // Numbered on the link like everything else, delivered once.
+    let [first] = app_sends(handle(&mut one, send(member(2), b"a")))
+        .try_into()
+        .expect("sent");
+    let [second] = app_sends(handle(&mut one, send(member(2), b"b")))
+        .try_into()
+        .expect("sent");
+    assert!(second.seq > first.seq && first.seq > 0, "numbered in order");
+    let arrived = events(handle(&mut two, Input::Receive(first.clone())));
+    let expected = Event::AppMessage {
+        from: member(1),
+        payload: Payload(b"a".to_vec()),
+    };
+    assert_eq!(arrived, [expected]);
+    assert!(
+        events(handle(&mut two, Input::Receive(first))).is_empty(),
+        "a copy is dropped"
+    );
+
+    // To this member itself: delivered at once, locally.
+    let local = events(handle(&mut one, send(member(1), b"me")));
+    let expected = Event::AppMessage {
+        from: member(1),
+        payload: Payload(b"me".to_vec()),
+    };
+    assert_eq!(local, [expected]);
+
+    // Node 2 restarts as incarnation 2: a reply to incarnation 1 is not sent, and one already
+    // in flight is not delivered to the new incarnation.
+    let restarted = MemberId::new(2, 2);
+    let mut three = Driver::new(
+        Node::new(
+            Config::new(NodeId(2), Incarnation(2)).with_entity_type(type_config(10)),
+            Instant::ZERO,
+        )
+        .expect("valid"),
+        Instant::ZERO,
+    );
+    let later = MembershipView::new(vec![
+        Member::up(member(1), 1, &[]),
+        Member::up(restarted, 3, &[]),
+    ]);
+    handle(&mut one, Input::MembershipChanged(later.clone()));
+    handle(&mut three, Input::MembershipChanged(later));
+    let dropped = events(handle(&mut one, send(member(2), b"late")));
+    let expected = Event::AppDeadLetter {
+        to: member(2),
+        payload: Payload(b"late".to_vec()),
+        reason: DeadLetterReason::MemberGone,
+    };
+    assert_eq!(dropped, [expected]);
+    assert!(
+        events(handle(&mut three, Input::Receive(second))).is_empty(),
+        "never delivered to another incarnation"
+    );
+    assert_eq!(three.node().metrics().misaddressed, 1);
+
+    // Too large to send.
+    let huge = vec![0; config(1, type_config(10)).settings.max_payload_size + 1];
+    let refused = events(handle(&mut one, send(restarted, &huge)));
+    assert!(matches!(
+        refused.as_slice(),
+        [Event::AppDeadLetter {
+            reason: DeadLetterReason::PayloadTooLarge,
+            ..
+        }]
+    ));
+}

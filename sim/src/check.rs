@@ -50,6 +50,9 @@ pub enum Property {
     /// The node asked its host for something the drive contract forbids: a delivery to an
     /// entity it told to stop, or a stop of an entity that is not running.
     HostContract,
+    /// An ask's reply that reached another member or incarnation, arrived twice, or never
+    /// arrived in a run where nothing was lost.
+    AskReply,
 }
 
 impl fmt::Display for Violation {
@@ -79,7 +82,7 @@ pub(crate) fn describe(payload: &Payload) -> String {
     }
 }
 
-fn decode(payload: &Payload) -> Option<(MemberId, u64)> {
+pub(crate) fn decode(payload: &Payload) -> Option<(MemberId, u64)> {
     let b = &payload.0;
     let word = |i: usize| {
         b.get(i * 8..i * 8 + 8)

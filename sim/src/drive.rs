@@ -136,6 +136,19 @@ impl World {
                     }
                 }
                 Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
+                Effect::Event(Event::AppMessage { payload, .. }) => {
+                    if let Some(detail) = self.asks.arrived(member, &payload) {
+                        self.check
+                            .fail(self.now, Property::AskReply, member, detail);
+                    }
+                }
+                Effect::Event(Event::AppDeadLetter {
+                    payload, reason, ..
+                }) => {
+                    self.log(|| format!("{member} reply dead-lettered {reason:?}"));
+                    self.mark("an ask's reply was dead-lettered");
+                    self.asks.dead_lettered(&payload);
+                }
                 Effect::Event(Event::Reply { request, result })
                     if self.starts.is_start(request) =>
                 {

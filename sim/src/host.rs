@@ -46,6 +46,16 @@ impl World {
                         .fail(self.now, Property::HostContract, &entity, detail);
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
+                if self.opts.asks > 0.0 && self.rng_replies.chance(self.opts.asks) {
+                    let (least, most) = (Duration::from_millis(1), Duration::from_millis(20));
+                    let delay = self.rng_replies.duration(least, most);
+                    let reply = Ev::Reply {
+                        member,
+                        entity: entity.clone(),
+                        payload: payload.clone(),
+                    };
+                    self.schedule(self.now + delay, reply);
+                }
                 let self_stop = self.opts.faults.self_stop;
                 if self_stop > 0.0 && self.rng_host.chance(self_stop) {
                     self.stop_on_its_own(member, &entity);

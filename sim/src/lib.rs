@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod asks;
 mod bounds;
 mod check;
 mod clock;

@@ -222,6 +222,9 @@ pub struct Options {
     /// Share of messages that take 0.5–2 s longer than usual (0.1 % by default): with tight
     /// timers, acknowledgements miss the handoff deadline and arrive in a later round.
     pub long_tail: f64,
+    /// Share of deliveries an entity answers with a reply to the sending member (an ask's
+    /// reply, through `Input::SendApp`); 0 on half the seeds.
+    pub asks: f64,
 }
 
 /// Shortened coordinator timers (see [`Options::tight_timers`]).
@@ -293,6 +296,7 @@ impl Options {
             start_entity: 0.0,
             tight_timers: None,
             long_tail: 0.001,
+            asks: 0.0,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -338,6 +342,9 @@ impl Options {
         }
         if r.chance(0.3) {
             o.long_tail = 0.002 + r.unit() * 0.02;
+        }
+        if r.chance(0.5) {
+            o.asks = 0.05 + r.unit() * 0.95;
         }
         o
     }
@@ -455,6 +462,9 @@ impl fmt::Display for Options {
         }
         if self.faults.self_stop > 0.0 {
             write!(f, " self_stop={:.3}", self.faults.self_stop)?;
+        }
+        if self.asks > 0.0 {
+            write!(f, " asks={:.2}", self.asks)?;
         }
         if self.long_tail != 0.001 {
             write!(f, " long_tail={:.4}", self.long_tail)?;

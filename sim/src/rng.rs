@@ -85,6 +85,8 @@ pub(crate) enum Stream {
     Host = 11,
     /// Faults timed against membership decisions (see `schedule::plan_edges`).
     Edges = 12,
+    /// Which deliveries entities answer (asks), and how long they take to.
+    Replies = 13,
 }
 
 impl SimRng {

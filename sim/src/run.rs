@@ -49,6 +49,8 @@ pub struct Report {
     pub delivered: u64,
     /// Entity incarnations started.
     pub starts: u64,
+    /// Asks' replies that reached their asker.
+    pub replies: u64,
     /// Messages the network lost.
     pub lost: u64,
     /// Dead letters the nodes reported.
@@ -99,12 +101,13 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  {} events, {:.0}s simulated, {} sent, {} delivered, {} starts, {} lost in the network, {} dead letters, digest {:016x}",
+            "  {} events, {:.0}s simulated, {} sent, {} delivered, {} starts, {} replies, {} lost in the network, {} dead letters, digest {:016x}",
             self.events,
             self.simulated.as_secs_f64(),
             self.sent,
             self.delivered,
             self.starts,
+            self.replies,
             self.lost,
             self.dead_letters,
             self.digest
@@ -216,6 +219,10 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     // by the network, no process crashed, no member downed (whatever the schedule planned).
     if w.net.lost == 0 && !w.crashed_or_downed {
         w.check.check_exactly_once(end);
+        let running = |m: MemberId| w.nodes.get(&m.node).is_some_and(|n| n.id == m);
+        for (entity, detail) in w.asks.unanswered(running) {
+            w.check.fail(end, Property::AskReply, entity, detail);
+        }
     }
 
     let outcome = match (w.check.violations.is_empty(), w.no_survivors) {
@@ -232,6 +239,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         sent: w.check.sent_total(),
         delivered: w.check.deliveries,
         starts: w.check.starts,
+        replies: w.asks.answered,
         lost: w.net.lost,
         dead_letters: w.dead_letters,
         coverage: {

@@ -49,6 +49,12 @@ pub(crate) enum Ev {
     },
     Client,
     Fault(crate::faults::Fault),
+    /// An entity answers a message it was delivered (an ask's reply).
+    Reply {
+        member: MemberId,
+        entity: EntityId,
+        payload: shoal_core::Payload,
+    },
 }
 
 /// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
@@ -92,6 +98,10 @@ pub(crate) struct World {
     pub(crate) rng_entities: SimRng,
     /// The host's adversarial timing (forced stops, entities stopping on their own).
     pub(crate) rng_host: SimRng,
+    /// Which deliveries entities answer, and when.
+    pub(crate) rng_replies: SimRng,
+    /// Asks' replies sent and how they fared.
+    pub(crate) asks: crate::asks::Asks,
     pub(crate) rng_membership: SimRng,
     rng_nodes: SimRng,
     /// Entity stops the host has not reported yet: (member, entity, incarnation).
@@ -212,6 +222,8 @@ impl World {
             rng_work: SimRng::of(seed, Stream::Workload),
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_host: SimRng::of(seed, Stream::Host),
+            rng_replies: SimRng::of(seed, Stream::Replies),
+            asks: crate::asks::Asks::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             pending_stops: BTreeMap::new(),
@@ -449,6 +461,20 @@ impl World {
                         },
                     );
                     self.reporting_stop = None;
+                }
+            }
+            Ev::Reply {
+                member,
+                entity,
+                payload,
+            } => {
+                self.mix(6, member.node.0);
+                let running = self.nodes.get(&member.node).is_some_and(|n| n.id == member);
+                if let Some((to, payload)) = running
+                    .then(|| self.asks.reply(&entity, &payload))
+                    .flatten()
+                {
+                    self.input_to(member, Input::SendApp { to, payload });
                 }
             }
             Ev::Passivate { member, entity } => {

@@ -196,6 +196,7 @@ fn kept(options: Options) -> Options {
     Options {
         tight_timers: None,
         long_tail: 0.001,
+        asks: 0.0,
         ..options
     }
 }

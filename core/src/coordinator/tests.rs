@@ -122,7 +122,7 @@ impl Fixture {
             .chain(local)
             .map(|env| match env.message {
                 Message::Sharding { body, .. } => (env.to.node.0, body),
-                Message::Cluster(c) => panic!("unexpected {c:?}"),
+                other => panic!("unexpected {other:?}"),
             })
             .collect()
     }

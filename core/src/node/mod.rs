@@ -3,6 +3,7 @@
 //! delivers messages between roles on this node in FIFO order; and owns the effect queue.
 
 mod addresses;
+mod app;
 mod cluster;
 mod commands;
 
@@ -178,6 +179,7 @@ impl Node {
                     t.region.handle_passivate(now, &entity, &mut self.effects);
                 }
             }
+            Input::SendApp { to, payload } => self.handle_send_app(to, payload),
         }
         self.deliver_local(now);
         self.sync_membership(now);
@@ -378,6 +380,9 @@ impl Node {
         let (entity_type, body) = match message {
             Message::Sharding { entity_type, body } => (entity_type, body),
             Message::Cluster(message) => return self.handle_cluster(now, from, message),
+            Message::App { payload } => {
+                return self.effects.event(Event::AppMessage { from, payload });
+            }
         };
         let Some(t) = self.types.get_mut(&entity_type) else {
             self.metrics.unknown_entity_type += 1;
