@@ -282,19 +282,11 @@ impl Effects {
             entity_type: entity_type.clone(),
             body,
         };
-        let envelope = Envelope {
-            from: self.me,
-            to,
-            seq: 0,
-            message,
-        };
         if to == self.me {
+            let envelope = self.envelope(to, message);
             self.local.push_back(envelope);
         } else {
-            self.push(Effect::Send(Transmit {
-                address: None,
-                envelope,
-            }));
+            self.transmit(None, to, message);
         }
     }
 
@@ -322,13 +314,18 @@ impl Effects {
     /// Queues `message` for `to`; the node fills in the link number and, when `address` is
     /// `None`, the address its book knows.
     fn transmit(&mut self, address: Option<Address>, to: MemberId, message: Message) {
-        let envelope = Envelope {
+        let envelope = self.envelope(to, message);
+        self.push(Effect::Send(Transmit { address, envelope }));
+    }
+
+    /// An envelope from this member, to be numbered when it leaves.
+    fn envelope(&self, to: MemberId, message: Message) -> Envelope {
+        Envelope {
             from: self.me,
             to,
             seq: 0,
             message,
-        };
-        self.push(Effect::Send(Transmit { address, envelope }));
+        }
     }
 
     pub(crate) fn pop_local(&mut self) -> Option<Envelope> {

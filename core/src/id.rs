@@ -35,10 +35,22 @@ impl MemberId {
     }
 }
 
-/// Equality, order and hash of a shared string by its contents, equality and order short-cut
-/// when both sides share one allocation.
-macro_rules! shared_str_ordering {
-    ($ty:ty) => {
+/// A shared string newtype's constructor and slice accessor, and its equality, order and hash
+/// by contents, equality and order short-cut when both sides share one allocation.
+macro_rules! shared_str {
+    ($ty:ty, $what:literal) => {
+        impl $ty {
+            #[doc = concat!("Builds ", $what, ".")]
+            pub fn new(value: impl Into<Arc<str>>) -> Self {
+                Self(value.into())
+            }
+
+            #[doc = concat!("The ", $what, " as a string slice.")]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl PartialEq for $ty {
             fn eq(&self, other: &Self) -> bool {
                 Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
@@ -77,61 +89,27 @@ macro_rules! shared_str_ordering {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct EntityType(Arc<str>);
 
-shared_str_ordering!(EntityType);
-
-impl EntityType {
-    /// Builds an entity type name.
-    pub fn new(name: impl Into<Arc<str>>) -> Self {
-        Self(name.into())
-    }
-
-    /// The name as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+shared_str!(EntityType, "an entity type name");
 
 /// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`]. Shared
 /// like [`EntityType`]: cloning it (into effects, maps, forwarded messages) never allocates.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct EntityId(Arc<str>);
 
-shared_str_ordering!(EntityId);
-
-impl EntityId {
-    /// Builds an entity id.
-    pub fn new(id: impl Into<Arc<str>>) -> Self {
-        Self(id.into())
-    }
-
-    /// The id as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+shared_str!(EntityId, "an entity id");
 
 /// Where a member can be reached, in the host's own terms (`"10.0.0.7:7355"` for the runtime,
-/// `"n3"` in the simulator). The core never interprets it: membership carries it (seed nodes,
+/// `"node-3.sim:7355"` in the simulator). The core never interprets it: membership carries it (seed nodes,
 /// joins, gossip) so a node can dial a member it learned of from others, and every
 /// [`crate::Transmit`] names its receiver's. Shared like [`EntityType`].
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Address(Arc<str>);
 
-shared_str_ordering!(Address);
+shared_str!(Address, "an address");
 
 impl Address {
-    /// Builds an address.
-    pub fn new(address: impl Into<Arc<str>>) -> Self {
-        Self(address.into())
-    }
-
-    /// The address as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The address hosts without a network use for `node`: `"n<node>"` (the simulator's and
-    /// tests' convention, and [`crate::Config::new`]'s default).
+    /// The address hosts without a network use for `node`: `"n<node>"` (the core's tests'
+    /// convention, and [`crate::Config::new`]'s default).
     pub fn of_node(node: NodeId) -> Self {
         Self(format!("n{}", node.0).into())
     }

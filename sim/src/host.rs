@@ -76,7 +76,6 @@ impl World {
                         .check
                         .fail(self.now, Property::HostContract, &entity, detail);
                 };
-                let incarnation = key.2;
                 let delay = match reason {
                     StopReason::Forced => {
                         if self.ignored_stops.remove(&key) {
@@ -97,15 +96,7 @@ impl World {
                         .rng_entities
                         .duration(Duration::from_millis(1), self.opts.faults.slow_stop),
                 };
-                self.pending_stops.insert(key, Some(reason));
-                self.schedule(
-                    self.now + delay,
-                    Ev::EntityStopped {
-                        member,
-                        entity,
-                        incarnation,
-                    },
-                );
+                self.stop_after(key, Some(reason), delay);
             }
         }
     }
@@ -130,23 +121,31 @@ impl World {
         let Some(key) = self.running(member, entity) else {
             return;
         };
-        let incarnation = key.2;
         if self.pending_stops.contains_key(&key) || self.ignored_stops.contains(&key) {
             return;
         }
         self.mark("an entity stopped on its own");
-        self.pending_stops.insert(key, None);
         let delay = self
             .rng_host
             .duration(Duration::from_millis(1), Duration::from_secs(1));
-        let entity = entity.clone();
-        self.schedule(
-            self.now + delay,
-            Ev::EntityStopped {
-                member,
-                entity,
-                incarnation,
-            },
-        );
+        self.stop_after(key, None, delay);
+    }
+
+    /// The incarnation `key` names terminates after `delay`; `reason` is the stop the node
+    /// asked for (`None`: it stops on its own).
+    fn stop_after(
+        &mut self,
+        key: (MemberId, EntityId, u64),
+        reason: Option<StopReason>,
+        delay: Duration,
+    ) {
+        let (member, entity, incarnation) = key.clone();
+        self.pending_stops.insert(key, reason);
+        let stopped = Ev::EntityStopped {
+            member,
+            entity,
+            incarnation,
+        };
+        self.schedule(self.now + delay, stopped);
     }
 }

@@ -154,6 +154,15 @@ impl MembershipView {
             .map(|i| &self.members[i])
     }
 
+    /// Whether a later incarnation of `id`'s node is a member: `id` was succeeded.
+    pub fn succeeded(&self, id: MemberId) -> bool {
+        // Sorted by id (node, then incarnation): a successor comes right after `id`'s place.
+        let after = self.members.partition_point(|m| m.id <= id);
+        self.members
+            .get(after)
+            .is_some_and(|m| m.id.node == id.node)
+    }
+
     /// The status of `id`, or `None` if it is not (or no longer) a member.
     pub fn status(&self, id: MemberId) -> Option<MemberStatus> {
         self.member(id).map(|m| m.status)

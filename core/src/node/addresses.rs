@@ -31,9 +31,7 @@ impl AddressBook {
     pub(super) fn learn(&mut self, view: &MembershipView) {
         for member in view.members() {
             if let Some(address) = &member.address {
-                if self.by_node.get(&member.id.node) != Some(address) {
-                    self.by_node.insert(member.id.node, address.clone());
-                }
+                self.by_node.insert(member.id.node, address.clone());
             }
         }
     }

@@ -31,11 +31,6 @@ impl Node {
     /// Whether `member` is known to be gone: removed, or succeeded by a newer incarnation of
     /// its node. A member this node has not heard of yet is not gone (views lag).
     fn is_gone(&self, member: MemberId) -> bool {
-        self.known_removed.contains(&member)
-            || self
-                .view
-                .members()
-                .iter()
-                .any(|m| m.id.node == member.node && m.id.incarnation > member.incarnation)
+        self.known_removed.contains(&member) || self.view.succeeded(member)
     }
 }
