@@ -37,7 +37,8 @@ pub enum Property {
     Liveness,
     /// At quiescence the coordinator's table differs from what regions host.
     CoordinatorConsistency,
-    /// After healing, rebalancing did not converge (shards per region differ by more than one).
+    /// After healing, rebalancing did not converge (least-shard: shards per region differ by
+    /// more than one; external: shards off the node the application chose).
     Rebalance,
     /// The core's driver detected a busy loop (a timer that stays due).
     BusyLoop,
@@ -45,8 +46,11 @@ pub enum Property {
     /// bound with no fault active.
     GracefulStall,
     /// A command answered twice, wrongly, or never (a `StartEntity` said started by a member
-    /// where the entity does not run).
+    /// where the entity does not run, a location answer that is not what runs there).
     CommandReply,
+    /// An event that misreports the state it describes (allocation said to wait with the gate
+    /// open, for no shard, or for nothing).
+    EventReport,
     /// The node asked its host for something the drive contract forbids: a delivery to an
     /// entity it told to stop, or a stop of an entity that is not running.
     HostContract,

@@ -150,9 +150,12 @@ impl World {
                     self.asks.dead_lettered(&payload);
                 }
                 Effect::Event(Event::Reply { request, result })
-                    if self.starts.is_start(request) =>
+                    if self.requests.is_ours(request) =>
                 {
-                    self.start_answered(member, request, &result);
+                    self.request_answered(member, request, &result);
+                }
+                Effect::Event(Event::AllocationWaiting { gate, shards, .. }) => {
+                    self.allocation_waiting(member, &gate, &shards);
                 }
                 Effect::Event(Event::ShardStopped { shard, .. }) => {
                     let stall = self.stalls.shard_stopped(self.now, shard, member);
@@ -338,25 +341,80 @@ impl World {
         }
     }
 
-    /// A `StartEntity` was answered by `member`.
-    fn start_answered(
+    /// A client request was answered by `member`.
+    fn request_answered(
         &mut self,
         member: MemberId,
         request: shoal_core::RequestId,
         result: &Result<shoal_core::Reply, shoal_core::CommandError>,
     ) {
         self.log(|| format!("{member} answered {request}: {result:?}"));
-        if let Err(detail) = self.starts.answer(member, request, result) {
+        if let Err(detail) = self.requests.answer(member, request, result) {
             self.check
                 .fail(self.now, Property::CommandReply, member, detail);
         }
-        // Started here: it runs here now (an acknowledgement from another member is checked
-        // when it leaves that member).
-        if let Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) = result {
-            if *region == member {
-                self.check_started_at(member, entity);
+        match result {
+            // Started here: it runs here now (an acknowledgement from another member is
+            // checked when it leaves that member).
+            Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) => {
+                if *region == member {
+                    self.check_started_at(member, entity);
+                }
+                self.mark("an entity started on request was acknowledged");
             }
-            self.mark("an entity started on request was acknowledged");
+            // Answered from the shard hosted here: exactly what runs here now (a remote
+            // answer was true when the home region gave it, and may be stale on arrival).
+            Ok(shoal_core::Reply::EntityLocation {
+                entity,
+                region: Some(region),
+                alive,
+                ..
+            }) if *region == member => {
+                if *alive != self.check.is_live(member, entity) {
+                    let detail = format!(
+                        "{member} located {entity} here, alive: {alive}, but it {} run here",
+                        if *alive { "does not" } else { "does" }
+                    );
+                    self.check
+                        .fail(self.now, Property::CommandReply, entity, detail);
+                }
+                self.mark(if *alive {
+                    "a location query found its entity running locally"
+                } else {
+                    "a location query found its entity's shard here, the entity not running"
+                });
+            }
+            Ok(shoal_core::Reply::EntityLocation { alive: true, .. }) => {
+                self.mark("a location query found its entity running on another member");
+            }
+            _ => {}
+        }
+    }
+
+    /// The coordinator on `member` says requests for `shards` wait on its gate: they must,
+    /// and the gate must name what it waits for.
+    fn allocation_waiting(
+        &mut self,
+        member: MemberId,
+        gate: &shoal_core::AllocationGate,
+        shards: &[shoal_core::ShardId],
+    ) {
+        self.log(|| format!("{member} allocation waits for {gate:?}: {shards:?}"));
+        let waits_for_nothing = gate.unregistered.is_empty()
+            && gate.recently_removed.is_empty()
+            && gate.registered >= gate.needed;
+        if gate.open || shards.is_empty() || waits_for_nothing {
+            let detail = format!(
+                "{member} reported allocation waiting with the gate {gate:?} for shards {shards:?}"
+            );
+            self.check
+                .fail(self.now, Property::EventReport, member, detail);
+        }
+        if !gate.unregistered.is_empty() {
+            self.mark("allocation waited for a member that had not registered");
+        }
+        if !gate.recently_removed.is_empty() {
+            self.mark("allocation waited out a recent removal");
         }
     }
 

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use shoal_core::AllocationStrategyConfig;
+
 use crate::rng::{SimRng, Stream};
 use crate::schedule::Schedule;
 
@@ -225,6 +227,12 @@ pub struct Options {
     /// Share of deliveries an entity answers with a reply to the sending member (an ask's
     /// reply, through `Input::SendApp`); 0 on half the seeds.
     pub asks: f64,
+    /// The allocation strategy (least-shard on most seeds; consistent hashing or the
+    /// external strategy with `SetShardLocation` commands on some).
+    pub allocation: AllocationStrategyConfig,
+    /// Probability that a client message comes with a query (`GetEntityLocation`, and
+    /// `SetShardLocation` under the external strategy) whose answer is checked.
+    pub queries: f64,
 }
 
 /// Shortened coordinator timers (see [`Options::tight_timers`]).
@@ -297,6 +305,8 @@ impl Options {
             tight_timers: None,
             long_tail: 0.001,
             asks: 0.0,
+            allocation: AllocationStrategyConfig::default(),
+            queries: 0.0,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -345,6 +355,17 @@ impl Options {
         }
         if r.chance(0.5) {
             o.asks = 0.05 + r.unit() * 0.95;
+        }
+        let strategy = r.unit();
+        if strategy < 0.15 {
+            o.allocation = AllocationStrategyConfig::External;
+        } else if strategy < 0.3 {
+            o.allocation = AllocationStrategyConfig::ConsistentHashing {
+                rebalance_limit: r.range(0, 5) as u32,
+            };
+        }
+        if r.chance(0.5) {
+            o.queries = 0.01 + r.unit() * 0.04;
         }
         o
     }
@@ -465,6 +486,12 @@ impl fmt::Display for Options {
         }
         if self.asks > 0.0 {
             write!(f, " asks={:.2}", self.asks)?;
+        }
+        if self.allocation != AllocationStrategyConfig::default() {
+            write!(f, " allocation={:?}", self.allocation)?;
+        }
+        if self.queries > 0.0 {
+            write!(f, " queries={:.3}", self.queries)?;
         }
         if self.long_tail != 0.001 {
             write!(f, " long_tail={:.4}", self.long_tail)?;

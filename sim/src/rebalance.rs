@@ -25,6 +25,15 @@ impl World {
     /// The coordinator on node `n` began a rebalance round moving `shards`.
     pub(crate) fn check_rebalance(&mut self, n: NodeId, shards: &[ShardId]) {
         self.mark("a rebalance round began");
+        // The rules below are least-shard's; the others have their own (the external strategy
+        // moves every shard off its desired node at once, at any time).
+        if !matches!(
+            self.opts.allocation,
+            shoal_core::AllocationStrategyConfig::LeastShard { .. }
+        ) {
+            self.mark("a rebalance round of another strategy than least-shard began");
+            return;
+        }
         let Some(node) = self.nodes.get(&n) else {
             return;
         };

@@ -87,6 +87,8 @@ pub(crate) enum Stream {
     Edges = 12,
     /// Which deliveries entities answer (asks), and how long they take to.
     Replies = 13,
+    /// Client queries (`GetEntityLocation`, `SetShardLocation`).
+    Queries = 14,
 }
 
 impl SimRng {

@@ -208,8 +208,8 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     let start_deadline =
         s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout;
     let running = |m: MemberId| w.nodes.get(&m.node).is_some_and(|n| n.id == m);
-    for (entity, detail) in w.starts.unanswered(end, start_deadline, running) {
-        w.check.fail(end, Property::CommandReply, entity, detail);
+    for (subject, detail) in w.requests.unanswered(end, start_deadline, running) {
+        w.check.fail(end, Property::CommandReply, subject, detail);
     }
     for stall in w.stalls.overdue(end) {
         w.check

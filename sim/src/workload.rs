@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use shoal_core::{EntityId, Input};
 
+use crate::requests::Asked;
 use crate::world::{Ev, World};
 
 /// Zipf(1) over `n` entities, as a cumulative table.
@@ -51,6 +52,9 @@ pub(crate) fn client_message(w: &mut World) {
     if w.opts.start_entity > 0.0 && w.rng_commands.chance(w.opts.start_entity) {
         start_one(w);
     }
+    if w.opts.queries > 0.0 && w.rng_queries.chance(w.opts.queries) {
+        query_one(w);
+    }
     let mean = w.opts.message_every;
     let next = w.rng_work.duration(mean / 2, mean * 3 / 2);
     w.schedule(w.now + next.max(Duration::from_micros(1)), Ev::Client);
@@ -74,11 +78,42 @@ fn start_one(w: &mut World) {
     }
     let sender = *w.rng_commands.pick(&senders);
     let entity = w.rng_commands.pick(&w.entity_ids).clone();
-    let request = w.starts.send(w.now, sender, &entity);
+    let request = w.requests.send(w.now, sender, Asked::Start(entity.clone()));
     let command = shoal_core::Command::StartEntity {
         entity_type: w.ty.clone(),
         entity,
     };
+    w.input(sender.node, Input::Command { request, command });
+}
+
+/// A client asks a random Up member where a random entity lives, or, under the external
+/// allocation strategy, sometimes tells it where a random shard should live.
+fn query_one(w: &mut World) {
+    let senders = w.up_members();
+    if senders.is_empty() {
+        return;
+    }
+    let sender = *w.rng_queries.pick(&senders);
+    let entity_type = w.ty.clone();
+    let external = w.opts.allocation == shoal_core::AllocationStrategyConfig::External;
+    let (asked, command) = if external && w.rng_queries.chance(0.3) {
+        let shard = shoal_core::ShardId(w.rng_queries.below(u64::from(w.opts.shards)) as u32);
+        let node = shoal_core::NodeId(w.rng_queries.range(1, w.opts.nodes));
+        let command = shoal_core::Command::SetShardLocation {
+            entity_type,
+            shard,
+            node,
+        };
+        (Asked::SetLocation(shard), command)
+    } else {
+        let entity = w.rng_queries.pick(&w.entity_ids).clone();
+        let command = shoal_core::Command::GetEntityLocation {
+            entity_type,
+            entity: entity.clone(),
+        };
+        (Asked::Locate(entity), command)
+    };
+    let request = w.requests.send(w.now, sender, asked);
     w.input(sender.node, Input::Command { request, command });
 }
 

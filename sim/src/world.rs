@@ -90,8 +90,8 @@ pub(crate) struct World {
     /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
     /// can answer on without knowing the sender's address (as a real transport does).
     pub(crate) heard_from: BTreeSet<(MemberId, MemberId)>,
-    /// `StartEntity` commands in flight and answered.
-    pub(crate) starts: crate::starts::StartRequests,
+    /// Client commands and queries in flight and answered.
+    pub(crate) requests: crate::requests::ClientRequests,
     pub(crate) rng_commands: SimRng,
     pub(crate) rng_faults: SimRng,
     pub(crate) rng_work: SimRng,
@@ -100,6 +100,7 @@ pub(crate) struct World {
     pub(crate) rng_host: SimRng,
     /// Which deliveries entities answer, and when.
     pub(crate) rng_replies: SimRng,
+    pub(crate) rng_queries: SimRng,
     /// Asks' replies sent and how they fared.
     pub(crate) asks: crate::asks::Asks,
     pub(crate) rng_membership: SimRng,
@@ -216,13 +217,14 @@ impl World {
             check: Checker::default(),
             rng_faults: SimRng::of(seed, Stream::Faults),
             rng_commands: SimRng::of(seed, Stream::Commands),
-            starts: crate::starts::StartRequests::default(),
+            requests: crate::requests::ClientRequests::default(),
             shutdowns_heard: BTreeSet::new(),
             heard_from: BTreeSet::new(),
             rng_work: SimRng::of(seed, Stream::Workload),
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_host: SimRng::of(seed, Stream::Host),
             rng_replies: SimRng::of(seed, Stream::Replies),
+            rng_queries: SimRng::of(seed, Stream::Queries),
             asks: crate::asks::Asks::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
@@ -342,6 +344,7 @@ impl World {
         t.name = self.ty.clone();
         t.number_of_shards = self.opts.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
+        t.allocation = self.opts.allocation.clone();
         let bystander = self.opts.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
         config.address = crate::nodes::address_of(node);

@@ -76,7 +76,7 @@ impl Coordinator {
                     out.send(member, &self.entity_type, Body::RegisterRequest);
                 }
             }
-            if !self.waiting.is_empty() {
+            if self.has_waiting_requests() {
                 tracing::warn!(
                     entity_type = %self.entity_type,
                     shards = self.waiting.len(),
@@ -95,14 +95,11 @@ impl Coordinator {
 
     /// Tells the application what allocation waits for, when requests wait and that changed.
     pub(super) fn report_gate(&mut self, gate: AllocationGate, out: &mut Effects) {
-        if self.gate_open || self.waiting.is_empty() || self.reported_gate.as_ref() == Some(&gate) {
+        if self.gate_open
+            || !self.has_waiting_requests()
+            || self.reported_gate.as_ref() == Some(&gate)
+        {
             return;
-        }
-        if !gate.unregistered.is_empty() {
-            crate::probe::hit("coordinator: allocation waits for a member that has not registered");
-        }
-        if !gate.recently_removed.is_empty() {
-            crate::probe::hit("coordinator: allocation waits out a recent removal");
         }
         self.reported_gate = Some(gate.clone());
         out.event(Event::AllocationWaiting {
@@ -110,6 +107,11 @@ impl Coordinator {
             gate,
             shards: self.waiting.keys().copied().collect(),
         });
+    }
+
+    /// Whether requests for shards wait on the gate.
+    fn has_waiting_requests(&self) -> bool {
+        !self.waiting.is_empty()
     }
 }
 

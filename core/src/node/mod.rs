@@ -252,6 +252,15 @@ impl Node {
         &self.view
     }
 
+    /// The shard locations the application asked for (`Command::SetShardLocation`), as this
+    /// node heard of them; `None` for a type it does not run.
+    pub fn desired_shard_locations(
+        &self,
+        entity_type: &EntityType,
+    ) -> Option<&BTreeMap<ShardId, NodeId>> {
+        self.types.get(entity_type).map(|t| &t.desired)
+    }
+
     /// The coordinator's allocation table for a type, if this node runs its coordinator.
     pub fn coordinator_allocations(
         &self,

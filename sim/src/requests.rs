@@ -1,0 +1,152 @@
+//! Commands and queries the clients issue (`StartEntity`, `GetEntityLocation`,
+//! `SetShardLocation`), and what the checker demands of their answers: each is answered
+//! exactly once, by its requester, about what it asked; "started" only by the member where the
+//! entity then runs; and every request whose requester still runs is answered by the end of
+//! the run.
+
+use std::collections::BTreeMap;
+
+use shoal_core::{CommandError, EntityId, Instant, MemberId, Reply, RequestId, ShardId};
+
+/// What a request asks.
+#[derive(Clone, Debug)]
+pub(crate) enum Asked {
+    /// `StartEntity`.
+    Start(EntityId),
+    /// `GetEntityLocation`.
+    Locate(EntityId),
+    /// `SetShardLocation`.
+    SetLocation(ShardId),
+}
+
+/// One request in flight.
+#[derive(Debug)]
+struct Pending {
+    requester: MemberId,
+    asked: Asked,
+    sent: Instant,
+}
+
+/// The client requests of a run.
+#[derive(Debug, Default)]
+pub(crate) struct ClientRequests {
+    /// The next request id (the simulator's other commands use request 0).
+    next: u64,
+    pending: BTreeMap<RequestId, Pending>,
+    /// Requests answered, and by which reply.
+    answered: BTreeMap<RequestId, String>,
+    /// Requests answered `EntityStarted` and failures, for the report.
+    pub(crate) started: u64,
+    pub(crate) failed: u64,
+    /// Location queries answered.
+    pub(crate) located: u64,
+}
+
+impl ClientRequests {
+    /// A new request from `requester`; returns its id.
+    pub(crate) fn send(&mut self, at: Instant, requester: MemberId, asked: Asked) -> RequestId {
+        self.next += 1;
+        let request = RequestId(self.next);
+        let pending = Pending {
+            requester,
+            asked,
+            sent: at,
+        };
+        self.pending.insert(request, pending);
+        request
+    }
+
+    /// Whether `request` is one of ours.
+    pub(crate) fn is_ours(&self, request: RequestId) -> bool {
+        request.0 != 0 && request.0 <= self.next
+    }
+
+    /// `member` answered `request`; a violation's detail if the answer is wrong: a second
+    /// answer, an answer from another member than the requester, one about something else
+    /// than was asked, or an answer the request does not allow.
+    pub(crate) fn answer(
+        &mut self,
+        member: MemberId,
+        request: RequestId,
+        result: &Result<Reply, CommandError>,
+    ) -> Result<(), String> {
+        let Some(pending) = self.pending.remove(&request) else {
+            let first = self.answered.get(&request).cloned().unwrap_or_default();
+            return Err(format!(
+                "{request} answered again by {member} with {result:?} (first: {first})"
+            ));
+        };
+        self.answered.insert(request, format!("{result:?}"));
+        if member != pending.requester {
+            return Err(format!(
+                "{request} of {} answered by {member}",
+                pending.requester
+            ));
+        }
+        let about = match (&pending.asked, result) {
+            (Asked::Start(_), Ok(Reply::EntityStarted { entity, .. })) => {
+                self.started += 1;
+                Some(entity)
+            }
+            (
+                Asked::Start(_),
+                Err(
+                    CommandError::NotStarted { entity, .. }
+                    | CommandError::StartTimedOut { entity },
+                ),
+            ) => {
+                self.failed += 1;
+                Some(entity)
+            }
+            (Asked::Start(_), Err(CommandError::RegionStopped(_))) => {
+                self.failed += 1;
+                None
+            }
+            (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => {
+                self.located += 1;
+                Some(entity)
+            }
+            (
+                Asked::Locate(_),
+                Err(CommandError::QueryTimedOut { .. } | CommandError::RegionStopped(_)),
+            ) => None,
+            (Asked::SetLocation(_), Ok(Reply::Accepted)) => None,
+            (asked, other) => {
+                return Err(format!(
+                    "{request} ({asked:?}): unexpected answer {other:?}"
+                ));
+            }
+        };
+        match (&pending.asked, about) {
+            (Asked::Start(asked) | Asked::Locate(asked), Some(entity)) if asked != entity => {
+                Err(format!("{request} about {asked} answered about {entity}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Requests that were never answered although their requester still runs and their
+    /// deadline passed long ago: `(subject, detail)`.
+    pub(crate) fn unanswered(
+        &self,
+        now: Instant,
+        deadline: std::time::Duration,
+        running: impl Fn(MemberId) -> bool,
+    ) -> Vec<(String, String)> {
+        self.pending
+            .iter()
+            .filter(|(_, p)| running(p.requester) && p.sent + deadline < now)
+            .map(|(request, p)| {
+                let detail = format!(
+                    "{request} from {} at {} ({:?}) never answered",
+                    p.requester, p.sent, p.asked
+                );
+                let subject = match &p.asked {
+                    Asked::Start(e) | Asked::Locate(e) => e.to_string(),
+                    Asked::SetLocation(shard) => format!("{shard}"),
+                };
+                (subject, detail)
+            })
+            .collect()
+    }
+}
