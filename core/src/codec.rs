@@ -7,8 +7,9 @@ use crate::message::{Body, Envelope};
 /// The protocol version this build speaks; the first byte of every frame.
 /// Version 2 added `Envelope::seq` (link sequence numbers); version 3 the entity types each
 /// member hosts (in `Join` and in gossip); version 4 member addresses (in `InitJoin`, `Join`
-/// and gossip) and application messages (`Message::App`).
-pub const PROTOCOL_VERSION: u8 = 4;
+/// and gossip) and application messages (`Message::App`); version 5 the dead-letter reasons
+/// `OutboundQueueFull` and `MailboxFull` (in `StartOutcome::Dropped`).
+pub const PROTOCOL_VERSION: u8 = 5;
 
 /// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
 /// peer cannot make a node allocate without bound.

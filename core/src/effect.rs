@@ -208,6 +208,11 @@ pub enum DeadLetterReason {
     /// An application message for a member that is gone: removed, or replaced by a newer
     /// incarnation of its node (a reply to an asker that restarted).
     MemberGone,
+    /// The host's outbound queue to the receiving member was full
+    /// (`Input::OutboundQueueFull`).
+    OutboundQueueFull,
+    /// The entity's mailbox in the host was full (`Input::MailboxFull`).
+    MailboxFull,
 }
 
 /// Successful answers to commands.

@@ -56,6 +56,25 @@ pub enum Input {
         /// The message, opaque to the core.
         payload: Payload,
     },
+    /// The host dropped an envelope this node sent before it left: the outbound queue to its
+    /// receiver was full. A letter or application message in it becomes a dead letter with
+    /// reason `OutboundQueueFull` (a start request's requester hears it was dropped). A host
+    /// should bound only envelopes that [`Envelope::is_user_traffic`] and always queue the
+    /// protocol's own: the protocol survives their loss, but only through its timeouts.
+    OutboundQueueFull {
+        /// The envelope, as the node sent it.
+        envelope: Envelope,
+    },
+    /// The host could not hand a delivered message to its entity: the entity's mailbox was
+    /// full. It becomes a dead letter with reason `MailboxFull`.
+    MailboxFull {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// The message.
+        payload: Payload,
+    },
 }
 
 /// Commands and queries from the application or operator.

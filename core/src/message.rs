@@ -44,6 +44,21 @@ pub struct Envelope {
     pub message: Message,
 }
 
+impl Envelope {
+    /// Whether it carries the application's traffic (a letter for an entity, or an
+    /// application message), which a host may refuse when its outbound queue is full
+    /// (`Input::OutboundQueueFull`), rather than the protocol's own messages.
+    pub fn is_user_traffic(&self) -> bool {
+        match &self.message {
+            Message::Sharding { body, .. } => {
+                matches!(body, Body::Forward { .. } | Body::StartEntity { .. })
+            }
+            Message::App { .. } => true,
+            Message::Cluster(_) => false,
+        }
+    }
+}
+
 /// What an envelope carries: one entity type's sharding protocol, or cluster membership.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]

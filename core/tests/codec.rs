@@ -169,6 +169,9 @@ fn dead_letter_reason() -> impl Strategy<Value = DeadLetterReason> {
         Just(DeadLetterReason::RegionStopped),
         Just(DeadLetterReason::PayloadTooLarge),
         Just(DeadLetterReason::ShardMismatch),
+        Just(DeadLetterReason::MemberGone),
+        Just(DeadLetterReason::OutboundQueueFull),
+        Just(DeadLetterReason::MailboxFull),
     ]
 }
 

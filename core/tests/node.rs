@@ -9,7 +9,7 @@ use shoal_core::{
     Address, Body, Command, CommandError, Config, ConfigError, DeadLetterReason, Driver, Effect,
     EntityId, EntityType, Envelope, Event, Incarnation, Input, Instant, Member, MemberId,
     MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId, Payload, Reply,
-    SeedNode, ShardId, StopReason,
+    RequestId, SeedNode, ShardId, StartAck, StartOutcome, StopReason,
 };
 use support::{StopPolicy, TestCluster, config, entity_in_shard, member, type_config};
 
@@ -27,7 +27,7 @@ fn dead_letter_reasons(c: &TestCluster) -> Vec<DeadLetterReason> {
         .collect()
 }
 
-fn reply_of(c: &TestCluster, request: shoal_core::RequestId) -> Result<Reply, CommandError> {
+fn reply_of(c: &TestCluster, request: RequestId) -> Result<Reply, CommandError> {
     match c.reply(request) {
         Some(Event::Reply { result, .. }) => result.clone(),
         other => panic!("no reply for {request:?}: {other:?}"),
@@ -1107,7 +1107,7 @@ fn from_peer(from: u64, to: u64, body: Body) -> Input {
     })
 }
 
-fn replies_to(c: &TestCluster, request: shoal_core::RequestId) -> Vec<Result<Reply, CommandError>> {
+fn replies_to(c: &TestCluster, request: RequestId) -> Vec<Result<Reply, CommandError>> {
     c.events
         .iter()
         .filter_map(|(_, e)| match e {
@@ -1136,7 +1136,7 @@ fn remote_queries_are_answered_exactly_once() {
     let coordinator = member(1);
 
     // An answer nobody asked for is counted and dropped.
-    let stray = shoal_core::RequestId(777);
+    let stray = RequestId(777);
     let rejected = c.node(2).metrics().rejected;
     let body = Body::CurrentRegions {
         request: stray,
@@ -1354,4 +1354,116 @@ fn application_messages_reach_only_the_incarnation_they_are_for() {
             ..
         }]
     ));
+}
+
+#[test]
+fn what_a_hosts_bounded_queues_refuse_becomes_dead_letters() {
+    let node = Node::new(config(1, type_config(10)), Instant::ZERO).expect("valid");
+    let mut one = Driver::new(node, Instant::ZERO);
+    let mut handle = |input| {
+        let mut out: Vec<Effect> = Vec::new();
+        one.handle_input(Instant::ZERO, input, &mut out);
+        out
+    };
+    let view = MembershipView::new(vec![
+        Member::up(member(1), 1, &[]),
+        Member::up(member(2), 2, &[]),
+    ]);
+    handle(Input::MembershipChanged(view));
+    let envelope = |from: MemberId, message: Message| Envelope {
+        from,
+        to: member(2),
+        seq: 7,
+        message,
+    };
+    let sharding = |body: Body| Message::Sharding {
+        entity_type: counter(),
+        body,
+    };
+    let entity = EntityId::new(entity_in_shard(3, 10));
+    let forward = sharding(Body::Forward {
+        shard: ShardId(3),
+        entity: entity.clone(),
+        payload: Payload(b"hello".to_vec()),
+    });
+    let start = sharding(Body::StartEntity {
+        shard: ShardId(3),
+        entity: entity.clone(),
+        ack: Some(StartAck {
+            requester: member(2),
+            request: RequestId(9),
+        }),
+    });
+    let app = Message::App {
+        payload: Payload(b"reply".to_vec()),
+    };
+    let protocol = sharding(Body::ShardStopped { shard: ShardId(3) });
+    assert!(envelope(member(1), forward.clone()).is_user_traffic());
+    assert!(envelope(member(1), start.clone()).is_user_traffic());
+    assert!(envelope(member(1), app.clone()).is_user_traffic());
+    assert!(!envelope(member(1), protocol.clone()).is_user_traffic());
+    let refused = |message| Input::OutboundQueueFull {
+        envelope: envelope(member(1), message),
+    };
+    let reason = DeadLetterReason::OutboundQueueFull;
+
+    // A letter: a dead letter with its payload.
+    let out = handle(refused(forward));
+    let expected = Effect::Event(Event::DeadLetter {
+        entity_type: counter(),
+        entity: entity.clone(),
+        payload: Some(Payload(b"hello".to_vec())),
+        reason,
+    });
+    assert_eq!(out, [expected]);
+
+    // A start request: a dead letter, and its requester hears it was dropped.
+    let out = handle(refused(start));
+    let answered = out.iter().any(|e| {
+        matches!(e, Effect::Send(t) if t.envelope.to == member(2) && matches!(
+            t.envelope.message.body(),
+            Some(Body::StartEntityAck { request: RequestId(9), outcome: StartOutcome::Dropped(r), .. })
+                if *r == reason
+        ))
+    });
+    assert!(answered, "{out:?}");
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Effect::Event(Event::DeadLetter { payload: None, reason: r, .. }) if *r == reason
+    )));
+
+    // An application message: an application dead letter.
+    let out = handle(refused(app));
+    let expected = Effect::Event(Event::AppDeadLetter {
+        to: member(2),
+        payload: Payload(b"reply".to_vec()),
+        reason,
+    });
+    assert_eq!(out, [expected]);
+
+    // The protocol's own: nothing for the application (its timers recover it).
+    assert!(handle(refused(protocol.clone())).is_empty());
+
+    // An envelope this node did not send is not its to report.
+    let foreign = Input::OutboundQueueFull {
+        envelope: envelope(member(2), protocol),
+    };
+    assert!(handle(foreign).is_empty());
+    assert_eq!(one.node().metrics().rejected, 1);
+
+    // A full mailbox.
+    let mut out: Vec<Effect> = Vec::new();
+    let full = Input::MailboxFull {
+        entity_type: counter(),
+        entity: entity.clone(),
+        payload: Payload(b"late".to_vec()),
+    };
+    one.handle_input(Instant::ZERO, full, &mut out);
+    let expected = Effect::Event(Event::DeadLetter {
+        entity_type: counter(),
+        entity,
+        payload: Some(Payload(b"late".to_vec())),
+        reason: DeadLetterReason::MailboxFull,
+    });
+    assert_eq!(out, [expected]);
 }

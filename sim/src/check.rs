@@ -205,16 +205,9 @@ impl Checker {
         payload: &Payload,
     ) {
         self.deliveries += 1;
-        let Some(ent) = self.ent(at, entity) else {
+        let Some(ent) = self.check_live(at, member, entity) else {
             return;
         };
-        let live = *self.live_mut(ent);
-        if live.map(|(m, _)| m) != Some(member) {
-            let where_ = live.map(|(m, _)| m.to_string());
-            let detail =
-                format!("{entity} got a message on {member}; live incarnation: {where_:?}");
-            self.fail(at, Property::DeadIncarnation, entity, detail);
-        }
         let Some((sender, seq)) = decode(payload) else {
             let detail = format!("{entity}: undecodable payload");
             return self.fail(at, Property::Order, entity, detail);
@@ -226,6 +219,25 @@ impl Checker {
             let detail = format!("{entity} from {sender}: message {seq} after {last}");
             self.fail(at, Property::Order, entity, detail);
         }
+    }
+
+    /// `member` delivered a message to `entity` whose mailbox had no room: it must run
+    /// there all the same (the node reports the dead letter).
+    pub(crate) fn refused(&mut self, at: Instant, member: MemberId, entity: &EntityId) {
+        self.check_live(at, member, entity);
+    }
+
+    /// A delivery to `entity` on `member`: it must run there.
+    fn check_live(&mut self, at: Instant, member: MemberId, entity: &EntityId) -> Option<Ent> {
+        let ent = self.ent(at, entity)?;
+        let live = *self.live_mut(ent);
+        if live.map(|(m, _)| m) != Some(member) {
+            let where_ = live.map(|(m, _)| m.to_string());
+            let detail =
+                format!("{entity} got a message on {member}; live incarnation: {where_:?}");
+            self.fail(at, Property::DeadIncarnation, entity, detail);
+        }
+        Some(ent)
     }
 
     /// A node reported `payload` to `entity` as a dead letter: dropped, but not silently.
@@ -283,8 +295,9 @@ impl Checker {
     }
 
     /// End of a run without loss: each message sent was either delivered once or reported once
-    /// as a dead letter for a reason a run without loss can have (a full buffer; the simulated
-    /// workload never addresses an unknown type or sends oversized payloads).
+    /// as a dead letter for a reason a run without loss can have (a full buffer, outbound
+    /// queue or mailbox; the simulated workload never addresses an unknown type or sends
+    /// oversized payloads).
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut broken = Vec::new();
         let mut first = None;
@@ -296,7 +309,7 @@ impl Checker {
             let wrong_reason = stream
                 .dead
                 .iter()
-                .find(|(_, reason)| *reason != DeadLetterReason::BufferFull);
+                .find(|(_, reason)| !is_backpressure(*reason));
             let mut seen: Vec<u64> = stream.delivered.clone();
             seen.extend(stream.dead.iter().map(|(seq, _)| seq));
             seen.sort_unstable();
@@ -329,6 +342,20 @@ impl Checker {
         }
     }
 
+    /// Whether `sender`'s message `seq` to `entity` was dead-lettered by a bounded queue.
+    pub(crate) fn refused_by_backpressure(
+        &self,
+        entity: &EntityId,
+        sender: MemberId,
+        seq: u64,
+    ) -> bool {
+        self.find(entity, sender).is_some_and(|s| {
+            s.dead
+                .iter()
+                .any(|&(dead, reason)| dead == seq && is_backpressure(reason))
+        })
+    }
+
     /// Whether `sender`'s message `seq` to `entity` was delivered.
     pub(crate) fn was_delivered(&self, entity: &EntityId, sender: MemberId, seq: u64) -> bool {
         self.find(entity, sender)
@@ -350,4 +377,14 @@ impl Checker {
     pub(crate) fn sent_total(&self) -> u64 {
         self.streams.iter().flatten().map(|(_, s)| s.sent).sum()
     }
+}
+
+/// Whether `reason` is a bounded queue refusing a message (which runs without loss have).
+fn is_backpressure(reason: DeadLetterReason) -> bool {
+    matches!(
+        reason,
+        DeadLetterReason::BufferFull
+            | DeadLetterReason::OutboundQueueFull
+            | DeadLetterReason::MailboxFull
+    )
 }

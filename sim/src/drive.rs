@@ -287,6 +287,9 @@ impl World {
                 outcome: shoal_core::StartOutcome::Started,
                 ..
             }) => self.check_started_at(envelope.from, entity),
+            Some(shoal_core::Body::RegionStatsReply { shards, .. }) => {
+                self.check_region_stats(envelope.from, shards);
+            }
             _ => {}
         }
         let (from, to) = (envelope.from, envelope.to);
@@ -308,7 +311,19 @@ impl World {
             }
             None => {}
         }
+        let counted = self.opts.outbound_cap.is_some() && envelope.is_user_traffic();
+        if counted && self.opts.outbound_cap <= Some(self.net.user_in_flight(link)) {
+            self.mark("a full outbound queue refused a message");
+            let member = envelope.from;
+            let input = Box::new(Input::OutboundQueueFull { envelope });
+            return self.schedule(self.now, Ev::Refused { member, input });
+        }
         let [first, copy] = self.net.send(self.now, link);
+        if counted {
+            for _ in [first, copy].iter().flatten() {
+                self.net.count_user_flight(link, true);
+            }
+        }
         if let Some(flight) = copy {
             self.mark("the network duplicated a message");
             self.arrive(link, flight, envelope.clone());
@@ -349,7 +364,11 @@ impl World {
         result: &Result<shoal_core::Reply, shoal_core::CommandError>,
     ) {
         self.log(|| format!("{member} answered {request}: {result:?}"));
-        if let Err(detail) = self.requests.answer(member, request, result) {
+        let timeout = self.settings.shard_region_query_timeout;
+        if let Err(detail) = self
+            .requests
+            .answer(self.now, timeout, member, request, result)
+        {
             self.check
                 .fail(self.now, Property::CommandReply, member, detail);
         }
@@ -387,6 +406,13 @@ impl World {
             Ok(shoal_core::Reply::EntityLocation { alive: true, .. }) => {
                 self.mark("a location query found its entity running on another member");
             }
+            Ok(shoal_core::Reply::ClusterShardingStats { failed, .. }) => {
+                self.mark(if failed.is_empty() {
+                    "statistics from every region"
+                } else {
+                    "statistics gave up on a region"
+                });
+            }
             _ => {}
         }
     }
@@ -403,7 +429,8 @@ impl World {
         let waits_for_nothing = gate.unregistered.is_empty()
             && gate.recently_removed.is_empty()
             && gate.registered >= gate.needed;
-        if gate.open || shards.is_empty() || waits_for_nothing {
+        let needed = self.settings.min_registered_regions;
+        if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
             let detail = format!(
                 "{member} reported allocation waiting with the gate {gate:?} for shards {shards:?}"
             );
@@ -415,6 +442,29 @@ impl World {
         }
         if !gate.recently_removed.is_empty() {
             self.mark("allocation waited out a recent removal");
+        }
+        if gate.registered < gate.needed {
+            self.mark("allocation waited for enough regions to register");
+        }
+    }
+
+    /// `region` reports `(shard, live entities)` for the shards it hosts: exactly what runs
+    /// there now.
+    fn check_region_stats(&mut self, region: MemberId, shards: &[(shoal_core::ShardId, u32)]) {
+        for &(shard, reported) in shards {
+            let running = self
+                .entity_ids
+                .iter()
+                .filter(|e| shoal_core::shard_of(e, self.opts.shards) == shard)
+                .filter(|e| self.check.is_live(region, e))
+                .count();
+            if running != reported as usize {
+                let detail = format!(
+                    "{region} reports {reported} entities in {shard}, but {running} run there"
+                );
+                self.check
+                    .fail(self.now, Property::CommandReply, region, detail);
+            }
         }
     }
 

@@ -86,7 +86,7 @@ fn trace_of(schedule: &str) -> Vec<(Duration, String)> {
         default_timers: true,
         schedule: Some(schedule.parse().expect("a valid schedule")),
         slow_link: None,
-        ..Options::for_family(7, Family::Steady)
+        ..Options::for_family(7, Family::Steady).without_extras()
     };
     let sink = SharedBuf::default();
     run_traced(options, Some(Box::new(sink.clone())));

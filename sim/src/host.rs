@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{EntityEffect, EntityId, MemberId, StopReason};
+use shoal_core::{EntityEffect, EntityId, Input, MemberId, StopReason};
 
 use crate::check::Property;
 use crate::world::{Ev, World};
@@ -44,6 +44,16 @@ impl World {
                     let detail = format!("{member} delivered to {entity} after stopping it");
                     self.check
                         .fail(self.now, Property::HostContract, &entity, detail);
+                }
+                if self.mailbox_full(member, &entity) {
+                    self.mark("a full mailbox refused a message");
+                    self.check.refused(self.now, member, &entity);
+                    let input = Box::new(Input::MailboxFull {
+                        entity_type: self.ty.clone(),
+                        entity,
+                        payload,
+                    });
+                    return self.schedule(self.now, Ev::Refused { member, input });
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
                 if self.opts.asks > 0.0 && self.rng_replies.chance(self.opts.asks) {
@@ -114,6 +124,26 @@ impl World {
         };
         self.ignored_stops.contains(&key)
             || self.pending_stops.get(&key).is_some_and(Option::is_some)
+    }
+
+    /// Whether `entity`'s mailbox on `member` is full; if not, it takes one more message.
+    fn mailbox_full(&mut self, member: MemberId, entity: &EntityId) -> bool {
+        let Some(mailbox) = self.opts.mailbox else {
+            return false;
+        };
+        let now = self.now;
+        let through = self
+            .mailboxes
+            .entry((member, entity.clone()))
+            .or_insert(now);
+        // Messages not yet handled, the one in hand included.
+        let backlog = (through.saturating_duration_since(now).as_nanos())
+            .div_ceil(mailbox.service.as_nanos());
+        if backlog >= u128::from(mailbox.capacity) {
+            return true;
+        }
+        *through = (*through).max(now) + mailbox.service;
+        false
     }
 
     /// The running incarnation of `entity` ends by itself a little later (it was not asked to).

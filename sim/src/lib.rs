@@ -44,7 +44,9 @@ pub use check::{Property, Violation};
 pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
-pub use options::{Downing, Family, Faults, MembershipMode, Options, SlowLink, TightTimers};
+pub use options::{
+    Downing, Family, Faults, Mailbox, MembershipMode, Options, SlowLink, TightTimers,
+};
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
 

@@ -26,6 +26,9 @@ struct LinkState {
     blocked: bool,
     /// Messages on the link (either direction) are held until then.
     clogged_until: Instant,
+    /// Envelopes of application traffic on their way (what a host's bounded outbound queue
+    /// to the peer holds).
+    user_in_flight: usize,
 }
 
 /// Network state.
@@ -84,6 +87,21 @@ impl Net {
             .and_then(|row| row.get(index(b)))
             .copied()
             .unwrap_or_default()
+    }
+
+    /// Envelopes of application traffic on their way over `link`.
+    pub(crate) fn user_in_flight(&self, link: Link) -> usize {
+        self.link(link).user_in_flight
+    }
+
+    /// An envelope of application traffic left on `link` (`true`) or its flight ended.
+    pub(crate) fn count_user_flight(&mut self, link: Link, left: bool) {
+        let state = self.link_mut(link);
+        if left {
+            state.user_in_flight += 1;
+        } else {
+            state.user_in_flight = state.user_in_flight.saturating_sub(1);
+        }
     }
 
     fn link_mut(&mut self, (a, b): Link) -> &mut LinkState {

@@ -230,9 +230,29 @@ pub struct Options {
     /// The allocation strategy (least-shard on most seeds; consistent hashing or the
     /// external strategy with `SetShardLocation` commands on some).
     pub allocation: AllocationStrategyConfig,
-    /// Probability that a client message comes with a query (`GetEntityLocation`, and
-    /// `SetShardLocation` under the external strategy) whose answer is checked.
+    /// Probability that a client message comes with a query (`GetEntityLocation`,
+    /// `GetClusterShardingStats`, and `SetShardLocation` under the external strategy) whose
+    /// answer is checked.
     pub queries: f64,
+    /// Each host's outbound queue to a peer holds at most this many envelopes of application
+    /// traffic on their way (a clog or a slow link fills it); the rest are refused and
+    /// dead-lettered (`Input::OutboundQueueFull`). `None`: unbounded.
+    pub outbound_cap: Option<usize>,
+    /// Entities' bounded mailboxes, if drawn: a message finding one full is dead-lettered
+    /// (`Input::MailboxFull`).
+    pub mailbox: Option<Mailbox>,
+    /// `min_registered_regions`: 2 on some seeds (leaves always keep two hosting members, and
+    /// crashed or downed ones come back), so allocation waits for a second region.
+    pub min_registered_regions: usize,
+}
+
+/// An entity's mailbox in the simulated host (see [`Options::mailbox`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Mailbox {
+    /// Messages it holds, the one being handled included.
+    pub capacity: u32,
+    /// How long the entity takes to handle one message.
+    pub service: Duration,
 }
 
 /// Shortened coordinator timers (see [`Options::tight_timers`]).
@@ -307,6 +327,9 @@ impl Options {
             asks: 0.0,
             allocation: AllocationStrategyConfig::default(),
             queries: 0.0,
+            outbound_cap: None,
+            mailbox: None,
+            min_registered_regions: 1,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -367,7 +390,37 @@ impl Options {
         if r.chance(0.5) {
             o.queries = 0.01 + r.unit() * 0.04;
         }
+        if r.chance(0.2) {
+            o.outbound_cap = Some(r.range(2, 60) as usize);
+        }
+        if r.chance(0.2) {
+            o.mailbox = Some(Mailbox {
+                capacity: r.range(1, 16) as u32,
+                service: Duration::from_millis(r.range(1, 30)),
+            });
+        }
+        if r.chance(0.2) {
+            o.min_registered_regions = 2;
+        }
         o
+    }
+
+    /// These options with the knobs the generator grew later switched off (tight timers, a
+    /// heavier latency tail, asks, other allocation strategies, queries, bounded queues, a
+    /// second region before allocation): what kept regressions and the failover measurement
+    /// replay, so that their runs do not drift as the generator grows.
+    pub fn without_extras(self) -> Self {
+        Self {
+            tight_timers: None,
+            long_tail: 0.001,
+            asks: 0.0,
+            allocation: AllocationStrategyConfig::default(),
+            queries: 0.0,
+            outbound_cap: None,
+            mailbox: None,
+            min_registered_regions: 1,
+            ..self
+        }
     }
 
     /// The options of `seed` in the default batch (families in turn, by seed).
@@ -492,6 +545,15 @@ impl fmt::Display for Options {
         }
         if self.queries > 0.0 {
             write!(f, " queries={:.3}", self.queries)?;
+        }
+        if let Some(cap) = self.outbound_cap {
+            write!(f, " outbound_cap={cap}")?;
+        }
+        if self.min_registered_regions != 1 {
+            write!(f, " min_registered_regions={}", self.min_registered_regions)?;
+        }
+        if let Some(m) = self.mailbox {
+            write!(f, " mailbox={}x{}ms", m.capacity, m.service.as_millis())?;
         }
         if self.long_tail != 0.001 {
             write!(f, " long_tail={:.4}", self.long_tail)?;

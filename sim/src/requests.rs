@@ -1,10 +1,11 @@
 //! Commands and queries the clients issue (`StartEntity`, `GetEntityLocation`,
-//! `SetShardLocation`), and what the checker demands of their answers: each is answered
+//! `GetClusterShardingStats`, `SetShardLocation`), and what the checker demands of their answers: each is answered
 //! exactly once, by its requester, about what it asked; "started" only by the member where the
 //! entity then runs; and every request whose requester still runs is answered by the end of
 //! the run.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use shoal_core::{CommandError, EntityId, Instant, MemberId, Reply, RequestId, ShardId};
 
@@ -17,6 +18,8 @@ pub(crate) enum Asked {
     Locate(EntityId),
     /// `SetShardLocation`.
     SetLocation(ShardId),
+    /// `GetClusterShardingStats`.
+    Stats,
 }
 
 /// One request in flight.
@@ -61,11 +64,14 @@ impl ClientRequests {
         request.0 != 0 && request.0 <= self.next
     }
 
-    /// `member` answered `request`; a violation's detail if the answer is wrong: a second
-    /// answer, an answer from another member than the requester, one about something else
-    /// than was asked, or an answer the request does not allow.
+    /// `member` answered `request` at `now`; a violation's detail if the answer is wrong: a
+    /// second answer, an answer from another member than the requester, one about something
+    /// else than was asked, an answer the request does not allow, or statistics that gave up
+    /// on a region before `query_timeout` passed (or list it as answered and failed).
     pub(crate) fn answer(
         &mut self,
+        now: Instant,
+        query_timeout: Duration,
         member: MemberId,
         request: RequestId,
         result: &Result<Reply, CommandError>,
@@ -111,6 +117,29 @@ impl ClientRequests {
                 Err(CommandError::QueryTimedOut { .. } | CommandError::RegionStopped(_)),
             ) => None,
             (Asked::SetLocation(_), Ok(Reply::Accepted)) => None,
+            (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
+                // Measured on the coordinator's clock, which may run up to 0.1 % fast.
+                let least = query_timeout - query_timeout / 100;
+                let early = !failed.is_empty() && now < pending.sent + least;
+                let both = failed
+                    .iter()
+                    .any(|f| regions.iter().any(|r| r.region == *f));
+                if early || both {
+                    return Err(format!(
+                        "{request} sent at {}: statistics of {regions:?} with {failed:?} failed",
+                        pending.sent
+                    ));
+                }
+                None
+            }
+            (
+                Asked::Stats,
+                Err(
+                    CommandError::QueryTimedOut { .. }
+                    | CommandError::NoCoordinator(_)
+                    | CommandError::RegionStopped(_),
+                ),
+            ) => None,
             (asked, other) => {
                 return Err(format!(
                     "{request} ({asked:?}): unexpected answer {other:?}"
@@ -130,7 +159,7 @@ impl ClientRequests {
     pub(crate) fn unanswered(
         &self,
         now: Instant,
-        deadline: std::time::Duration,
+        deadline: Duration,
         running: impl Fn(MemberId) -> bool,
     ) -> Vec<(String, String)> {
         self.pending
@@ -144,6 +173,7 @@ impl ClientRequests {
                 let subject = match &p.asked {
                     Asked::Start(e) | Asked::Locate(e) => e.to_string(),
                     Asked::SetLocation(shard) => format!("{shard}"),
+                    Asked::Stats => "statistics".to_owned(),
                 };
                 (subject, detail)
             })

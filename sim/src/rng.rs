@@ -87,7 +87,7 @@ pub(crate) enum Stream {
     Edges = 12,
     /// Which deliveries entities answer (asks), and how long they take to.
     Replies = 13,
-    /// Client queries (`GetEntityLocation`, `SetShardLocation`).
+    /// Client queries (`GetEntityLocation`, `GetClusterShardingStats`, `SetShardLocation`).
     Queries = 14,
 }
 

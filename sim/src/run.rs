@@ -128,6 +128,9 @@ impl fmt::Display for Report {
     }
 }
 
+/// How soon a probe a bounded queue refused is sent again.
+const PROBE_RETRY: Duration = Duration::from_millis(500);
+
 /// How long after healing the liveness probe waits.
 const SETTLE: Duration = Duration::from_secs(60);
 
@@ -189,7 +192,21 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     // allows).
     let deadline = crate::bounds::message_wait(&options, &w.settings);
     let end = settled + deadline;
-    w.run_until(end);
+    // A probe a bounded queue refused (a full outbound queue or mailbox: every member probes at
+    // once) is sent again a moment later, as a client retries after backpressure.
+    let mut at = settled;
+    while at < end {
+        at = (at + PROBE_RETRY).min(end);
+        w.run_until(at);
+        for (entity, sender, seq) in &mut expected {
+            let running = w.nodes.get(&sender.node).is_some_and(|n| n.id == *sender);
+            if running && w.check.refused_by_backpressure(entity, *sender, *seq) {
+                w.mark("a probe refused by a bounded queue was sent again");
+                *seq = w.check.sent(entity, *sender);
+                workload::tell(&mut w, *sender, entity);
+            }
+        }
+    }
     if !w.no_survivors {
         for (entity, sender, seq) in expected {
             if !w.check.was_delivered(&entity, sender, seq) {

@@ -86,8 +86,9 @@ fn start_one(w: &mut World) {
     w.input(sender.node, Input::Command { request, command });
 }
 
-/// A client asks a random Up member where a random entity lives, or, under the external
-/// allocation strategy, sometimes tells it where a random shard should live.
+/// A client asks a random Up member where a random entity lives or for the cluster's
+/// statistics, or, under the external allocation strategy, sometimes tells it where a random
+/// shard should live.
 fn query_one(w: &mut World) {
     let senders = w.up_members();
     if senders.is_empty() {
@@ -105,6 +106,9 @@ fn query_one(w: &mut World) {
             node,
         };
         (Asked::SetLocation(shard), command)
+    } else if w.rng_queries.chance(0.25) {
+        let command = shoal_core::Command::GetClusterShardingStats { entity_type };
+        (Asked::Stats, command)
     } else {
         let entity = w.rng_queries.pick(&w.entity_ids).clone();
         let command = shoal_core::Command::GetEntityLocation {

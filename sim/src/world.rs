@@ -49,6 +49,12 @@ pub(crate) enum Ev {
     },
     Client,
     Fault(crate::faults::Fault),
+    /// The host tells a node what its bounded queues refused (`Input::OutboundQueueFull`,
+    /// `Input::MailboxFull`).
+    Refused {
+        member: MemberId,
+        input: Box<Input>,
+    },
     /// An entity answers a message it was delivered (an ask's reply).
     Reply {
         member: MemberId,
@@ -113,6 +119,9 @@ pub(crate) struct World {
     pub(crate) ignored_stops: BTreeSet<(MemberId, EntityId, u64)>,
     /// Current incarnation number of each running entity.
     pub(crate) incarnations: BTreeMap<(MemberId, EntityId), u64>,
+    /// Running entities' mailboxes (with `Options::mailbox`): when each is through with what
+    /// it holds.
+    pub(crate) mailboxes: BTreeMap<(MemberId, EntityId), Instant>,
     pub(crate) settings: ShardingSettings,
     /// Crashed nodes (no process) and downed nodes (process running, must restart).
     pub(crate) crashed: BTreeSet<NodeId>,
@@ -176,6 +185,7 @@ impl World {
         let settings = if opts.default_timers {
             ShardingSettings {
                 buffer_size: opts.buffer_size,
+                min_registered_regions: opts.min_registered_regions,
                 ..ShardingSettings::default()
             }
         } else {
@@ -190,6 +200,7 @@ impl World {
                 buffer_size: opts.buffer_size,
                 down_removal_margin: crate::faults::STABLE_AFTER + detection,
                 broken_coordinator_gate: opts.broken_coordinator,
+                min_registered_regions: opts.min_registered_regions,
                 ..defaults
             }
         };
@@ -231,6 +242,7 @@ impl World {
             pending_stops: BTreeMap::new(),
             ignored_stops: BTreeSet::new(),
             incarnations: BTreeMap::new(),
+            mailboxes: BTreeMap::new(),
             settings,
             crashed: BTreeSet::new(),
             downed: BTreeSet::new(),
@@ -402,6 +414,7 @@ impl World {
         self.check.crashed(node.id);
         self.stalls.region_gone(node.id);
         self.incarnations.retain(|(m, _), _| *m != node.id);
+        self.mailboxes.retain(|(m, _), _| *m != node.id);
         Some(node.id)
     }
 
@@ -413,6 +426,9 @@ impl World {
                 envelope,
             } => {
                 self.mix(1, link.1.0);
+                if self.opts.outbound_cap.is_some() && envelope.is_user_traffic() {
+                    self.net.count_user_flight(link, false);
+                }
                 if self.net.arrives(link, flight) {
                     self.input(link.1, Input::Receive(envelope));
                 }
@@ -452,6 +468,7 @@ impl World {
                         .remove(&(member, entity.clone(), incarnation))
                 {
                     self.incarnations.remove(&(member, entity.clone()));
+                    self.mailboxes.remove(&(member, entity.clone()));
                     self.log(|| format!("{member} stopped {entity}"));
                     self.check.stopped(member, &entity);
                     let entity_type = self.ty.clone();
@@ -479,6 +496,10 @@ impl World {
                 {
                     self.input_to(member, Input::SendApp { to, payload });
                 }
+            }
+            Ev::Refused { member, input } => {
+                self.mix(8, member.node.0);
+                self.input_to(member, *input);
             }
             Ev::Passivate { member, entity } => {
                 self.mix(4, member.node.0);

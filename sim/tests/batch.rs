@@ -189,18 +189,10 @@ fn assert_reaches(report: &sim::Report, probe: &str) {
     );
 }
 
-/// A kept regression replays the run it was found in: the generator's knobs added since
-/// (tight timers, a heavier latency tail) stay off, so its options do not drift as the
-/// generator grows.
+/// A kept regression replays the run it was found in: the generator's knobs added since stay
+/// off (`Options::without_extras`), so its options do not drift as the generator grows.
 fn kept(options: Options) -> Options {
-    Options {
-        tight_timers: None,
-        long_tail: 0.001,
-        asks: 0.0,
-        allocation: shoal_core::AllocationStrategyConfig::default(),
-        queries: 0.0,
-        ..options
-    }
+    options.without_extras()
 }
 
 /// These regressions were found with the membership oracle; they keep running with it.
@@ -399,10 +391,7 @@ fn a_reachable_down_member_counts_against_us() {
                     partition n1 heal 36.709";
     let options = Options {
         long_tail: 0.0191,
-        tight_timers: None,
-        allocation: shoal_core::AllocationStrategyConfig::default(),
-        queries: 0.0,
-        ..Options::for_family(1128, Family::Partitions)
+        ..Options::for_family(1128, Family::Partitions).without_extras()
     };
     assert_holds(
         replaying(schedule, options),
@@ -532,11 +521,16 @@ fn coverage_markers_fire_within_the_batch() {
         "a member that runs no entity type",
         "an entity started on request was acknowledged",
         "an operator downed a member",
+        "a full outbound queue refused a message",
+        "a full mailbox refused a message",
         "allocation waited for a member that had not registered",
         "allocation waited out a recent removal",
+        "allocation waited for enough regions to register",
         "a location query found its entity running locally",
         "a location query found its entity's shard here, the entity not running",
         "a location query found its entity running on another member",
+        "statistics from every region",
+        "statistics gave up on a region",
         "a rebalance round of another strategy than least-shard began",
         "the external strategy placed shards where the application asked",
         "a member was asked to leave by another",

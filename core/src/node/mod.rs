@@ -4,6 +4,7 @@
 
 mod addresses;
 mod app;
+mod backpressure;
 mod cluster;
 mod commands;
 
@@ -180,6 +181,12 @@ impl Node {
                 }
             }
             Input::SendApp { to, payload } => self.handle_send_app(to, payload),
+            Input::OutboundQueueFull { envelope } => self.handle_outbound_queue_full(envelope),
+            Input::MailboxFull {
+                entity_type,
+                entity,
+                payload,
+            } => self.handle_mailbox_full(entity_type, entity, payload),
         }
         self.deliver_local(now);
         self.sync_membership(now);
