@@ -383,8 +383,10 @@ impl Options {
         if strategy < 0.15 {
             o.allocation = AllocationStrategyConfig::External;
         } else if strategy < 0.3 {
+            // Unlimited, or enough per round to converge well within the rebalance deadline.
+            let limits = [0, 5, 20];
             o.allocation = AllocationStrategyConfig::ConsistentHashing {
-                rebalance_limit: r.range(0, 5) as u32,
+                rebalance_limit: *r.pick(&limits),
             };
         }
         if r.chance(0.5) {

@@ -1,10 +1,14 @@
 //! Checks once the cluster is quiet after healing: rebalancing converges (to balance under
-//! least-shard, to the desired locations under the external strategy), and the coordinator's
+//! least-shard, to the ring under consistent hashing, to the desired locations under the
+//! external strategy), and the coordinator's
 //! allocation table equals what the regions host.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use shoal_core::allocation::{
+    AllocationStrategy, AllocationView, ConsistentHashingStrategy, RegionAllocation,
+};
 use shoal_core::{AllocationStrategyConfig, EntityType, Instant, MemberId, ShardId};
 
 use crate::check::Property;
@@ -36,10 +40,28 @@ fn unsettled(w: &mut World) -> Option<String> {
     match w.opts.allocation {
         AllocationStrategyConfig::LeastShard { .. } => imbalance(w, &table),
         AllocationStrategyConfig::External => off_desired_location(w, &table),
-        // Where consistent hashing puts a shard depends on the ring; the coordinator's table
-        // is still compared with the regions.
-        _ => None,
+        AllocationStrategyConfig::ConsistentHashing { .. } => off_ring(w, &table),
     }
+}
+
+/// Allocated shards not on the region the consistent-hashing ring of the Up regions names.
+fn off_ring(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
+    let regions = w
+        .up_members()
+        .into_iter()
+        .map(|region| {
+            let shards = table
+                .iter()
+                .filter(|(_, r)| **r == region)
+                .map(|(s, _)| *s)
+                .collect();
+            RegionAllocation::new(region, shards)
+        })
+        .collect();
+    let view = AllocationView::new(regions);
+    let moves = ConsistentHashingStrategy::new(0).rebalance(&view, &BTreeSet::new());
+    let moves: Vec<String> = moves.iter().map(ToString::to_string).collect();
+    (!moves.is_empty()).then(|| format!("shards off their place on the ring: {}", moves.join(" ")))
 }
 
 /// Shards per Up member's region, if they differ by more than one (the least-shard
