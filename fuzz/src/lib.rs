@@ -6,15 +6,17 @@
 pub mod allocation;
 pub mod cluster_schedule;
 pub mod decode_frame;
+pub mod handshake;
 pub mod node_inputs;
 pub mod peak_alloc;
 
 /// The fuzz targets, by name (each is also a module of this crate and a binary).
-pub const TARGETS: [&str; 4] = [
+pub const TARGETS: [&str; 5] = [
     "decode_frame",
     "node_inputs",
     "cluster_schedule",
     "allocation",
+    "handshake",
 ];
 
 /// Runs target `name` on `data`. Panics on a broken property or an unknown name.
@@ -24,6 +26,7 @@ pub fn run(name: &str, data: &[u8]) {
         "node_inputs" => node_inputs::run(data),
         "cluster_schedule" => cluster_schedule::run(data),
         "allocation" => allocation::run(data),
+        "handshake" => handshake::run(data),
         other => panic!("unknown fuzz target {other:?}; targets: {TARGETS:?}"),
     }
 }

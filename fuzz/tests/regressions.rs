@@ -66,6 +66,11 @@ fn allocation_inputs_pass() {
 }
 
 #[test]
+fn handshake_inputs_pass() {
+    assert!(replay("handshake") > 0, "handshake has no seed corpus");
+}
+
+#[test]
 fn every_target_is_listed() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for target in shoal_fuzz::TARGETS {

@@ -1,1 +1,4 @@
-//! Shoal's tokio runtime: what applications embed (see issue "Runtime"); not built yet.
+//! Shoal's tokio runtime: what applications embed. Under construction (issue "Runtime"): the
+//! pieces that exist are the sans-IO ones the async host will drive.
+
+pub mod transport;

@@ -1,0 +1,7 @@
+//! The network transport between members. So far: the connection handshake, a sans-IO state
+//! machine the peer tasks will drive.
+
+pub mod handshake;
+
+#[cfg(test)]
+mod handshake_tests;
