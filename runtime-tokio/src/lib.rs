@@ -1,5 +1,6 @@
 //! Shoal's tokio runtime: what applications embed. Under construction (issue "Runtime"): the
 //! pieces that exist are the sans-IO ones the async host will drive.
 
+pub mod clock;
 pub mod host;
 pub mod transport;
