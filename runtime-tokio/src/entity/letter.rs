@@ -1,0 +1,98 @@
+//! What a typed entity's messages travel as through the core, which sees only opaque
+//! payloads: a [`Letter`] (the message's postcard bytes and, for an `ask`, who waits for the
+//! reply) and, back to the asker, an [`AppFrame`] carried as an application message.
+
+use serde::{Deserialize, Serialize};
+use shoal_core::{MemberId, Payload};
+
+/// Who waits for the reply to an ask: the asking member (its incarnation: a reply never
+/// reaches a restarted asker) and its request.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct AskRef {
+    /// The asking member.
+    pub asker: MemberId,
+    /// The ask's id in the asker's request table.
+    pub id: u64,
+}
+
+/// A message for an entity, as a core payload.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Letter {
+    /// For an ask: where the reply goes.
+    pub ask: Option<AskRef>,
+    /// The entity's message, postcard-encoded.
+    #[serde(with = "serde_bytes")]
+    pub message: Vec<u8>,
+}
+
+/// An application message between runtimes.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum AppFrame {
+    /// An entity's reply to ask `id` of the receiving member.
+    Reply {
+        /// The ask.
+        id: u64,
+        /// The reply, postcard-encoded.
+        #[serde(with = "serde_bytes")]
+        reply: Vec<u8>,
+    },
+}
+
+/// A payload that is not what this runtime sends.
+#[derive(Debug, Eq, PartialEq, thiserror::Error)]
+#[error("payload is not a letter or frame of this runtime")]
+pub struct Malformed;
+
+impl Letter {
+    /// As a core payload.
+    pub fn to_payload(&self) -> Payload {
+        Payload(postcard::to_allocvec(self).expect("letters always encode"))
+    }
+
+    /// From a core payload.
+    pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
+        postcard::from_bytes(&payload.0).map_err(|_| Malformed)
+    }
+}
+
+impl AppFrame {
+    /// As a core payload.
+    pub fn to_payload(&self) -> Payload {
+        Payload(postcard::to_allocvec(self).expect("frames always encode"))
+    }
+
+    /// From a core payload.
+    pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
+        postcard::from_bytes(&payload.0).map_err(|_| Malformed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_and_frames_round_trip_and_garbage_is_refused() {
+        let ask = Letter {
+            ask: Some(AskRef {
+                asker: MemberId::new(3, 7),
+                id: 42,
+            }),
+            message: vec![1, 2, 3],
+        };
+        let tell = Letter {
+            ask: None,
+            message: Vec::new(),
+        };
+        for letter in [ask, tell] {
+            assert_eq!(Letter::from_payload(&letter.to_payload()), Ok(letter));
+        }
+        let reply = AppFrame::Reply {
+            id: 42,
+            reply: b"ok".to_vec(),
+        };
+        assert_eq!(AppFrame::from_payload(&reply.to_payload()), Ok(reply));
+        assert_eq!(Letter::from_payload(&Payload(vec![9; 3])), Err(Malformed));
+        assert_eq!(AppFrame::from_payload(&Payload(vec![7])), Err(Malformed));
+    }
+}

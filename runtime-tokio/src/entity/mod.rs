@@ -1,0 +1,3 @@
+//! Typed entities on top of the core's opaque payloads. So far: the payload formats.
+
+pub mod letter;
