@@ -685,6 +685,19 @@ fn far_away_seeds_a_new_user_found() {
     );
 }
 
+/// Guards the rule that an unreachable Exiting member counts against a side (swarm 20015120):
+/// that seed's kept run no longer breaks when the rule is removed (later fixes changed its
+/// timing), so it went stale; fresh swarm seed 7200384 (found by sweeping with the rule
+/// removed: double activation after 385 swarm seeds) breaks without it and passes with it. Kept
+/// with every option its seed draws today, and it must keep reaching the rule.
+#[test]
+fn an_unreachable_exiting_member_counts_against_its_side() {
+    assert_holds(
+        Options::for_family(7_200_384, Family::Swarm),
+        &["downing: an unreachable Exiting member counts against us"],
+    );
+}
+
 /// Found by the simulator once a member could run no entity type (flapping-links seed 21747,
 /// minimized to six actions): the oldest member ran none, so after a hosting member was downed
 /// and removed the coordinator ran on a member that had joined after that removal. It never
