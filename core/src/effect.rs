@@ -353,6 +353,21 @@ impl Effects {
         self.push(Effect::Entity(effect));
     }
 
+    /// Reports an application message for `to` that is dropped for `reason`.
+    pub(crate) fn app_dead_letter(
+        &mut self,
+        to: MemberId,
+        payload: Payload,
+        reason: DeadLetterReason,
+    ) {
+        tracing::debug!(%to, ?reason, "application message dropped");
+        self.event(Event::AppDeadLetter {
+            to,
+            payload,
+            reason,
+        });
+    }
+
     /// Reports a letter to `entity` that is dropped for `reason`; a start request's requester
     /// hears it too (wherever it is), so its command is answered at once.
     pub(crate) fn dead_letter(

@@ -311,19 +311,12 @@ impl World {
             }
             None => {}
         }
-        let counted = self.opts.outbound_cap.is_some() && envelope.is_user_traffic();
-        if counted && self.opts.outbound_cap <= Some(self.net.user_in_flight(link)) {
+        let Some([first, copy]) = self.net.send(self.now, link, envelope.is_user_traffic()) else {
             self.mark("a full outbound queue refused a message");
             let member = envelope.from;
             let input = Box::new(Input::OutboundQueueFull { envelope });
             return self.schedule(self.now, Ev::Refused { member, input });
-        }
-        let [first, copy] = self.net.send(self.now, link);
-        if counted {
-            for _ in [first, copy].iter().flatten() {
-                self.net.count_user_flight(link, true);
-            }
-        }
+        };
         if let Some(flight) = copy {
             self.mark("the network duplicated a message");
             self.arrive(link, flight, envelope.clone());

@@ -26,8 +26,8 @@ struct LinkState {
     blocked: bool,
     /// Messages on the link (either direction) are held until then.
     clogged_until: Instant,
-    /// Envelopes of application traffic on their way (what a host's bounded outbound queue
-    /// to the peer holds).
+    /// Envelopes of application traffic on their way (what the sender's bounded outbound
+    /// queue to the peer holds).
     user_in_flight: usize,
 }
 
@@ -48,6 +48,9 @@ pub(crate) struct Net {
     slow: Option<SlowLink>,
     /// Share of messages delayed by 0.5–2 s.
     long_tail: f64,
+    /// Most envelopes of application traffic a sender's outbound queue to a peer holds on
+    /// their way (`None`: unbounded).
+    outbound_cap: Option<usize>,
     /// Messages lost so far (breaks, partitions).
     pub(crate) lost: u64,
 }
@@ -59,6 +62,8 @@ pub(crate) struct Flight {
     pub(crate) at: Instant,
     /// Connection generation at sending.
     pub(crate) generation: u64,
+    /// It carries application traffic (it holds a place in the outbound queue until it ends).
+    user: bool,
 }
 
 fn index(node: NodeId) -> usize {
@@ -67,11 +72,19 @@ fn index(node: NodeId) -> usize {
 
 impl Net {
     /// A network drawing latencies from `rng` that duplicates messages with probability
-    /// `duplicate` and delays those on the `slow` link.
-    pub(crate) fn new(rng: SimRng, duplicate: f64, slow: Option<SlowLink>, long_tail: f64) -> Self {
+    /// `duplicate`, delays those on the `slow` link, and refuses application traffic beyond
+    /// `outbound_cap` on its way per link.
+    pub(crate) fn new(
+        rng: SimRng,
+        duplicate: f64,
+        slow: Option<SlowLink>,
+        long_tail: f64,
+        outbound_cap: Option<usize>,
+    ) -> Self {
         Self {
             rng,
             long_tail,
+            outbound_cap,
             links: Vec::new(),
             clogged_nodes: Vec::new(),
             blocked: 0,
@@ -87,21 +100,6 @@ impl Net {
             .and_then(|row| row.get(index(b)))
             .copied()
             .unwrap_or_default()
-    }
-
-    /// Envelopes of application traffic on their way over `link`.
-    pub(crate) fn user_in_flight(&self, link: Link) -> usize {
-        self.link(link).user_in_flight
-    }
-
-    /// An envelope of application traffic left on `link` (`true`) or its flight ended.
-    pub(crate) fn count_user_flight(&mut self, link: Link, left: bool) {
-        let state = self.link_mut(link);
-        if left {
-            state.user_in_flight += 1;
-        } else {
-            state.user_in_flight = state.user_in_flight.saturating_sub(1);
-        }
     }
 
     fn link_mut(&mut self, (a, b): Link) -> &mut LinkState {
@@ -124,12 +122,25 @@ impl Net {
     }
 
     /// Sends on `link` at `now`: when it arrives (nothing if the link is blocked), and when its
-    /// duplicate arrives if the network makes one.
-    pub(crate) fn send(&mut self, now: Instant, link: Link) -> [Option<Flight>; 2] {
+    /// duplicate arrives if the network makes one; `None` when it is application traffic
+    /// (`user`) and the sender's outbound queue on the link is full, so it never leaves.
+    pub(crate) fn send(
+        &mut self,
+        now: Instant,
+        link: Link,
+        user: bool,
+    ) -> Option<[Option<Flight>; 2]> {
         let state = self.link(link);
+        if user
+            && self
+                .outbound_cap
+                .is_some_and(|cap| state.user_in_flight >= cap)
+        {
+            return None;
+        }
         if state.blocked {
             self.lost += 1;
-            return [None, None];
+            return Some([None, None]);
         }
         // Held by a clog on either end or on the link.
         let held = now
@@ -140,7 +151,17 @@ impl Net {
         let copy = (self.duplicate > 0.0 && self.rng.chance(self.duplicate))
             .then(|| self.next_arrival(link, held));
         let generation = state.generation;
-        [Some(first), copy].map(|at| at.map(|at| Flight { at, generation }))
+        let flights = [Some(first), copy].map(|at| {
+            at.map(|at| Flight {
+                at,
+                generation,
+                user,
+            })
+        });
+        if user {
+            self.link_mut(link).user_in_flight += flights.iter().flatten().count();
+        }
+        Some(flights)
     }
 
     /// The arrival of the next message sent on `link` no earlier than `from`: after the
@@ -175,6 +196,10 @@ impl Net {
     /// Whether a message that left in `flight` still arrives (its connection did not break and
     /// the link is not blocked now).
     pub(crate) fn arrives(&mut self, link: Link, flight: Flight) -> bool {
+        if flight.user {
+            let state = self.link_mut(link);
+            state.user_in_flight = state.user_in_flight.saturating_sub(1);
+        }
         let state = self.link(link);
         let ok = state.generation == flight.generation && !state.blocked;
         if !ok {

@@ -22,12 +22,20 @@ const LOOK_EVERY: Duration = Duration::from_secs(10);
 /// well below the next rebalance tick).
 const SETTLE_AFTER_BALANCE: Duration = Duration::from_secs(3);
 
-/// The running coordinator's allocation table.
-fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
+/// The node running the coordinator.
+fn coordinator_node(w: &World) -> Option<&shoal_core::Node> {
     let t = EntityType::new(TYPE);
     w.nodes
         .values()
-        .find_map(|n| n.driver.node().coordinator_allocations(&t).cloned())
+        .map(|n| n.driver.node())
+        .find(|node| node.coordinator_allocations(&t).is_some())
+}
+
+/// The running coordinator's allocation table.
+fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
+    coordinator_node(w)?
+        .coordinator_allocations(&EntityType::new(TYPE))
+        .cloned()
 }
 
 /// What keeps allocation from where the strategy is headed, if anything. Not while members
@@ -88,15 +96,8 @@ fn imbalance(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
 /// Allocated shards not on the node the application chose for them (`SetShardLocation`, as
 /// the coordinator's node has it), where that node runs an Up region.
 fn off_desired_location(w: &mut World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
-    let t = EntityType::new(TYPE);
     let up = w.up_members();
-    let desired = w
-        .nodes
-        .values()
-        .find(|n| n.driver.node().coordinator_allocations(&t).is_some())?
-        .driver
-        .node()
-        .desired_shard_locations(&t)?;
+    let desired = coordinator_node(w)?.desired_shard_locations(&EntityType::new(TYPE))?;
     let mut placed = false;
     let mut off = Vec::new();
     for (shard, node) in desired {

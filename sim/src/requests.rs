@@ -38,11 +38,6 @@ pub(crate) struct ClientRequests {
     pending: BTreeMap<RequestId, Pending>,
     /// Requests answered, and by which reply.
     answered: BTreeMap<RequestId, String>,
-    /// Requests answered `EntityStarted` and failures, for the report.
-    pub(crate) started: u64,
-    pub(crate) failed: u64,
-    /// Location queries answered.
-    pub(crate) located: u64,
 }
 
 impl ClientRequests {
@@ -90,32 +85,17 @@ impl ClientRequests {
             ));
         }
         let about = match (&pending.asked, result) {
-            (Asked::Start(_), Ok(Reply::EntityStarted { entity, .. })) => {
-                self.started += 1;
-                Some(entity)
-            }
             (
                 Asked::Start(_),
-                Err(
+                Ok(Reply::EntityStarted { entity, .. })
+                | Err(
                     CommandError::NotStarted { entity, .. }
                     | CommandError::StartTimedOut { entity },
                 ),
-            ) => {
-                self.failed += 1;
-                Some(entity)
-            }
-            (Asked::Start(_), Err(CommandError::RegionStopped(_))) => {
-                self.failed += 1;
-                None
-            }
-            (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => {
-                self.located += 1;
-                Some(entity)
-            }
-            (
-                Asked::Locate(_),
-                Err(CommandError::QueryTimedOut { .. } | CommandError::RegionStopped(_)),
-            ) => None,
+            )
+            | (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => Some(entity),
+            (Asked::Start(_) | Asked::Locate(_), Err(CommandError::RegionStopped(_)))
+            | (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
             (Asked::SetLocation(_), Ok(Reply::Accepted)) => None,
             (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
                 // Measured on the coordinator's clock, which may run up to 0.1 % fast.

@@ -199,8 +199,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         at = (at + PROBE_RETRY).min(end);
         w.run_until(at);
         for (entity, sender, seq) in &mut expected {
-            let running = w.nodes.get(&sender.node).is_some_and(|n| n.id == *sender);
-            if running && w.check.refused_by_backpressure(entity, *sender, *seq) {
+            if w.is_running(*sender) && w.check.refused_by_backpressure(entity, *sender, *seq) {
                 w.mark("a probe refused by a bounded queue was sent again");
                 *seq = w.check.sent(entity, *sender);
                 workload::tell(&mut w, *sender, entity);
@@ -224,7 +223,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     let s = &w.settings;
     let start_deadline =
         s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout;
-    let running = |m: MemberId| w.nodes.get(&m.node).is_some_and(|n| n.id == m);
+    let running = |m: MemberId| w.is_running(m);
     for (subject, detail) in w.requests.unanswered(end, start_deadline, running) {
         w.check.fail(end, Property::CommandReply, subject, detail);
     }
@@ -236,7 +235,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
     // by the network, no process crashed, no member downed (whatever the schedule planned).
     if w.net.lost == 0 && !w.crashed_or_downed {
         w.check.check_exactly_once(end);
-        let running = |m: MemberId| w.nodes.get(&m.node).is_some_and(|n| n.id == m);
+        let running = |m: MemberId| w.is_running(m);
         for (entity, detail) in w.asks.unanswered(running) {
             w.check.fail(end, Property::AskReply, entity, detail);
         }

@@ -47,6 +47,11 @@ impl World {
             .collect()
     }
 
+    /// Whether the process of `member` (that incarnation) runs.
+    pub(crate) fn is_running(&self, member: MemberId) -> bool {
+        self.nodes.get(&member.node).is_some_and(|n| n.id == member)
+    }
+
     /// Whether `id` runs and is a member (not Down, not removed).
     pub(crate) fn is_member(&self, id: MemberId) -> bool {
         self.own_status(id).is_some_and(|s| s != MemberStatus::Down)

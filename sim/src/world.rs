@@ -217,6 +217,7 @@ impl World {
                 opts.faults.duplicate,
                 opts.slow_link,
                 opts.long_tail,
+                opts.outbound_cap,
             ),
             opts,
             now: Instant::ZERO,
@@ -426,9 +427,6 @@ impl World {
                 envelope,
             } => {
                 self.mix(1, link.1.0);
-                if self.opts.outbound_cap.is_some() && envelope.is_user_traffic() {
-                    self.net.count_user_flight(link, false);
-                }
                 if self.net.arrives(link, flight) {
                     self.input(link.1, Input::Receive(envelope));
                 }
@@ -489,8 +487,8 @@ impl World {
                 payload,
             } => {
                 self.mix(6, member.node.0);
-                let running = self.nodes.get(&member.node).is_some_and(|n| n.id == member);
-                if let Some((to, payload)) = running
+                if let Some((to, payload)) = self
+                    .is_running(member)
                     .then(|| self.asks.reply(&entity, &payload))
                     .flatten()
                 {

@@ -20,12 +20,7 @@ impl Node {
         } else {
             return self.effects.send_app(to, payload);
         };
-        tracing::debug!(%to, ?reason, "application message dropped");
-        self.effects.event(Event::AppDeadLetter {
-            to,
-            payload,
-            reason,
-        });
+        self.effects.app_dead_letter(to, payload, reason);
     }
 
     /// Whether `member` is known to be gone: removed, or succeeded by a newer incarnation of

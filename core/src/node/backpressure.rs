@@ -3,8 +3,9 @@
 //! (`Input::MailboxFull`). Either way the application hears of it as a dead letter, so a
 //! message is never dropped silently.
 
-use crate::effect::{DeadLetterReason, Event};
+use crate::effect::DeadLetterReason;
 use crate::id::{EntityId, EntityType};
+use crate::letter::Letter;
 use crate::message::{Envelope, Message, Payload};
 use crate::node::Node;
 
@@ -27,14 +28,7 @@ impl Node {
                     tracing::warn!(%to, ?body, "a full outbound queue dropped a protocol message")
                 }
             },
-            Message::App { payload } => {
-                tracing::debug!(%to, ?reason, "application message dropped");
-                self.effects.event(Event::AppDeadLetter {
-                    to,
-                    payload,
-                    reason,
-                });
-            }
+            Message::App { payload } => self.effects.app_dead_letter(to, payload, reason),
             Message::Cluster(message) => {
                 tracing::warn!(%to, ?message, "a full outbound queue dropped a membership message");
             }
@@ -48,12 +42,8 @@ impl Node {
         entity: EntityId,
         payload: Payload,
     ) {
-        tracing::debug!(%entity_type, %entity, "dead letter: mailbox full");
-        self.effects.event(Event::DeadLetter {
-            entity_type,
-            entity,
-            payload: Some(payload),
-            reason: DeadLetterReason::MailboxFull,
-        });
+        let delivery = (entity, Letter::Message(payload));
+        let reason = DeadLetterReason::MailboxFull;
+        self.effects.dead_letter(&entity_type, delivery, reason);
     }
 }

@@ -46,25 +46,34 @@ pub struct Malformed;
 impl Letter {
     /// As a core payload.
     pub fn to_payload(&self) -> Payload {
-        Payload(postcard::to_allocvec(self).expect("letters always encode"))
+        encode(self)
     }
 
     /// From a core payload.
     pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
-        postcard::from_bytes(&payload.0).map_err(|_| Malformed)
+        decode(payload)
     }
 }
 
 impl AppFrame {
     /// As a core payload.
     pub fn to_payload(&self) -> Payload {
-        Payload(postcard::to_allocvec(self).expect("frames always encode"))
+        encode(self)
     }
 
     /// From a core payload.
     pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
-        postcard::from_bytes(&payload.0).map_err(|_| Malformed)
+        decode(payload)
     }
+}
+
+fn encode(value: &impl Serialize) -> Payload {
+    // Plain structs of bytes and integers: postcard cannot fail on them.
+    Payload(postcard::to_allocvec(value).expect("letters and frames always encode"))
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(payload: &Payload) -> Result<T, Malformed> {
+    postcard::from_bytes(&payload.0).map_err(|_| Malformed)
 }
 
 #[cfg(test)]
