@@ -107,7 +107,8 @@ pub use membership::{
     SeedNode,
 };
 pub use message::{
-    AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionShards, RegionStats,
+    AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,
+    RegionStats,
 };
 pub use node::{Metrics, Node};
 pub use time::Instant;

@@ -1,6 +1,7 @@
 //! Link sequence numbers. A transport that delivers a frame twice (say, one that resends after
 //! reconnecting) must not make a node deliver a message twice. Every node numbers the envelopes
-//! it sends to each member from 1; a receiver accepts an envelope only if its number is above
+//! it sends to each member from 1, per [`Lane`] (a transport may let control traffic overtake
+//! data, never the reverse within a lane); a receiver accepts an envelope only if its number is above
 //! the last one it accepted from that sender incarnation. Links are FIFO (a transport must
 //! never hand over a frame of an old connection after one of a newer connection), so an
 //! original never arrives after a later envelope, and every copy is recognised.
@@ -12,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::id::{Incarnation, MemberId, NodeId};
+use crate::message::Lane;
 
 /// The newest incarnation seen at one address and the last number of that link.
 #[derive(Clone, Copy, Debug)]
@@ -23,12 +25,16 @@ struct Link {
 impl Link {
     /// This address's link for `member`: the same one if it is that incarnation, a fresh one
     /// for a newer incarnation, `None` for an older (dead) one.
-    fn of(links: &mut BTreeMap<NodeId, Self>, member: MemberId) -> Option<&mut Self> {
+    fn of(
+        links: &mut BTreeMap<(NodeId, Lane), Self>,
+        member: MemberId,
+        lane: Lane,
+    ) -> Option<&mut Self> {
         let fresh = Self {
             incarnation: member.incarnation,
             last: 0,
         };
-        let link = links.entry(member.node).or_insert(fresh);
+        let link = links.entry((member.node, lane)).or_insert(fresh);
         if link.incarnation < member.incarnation {
             *link = fresh;
         }
@@ -36,18 +42,18 @@ impl Link {
     }
 }
 
-/// Sent and accepted sequence numbers per peer address.
+/// Sent and accepted sequence numbers per peer address and lane.
 #[derive(Debug, Default)]
 pub(crate) struct LinkSequences {
-    sent: BTreeMap<NodeId, Link>,
-    accepted: BTreeMap<NodeId, Link>,
+    sent: BTreeMap<(NodeId, Lane), Link>,
+    accepted: BTreeMap<(NodeId, Lane), Link>,
 }
 
 impl LinkSequences {
     /// The number of the next envelope to `to` (0, unnumbered, for an incarnation older than
     /// one already addressed: it is gone, so there is nothing to deduplicate).
-    pub(crate) fn next_to(&mut self, to: MemberId) -> u64 {
-        Link::of(&mut self.sent, to).map_or(0, |link| {
+    pub(crate) fn next_to(&mut self, to: MemberId, lane: Lane) -> u64 {
+        Link::of(&mut self.sent, to, lane).map_or(0, |link| {
             link.last += 1;
             link.last
         })
@@ -57,11 +63,11 @@ impl LinkSequences {
     /// means unnumbered (envelopes a host or test injects itself) and is always accepted, as is
     /// anything from an incarnation older than the newest seen (the membership view decides
     /// what becomes of those).
-    pub(crate) fn accept(&mut self, from: MemberId, seq: u64) -> bool {
+    pub(crate) fn accept(&mut self, from: MemberId, lane: Lane, seq: u64) -> bool {
         if seq == 0 {
             return true;
         }
-        let Some(link) = Link::of(&mut self.accepted, from) else {
+        let Some(link) = Link::of(&mut self.accepted, from, lane) else {
             return true;
         };
         if seq <= link.last {
@@ -75,6 +81,29 @@ impl LinkSequences {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Lane::{Control, Data};
+
+    #[test]
+    fn lanes_are_numbered_and_deduplicated_apart() {
+        let a = MemberId::new(1, 1);
+        let mut links = LinkSequences::default();
+        assert_eq!(
+            [
+                links.next_to(a, Data),
+                links.next_to(a, Data),
+                links.next_to(a, Control)
+            ],
+            [1, 2, 1]
+        );
+        assert!(links.accept(a, Data, 5));
+        assert!(
+            links.accept(a, Control, 1),
+            "control overtaking data is not a duplicate"
+        );
+        assert!(links.accept(a, Control, 2));
+        assert!(!links.accept(a, Control, 2));
+        assert!(links.accept(a, Data, 6));
+    }
 
     #[test]
     fn copies_and_stale_numbers_are_refused_per_sender_incarnation() {
@@ -84,19 +113,25 @@ mod tests {
             MemberId::new(2, 1),
         );
         let mut links = LinkSequences::default();
-        assert!(links.accept(a, 1));
-        assert!(!links.accept(a, 1), "a copy");
-        assert!(links.accept(a, 3), "gaps are losses, not errors");
-        assert!(!links.accept(a, 2), "older than the last accepted");
-        assert!(links.accept(a2, 1), "a new incarnation numbers from 1");
-        assert!(!links.accept(a2, 1), "a copy from the new incarnation");
+        assert!(links.accept(a, Data, 1));
+        assert!(!links.accept(a, Data, 1), "a copy");
+        assert!(links.accept(a, Data, 3), "gaps are losses, not errors");
+        assert!(!links.accept(a, Data, 2), "older than the last accepted");
         assert!(
-            links.accept(a, 9),
+            links.accept(a2, Data, 1),
+            "a new incarnation numbers from 1"
+        );
+        assert!(
+            !links.accept(a2, Data, 1),
+            "a copy from the new incarnation"
+        );
+        assert!(
+            links.accept(a, Data, 9),
             "the old incarnation is not deduplicated any more"
         );
-        assert!(links.accept(b, 1));
+        assert!(links.accept(b, Data, 1));
         assert!(
-            links.accept(a, 0) && links.accept(a, 0),
+            links.accept(a, Data, 0) && links.accept(a, Data, 0),
             "unnumbered envelopes"
         );
     }
@@ -110,11 +145,19 @@ mod tests {
         );
         let mut links = LinkSequences::default();
         assert_eq!(
-            [links.next_to(a), links.next_to(a), links.next_to(b)],
+            [
+                links.next_to(a, Data),
+                links.next_to(a, Data),
+                links.next_to(b, Data)
+            ],
             [1, 2, 1]
         );
-        assert_eq!(links.next_to(a2), 1, "a restarted peer's link starts over");
-        assert_eq!(links.next_to(a), 0, "its old incarnation is gone");
-        assert_eq!(links.next_to(a2), 2);
+        assert_eq!(
+            links.next_to(a2, Data),
+            1,
+            "a restarted peer's link starts over"
+        );
+        assert_eq!(links.next_to(a, Data), 0, "its old incarnation is gone");
+        assert_eq!(links.next_to(a2, Data), 2);
     }
 }

@@ -37,14 +37,33 @@ pub struct Envelope {
     /// The receiving member; a node drops envelopes addressed to another incarnation.
     pub to: MemberId,
     /// Link sequence number: the sending `Node` numbers its envelopes to each member from 1,
-    /// and the receiver drops any number it has already passed, so a frame the transport
+    /// per [`Lane`], and the receiver drops any number it has already passed, so a frame the transport
     /// delivers twice is handled once. 0 means unnumbered (never deduplicated).
     pub seq: u64,
     /// What is sent.
     pub message: Message,
 }
 
+/// The two ordered streams of a link. A transport may let control traffic overtake data (so
+/// membership and failure detection are never starved behind user traffic); each lane is
+/// numbered on its own, so an overtaken envelope is still new to its receiver.
+#[derive(Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub enum Lane {
+    /// Cluster membership: gossip, heartbeats, joins.
+    Control,
+    /// Everything else: the sharding protocol, letters for entities, application messages.
+    Data,
+}
+
 impl Envelope {
+    /// The lane it travels on; [`Envelope::seq`] counts per lane.
+    pub fn lane(&self) -> Lane {
+        match self.message {
+            Message::Cluster(_) => Lane::Control,
+            Message::Sharding { .. } | Message::App { .. } => Lane::Data,
+        }
+    }
+
     /// Whether it carries the application's traffic (a letter for an entity, or an
     /// application message), which a host may refuse when its outbound queue is full
     /// (`Input::OutboundQueueFull`), rather than the protocol's own messages.

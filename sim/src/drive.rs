@@ -311,7 +311,8 @@ impl World {
             }
             None => {}
         }
-        let Some([first, copy]) = self.net.send(self.now, link, envelope.is_user_traffic()) else {
+        let (lane, user) = (envelope.lane(), envelope.is_user_traffic());
+        let Some([first, copy]) = self.net.send(self.now, link, lane, user) else {
             self.mark("a full outbound queue refused a message");
             let member = envelope.from;
             let input = Box::new(Input::OutboundQueueFull { envelope });
@@ -322,6 +323,9 @@ impl World {
             self.arrive(link, flight, envelope.clone());
         }
         if let Some(flight) = first {
+            if lane == shoal_core::Lane::Control && self.net.overtakes_data(link, flight.at) {
+                self.mark("a control message overtook data on its link");
+            }
             self.arrive(link, flight, envelope);
         }
     }

@@ -1,4 +1,5 @@
-//! The simulated network: like TCP, FIFO per link. Latency is usually well under a few
+//! The simulated network: like TCP, FIFO per link and lane (a transport lets control
+//! traffic overtake data, as the runtime's does; each lane stays in order). Latency is usually well under a few
 //! milliseconds with a rare long tail. A link can break (everything in flight on it is lost,
 //! then it reconnects), links can be blocked in one or both directions (partitions), a node or
 //! a link can be clogged (messages are held until the clog ends, not lost), one link may be
@@ -7,7 +8,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{Instant, NodeId};
+use shoal_core::{Instant, Lane, NodeId};
 
 use crate::options::SlowLink;
 use crate::rng::SimRng;
@@ -18,8 +19,9 @@ pub(crate) type Link = (NodeId, NodeId);
 /// What the network knows about one directed link.
 #[derive(Clone, Copy, Debug, Default)]
 struct LinkState {
-    /// Latest delivery time scheduled, so later messages never overtake earlier ones.
-    last_delivery: Instant,
+    /// Latest delivery time scheduled per lane (`[control, data]`), so later messages never
+    /// overtake earlier ones of their lane.
+    last_delivery: [Instant; 2],
     /// Connection generation; a break bumps it and in-flight messages are dropped.
     generation: u64,
     /// The link drops everything (a partition).
@@ -51,6 +53,8 @@ pub(crate) struct Net {
     /// Most envelopes of application traffic a sender's outbound queue to a peer holds on
     /// their way (`None`: unbounded).
     outbound_cap: Option<usize>,
+    /// Whether control traffic keeps its own FIFO lane (may overtake data).
+    lanes: bool,
     /// Messages lost so far (breaks, partitions).
     pub(crate) lost: u64,
 }
@@ -80,11 +84,13 @@ impl Net {
         slow: Option<SlowLink>,
         long_tail: f64,
         outbound_cap: Option<usize>,
+        lanes: bool,
     ) -> Self {
         Self {
             rng,
             long_tail,
             outbound_cap,
+            lanes,
             links: Vec::new(),
             clogged_nodes: Vec::new(),
             blocked: 0,
@@ -128,6 +134,7 @@ impl Net {
         &mut self,
         now: Instant,
         link: Link,
+        lane: Lane,
         user: bool,
     ) -> Option<[Option<Flight>; 2]> {
         let state = self.link(link);
@@ -147,9 +154,9 @@ impl Net {
             .max(state.clogged_until)
             .max(self.node_clog(link.0))
             .max(self.node_clog(link.1));
-        let first = self.next_arrival(link, held);
+        let first = self.next_arrival(link, lane, held);
         let copy = (self.duplicate > 0.0 && self.rng.chance(self.duplicate))
-            .then(|| self.next_arrival(link, held));
+            .then(|| self.next_arrival(link, lane, held));
         let generation = state.generation;
         let flights = [Some(first), copy].map(|at| {
             at.map(|at| Flight {
@@ -165,15 +172,21 @@ impl Net {
     }
 
     /// The arrival of the next message sent on `link` no earlier than `from`: after the
-    /// latency, and never before an earlier message of the link (FIFO).
-    fn next_arrival(&mut self, link: Link, from: Instant) -> Instant {
+    /// latency, and never before an earlier message of the link's lane (FIFO).
+    fn next_arrival(&mut self, link: Link, lane: Lane, from: Instant) -> Instant {
         let mut latency = self.latency();
         if let Some(slow) = self.slow.filter(|s| (s.from, s.to) == link) {
             latency += slow.latency;
         }
-        let state = self.link_mut(link);
-        state.last_delivery = (from + latency).max(state.last_delivery);
-        state.last_delivery
+        let lane = if self.lanes { lane } else { Lane::Data };
+        let last = &mut self.link_mut(link).last_delivery[lane_index(lane)];
+        *last = (from + latency).max(*last);
+        *last
+    }
+
+    /// Whether a message arriving at `at` on `link` overtakes data already on its way.
+    pub(crate) fn overtakes_data(&self, link: Link, at: Instant) -> bool {
+        at < self.link(link).last_delivery[lane_index(Lane::Data)]
     }
 
     /// Holds every message to or from `node` until `until`.
@@ -260,5 +273,12 @@ impl Net {
         } else {
             base
         }
+    }
+}
+
+fn lane_index(lane: Lane) -> usize {
+    match lane {
+        Lane::Control => 0,
+        Lane::Data => 1,
     }
 }

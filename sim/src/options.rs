@@ -244,6 +244,9 @@ pub struct Options {
     /// `min_registered_regions`: 2 on some seeds (leaves always keep two hosting members, and
     /// crashed or downed ones come back), so allocation waits for a second region.
     pub min_registered_regions: usize,
+    /// Control traffic (membership) may overtake data on a link, each lane FIFO on its own,
+    /// as the runtime's transport does (on most seeds); otherwise one FIFO per link.
+    pub lanes: bool,
 }
 
 /// An entity's mailbox in the simulated host (see [`Options::mailbox`]).
@@ -330,6 +333,7 @@ impl Options {
             outbound_cap: None,
             mailbox: None,
             min_registered_regions: 1,
+            lanes: false,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -404,12 +408,13 @@ impl Options {
         if r.chance(0.2) {
             o.min_registered_regions = 2;
         }
+        o.lanes = r.chance(0.8);
         o
     }
 
     /// These options with the knobs the generator grew later switched off (tight timers, a
     /// heavier latency tail, asks, other allocation strategies, queries, bounded queues, a
-    /// second region before allocation): what kept regressions and the failover measurement
+    /// second region before allocation, a control lane): what kept regressions and the failover measurement
     /// replay, so that their runs do not drift as the generator grows.
     pub fn without_extras(self) -> Self {
         Self {
@@ -421,6 +426,7 @@ impl Options {
             outbound_cap: None,
             mailbox: None,
             min_registered_regions: 1,
+            lanes: false,
             ..self
         }
     }
@@ -550,6 +556,9 @@ impl fmt::Display for Options {
         }
         if let Some(cap) = self.outbound_cap {
             write!(f, " outbound_cap={cap}")?;
+        }
+        if self.lanes {
+            write!(f, " lanes")?;
         }
         if self.min_registered_regions != 1 {
             write!(f, " min_registered_regions={}", self.min_registered_regions)?;

@@ -218,6 +218,7 @@ impl World {
                 opts.slow_link,
                 opts.long_tail,
                 opts.outbound_cap,
+                opts.lanes,
             ),
             opts,
             now: Instant::ZERO,

@@ -514,6 +514,7 @@ fn coverage_markers_fire_within_the_batch() {
         "messages held by a clog",
         "a paused node resumed with inputs waiting",
         "the network duplicated a message",
+        "a control message overtook data on its link",
         "a rolling update held rebalancing back",
         "a shard allocated to the newest version during a rolling update",
         "the coordinator's node cut off on the smaller side of a partition",

@@ -140,7 +140,10 @@ impl Node {
                 if envelope.to != self.me && !is_init_join_for(&envelope, self.me) {
                     self.metrics.misaddressed += 1;
                     tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
-                } else if !self.links.accept(envelope.from, envelope.seq) {
+                } else if !self
+                    .links
+                    .accept(envelope.from, envelope.lane(), envelope.seq)
+                {
                     self.metrics.duplicates += 1;
                     tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
                 } else {
@@ -218,7 +221,7 @@ impl Node {
         if let Effect::Send(transmit) = &mut effect {
             let to = transmit.envelope.to;
             if to.incarnation.0 != 0 {
-                transmit.envelope.seq = self.links.next_to(to);
+                transmit.envelope.seq = self.links.next_to(to, transmit.envelope.lane());
             }
             if transmit.address.is_none() {
                 transmit.address = self.addresses.address_of(to.node).cloned();
