@@ -51,6 +51,18 @@ macro_rules! shared_str {
             }
         }
 
+        impl From<&str> for $ty {
+            fn from(value: &str) -> Self {
+                Self::new(value)
+            }
+        }
+
+        impl From<String> for $ty {
+            fn from(value: String) -> Self {
+                Self::new(value)
+            }
+        }
+
         impl PartialEq for $ty {
             fn eq(&self, other: &Self) -> bool {
                 Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0

@@ -1,7 +1,71 @@
-//! Shoal's tokio runtime: what applications embed. Under construction (issue "Runtime"): the
-//! pieces that exist are the sans-IO ones the async host will drive.
+//! # Shoal
+//!
+//! Cluster sharding for Rust, in the tradition of Akka Cluster Sharding: applications
+//! address stateful entities by type and id and never care where they run. Entities are
+//! grouped into shards; a coordinator allocates shards to the members' regions; regions route
+//! and buffer messages, start entities on demand, hand shards off when the cluster changes and
+//! passivate idle entities. Every protocol decision is made by `shoal-core`'s sans-IO state
+//! machines, the same code the deterministic simulator checks; this crate is their tokio host:
+//! TCP transport with an authenticated handshake, typed entities, `tell` and `ask`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shoal::{Entity, EntityContext, EntityTypeConfig, NodeBuilder};
+//!
+//! struct Counter(u64);
+//!
+//! impl Entity for Counter {
+//!     type Message = u64;
+//!     type Reply = u64;
+//!     async fn handle(&mut self, _ctx: &mut EntityContext, add: u64) -> u64 {
+//!         self.0 += add;
+//!         self.0
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let node = NodeBuilder::new("shop")
+//!     .bind("127.0.0.1:2551")
+//!     .seed_nodes(["127.0.0.1:2551"])
+//!     .secret("a shared secret")
+//!     .entity(EntityTypeConfig::new("counter"), |_id| Counter(0))
+//!     .start()
+//!     .await?;
+//! let counters = node.region::<Counter>("counter")?;
+//! let total = counters.entity_ref("basket-7").ask(&3, Duration::from_secs(5)).await?;
+//! assert_eq!(total, 3);
+//! node.leave().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! How it runs: one task owns the protocol state (no locks); one task per peer writes to it
+//! and one per accepted connection reads, with membership traffic on a lane of its own; one
+//! task per entity with a bounded mailbox. Queues never block the protocol: a full one turns
+//! the message into a dead letter with its reason ([`NodeEvent::Sharding`]).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod builder;
 pub mod clock;
 pub mod entity;
+mod error;
+mod event;
 pub mod host;
+mod node;
+mod region;
 pub mod transport;
+
+pub use builder::{NodeBuilder, node_id_of};
+pub use entity::{Entity, EntityContext};
+pub use error::{AskError, QueryError, RegionError, StartError, TellError};
+pub use event::NodeEvent;
+pub use host::command::NodeStats;
+pub use node::Node;
+pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
+pub use shoal_core::{
+    AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig,
+    FailureDetectorSettings, MemberId, MembershipSettings, ShardingSettings,
+};
+pub use transport::{TransportSettings, TransportStats};

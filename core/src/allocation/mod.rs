@@ -119,7 +119,7 @@ fn suitability(a: &RegionAllocation, b: &RegionAllocation) -> Ordering {
 }
 
 /// A shard allocation policy. Implementations are pure: same inputs, same answers.
-pub trait AllocationStrategy: fmt::Debug {
+pub trait AllocationStrategy: fmt::Debug + Send {
     /// Chooses the home of a new `shard` among `view.regions` (`requester` asked first).
     /// Returns `None` when no region is suitable; the request is retried later.
     fn allocate_shard(

@@ -3,7 +3,9 @@
 //! reply) and, back to the asker, an [`AppFrame`] carried as an application message.
 
 use serde::{Deserialize, Serialize};
-use shoal_core::{MemberId, Payload};
+use shoal_core::{DeadLetterReason, MemberId, Payload};
+
+use crate::error::AskError;
 
 /// Who waits for the reply to an ask: the asking member (its incarnation: a reply never
 /// reaches a restarted asker) and its request.
@@ -36,6 +38,35 @@ pub enum AppFrame {
         #[serde(with = "serde_bytes")]
         reply: Vec<u8>,
     },
+    /// Ask `id` of the receiving member will get no reply, for this reason.
+    Failed {
+        /// The ask.
+        id: u64,
+        /// Why.
+        failure: AskFailure,
+    },
+}
+
+/// Why an ask failed on another member, as it travels back to the asker.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum AskFailure {
+    /// The message was dead-lettered there.
+    DeadLetter(DeadLetterReason),
+    /// The message or the reply did not (de)serialize there.
+    Codec(String),
+    /// The entity panicked handling it.
+    Panicked,
+}
+
+impl From<AskFailure> for AskError {
+    fn from(failure: AskFailure) -> Self {
+        match failure {
+            AskFailure::DeadLetter(DeadLetterReason::UnknownEntityType) => Self::UnknownEntityType,
+            AskFailure::DeadLetter(reason) => Self::DeadLetter(reason),
+            AskFailure::Codec(error) => Self::Codec(error),
+            AskFailure::Panicked => Self::EntityPanicked,
+        }
+    }
 }
 
 /// A payload that is not what this runtime sends.
@@ -101,6 +132,11 @@ mod tests {
             reply: b"ok".to_vec(),
         };
         assert_eq!(AppFrame::from_payload(&reply.to_payload()), Ok(reply));
+        let failed = AppFrame::Failed {
+            id: 43,
+            failure: AskFailure::DeadLetter(DeadLetterReason::MailboxFull),
+        };
+        assert_eq!(AppFrame::from_payload(&failed.to_payload()), Ok(failed));
         assert_eq!(Letter::from_payload(&Payload(vec![9; 3])), Err(Malformed));
         assert_eq!(AppFrame::from_payload(&Payload(vec![7])), Err(Malformed));
     }

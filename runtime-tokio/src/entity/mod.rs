@@ -1,3 +1,148 @@
-//! Typed entities on top of the core's opaque payloads. So far: the payload formats.
+//! Entities: the application's stateful actors. An [`Entity`] handles typed messages (serde,
+//! postcard on the wire) one at a time in a task of its own with a bounded mailbox; the node
+//! starts it on its first message, stops it on passivation or handoff (running its
+//! [`Entity::on_stop`] after the messages already queued), and aborts it when a stop is forced.
+//!
+//! **Supervision.** A panic while handling a message is caught: it is logged and counted, an
+//! `ask` waiting for that message fails with [`crate::AskError::EntityPanicked`], and the entity
+//! is created afresh from its factory after a backoff (100 ms doubling to 10 s, reset by a
+//! message handled without panicking), keeping its mailbox. The core does not see the restart:
+//! to the protocol the entity is the same incarnation, still alive in exactly one place, so
+//! single activation holds; only the entity's in-memory state is lost, as in Akka's
+//! restart-with-backoff supervision.
 
 pub mod letter;
+pub(crate) mod runtime;
+mod task;
+
+use std::future::Future;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shoal_core::{EntityId, EntityType};
+use tokio::sync::mpsc;
+
+pub(crate) use task::{Factory, FactoryFn};
+
+/// A stateful entity, addressed by its type and id, alive in exactly one place in the cluster.
+///
+/// ```
+/// use shoal::{Entity, EntityContext};
+///
+/// struct Counter(u64);
+///
+/// impl Entity for Counter {
+///     type Message = u64;
+///     type Reply = u64;
+///
+///     async fn handle(&mut self, _ctx: &mut EntityContext, add: u64) -> u64 {
+///         self.0 += add;
+///         self.0
+///     }
+/// }
+/// ```
+pub trait Entity: Send + 'static {
+    /// What it is sent.
+    type Message: Serialize + DeserializeOwned + Send + 'static;
+    /// What it answers (to an `ask`; a `tell`'s answer is dropped). `()` when nothing.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// Handles one message; the next waits until this one is done.
+    fn handle(
+        &mut self,
+        ctx: &mut EntityContext,
+        message: Self::Message,
+    ) -> impl Future<Output = Self::Reply> + Send;
+
+    /// Runs when the entity is stopped gracefully (passivation, its shard handed off), after
+    /// the messages queued before the stop. Not run when the stop is forced.
+    fn on_stop(&mut self, ctx: &mut EntityContext) -> impl Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
+    }
+}
+
+/// What an entity knows about itself while it handles a message.
+#[derive(Debug)]
+pub struct EntityContext {
+    link: EntityLink,
+    passivate: bool,
+}
+
+impl EntityContext {
+    pub(crate) fn new(link: EntityLink) -> Self {
+        Self {
+            link,
+            passivate: false,
+        }
+    }
+
+    /// The entity's id.
+    pub fn id(&self) -> &EntityId {
+        &self.link.entity
+    }
+
+    /// The entity's type.
+    pub fn entity_type(&self) -> &EntityType {
+        &self.link.entity_type
+    }
+
+    /// Asks to be stopped (Akka's passivation): messages that arrive meanwhile are buffered
+    /// by the node and start the entity again afterwards.
+    pub fn passivate(&mut self) {
+        self.passivate = true;
+    }
+
+    pub(crate) fn take_passivate(&mut self) -> bool {
+        std::mem::take(&mut self.passivate)
+    }
+
+    pub(crate) fn link(&self) -> &EntityLink {
+        &self.link
+    }
+}
+
+/// One running incarnation of an entity, as its task and the host name it.
+#[derive(Clone, Debug)]
+pub(crate) struct EntityLink {
+    pub(crate) entity_type: EntityType,
+    pub(crate) entity: EntityId,
+    /// Distinguishes the host's successive starts of one entity.
+    pub(crate) generation: u64,
+    pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,
+}
+
+impl EntityLink {
+    pub(crate) fn signal(&self, kind: SignalKind) {
+        // The host outlives its entities' tasks except at shutdown, when nobody listens.
+        let _ = self.signals.send(EntitySignal {
+            entity_type: self.entity_type.clone(),
+            entity: self.entity.clone(),
+            generation: self.generation,
+            kind,
+        });
+    }
+}
+
+/// What an entity's task tells the host.
+#[derive(Debug)]
+pub(crate) struct EntitySignal {
+    pub(crate) entity_type: EntityType,
+    pub(crate) entity: EntityId,
+    pub(crate) generation: u64,
+    pub(crate) kind: SignalKind,
+}
+
+/// The kinds of [`EntitySignal`].
+#[derive(Debug)]
+pub(crate) enum SignalKind {
+    /// The task ended (gracefully, aborted, or its mailbox closed).
+    Stopped,
+    /// The entity called [`EntityContext::passivate`].
+    Passivate,
+    /// The answer to an ask.
+    Answer {
+        ask: letter::AskRef,
+        answer: Result<Vec<u8>, letter::AskFailure>,
+    },
+}

@@ -1,8 +1,159 @@
-//! The network transport between members. So far: the connection handshake (a sans-IO state
-//! machine the peer tasks will drive) and the envelope frames.
+//! The network transport between members: TCP, length-prefixed postcard frames, a sans-IO
+//! handshake, one-way connections (one per direction of a peer pair) with reconnects, and a
+//! control lane that user traffic never delays. The host sends through [`Transport::send`],
+//! which never blocks: a full queue hands the envelope back.
 
+mod connect;
+mod counters;
 pub mod frame;
 pub mod handshake;
+mod inbound;
+mod peer;
 
 #[cfg(test)]
 mod handshake_tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use shoal_core::{Address, Envelope, Lane};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::task::AbortHandle;
+
+pub(crate) use counters::Counters;
+pub use counters::TransportStats;
+pub(crate) use inbound::Inbox;
+
+use handshake::Identity;
+
+/// Queue sizes and timeouts of the transport.
+#[derive(Clone, Debug)]
+pub struct TransportSettings {
+    /// Envelopes of user traffic (letters, replies) queued per peer; more are dead-lettered
+    /// with `OutboundQueueFull` (Akka Artery's `outbound-message-queue-size`).
+    pub user_queue: usize,
+    /// Membership and protocol envelopes queued per peer lane.
+    pub control_queue: usize,
+    /// Time allowed for a TCP connect.
+    pub connect_timeout: Duration,
+    /// Time allowed for a handshake.
+    pub handshake_timeout: Duration,
+    /// First reconnect delay (doubled per failure, jittered by ±50 %).
+    pub reconnect_min: Duration,
+    /// Largest reconnect delay.
+    pub reconnect_max: Duration,
+}
+
+impl Default for TransportSettings {
+    fn default() -> Self {
+        Self {
+            user_queue: 3072,
+            control_queue: 4096,
+            connect_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(50),
+            reconnect_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the transport's tasks share.
+pub(crate) struct Shared {
+    pub(crate) identity: Identity,
+    pub(crate) settings: TransportSettings,
+    pub(crate) counters: Counters,
+}
+
+/// The outbound side, owned by the host, and the listener.
+pub(crate) struct Transport {
+    shared: Arc<Shared>,
+    peers: HashMap<Address, peer::PeerQueues>,
+    listener: AbortHandle,
+}
+
+impl Transport {
+    /// Starts accepting on `listener`, forwarding what arrives to `inbox`.
+    pub(crate) fn start(
+        listener: TcpListener,
+        identity: Identity,
+        settings: TransportSettings,
+        inbox: Inbox,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            identity,
+            settings,
+            counters: Counters::default(),
+        });
+        let listener = tokio::spawn(inbound::listen(listener, Arc::clone(&shared), inbox));
+        Self {
+            shared,
+            peers: HashMap::new(),
+            listener: listener.abort_handle(),
+        }
+    }
+
+    /// Queues `envelope` for the member at `address`, or hands it back if its queue is full
+    /// (boxed: the refusal is the rare path).
+    pub(crate) fn send(
+        &mut self,
+        address: &Address,
+        envelope: Envelope,
+    ) -> Result<(), Box<Envelope>> {
+        let shared = &self.shared;
+        let peer = self
+            .peers
+            .entry(address.clone())
+            .or_insert_with(|| peer::spawn(address.clone(), Arc::clone(shared)));
+        let user = envelope.is_user_traffic();
+        if user && peer.user_queued.load(Ordering::Relaxed) >= self.shared.settings.user_queue {
+            return Err(Box::new(envelope));
+        }
+        let queue = match envelope.lane() {
+            Lane::Control => &peer.control,
+            Lane::Data => &peer.data,
+        };
+        // Counted before it is queued: the writer may take it (and count it out) at once.
+        if user {
+            peer.user_queued.fetch_add(1, Ordering::Relaxed);
+        }
+        queue.try_send(envelope).map_err(|error| {
+            if user {
+                peer.user_queued.fetch_sub(1, Ordering::Relaxed);
+            }
+            match error {
+                TrySendError::Full(envelope) | TrySendError::Closed(envelope) => Box::new(envelope),
+            }
+        })
+    }
+
+    /// Stops the tasks of peers not at `keep` (members that left the view).
+    pub(crate) fn retain(&mut self, keep: impl Fn(&Address) -> bool) {
+        self.peers.retain(|address, peer| {
+            let kept = keep(address);
+            if !kept {
+                peer.task.abort();
+            }
+            kept
+        });
+    }
+
+    /// The counters.
+    pub(crate) fn stats(&self) -> TransportStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Stops listening and writing.
+    pub(crate) fn shutdown(&mut self) {
+        self.listener.abort();
+        self.retain(|_| false);
+    }
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

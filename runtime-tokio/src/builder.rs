@@ -1,0 +1,300 @@
+//! [`NodeBuilder`]: everything a node needs before it starts, checked by the core's
+//! `Config::validate` and the builder's own rules.
+
+use std::any::TypeId;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use shoal_core::{
+    Address, AppVersion, Config, Driver, EntityId, EntityType, EntityTypeConfig, Incarnation,
+    MembershipSettings, NodeId, SeedNode, ShardingSettings,
+};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::clock::Clock;
+use crate::entity::runtime::EntityRuntime;
+use crate::entity::{Entity, Factory, FactoryFn};
+use crate::error::StartError;
+use crate::event::MemberTracker;
+use crate::host::Host;
+use crate::host::io::TokioIo;
+use crate::host::requests::Requests;
+use crate::node::{Node, RegisteredType};
+use crate::transport::handshake::Identity;
+use crate::transport::{Inbox, Transport, TransportSettings};
+
+/// Queue sizes between the transport, the entities and the host task.
+const INBOUND_QUEUE: usize = 1024;
+const COMMAND_QUEUE: usize = 1024;
+const EVENT_BUFFER: usize = 1024;
+
+/// Configures and starts a node.
+///
+/// A node's id is derived from its advertised address, and its incarnation from the start
+/// time, so a node restarted at the same address is a new incarnation of the same node.
+pub struct NodeBuilder {
+    cluster_name: String,
+    bind: String,
+    advertise: Option<String>,
+    seed_nodes: Vec<String>,
+    secret: Vec<u8>,
+    roles: BTreeSet<String>,
+    app_version: AppVersion,
+    settings: ShardingSettings,
+    membership: Option<MembershipSettings>,
+    transport: TransportSettings,
+    mailbox_capacity: usize,
+    handle_signals: bool,
+    entity_types: Vec<EntityTypeConfig>,
+    factories: HashMap<EntityType, Arc<dyn Factory>>,
+    types: HashMap<EntityType, RegisteredType>,
+}
+
+impl NodeBuilder {
+    /// A node of the cluster `cluster_name`, listening on an OS-chosen loopback port, forming
+    /// a cluster of its own unless seed nodes are given.
+    pub fn new(cluster_name: impl Into<String>) -> Self {
+        Self {
+            cluster_name: cluster_name.into(),
+            bind: "127.0.0.1:0".into(),
+            advertise: None,
+            seed_nodes: Vec::new(),
+            secret: Vec::new(),
+            roles: BTreeSet::new(),
+            app_version: AppVersion::default(),
+            settings: ShardingSettings::default(),
+            membership: None,
+            transport: TransportSettings::default(),
+            mailbox_capacity: 1024,
+            handle_signals: false,
+            entity_types: Vec::new(),
+            factories: HashMap::new(),
+            types: HashMap::new(),
+        }
+    }
+
+    /// The socket address to listen on (`host:port`; port 0 picks a free one).
+    pub fn bind(mut self, address: impl Into<String>) -> Self {
+        self.bind = address.into();
+        self
+    }
+
+    /// The address others dial (default: the bound address).
+    pub fn advertise(mut self, address: impl Into<String>) -> Self {
+        self.advertise = Some(address.into());
+        self
+    }
+
+    /// Advertised addresses of the seed nodes (Akka's `seed-nodes`). A node listed first
+    /// forms the cluster if it finds none; the others join through them.
+    pub fn seed_nodes(mut self, seeds: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.seed_nodes = seeds.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The shared secret every member proves it holds in the handshake.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.secret = secret.as_ref().to_vec();
+        self
+    }
+
+    /// Adds a role (entity types may be restricted to a role).
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.roles.insert(role.into());
+        self
+    }
+
+    /// The application's version (allocation prefers members of the newest version).
+    pub fn app_version(mut self, version: AppVersion) -> Self {
+        self.app_version = version;
+        self
+    }
+
+    /// Sharding settings (Akka's defaults unless set).
+    pub fn settings(mut self, settings: ShardingSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Membership settings: failure detector, downing, gossip. Their seed nodes and app
+    /// version are the builder's.
+    pub fn membership(mut self, membership: MembershipSettings) -> Self {
+        self.membership = Some(membership);
+        self
+    }
+
+    /// Transport queue sizes and timeouts.
+    pub fn transport(mut self, settings: TransportSettings) -> Self {
+        self.transport = settings;
+        self
+    }
+
+    /// Messages an entity's mailbox holds; more are dead letters (`MailboxFull`).
+    pub fn mailbox_capacity(mut self, capacity: usize) -> Self {
+        self.mailbox_capacity = capacity;
+        self
+    }
+
+    /// Leave the cluster gracefully on SIGTERM or ctrl-c (off by default: the application
+    /// may want to do more on a signal; then it calls [`Node::leave`] itself).
+    pub fn leave_on_signal(mut self, enabled: bool) -> Self {
+        self.handle_signals = enabled;
+        self
+    }
+
+    /// Hosts entities of type `E`, made by `make` from their id.
+    pub fn entity<E: Entity>(
+        mut self,
+        config: EntityTypeConfig,
+        make: impl Fn(&EntityId) -> E + Send + Sync + 'static,
+    ) -> Self {
+        self.factories
+            .insert(config.name.clone(), Arc::new(FactoryFn::<E, _>::new(make)));
+        self.register::<E>(config)
+    }
+
+    /// Routes to entities of type `E` hosted by other members, hosting none here (Akka's
+    /// proxy-only region).
+    pub fn proxy<E: Entity>(self, mut config: EntityTypeConfig) -> Self {
+        config.proxy_only = true;
+        self.register::<E>(config)
+    }
+
+    fn register<E: Entity>(mut self, config: EntityTypeConfig) -> Self {
+        let registered = RegisteredType {
+            rust_type: TypeId::of::<E>(),
+            name: std::any::type_name::<E>(),
+        };
+        self.types.insert(config.name.clone(), registered);
+        self.entity_types.retain(|t| t.name != config.name);
+        self.entity_types.push(config);
+        self
+    }
+
+    /// Binds, starts the node's tasks and joins the cluster.
+    pub async fn start(self) -> Result<Node, StartError> {
+        if self.cluster_name.is_empty() {
+            return Err(StartError::Builder("the cluster name is empty".into()));
+        }
+        if self.mailbox_capacity == 0 {
+            return Err(StartError::Builder("mailbox capacity 0".into()));
+        }
+        let listener = TcpListener::bind(&self.bind)
+            .await
+            .map_err(|source| StartError::Bind {
+                address: self.bind.clone(),
+                source,
+            })?;
+        let advertised = match &self.advertise {
+            Some(address) => address.clone(),
+            None => listener
+                .local_addr()
+                .map_err(|source| StartError::Bind {
+                    address: self.bind.clone(),
+                    source,
+                })?
+                .to_string(),
+        };
+        let address = Address::new(advertised.as_str());
+        let node = node_id_of(&advertised);
+        let incarnation = Incarnation(incarnation_now());
+        let mut seed = [0u8; 8];
+        getrandom::fill(&mut seed).map_err(|e| StartError::Random(e.to_string()))?;
+        let seed = u64::from_le_bytes(seed);
+
+        let seeds: Vec<String> = if self.seed_nodes.is_empty() {
+            vec![advertised]
+        } else {
+            self.seed_nodes.clone()
+        };
+        let mut membership = self
+            .membership
+            .unwrap_or_else(|| MembershipSettings::new(Vec::<SeedNode>::new()));
+        membership.seed_nodes = seeds
+            .iter()
+            .map(|s| SeedNode::new(node_id_of(s), Address::new(s.as_str())))
+            .collect();
+        membership.app_version = self.app_version;
+        let mut config = Config::new(node, incarnation);
+        config.address = address.clone();
+        config.roles = self.roles;
+        config.seed = seed;
+        config.entity_types = self.entity_types;
+        config.settings = self.settings.clone();
+        config.membership = Some(membership);
+        let me = config.member_id();
+
+        let clock = Clock::start();
+        let core = shoal_core::Node::new(config, clock.now())?;
+        tracing::info!(%me, %address, seed, "node starting (seed and incarnation replay this run)");
+
+        let (control_tx, control_in) = mpsc::channel(INBOUND_QUEUE);
+        let (data_tx, data_in) = mpsc::channel(INBOUND_QUEUE);
+        let (signals_tx, signals) = mpsc::unbounded_channel();
+        let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let identity = Identity {
+            cluster_name: self.cluster_name,
+            member: me,
+            address: address.clone(),
+            secret: self.secret,
+        };
+        let inbox = Inbox {
+            control: control_tx,
+            data: data_tx,
+        };
+        let transport = Transport::start(listener, identity, self.transport, inbox);
+        let io = TokioIo {
+            me,
+            transport,
+            entities: EntityRuntime::new(self.factories, self.mailbox_capacity, signals_tx),
+            asks: Requests::default(),
+            commands: Requests::default(),
+            events: events.clone(),
+            feedback: Vec::new(),
+            membership_changed: true,
+            left: false,
+        };
+        let query = self.settings.shard_region_query_timeout;
+        let host = Host {
+            driver: Driver::new(core, clock.now()),
+            io,
+            clock,
+            commands,
+            control_in,
+            data_in,
+            signals,
+            members: MemberTracker::default(),
+            leave_waiters: Vec::new(),
+            seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),
+            command_timeout: query * 4 + Duration::from_secs(5),
+        };
+        tokio::spawn(host.run());
+        let node = Node::new(me, address, commands_tx, events, self.types);
+        if self.handle_signals {
+            tokio::spawn(crate::node::leave_on_signal(node.clone()));
+        }
+        Ok(node)
+    }
+}
+
+/// The node id of an advertised address: FNV-1a, so every member derives the same id for a
+/// seed from its address alone.
+pub fn node_id_of(address: &str) -> NodeId {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in address.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    NodeId(hash)
+}
+
+/// Microseconds since the Unix epoch: a restarted node is a newer incarnation.
+fn incarnation_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros() as u64)
+        .max(1)
+}

@@ -1,0 +1,140 @@
+//! One entity's task: decodes its letters, runs the typed entity, answers asks, supervises
+//! panics (restart with backoff) and reports its end exactly once, however it ends.
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use shoal_core::{EntityId, Payload};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::letter::{AskFailure, Letter};
+use super::{Entity, EntityContext, EntityLink, SignalKind};
+
+/// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Starts entities of one type (type-erased, so the host holds one per registered type).
+pub(crate) trait Factory: Send + Sync {
+    /// Spawns the task of a new incarnation reading `mailbox`.
+    fn spawn(&self, mailbox: mpsc::Receiver<Payload>, link: EntityLink) -> JoinHandle<()>;
+}
+
+/// A [`Factory`] of `E` made by a closure.
+pub(crate) struct FactoryFn<E, F> {
+    make: Arc<F>,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E, F> FactoryFn<E, F> {
+    pub(crate) fn new(make: F) -> Self {
+        Self {
+            make: Arc::new(make),
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E, F> Factory for FactoryFn<E, F>
+where
+    E: Entity,
+    F: Fn(&EntityId) -> E + Send + Sync + 'static,
+{
+    fn spawn(&self, mailbox: mpsc::Receiver<Payload>, link: EntityLink) -> JoinHandle<()> {
+        let make = Arc::clone(&self.make);
+        tokio::spawn(run(move |id: &EntityId| make(id), mailbox, link))
+    }
+}
+
+/// Reports the end of the task when dropped: after a graceful stop, a forced abort (the
+/// future is dropped) or anything else, so the core hears `EntityStopped` exactly once.
+struct StopReport(EntityLink);
+
+impl Drop for StopReport {
+    fn drop(&mut self) {
+        self.0.signal(SignalKind::Stopped);
+    }
+}
+
+async fn run<E: Entity>(
+    make: impl Fn(&EntityId) -> E,
+    mut mailbox: mpsc::Receiver<Payload>,
+    link: EntityLink,
+) {
+    let _report = StopReport(link.clone());
+    let mut ctx = EntityContext::new(link);
+    let mut entity = make(ctx.id());
+    let mut backoff = MIN_BACKOFF;
+    while let Some(payload) = mailbox.recv().await {
+        let Ok(letter) = Letter::from_payload(&payload) else {
+            metrics::counter!("shoal_entity_letters_malformed_total").increment(1);
+            tracing::warn!(entity = %ctx.id(), "a payload that is not a letter of this runtime");
+            continue;
+        };
+        let message = match postcard::from_bytes::<E::Message>(&letter.message) {
+            Ok(message) => message,
+            Err(error) => {
+                metrics::counter!("shoal_entity_messages_undecodable_total").increment(1);
+                tracing::warn!(entity = %ctx.id(), %error, "a message that does not decode as the entity's type");
+                answer(&ctx, &letter, Err(AskFailure::Codec(error.to_string())));
+                continue;
+            }
+        };
+        match AssertUnwindSafe(entity.handle(&mut ctx, message))
+            .catch_unwind()
+            .await
+        {
+            Ok(reply) => {
+                backoff = MIN_BACKOFF;
+                let reply = postcard::to_allocvec(&reply)
+                    .map_err(|error| AskFailure::Codec(error.to_string()));
+                answer(&ctx, &letter, reply);
+            }
+            Err(panic) => {
+                metrics::counter!("shoal_entity_panics_total").increment(1);
+                tracing::error!(
+                    entity_type = %ctx.entity_type(),
+                    entity = %ctx.id(),
+                    panic = panic_text(&*panic),
+                    restart_in = ?backoff,
+                    "entity panicked handling a message; restarting it"
+                );
+                answer(&ctx, &letter, Err(AskFailure::Panicked));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                entity = make(ctx.id());
+            }
+        }
+        if ctx.take_passivate() {
+            ctx.link().signal(SignalKind::Passivate);
+        }
+    }
+    // The host closed the mailbox: a graceful stop, after the queued messages.
+    if let Err(panic) = AssertUnwindSafe(entity.on_stop(&mut ctx))
+        .catch_unwind()
+        .await
+    {
+        metrics::counter!("shoal_entity_panics_total").increment(1);
+        tracing::error!(entity = %ctx.id(), panic = panic_text(&*panic), "entity panicked in its stop hook");
+    }
+}
+
+/// Sends the answer of an ask (nothing for a tell).
+fn answer(ctx: &EntityContext, letter: &Letter, answer: Result<Vec<u8>, AskFailure>) {
+    if let Some(ask) = letter.ask {
+        ctx.link().signal(SignalKind::Answer { ask, answer });
+    }
+}
+
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
+}

@@ -1,0 +1,194 @@
+//! [`Node`]: the cheap-clone handle of a running node. It holds channel ends only; the
+//! protocol state lives in the host task.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use shoal_core::{Address, Command, EntityType, MemberId, Reply};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::entity::Entity;
+use crate::error::{QueryError, RegionError};
+use crate::event::NodeEvent;
+use crate::host::command::{HostCommand, NodeStats};
+use crate::region::Region;
+
+/// The Rust type registered for an entity type name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RegisteredType {
+    pub(crate) rust_type: TypeId,
+    pub(crate) name: &'static str,
+}
+
+struct Inner {
+    me: MemberId,
+    address: Address,
+    commands: mpsc::Sender<HostCommand>,
+    events: broadcast::Sender<NodeEvent>,
+    types: HashMap<EntityType, RegisteredType>,
+}
+
+/// A running node (cheap to clone).
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("member", &self.inner.me)
+            .field("address", &self.inner.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    pub(crate) fn new(
+        me: MemberId,
+        address: Address,
+        commands: mpsc::Sender<HostCommand>,
+        events: broadcast::Sender<NodeEvent>,
+        types: HashMap<EntityType, RegisteredType>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                me,
+                address,
+                commands,
+                events,
+                types,
+            }),
+        }
+    }
+
+    /// This member (node id and incarnation).
+    pub fn member(&self) -> MemberId {
+        self.inner.me
+    }
+
+    /// The address others reach this node at.
+    pub fn address(&self) -> &Address {
+        &self.inner.address
+    }
+
+    /// The region of entity type `name`, registered with the builder as `E`.
+    pub fn region<E: Entity>(&self, name: &str) -> Result<Region<E>, RegionError> {
+        let entity_type = EntityType::new(name);
+        let registered = self
+            .inner
+            .types
+            .get(&entity_type)
+            .ok_or_else(|| RegionError::NotRegistered(name.into()))?;
+        if registered.rust_type != TypeId::of::<E>() {
+            tracing::warn!(
+                name,
+                registered = registered.name,
+                "region asked with another type"
+            );
+            return Err(RegionError::WrongType(name.into()));
+        }
+        Ok(Region {
+            entity_type,
+            commands: self.inner.commands.clone(),
+            entity: PhantomData,
+        })
+    }
+
+    /// Cluster and sharding events from now on. A receiver that falls behind by more than
+    /// the buffer (1024 events) skips the oldest and is told how many it missed.
+    pub fn events(&self) -> broadcast::Receiver<NodeEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Leaves the cluster gracefully: every shard is handed off, then the member is removed
+    /// and the node stops. Returns once it has.
+    pub async fn leave(&self) {
+        let (done, left) = oneshot::channel();
+        if self
+            .inner
+            .commands
+            .send(HostCommand::Leave { done })
+            .await
+            .is_ok()
+        {
+            let _ = left.await;
+        }
+    }
+
+    /// Stops the node at once, as a crash would: no handoff; the others detect the failure
+    /// and move its shards. For tests and for processes that cannot wait.
+    pub async fn abort(&self) {
+        let _ = self.inner.commands.send(HostCommand::Abort).await;
+        self.inner.commands.closed().await;
+    }
+
+    /// Whether the node has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.commands.is_closed()
+    }
+
+    /// The node's counters (transport, core, entities).
+    pub async fn stats(&self) -> Result<NodeStats, QueryError> {
+        let (answer, stats) = oneshot::channel();
+        self.inner
+            .commands
+            .send(HostCommand::Stats { answer })
+            .await
+            .map_err(|_| QueryError::ShuttingDown)?;
+        stats.await.map_err(|_| QueryError::ShuttingDown)
+    }
+
+    /// Marks `member` Down (an operator's decision, Akka's `Cluster.down`).
+    pub async fn down(&self, member: MemberId) -> Result<(), QueryError> {
+        self.command(Command::Down { member }).await.map(drop)
+    }
+
+    /// Makes `member` leave gracefully (Akka's `Cluster.leave(address)`).
+    pub async fn leave_member(&self, member: MemberId) -> Result<(), QueryError> {
+        self.command(Command::LeaveMember { member })
+            .await
+            .map(drop)
+    }
+
+    /// Sends a core command and waits for its reply.
+    pub(crate) async fn command(&self, command: Command) -> Result<Reply, QueryError> {
+        send_command(&self.inner.commands, command).await
+    }
+}
+
+/// Sends `command` to the host and waits for the core's reply.
+pub(crate) async fn send_command(
+    commands: &mpsc::Sender<HostCommand>,
+    command: Command,
+) -> Result<Reply, QueryError> {
+    let (answer, reply) = oneshot::channel();
+    commands
+        .send(HostCommand::Command { command, answer })
+        .await
+        .map_err(|_| QueryError::ShuttingDown)?;
+    reply.await.map_err(|_| QueryError::ShuttingDown)?
+}
+
+/// Leaves gracefully on SIGTERM or ctrl-c.
+pub(crate) async fn leave_on_signal(node: Node) {
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            tracing::warn!("cannot listen for SIGTERM");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("signal received: leaving the cluster");
+    node.leave().await;
+}

@@ -1,0 +1,212 @@
+//! Typed access to one entity type: [`Region`] (queries about the type) and [`EntityRef`]
+//! (`tell` and `ask` to one entity).
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use shoal_core::{
+    Command, CoordinatorState, EntityId, EntityType, MemberId, RegionStats, Reply, ShardId,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::entity::Entity;
+use crate::error::{AskError, QueryError, TellError};
+use crate::host::command::HostCommand;
+use crate::node::send_command;
+
+/// The entities of one type, wherever they run.
+pub struct Region<E> {
+    pub(crate) entity_type: EntityType,
+    pub(crate) commands: mpsc::Sender<HostCommand>,
+    pub(crate) entity: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for Region<E> {
+    fn clone(&self) -> Self {
+        Self {
+            entity_type: self.entity_type.clone(),
+            commands: self.commands.clone(),
+            entity: PhantomData,
+        }
+    }
+}
+
+/// Where an entity lives ([`Region::location`]).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct EntityLocation {
+    /// Its shard.
+    pub shard: ShardId,
+    /// The member hosting the shard, if allocated.
+    pub region: Option<MemberId>,
+    /// Whether the entity is running there.
+    pub alive: bool,
+}
+
+/// Entity counts per shard of each region ([`Region::stats`]).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct ClusterStats {
+    /// Regions that answered.
+    pub regions: Vec<RegionStats>,
+    /// Regions that did not answer in time.
+    pub failed: Vec<MemberId>,
+}
+
+impl<E: Entity> Region<E> {
+    /// The type's name.
+    pub fn entity_type(&self) -> &EntityType {
+        &self.entity_type
+    }
+
+    /// A reference to entity `id` (it starts on its first message).
+    pub fn entity_ref(&self, id: impl Into<EntityId>) -> EntityRef<E> {
+        EntityRef {
+            region: self.clone(),
+            entity: id.into(),
+        }
+    }
+
+    /// Starts entity `id` without a message (Akka's `StartEntity`); returns where it runs.
+    pub async fn start_entity(&self, id: impl Into<EntityId>) -> Result<MemberId, QueryError> {
+        let command = Command::StartEntity {
+            entity_type: self.entity_type.clone(),
+            entity: id.into(),
+        };
+        match self.command(command).await? {
+            Reply::EntityStarted { region, .. } => Ok(region),
+            other => unexpected(other),
+        }
+    }
+
+    /// This node's shards of the type and their running entities.
+    pub async fn local_state(&self) -> Result<Vec<(ShardId, Vec<EntityId>)>, QueryError> {
+        let command = Command::GetShardRegionState {
+            entity_type: self.entity_type.clone(),
+        };
+        match self.command(command).await? {
+            Reply::ShardRegionState { shards } => Ok(shards),
+            other => unexpected(other),
+        }
+    }
+
+    /// Where entity `id` lives and whether it runs.
+    pub async fn location(&self, id: impl Into<EntityId>) -> Result<EntityLocation, QueryError> {
+        let command = Command::GetEntityLocation {
+            entity_type: self.entity_type.clone(),
+            entity: id.into(),
+        };
+        match self.command(command).await? {
+            Reply::EntityLocation {
+                shard,
+                region,
+                alive,
+                ..
+            } => Ok(EntityLocation {
+                shard,
+                region,
+                alive,
+            }),
+            other => unexpected(other),
+        }
+    }
+
+    /// The regions registered with the type's coordinator.
+    pub async fn current_regions(&self) -> Result<Vec<MemberId>, QueryError> {
+        let command = Command::GetCurrentRegions {
+            entity_type: self.entity_type.clone(),
+        };
+        match self.command(command).await? {
+            Reply::CurrentRegions { regions } => Ok(regions),
+            other => unexpected(other),
+        }
+    }
+
+    /// Entity counts per shard of every region, gathered by the coordinator.
+    pub async fn stats(&self) -> Result<ClusterStats, QueryError> {
+        let command = Command::GetClusterShardingStats {
+            entity_type: self.entity_type.clone(),
+        };
+        match self.command(command).await? {
+            Reply::ClusterShardingStats { regions, failed } => Ok(ClusterStats { regions, failed }),
+            other => unexpected(other),
+        }
+    }
+
+    /// The type's coordinator's state (its allocation gate and allocations).
+    pub async fn coordinator_state(&self) -> Result<CoordinatorState, QueryError> {
+        let command = Command::GetCoordinatorState {
+            entity_type: self.entity_type.clone(),
+        };
+        match self.command(command).await? {
+            Reply::CoordinatorState(state) => Ok(state),
+            other => unexpected(other),
+        }
+    }
+
+    async fn command(&self, command: Command) -> Result<Reply, QueryError> {
+        send_command(&self.commands, command).await
+    }
+}
+
+fn unexpected<T>(reply: Reply) -> Result<T, QueryError> {
+    tracing::error!(?reply, "a query answered with another kind of reply");
+    Err(QueryError::Unexpected)
+}
+
+/// One entity of type `E`.
+pub struct EntityRef<E> {
+    region: Region<E>,
+    entity: EntityId,
+}
+
+impl<E> Clone for EntityRef<E> {
+    fn clone(&self) -> Self {
+        Self {
+            region: self.region.clone(),
+            entity: self.entity.clone(),
+        }
+    }
+}
+
+impl<E: Entity> EntityRef<E> {
+    /// The entity's id.
+    pub fn id(&self) -> &EntityId {
+        &self.entity
+    }
+
+    /// Sends `message` (fire and forget; a message that cannot be delivered becomes a
+    /// dead-letter event). Waits only while the node's command queue is full.
+    pub async fn tell(&self, message: &E::Message) -> Result<(), TellError> {
+        let message =
+            postcard::to_allocvec(message).map_err(|e| TellError::Codec(e.to_string()))?;
+        let command = HostCommand::Tell {
+            entity_type: self.region.entity_type.clone(),
+            entity: self.entity.clone(),
+            message,
+        };
+        self.region
+            .commands
+            .send(command)
+            .await
+            .map_err(|_| TellError::ShuttingDown)
+    }
+
+    /// Sends `message` and waits up to `timeout` for the entity's reply.
+    pub async fn ask(&self, message: &E::Message, timeout: Duration) -> Result<E::Reply, AskError> {
+        let message = postcard::to_allocvec(message).map_err(|e| AskError::Codec(e.to_string()))?;
+        let (answer, reply) = oneshot::channel();
+        let command = HostCommand::Ask {
+            entity_type: self.region.entity_type.clone(),
+            entity: self.entity.clone(),
+            message,
+            timeout,
+            answer,
+        };
+        self.region
+            .commands
+            .send(command)
+            .await
+            .map_err(|_| AskError::ShuttingDown)?;
+        let bytes = reply.await.map_err(|_| AskError::ShuttingDown)??;
+        postcard::from_bytes(&bytes).map_err(|e| AskError::Codec(e.to_string()))
+    }
+}

@@ -1,0 +1,143 @@
+//! The listener and one reader task per accepted connection. A reader checks the handshake,
+//! then forwards the peer's envelopes to the host, control lane and data lane apart. When a
+//! peer connects again (it reconnected, or restarted as a new incarnation), its older
+//! connection is closed and finished *before* the new one is read, so frames of an old
+//! connection never follow those of a newer one (the core's link-sequence rule).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use shoal_core::{Envelope, Lane, NodeId};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::timeout;
+use tokio_util::codec::FramedRead;
+
+use super::Shared;
+use super::connect::handshake;
+use super::counters::HandshakeFailure;
+use super::frame::{EnvelopeCodec, FrameError};
+use super::handshake::{Peer, Role};
+
+/// Where received envelopes go: the host's two inbound queues.
+#[derive(Clone)]
+pub(crate) struct Inbox {
+    pub(crate) control: mpsc::Sender<Envelope>,
+    pub(crate) data: mpsc::Sender<Envelope>,
+}
+
+/// The live inbound connection per peer node: how to close it, and when it has finished.
+type Live = Arc<Mutex<HashMap<NodeId, (u64, oneshot::Sender<()>, oneshot::Receiver<()>)>>>;
+
+/// Accepts connections until the task is aborted.
+pub(crate) async fn listen(listener: TcpListener, shared: Arc<Shared>, inbox: Inbox) {
+    let live: Live = Arc::default();
+    let mut next_connection = 0u64;
+    loop {
+        match listener.accept().await {
+            Ok((stream, from)) => {
+                next_connection += 1;
+                let _ = stream.set_nodelay(true);
+                tracing::trace!(%from, "accepted a connection");
+                let (shared, inbox, live) = (Arc::clone(&shared), inbox.clone(), Arc::clone(&live));
+                tokio::spawn(serve(stream, next_connection, shared, inbox, live));
+            }
+            Err(error) => {
+                // Out of file descriptors and the like: pause rather than spin.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, id: u64, shared: Arc<Shared>, inbox: Inbox, live: Live) {
+    let outcome = timeout(
+        shared.settings.handshake_timeout,
+        handshake(&mut stream, Role::Acceptor, &shared.identity),
+    )
+    .await
+    .unwrap_or(Err(HandshakeFailure::Timeout));
+    let (peer, rest) = match outcome {
+        Ok(done) => done,
+        Err(failure) => {
+            shared.counters.handshake_failed(&failure);
+            let from = stream
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            tracing::warn!(%from, %failure, "inbound handshake failed; closing");
+            return;
+        }
+    };
+    shared.counters.accepted();
+    let node = peer.member.node;
+    let (close, closed) = oneshot::channel();
+    let (finished, on_finished) = oneshot::channel::<()>();
+    let older = live
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(node, (id, close, on_finished));
+    if let Some((_, close_older, older_finished)) = older {
+        shared.counters.replaced();
+        let _ = close_older.send(());
+        // Resolves when the older reader has dropped its `finished` sender.
+        let _ = older_finished.await;
+    }
+    read(stream, rest, &peer, &shared, &inbox, closed).await;
+    drop(finished);
+    let mut live = live.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if live.get(&node).is_some_and(|(current, ..)| *current == id) {
+        live.remove(&node);
+    }
+}
+
+/// Forwards the peer's envelopes until the connection ends, a frame is refused, or a newer
+/// connection of the same peer closes this one.
+async fn read(
+    stream: TcpStream,
+    rest: BytesMut,
+    peer: &Peer,
+    shared: &Shared,
+    inbox: &Inbox,
+    mut closed: oneshot::Receiver<()>,
+) {
+    let mut frames = FramedRead::new(stream, EnvelopeCodec::default());
+    frames.read_buffer_mut().extend_from_slice(&rest);
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            _ = &mut closed => return,
+        };
+        let envelope = match frame {
+            None => return,
+            Some(Ok(envelope)) => envelope,
+            Some(Err(error)) => {
+                let reason = match &error {
+                    FrameError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => "oversized",
+                    FrameError::Io(_) => return, // the connection broke: nothing to refuse
+                    FrameError::Codec(_) => "malformed",
+                };
+                shared.counters.frame_rejected(reason);
+                tracing::warn!(member = %peer.member, %error, "refused a frame; closing the connection");
+                return;
+            }
+        };
+        if envelope.from.node != peer.member.node {
+            shared.counters.frame_rejected("forged_sender");
+            tracing::warn!(member = %peer.member, from = %envelope.from, "an envelope claiming another sender; closing");
+            return;
+        }
+        shared.counters.received();
+        let queue = match envelope.lane() {
+            Lane::Control => &inbox.control,
+            Lane::Data => &inbox.data,
+        };
+        tokio::select! {
+            sent = queue.send(envelope) => if sent.is_err() { return },
+            _ = &mut closed => return,
+        }
+    }
+}
