@@ -1,0 +1,137 @@
+//! Entities under the runtime: asks that time out, panics restarted, full mailboxes,
+//! passivation with its stop hook, forced stops, and a stopped node.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Counter, Op, builder, logs};
+use shoal::{AskError, DeadLetterReason, EntityTypeConfig, NodeBuilder};
+
+const ASK: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_without_a_reply_in_time_times_out_and_the_late_reply_is_counted() {
+    logs();
+    let node = builder(&[]).start().await.unwrap();
+    let counter = node
+        .region::<Counter>("counter")
+        .unwrap()
+        .entity_ref("slow");
+    let asked = counter
+        .ask(&Op::Sleep(600), Duration::from_millis(100))
+        .await;
+    assert_eq!(asked, Err(AskError::Timeout));
+    assert_eq!(counter.ask(&Op::Add(2), ASK).await, Ok(2));
+    assert_eq!(node.stats().await.unwrap().late_replies, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_entity_fails_that_ask_and_is_restarted_without_its_state() {
+    logs();
+    let node = builder(&[]).start().await.unwrap();
+    let counter = node
+        .region::<Counter>("counter")
+        .unwrap()
+        .entity_ref("fragile");
+    assert_eq!(counter.ask(&Op::Add(5), ASK).await, Ok(5));
+    assert_eq!(
+        counter.ask(&Op::Panic, ASK).await,
+        Err(AskError::EntityPanicked)
+    );
+    // Restarted after its backoff, from its factory.
+    assert_eq!(counter.ask(&Op::Add(1), ASK).await, Ok(1));
+    let stats = node.stats().await.unwrap();
+    assert_eq!(stats.entities, 1, "one task, restarted in place");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_mailbox_turns_asks_into_dead_letters_with_their_reason() {
+    logs();
+    let node = builder(&[]).mailbox_capacity(2).start().await.unwrap();
+    let counter = node
+        .region::<Counter>("counter")
+        .unwrap()
+        .entity_ref("busy");
+    assert_eq!(counter.ask(&Op::Get, ASK).await, Ok(0));
+    let mut events = node.events();
+    let asks: Vec<_> = (0..10)
+        .map(|_| {
+            let counter = counter.clone();
+            tokio::spawn(async move { counter.ask(&Op::Sleep(200), ASK).await })
+        })
+        .collect();
+    let mut refused = 0;
+    for ask in asks {
+        match ask.await.unwrap() {
+            Ok(_) => {}
+            Err(AskError::DeadLetter(DeadLetterReason::MailboxFull)) => refused += 1,
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(refused >= 5, "only {refused} refused with a mailbox of 2");
+    let mut dead_letters = 0;
+    while let Ok(event) = events.try_recv() {
+        if let shoal::NodeEvent::Sharding(shoal_core::Event::DeadLetter { reason, .. }) = event {
+            assert_eq!(reason, DeadLetterReason::MailboxFull);
+            dead_letters += 1;
+        }
+    }
+    assert_eq!(dead_letters, refused, "each refusal is an event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passivation_runs_the_stop_hook_and_a_later_message_starts_the_entity_afresh() {
+    logs();
+    let (stops, mut stopped) = tokio::sync::mpsc::unbounded_channel();
+    let node = NodeBuilder::new("test")
+        .entity(EntityTypeConfig::new("counter"), move |_| Counter {
+            total: 0,
+            stops: Some(stops.clone()),
+        })
+        .start()
+        .await
+        .unwrap();
+    let counter = node
+        .region::<Counter>("counter")
+        .unwrap()
+        .entity_ref("idle");
+    assert_eq!(counter.ask(&Op::Add(3), ASK).await, Ok(3));
+    assert_eq!(counter.ask(&Op::Passivate, ASK).await, Ok(3));
+    let id = tokio::time::timeout(ASK, stopped.recv()).await.unwrap();
+    assert_eq!(id.as_deref(), Some("idle"));
+    assert_eq!(
+        counter.ask(&Op::Get, ASK).await,
+        Ok(0),
+        "started again, fresh"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_refuses_with_shutting_down() {
+    logs();
+    let node = builder(&[]).start().await.unwrap();
+    let counter = node.region::<Counter>("counter").unwrap().entity_ref("x");
+    assert_eq!(counter.ask(&Op::Add(1), ASK).await, Ok(1));
+    node.abort().await;
+    assert!(node.is_stopped());
+    assert_eq!(
+        counter.ask(&Op::Get, ASK).await,
+        Err(AskError::ShuttingDown)
+    );
+    assert_eq!(
+        counter.tell(&Op::Get).await,
+        Err(shoal::TellError::ShuttingDown)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_is_typed_by_its_registration() {
+    let node = builder(&[]).start().await.unwrap();
+    assert!(node.region::<Counter>("counter").is_ok());
+    assert_eq!(
+        node.region::<Counter>("nope").err(),
+        Some(shoal::RegionError::NotRegistered("nope".into()))
+    );
+    node.abort().await;
+}
