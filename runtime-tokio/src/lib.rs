@@ -69,3 +69,8 @@ pub use shoal_core::{
     FailureDetectorSettings, MemberId, MembershipSettings, ShardingSettings,
 };
 pub use transport::{TransportSettings, TransportStats};
+
+/// The README's examples are compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
