@@ -156,3 +156,61 @@ async fn a_crashed_node_is_downed_and_its_shards_serve_again_elsewhere() {
     eprintln!("crash to every shard serving again: {serving:?}");
     common::await_regions(&nodes[0], 2).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leave_does_not_hang_on_an_entity_that_ignores_its_stop() {
+    logs();
+    let nodes = cluster(2).await;
+    let counters = nodes[0].region::<Counter>("counter").unwrap();
+    // An entity hosted by the node that will leave.
+    let mut stubborn = None;
+    for i in 0..1000 {
+        let id = format!("s{i}");
+        if counters.start_entity(id.as_str()).await.unwrap() == nodes[1].member() {
+            stubborn = Some(id);
+            break;
+        }
+    }
+    let stubborn = counters.entity_ref(stubborn.expect("an entity on the leaving node"));
+    // Busy for a minute: it will not finish its queue, so its stop must be forced.
+    stubborn.tell(&Op::Sleep(60_000)).await.unwrap();
+    let left = tokio::time::timeout(Duration::from_secs(30), nodes[1].leave()).await;
+    assert!(left.is_ok(), "the leave hung on the entity");
+    assert_eq!(
+        stubborn.ask(&Op::Get, ASK).await,
+        Ok(0),
+        "it runs again on the other node"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_only_node_routes_to_entities_it_never_hosts() {
+    logs();
+    let nodes = cluster(2).await;
+    let seeds = vec![nodes[0].address().to_string()];
+    let proxy = shoal::NodeBuilder::new("test")
+        .secret("test secret")
+        .seed_nodes(seeds)
+        .membership(common::fast_membership())
+        .settings(common::fast_settings())
+        .proxy::<Counter>(shoal::EntityTypeConfig::new("counter"))
+        .start()
+        .await
+        .unwrap();
+    let counters = proxy.region::<Counter>("counter").unwrap();
+    for i in 0..50 {
+        let entity = counters.entity_ref(format!("p{i}"));
+        assert_eq!(entity.ask(&Op::Add(i), ASK).await, Ok(i));
+    }
+    assert_eq!(
+        proxy.stats().await.unwrap().entities,
+        0,
+        "a proxy runs no entity"
+    );
+    let regions = nodes[0].region::<Counter>("counter").unwrap();
+    let hosting = regions.current_regions().await.unwrap();
+    assert!(
+        !hosting.contains(&proxy.member()),
+        "a proxy is not a hosting region"
+    );
+}

@@ -97,7 +97,10 @@ impl Io for TokioIo {
                 tracing::info!(me = %self.me, downed, "this member is out of the cluster");
                 self.publish(NodeEvent::Sharding(Event::LeftCluster { downed }));
             }
-            other => self.publish(NodeEvent::Sharding(other)),
+            other => {
+                count_sharding_event(&other);
+                self.publish(NodeEvent::Sharding(other));
+            }
         }
     }
 }
@@ -171,4 +174,17 @@ pub(crate) fn reason_label(reason: DeadLetterReason) -> &'static str {
         DeadLetterReason::MailboxFull => "mailbox_full",
         _ => "other",
     }
+}
+
+/// Counts the sharding events operators watch (shards moving, rebalances, coordinators).
+fn count_sharding_event(event: &Event) {
+    let name = match event {
+        Event::ShardStarted { .. } => "shoal_shards_started_total",
+        Event::ShardStopped { .. } => "shoal_handoffs_total",
+        Event::Rebalance { .. } => "shoal_rebalance_rounds_total",
+        Event::CoordinatorStarted { .. } => "shoal_coordinators_started_total",
+        Event::AllocationWaiting { .. } => "shoal_allocation_waiting_total",
+        _ => return,
+    };
+    metrics::counter!(name).increment(1);
 }
