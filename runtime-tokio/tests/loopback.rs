@@ -50,6 +50,14 @@ async fn eventually<F: AsyncFnMut() -> bool>(secs: u64, what: &str, mut check: F
     }
 }
 
+/// Adds 1 to counters `c0..c{n}` through `counters`, each acknowledged.
+async fn add_one_to_each(counters: &shoal::Region<Counter>, n: u64) {
+    for i in 0..n {
+        let entity = counters.entity_ref(format!("c{i}"));
+        entity.ask(&Op::Add(1), ASK).await.unwrap();
+    }
+}
+
 async fn hosted(node: &shoal::Node) -> usize {
     let region = node.region::<Counter>("counter").unwrap();
     region.local_state().await.map_or(0, |s| s.len())
@@ -60,13 +68,7 @@ async fn a_joining_node_takes_shards_in_a_rebalance_and_every_entity_still_answe
     logs();
     let mut nodes = cluster(2).await;
     let counters = nodes[0].region::<Counter>("counter").unwrap();
-    for i in 0..200 {
-        counters
-            .entity_ref(format!("c{i}"))
-            .ask(&Op::Add(1), ASK)
-            .await
-            .unwrap();
-    }
+    add_one_to_each(&counters, 200).await;
     let seeds = vec![nodes[0].address().to_string()];
     nodes.push(common::builder(&seeds).start().await.unwrap());
     eventually(20, "the new node hosts shards", async || {
@@ -89,27 +91,15 @@ async fn a_graceful_leave_hands_off_without_failing_a_single_ask() {
     logs();
     let nodes = cluster(3).await;
     let counters = nodes[0].region::<Counter>("counter").unwrap();
-    for i in 0..60 {
-        counters
-            .entity_ref(format!("c{i}"))
-            .ask(&Op::Add(1), ASK)
-            .await
-            .unwrap();
-    }
+    add_one_to_each(&counters, 60).await;
     assert!(hosted(&nodes[1]).await > 0, "the leaving node hosts shards");
     let leaving = nodes[1].clone();
     let leave = tokio::spawn(async move { leaving.leave().await });
     // Asks keep flowing while its shards move: buffered, then delivered, never refused.
     let mut asked = 0;
     while !leave.is_finished() {
-        for i in 0..60 {
-            counters
-                .entity_ref(format!("c{i}"))
-                .ask(&Op::Add(1), ASK)
-                .await
-                .unwrap();
-            asked += 1;
-        }
+        add_one_to_each(&counters, 60).await;
+        asked += 60;
     }
     leave.await.unwrap();
     assert!(nodes[1].is_stopped());
@@ -129,13 +119,7 @@ async fn a_crashed_node_is_downed_and_its_shards_serve_again_elsewhere() {
     logs();
     let nodes = cluster(3).await;
     let counters = nodes[0].region::<Counter>("counter").unwrap();
-    for i in 0..60 {
-        counters
-            .entity_ref(format!("c{i}"))
-            .ask(&Op::Add(1), ASK)
-            .await
-            .unwrap();
-    }
+    add_one_to_each(&counters, 60).await;
     assert!(
         hosted(&nodes[2]).await > 0,
         "the crashing node hosts shards"
@@ -174,6 +158,10 @@ async fn a_leave_does_not_hang_on_an_entity_that_ignores_its_stop() {
     let stubborn = counters.entity_ref(stubborn.expect("an entity on the leaving node"));
     // Busy for a minute: it will not finish its queue, so its stop must be forced.
     stubborn.tell(&Op::Sleep(60_000)).await.unwrap();
+    // Busy there before the leave begins (were the sleep still on its way, the handoff would
+    // buffer it and deliver it at the new home instead).
+    let busy = stubborn.ask(&Op::Get, Duration::from_millis(300)).await;
+    assert_eq!(busy, Err(shoal::AskError::Timeout));
     let left = tokio::time::timeout(Duration::from_secs(30), nodes[1].leave()).await;
     assert!(left.is_ok(), "the leave hung on the entity");
     assert_eq!(
