@@ -111,4 +111,4 @@ pub use message::{
     RegionStats,
 };
 pub use node::{Metrics, Node};
-pub use time::Instant;
+pub use time::{Instant, earliest};

@@ -1,10 +1,11 @@
 //! Link sequence numbers. A transport that delivers a frame twice (say, one that resends after
 //! reconnecting) must not make a node deliver a message twice. Every node numbers the envelopes
 //! it sends to each member from 1, per [`Lane`] (a transport may let control traffic overtake
-//! data, never the reverse within a lane); a receiver accepts an envelope only if its number is above
-//! the last one it accepted from that sender incarnation. Links are FIFO (a transport must
-//! never hand over a frame of an old connection after one of a newer connection), so an
-//! original never arrives after a later envelope, and every copy is recognised.
+//! data, never reorder within a lane); a receiver accepts an envelope only if its number is
+//! above the last one it accepted from that sender incarnation on that lane. Lanes are FIFO (a
+//! transport must never hand over a frame of an old connection after one of a newer
+//! connection), so an original never arrives after a later envelope, and every copy is
+//! recognised.
 //!
 //! State is kept per peer *address*, for its newest incarnation only: a peer that restarts
 //! (a new incarnation, numbering from 1 again) replaces its old entry, so the tables are bounded

@@ -37,8 +37,8 @@ pub struct Envelope {
     /// The receiving member; a node drops envelopes addressed to another incarnation.
     pub to: MemberId,
     /// Link sequence number: the sending `Node` numbers its envelopes to each member from 1,
-    /// per [`Lane`], and the receiver drops any number it has already passed, so a frame the transport
-    /// delivers twice is handled once. 0 means unnumbered (never deduplicated).
+    /// per [`Lane`], and the receiver drops any number it has already passed, so a frame the
+    /// transport delivers twice is handled once. 0 means unnumbered (never deduplicated).
     pub seq: u64,
     /// What is sent.
     pub message: Message,

@@ -67,8 +67,9 @@ impl fmt::Display for Instant {
     }
 }
 
-/// Keeps the earliest of several optional deadlines; roles use it to answer `poll_timeout`.
-pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+/// Keeps the earliest of two optional deadlines (`None`: no deadline); roles use it to answer
+/// `poll_timeout`, hosts to combine the core's wakeup with their own deadlines.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, None) => a,

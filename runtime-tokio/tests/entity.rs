@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Counter, Op, builder, logs};
+use common::{Counter, Op, builder, counter, logs};
 use shoal::{AskError, DeadLetterReason, EntityTypeConfig, NodeBuilder};
 
 const ASK: Duration = Duration::from_secs(5);
@@ -14,10 +14,7 @@ const ASK: Duration = Duration::from_secs(5);
 async fn an_ask_without_a_reply_in_time_times_out_and_the_late_reply_is_counted() {
     logs();
     let node = builder(&[]).start().await.unwrap();
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("slow");
+    let counter = counter(&node, "slow");
     let asked = counter
         .ask(&Op::Sleep(600), Duration::from_millis(100))
         .await;
@@ -30,10 +27,7 @@ async fn an_ask_without_a_reply_in_time_times_out_and_the_late_reply_is_counted(
 async fn a_panicking_entity_fails_that_ask_and_is_restarted_without_its_state() {
     logs();
     let node = builder(&[]).start().await.unwrap();
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("fragile");
+    let counter = counter(&node, "fragile");
     assert_eq!(counter.ask(&Op::Add(5), ASK).await, Ok(5));
     assert_eq!(
         counter.ask(&Op::Panic, ASK).await,
@@ -49,10 +43,7 @@ async fn a_panicking_entity_fails_that_ask_and_is_restarted_without_its_state() 
 async fn a_full_mailbox_turns_asks_into_dead_letters_with_their_reason() {
     logs();
     let node = builder(&[]).mailbox_capacity(2).start().await.unwrap();
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("busy");
+    let counter = counter(&node, "busy");
     assert_eq!(counter.ask(&Op::Get, ASK).await, Ok(0));
     let mut events = node.events();
     let asks: Vec<_> = (0..10)
@@ -92,10 +83,7 @@ async fn passivation_runs_the_stop_hook_and_a_later_message_starts_the_entity_af
         .start()
         .await
         .unwrap();
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("idle");
+    let counter = counter(&node, "idle");
     assert_eq!(counter.ask(&Op::Add(3), ASK).await, Ok(3));
     assert_eq!(counter.ask(&Op::Passivate, ASK).await, Ok(3));
     let id = tokio::time::timeout(ASK, stopped.recv()).await.unwrap();
@@ -111,7 +99,7 @@ async fn passivation_runs_the_stop_hook_and_a_later_message_starts_the_entity_af
 async fn a_stopped_node_refuses_with_shutting_down() {
     logs();
     let node = builder(&[]).start().await.unwrap();
-    let counter = node.region::<Counter>("counter").unwrap().entity_ref("x");
+    let counter = counter(&node, "x");
     assert_eq!(counter.ask(&Op::Add(1), ASK).await, Ok(1));
     node.abort().await;
     assert!(node.is_stopped());

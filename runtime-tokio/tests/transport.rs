@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-use common::{Counter, Op, builder, logs};
+use common::{Op, builder, counter, logs};
 
 /// Connects to `node` and runs a dialer's handshake as `cluster` with `secret`; the stream
 /// if the node accepted.
@@ -59,6 +59,24 @@ async fn closed(mut stream: TcpStream) -> bool {
     tokio::time::timeout(Duration::from_secs(5), read)
         .await
         .is_ok()
+}
+
+/// Whether the node closes the connection after a good handshake and then `bytes`.
+async fn closed_after_handshake(node: &shoal::Node, bytes: &[u8]) -> bool {
+    let mut stream = handshake(node, "test", b"test secret")
+        .await
+        .expect("accepted");
+    stream.write_all(bytes).await.unwrap();
+    closed(stream).await
+}
+
+/// The node still answers asks.
+async fn assert_still_serves(node: &shoal::Node) {
+    let counter = counter(node, "still");
+    assert_eq!(
+        counter.ask(&Op::Add(1), Duration::from_secs(5)).await,
+        Ok(1)
+    );
 }
 
 async fn raw(node: &shoal::Node, bytes: &[u8]) -> TcpStream {
@@ -122,14 +140,7 @@ async fn bad_handshakes_are_closed_and_counted() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(failed().await >= 6, "counted: {}", failed().await);
 
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("still");
-    assert_eq!(
-        counter.ask(&Op::Add(1), Duration::from_secs(5)).await,
-        Ok(1)
-    );
+    assert_still_serves(&node).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,25 +149,17 @@ async fn bad_frames_after_a_good_handshake_are_closed_and_counted() {
     let node = builder(&[]).start().await.unwrap();
     let rejected = async || node.stats().await.unwrap().transport.frames_rejected;
 
-    let mut stream = handshake(&node, "test", b"test secret")
-        .await
-        .expect("accepted");
-    stream
-        .write_all(&(codec::MAX_FRAME_LEN as u32 + 1).to_be_bytes())
-        .await
-        .unwrap();
-    assert!(closed(stream).await, "oversized frame");
-
-    let mut stream = handshake(&node, "test", b"test secret")
-        .await
-        .expect("accepted");
-    stream.write_all(&frame(&[0xff; 40])).await.unwrap();
-    assert!(closed(stream).await, "undecodable frame");
-
+    let oversized = (codec::MAX_FRAME_LEN as u32 + 1).to_be_bytes();
+    assert!(
+        closed_after_handshake(&node, &oversized).await,
+        "oversized frame"
+    );
+    let undecodable = frame(&[0xff; 40]);
+    assert!(
+        closed_after_handshake(&node, &undecodable).await,
+        "undecodable frame"
+    );
     // An envelope claiming to come from a member other than the one that authenticated.
-    let mut stream = handshake(&node, "test", b"test secret")
-        .await
-        .expect("accepted");
     let forged = Envelope {
         from: MemberId::new(1234, 1),
         to: node.member(),
@@ -165,20 +168,13 @@ async fn bad_frames_after_a_good_handshake_are_closed_and_counted() {
             payload: shoal_core::Payload(vec![1]),
         },
     };
-    stream
-        .write_all(&frame(&codec::encode(&forged).unwrap()))
-        .await
-        .unwrap();
-    assert!(closed(stream).await, "forged sender");
+    let forged = frame(&codec::encode(&forged).unwrap());
+    assert!(
+        closed_after_handshake(&node, &forged).await,
+        "forged sender"
+    );
 
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(rejected().await, 3);
-    let counter = node
-        .region::<Counter>("counter")
-        .unwrap()
-        .entity_ref("still");
-    assert_eq!(
-        counter.ask(&Op::Add(1), Duration::from_secs(5)).await,
-        Ok(1)
-    );
+    assert_still_serves(&node).await;
 }

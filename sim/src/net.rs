@@ -1,6 +1,6 @@
-//! The simulated network: like TCP, FIFO per link and lane (a transport lets control
-//! traffic overtake data, as the runtime's does; each lane stays in order). Latency is usually well under a few
-//! milliseconds with a rare long tail. A link can break (everything in flight on it is lost,
+//! The simulated network: like TCP, FIFO per link and lane (a transport lets control traffic
+//! overtake data, as the runtime's does; each lane stays in order). Latency is usually well
+//! under a few milliseconds with a rare long tail. A link can break (everything in flight on it is lost,
 //! then it reconnects), links can be blocked in one or both directions (partitions), a node or
 //! a link can be clogged (messages are held until the clog ends, not lost), one link may be
 //! slower than the others (see [`SlowLink`]), and, as an optional fault, a message can arrive

@@ -136,13 +136,20 @@ pub(crate) struct EntitySignal {
 /// The kinds of [`EntitySignal`].
 #[derive(Debug)]
 pub(crate) enum SignalKind {
-    /// The task ended (gracefully, aborted, or its mailbox closed).
-    Stopped,
-    /// The entity called [`EntityContext::passivate`].
-    Passivate,
+    /// A step of the entity's life the core must hear of.
+    Lifecycle(Lifecycle),
     /// The answer to an ask.
     Answer {
         ask: letter::AskRef,
         answer: Result<Vec<u8>, letter::AskFailure>,
     },
+}
+
+/// The steps of an entity's life its task reports.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum Lifecycle {
+    /// The task ended (gracefully, aborted, or its mailbox closed).
+    Stopped,
+    /// The entity called [`EntityContext::passivate`].
+    Passivate,
 }

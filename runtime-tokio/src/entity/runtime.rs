@@ -3,6 +3,7 @@
 //! reported back to the core (`Input::MailboxFull`), which makes it a dead letter.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use shoal_core::{EntityEffect, EntityId, EntityType, Input, Payload, StopReason};
@@ -10,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
 
-use super::{EntityLink, EntitySignal, Factory};
+use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 
 /// One running incarnation.
 struct Running {
@@ -24,7 +25,8 @@ struct Running {
 pub(crate) struct EntityRuntime {
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     mailbox_capacity: usize,
-    running: HashMap<(EntityType, EntityId), Running>,
+    /// Per type, so that a delivery looks its entity up without cloning ids.
+    running: HashMap<EntityType, HashMap<EntityId, Running>>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
 }
@@ -48,7 +50,11 @@ impl EntityRuntime {
 
     /// How many entity tasks run.
     pub(crate) fn len(&self) -> usize {
-        self.running.len()
+        self.running.values().map(HashMap::len).sum()
+    }
+
+    fn running_mut(&mut self, entity_type: &EntityType, entity: &EntityId) -> Option<&mut Running> {
+        self.running.get_mut(entity_type)?.get_mut(entity)
     }
 
     /// Executes one of the core's entity effects; what the core must hear back (a full
@@ -83,29 +89,35 @@ impl EntityRuntime {
             });
             return;
         };
-        let key = (entity_type, entity);
-        if let Some(old) = self.running.remove(&key) {
-            tracing::error!(entity_type = %key.0, entity = %key.1, "started while running; aborting the old task");
-            old.task.abort();
-        }
         self.next_generation += 1;
         let (sender, mailbox) = mpsc::channel(self.mailbox_capacity);
         let link = EntityLink {
-            entity_type: key.0.clone(),
-            entity: key.1.clone(),
+            entity_type: entity_type.clone(),
+            entity: entity.clone(),
             generation: self.next_generation,
             signals: self.signals.clone(),
         };
         let task = factory.spawn(mailbox, link).abort_handle();
         metrics::counter!("shoal_entities_started_total").increment(1);
-        self.running.insert(
-            key,
-            Running {
-                generation: self.next_generation,
-                mailbox: Some(sender),
-                task,
-            },
-        );
+        let running = Running {
+            generation: self.next_generation,
+            mailbox: Some(sender),
+            task,
+        };
+        match self
+            .running
+            .entry(entity_type.clone())
+            .or_default()
+            .entry(entity)
+        {
+            Entry::Vacant(vacant) => {
+                vacant.insert(running);
+            }
+            Entry::Occupied(mut occupied) => {
+                tracing::error!(%entity_type, entity = %occupied.key(), "started while running; aborting the old task");
+                occupied.insert(running).task.abort();
+            }
+        }
     }
 
     fn deliver(
@@ -116,8 +128,7 @@ impl EntityRuntime {
         feedback: &mut Vec<Input>,
     ) {
         let mailbox = self
-            .running
-            .get(&(entity_type.clone(), entity.clone()))
+            .running_mut(&entity_type, &entity)
             .and_then(|running| running.mailbox.as_ref());
         let payload = match mailbox {
             Some(mailbox) => match mailbox.try_send(payload) {
@@ -139,7 +150,7 @@ impl EntityRuntime {
     }
 
     fn stop(&mut self, entity_type: &EntityType, entity: &EntityId, reason: StopReason) {
-        let Some(running) = self.running.get_mut(&(entity_type.clone(), entity.clone())) else {
+        let Some(running) = self.running_mut(entity_type, entity) else {
             return;
         };
         match reason {
@@ -149,52 +160,37 @@ impl EntityRuntime {
         }
     }
 
-    /// The task of `generation` ended: the core hears `EntityStopped` if it was the running
-    /// incarnation (a replaced one's report is stale).
-    pub(crate) fn handle_stopped(
+    /// A step reported by the task of `generation`: what the core must hear, if it is the
+    /// running incarnation (a replaced one's report is stale).
+    pub(crate) fn handle_lifecycle(
         &mut self,
         entity_type: EntityType,
         entity: EntityId,
         generation: u64,
+        step: Lifecycle,
     ) -> Option<Input> {
-        let key = (entity_type, entity);
-        if !self.is_current(&key, generation) {
+        let of_type = self.running.get_mut(&entity_type)?;
+        if of_type.get(&entity)?.generation != generation {
             return None;
         }
-        self.running.remove(&key);
-        let (entity_type, entity) = key;
-        Some(Input::EntityStopped {
-            entity_type,
-            entity,
-        })
-    }
-
-    /// The entity of `generation` asked to passivate.
-    pub(crate) fn handle_passivate(
-        &mut self,
-        entity_type: EntityType,
-        entity: EntityId,
-        generation: u64,
-    ) -> Option<Input> {
-        let key = (entity_type, entity);
-        self.is_current(&key, generation).then(|| {
-            let (entity_type, entity) = key;
-            Input::Passivate {
+        Some(match step {
+            Lifecycle::Stopped => {
+                of_type.remove(&entity);
+                Input::EntityStopped {
+                    entity_type,
+                    entity,
+                }
+            }
+            Lifecycle::Passivate => Input::Passivate {
                 entity_type,
                 entity,
-            }
+            },
         })
-    }
-
-    fn is_current(&self, key: &(EntityType, EntityId), generation: u64) -> bool {
-        self.running
-            .get(key)
-            .is_some_and(|running| running.generation == generation)
     }
 
     /// Aborts every entity (the node is stopping).
     pub(crate) fn abort_all(&mut self) {
-        for running in self.running.values() {
+        for running in self.running.values().flat_map(HashMap::values) {
             running.task.abort();
         }
     }

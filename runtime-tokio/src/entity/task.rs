@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::letter::{AskFailure, Letter};
-use super::{Entity, EntityContext, EntityLink, SignalKind};
+use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind};
 
 /// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -57,7 +57,7 @@ struct StopReport(EntityLink);
 
 impl Drop for StopReport {
     fn drop(&mut self) {
-        self.0.signal(SignalKind::Stopped);
+        self.0.signal(SignalKind::Lifecycle(Lifecycle::Stopped));
     }
 }
 
@@ -111,7 +111,8 @@ async fn run<E: Entity>(
             }
         }
         if ctx.take_passivate() {
-            ctx.link().signal(SignalKind::Passivate);
+            ctx.link()
+                .signal(SignalKind::Lifecycle(Lifecycle::Passivate));
         }
     }
     // The host closed the mailbox: a graceful stop, after the queued messages.

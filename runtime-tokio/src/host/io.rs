@@ -157,7 +157,7 @@ impl TokioIo {
 
     /// The earliest deadline of a waiting ask or command.
     pub(crate) fn next_deadline(&self) -> Option<shoal_core::Instant> {
-        super::earliest(self.asks.next_deadline(), self.commands.next_deadline())
+        shoal_core::earliest(self.asks.next_deadline(), self.commands.next_deadline())
     }
 }
 

@@ -11,7 +11,7 @@ pub mod requests;
 
 use std::time::Duration;
 
-use shoal_core::{Address, Command, Driver, Envelope, Input, Instant};
+use shoal_core::{Address, Command, Driver, Envelope, Input, Instant, earliest};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
@@ -120,14 +120,10 @@ impl Host {
                 self.after_call();
                 return;
             }
-            SignalKind::Stopped => self
-                .io
-                .entities
-                .handle_stopped(entity_type, entity, generation),
-            SignalKind::Passivate => {
+            SignalKind::Lifecycle(step) => {
                 self.io
                     .entities
-                    .handle_passivate(entity_type, entity, generation)
+                    .handle_lifecycle(entity_type, entity, generation, step)
             }
         };
         if let Some(input) = input {
@@ -225,12 +221,5 @@ impl Host {
         }
         let _ = self.io.events.send(NodeEvent::Stopped);
         tracing::info!(me = %self.io.me, "node stopped");
-    }
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }

@@ -102,11 +102,11 @@ impl Transport {
         address: &Address,
         envelope: Envelope,
     ) -> Result<(), Box<Envelope>> {
-        let shared = &self.shared;
-        let peer = self
-            .peers
-            .entry(address.clone())
-            .or_insert_with(|| peer::spawn(address.clone(), Arc::clone(shared)));
+        if !self.peers.contains_key(address) {
+            let peer = peer::spawn(address.clone(), Arc::clone(&self.shared));
+            self.peers.insert(address.clone(), peer);
+        }
+        let peer = &self.peers[address];
         let user = envelope.is_user_traffic();
         if user && peer.user_queued.load(Ordering::Relaxed) >= self.shared.settings.user_queue {
             return Err(Box::new(envelope));

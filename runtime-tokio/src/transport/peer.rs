@@ -71,7 +71,7 @@ enum Ended {
 }
 
 async fn run(address: Address, shared: Arc<Shared>, mut lanes: Lanes) {
-    let settings = shared.settings.clone();
+    let settings = &shared.settings;
     let mut backoff = settings.reconnect_min;
     let mut failures = 0u32;
     loop {

@@ -128,6 +128,11 @@ pub(crate) async fn await_regions(node: &Node, n: usize) {
     }
 }
 
+/// The counter `id`, reached through `node`.
+pub(crate) fn counter(node: &Node, id: &str) -> shoal::EntityRef<Counter> {
+    node.region::<Counter>("counter").unwrap().entity_ref(id)
+}
+
 /// Logs for a test run (`RUST_LOG` to see them).
 pub(crate) fn logs() {
     let _ = tracing_subscriber::fmt()
