@@ -111,4 +111,5 @@ pub use message::{
     RegionStats,
 };
 pub use node::{Metrics, Node};
+pub use rng::Rng;
 pub use time::{Instant, earliest};

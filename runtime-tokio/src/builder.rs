@@ -10,7 +10,6 @@ use shoal_core::{
     Address, AppVersion, Config, Driver, EntityId, EntityType, EntityTypeConfig, Incarnation,
     MembershipSettings, NodeId, SeedNode, ShardingSettings,
 };
-use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::clock::Clock;
@@ -23,6 +22,7 @@ use crate::host::io::TokioIo;
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
 use crate::transport::handshake::Identity;
+use crate::transport::network::{Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
 
 /// Queue sizes between the transport, the entities and the host task.
@@ -47,6 +47,9 @@ pub struct NodeBuilder {
     transport: TransportSettings,
     mailbox_capacity: usize,
     handle_signals: bool,
+    network: Arc<dyn Network>,
+    seed: Option<u64>,
+    incarnation: Option<u64>,
     entity_types: Vec<EntityTypeConfig>,
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     types: HashMap<EntityType, RegisteredType>,
@@ -69,6 +72,9 @@ impl NodeBuilder {
             transport: TransportSettings::default(),
             mailbox_capacity: 1024,
             handle_signals: false,
+            network: Arc::new(Tcp),
+            seed: None,
+            incarnation: None,
             entity_types: Vec::new(),
             factories: HashMap::new(),
             types: HashMap::new(),
@@ -109,6 +115,29 @@ impl NodeBuilder {
     /// The application's version (allocation prefers members of the newest version).
     pub fn app_version(mut self, version: AppVersion) -> Self {
         self.app_version = version;
+        self
+    }
+
+    /// The node's random seed (the core's tie-breaks and jitter, the transport's reconnect
+    /// jitter). By default drawn from the OS and logged at start, so an incident can be
+    /// replayed by setting it here. Handshake nonces never come from it.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The incarnation this start claims (by default microseconds since the Unix epoch). It
+    /// must grow across restarts of a node at one address: members take the larger one as the
+    /// node's current life. For deterministic tests on a simulated clock.
+    pub fn incarnation(mut self, incarnation: u64) -> Self {
+        self.incarnation = Some(incarnation.max(1));
+        self
+    }
+
+    /// The network the transport dials and listens on (default: real TCP). Tests run whole
+    /// clusters on a simulated one.
+    pub fn network(mut self, network: impl Network) -> Self {
+        self.network = Arc::new(network);
         self
     }
 
@@ -181,7 +210,9 @@ impl NodeBuilder {
         if self.mailbox_capacity == 0 {
             return Err(StartError::Builder("mailbox capacity 0".into()));
         }
-        let listener = TcpListener::bind(&self.bind)
+        let listener = self
+            .network
+            .bind(&self.bind)
             .await
             .map_err(|source| StartError::Bind {
                 address: self.bind.clone(),
@@ -199,10 +230,15 @@ impl NodeBuilder {
         };
         let address = Address::new(advertised.as_str());
         let node = node_id_of(&advertised);
-        let incarnation = Incarnation(incarnation_now());
-        let mut seed = [0u8; 8];
-        getrandom::fill(&mut seed).map_err(|e| StartError::Random(e.to_string()))?;
-        let seed = u64::from_le_bytes(seed);
+        let incarnation = Incarnation(self.incarnation.unwrap_or_else(incarnation_now));
+        let seed = match self.seed {
+            Some(seed) => seed,
+            None => {
+                let mut seed = [0u8; 8];
+                getrandom::fill(&mut seed).map_err(|e| StartError::Random(e.to_string()))?;
+                u64::from_le_bytes(seed)
+            }
+        };
 
         let seeds: Vec<String> = if self.seed_nodes.is_empty() {
             vec![advertised]
@@ -245,7 +281,14 @@ impl NodeBuilder {
             control: control_tx,
             data: data_tx,
         };
-        let transport = Transport::start(listener, identity, self.transport, inbox);
+        let transport = Transport::start(
+            listener,
+            self.network,
+            identity,
+            self.transport,
+            seed,
+            inbox,
+        );
         let io = TokioIo {
             me,
             transport,

@@ -68,6 +68,7 @@ pub use shoal_core::{
     AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig,
     FailureDetectorSettings, MemberId, MembershipSettings, ShardingSettings,
 };
+pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 pub use transport::{TransportSettings, TransportStats};
 
 /// The README's examples are compiled as doc tests.

@@ -4,6 +4,11 @@
 //! call it feeds back what the [`io::TokioIo`] collected (refusals of full queues, answers for
 //! other members), turns membership changes into events, and sleeps until the core's next
 //! timer or the next request deadline.
+//!
+//! The loop is deterministic: each round takes what is ready in a fixed order (control lane,
+//! due timers, entity signals, commands, data lane), at most [`ROUND`] from each queue so none
+//! waits behind another, and never relies on a random choice between ready branches. On a
+//! simulated network and clock (turmoil) one seed therefore gives one run.
 
 pub(crate) mod command;
 pub(crate) mod io;
@@ -23,6 +28,19 @@ use io::TokioIo;
 
 /// How often the core's counters are exported to the `metrics` facade.
 const METRICS_EVERY: Duration = Duration::from_secs(1);
+
+/// Most items taken from one queue in a round.
+const ROUND: usize = 64;
+
+/// What a round found.
+enum Round {
+    /// Nothing was ready: wait.
+    Idle,
+    /// Work was done; more may be ready.
+    Busy,
+    /// The node was aborted.
+    Stop,
+}
 
 /// The host task's state.
 pub(crate) struct Host {
@@ -44,29 +62,79 @@ pub(crate) struct Host {
 impl Host {
     /// Runs until this member leaves the cluster or is aborted.
     pub(crate) async fn run(mut self) {
-        let mut metrics = tokio::time::interval(METRICS_EVERY);
+        let mut next_export = tokio::time::Instant::now() + METRICS_EVERY;
         self.after_call();
         while !self.io.left {
-            // Membership and failure detection first: drain the control lane.
-            while let Ok(envelope) = self.control_in.try_recv() {
-                self.input(Input::Receive(envelope));
+            if tokio::time::Instant::now() >= next_export {
+                self.export_metrics();
+                next_export += METRICS_EVERY;
+            }
+            match self.handle_ready() {
+                Round::Stop => break,
+                Round::Busy => {
+                    // Let the transport and entity tasks run before the next round.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Round::Idle => {}
             }
             let wake = earliest(self.driver.next_wakeup(), self.io.next_deadline());
-            let sleep = tokio::time::sleep_until(self.clock.deadline(wake.unwrap_or(Instant::MAX)));
+            let wake = self.clock.deadline(wake.unwrap_or(Instant::MAX));
+            // Whatever woke the loop, the next round handles it (and anything else ready).
             tokio::select! {
+                biased;
                 Some(envelope) = self.control_in.recv() => self.input(Input::Receive(envelope)),
+                () = tokio::time::sleep_until(wake.min(next_export)) => {}
                 Some(signal) = self.signals.recv() => self.handle_signal(signal),
-                Some(envelope) = self.data_in.recv() => self.input(Input::Receive(envelope)),
                 Some(command) = self.commands.recv() => {
                     if !self.handle_command(command) {
                         break;
                     }
                 }
-                () = sleep => self.wakeup(),
-                _ = metrics.tick() => self.export_metrics(),
+                Some(envelope) = self.data_in.recv() => self.input(Input::Receive(envelope)),
             }
         }
         self.stop();
+    }
+
+    /// One round over everything ready, in the loop's fixed order.
+    fn handle_ready(&mut self) -> Round {
+        let mut busy = false;
+        // Membership and failure detection first: drain the control lane.
+        while let Ok(envelope) = self.control_in.try_recv() {
+            self.input(Input::Receive(envelope));
+            busy = true;
+        }
+        let now = self.clock.now();
+        if earliest(self.driver.next_wakeup(), self.io.next_deadline()).is_some_and(|at| at <= now)
+        {
+            self.wakeup();
+            busy = true;
+        }
+        for _ in 0..ROUND {
+            let Ok(signal) = self.signals.try_recv() else {
+                break;
+            };
+            self.handle_signal(signal);
+            busy = true;
+        }
+        for _ in 0..ROUND {
+            let Ok(command) = self.commands.try_recv() else {
+                break;
+            };
+            if !self.handle_command(command) {
+                return Round::Stop;
+            }
+            busy = true;
+        }
+        for _ in 0..ROUND {
+            let Ok(envelope) = self.data_in.try_recv() else {
+                break;
+            };
+            self.input(Input::Receive(envelope));
+            busy = true;
+        }
+        if busy { Round::Busy } else { Round::Idle }
     }
 
     fn input(&mut self, input: Input) {

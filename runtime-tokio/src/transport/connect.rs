@@ -1,17 +1,18 @@
-//! Drives the sans-IO [`Handshake`] over a fresh TCP connection, then hands the stream over
+//! Drives the sans-IO [`Handshake`] over a fresh connection, then hands the stream over
 //! with whatever the peer already sent after its proof.
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
+use shoal_core::Rng;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::counters::HandshakeFailure;
 use super::handshake::{Handshake, Identity, MAX_HANDSHAKE_FRAME, Peer, Role};
 
 /// Runs the handshake as `role` on `stream`: the peer, and the bytes read past the handshake.
-pub(crate) async fn handshake(
-    stream: &mut TcpStream,
+pub(crate) async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     role: Role,
     identity: &Identity,
 ) -> Result<(Peer, BytesMut), HandshakeFailure> {
@@ -35,12 +36,8 @@ pub(crate) async fn handshake(
     }
 }
 
-/// A random factor in `[0.5, 1.5)` to spread reconnect attempts (OS randomness; 1.0 if it
-/// is unavailable, which only loses the spreading).
-pub(crate) fn jitter() -> f64 {
-    let mut bytes = [0; 8];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => 0.5 + (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64,
-        Err(_) => 1.0,
-    }
+/// A random factor in `[0.5, 1.5)` to spread reconnect attempts. Seeded, not secret: the
+/// spreading only needs members to differ, and a replay needs the same delays.
+pub(crate) fn jitter(rng: &mut Rng) -> f64 {
+    0.5 + (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }

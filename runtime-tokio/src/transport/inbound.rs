@@ -5,12 +5,12 @@
 //! connection never follow those of a newer one (the core's link-sequence rule).
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use futures_util::StreamExt;
 use shoal_core::{Envelope, Lane, NodeId};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 use tokio_util::codec::FramedRead;
@@ -20,6 +20,7 @@ use super::connect::handshake;
 use super::counters::HandshakeFailure;
 use super::frame::{EnvelopeCodec, FrameError};
 use super::handshake::{Peer, Role};
+use super::network::{BoxConnection, Listener};
 
 /// Where received envelopes go: the host's two inbound queues.
 #[derive(Clone)]
@@ -32,17 +33,21 @@ pub(crate) struct Inbox {
 type Live = Arc<Mutex<HashMap<NodeId, (u64, oneshot::Sender<()>, oneshot::Receiver<()>)>>>;
 
 /// Accepts connections until the task is aborted.
-pub(crate) async fn listen(listener: TcpListener, shared: Arc<Shared>, inbox: Inbox) {
+pub(crate) async fn listen(mut listener: Box<dyn Listener>, shared: Arc<Shared>, inbox: Inbox) {
     let live: Live = Arc::default();
     let mut next_connection = 0u64;
     loop {
         match listener.accept().await {
             Ok((stream, from)) => {
                 next_connection += 1;
-                let _ = stream.set_nodelay(true);
                 tracing::trace!(%from, "accepted a connection");
                 let (shared, inbox, live) = (Arc::clone(&shared), inbox.clone(), Arc::clone(&live));
-                tokio::spawn(serve(stream, next_connection, shared, inbox, live));
+                let connection = Accepted {
+                    stream,
+                    from,
+                    id: next_connection,
+                };
+                tokio::spawn(serve(connection, shared, inbox, live));
             }
             Err(error) => {
                 // Out of file descriptors and the like: pause rather than spin.
@@ -53,7 +58,19 @@ pub(crate) async fn listen(listener: TcpListener, shared: Arc<Shared>, inbox: In
     }
 }
 
-async fn serve(mut stream: TcpStream, id: u64, shared: Arc<Shared>, inbox: Inbox, live: Live) {
+/// An accepted connection, numbered in order of arrival.
+struct Accepted {
+    stream: BoxConnection,
+    from: SocketAddr,
+    id: u64,
+}
+
+async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Live) {
+    let Accepted {
+        mut stream,
+        from,
+        id,
+    } = connection;
     let outcome = timeout(
         shared.settings.handshake_timeout,
         handshake(&mut stream, Role::Acceptor, &shared.identity),
@@ -64,10 +81,6 @@ async fn serve(mut stream: TcpStream, id: u64, shared: Arc<Shared>, inbox: Inbox
         Ok(done) => done,
         Err(failure) => {
             shared.counters.handshake_failed(&failure);
-            let from = stream
-                .peer_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
             tracing::warn!(%from, %failure, "inbound handshake failed; closing");
             return;
         }
@@ -97,7 +110,7 @@ async fn serve(mut stream: TcpStream, id: u64, shared: Arc<Shared>, inbox: Inbox
 /// Forwards the peer's envelopes until the connection ends, a frame is refused, or a newer
 /// connection of the same peer closes this one.
 async fn read(
-    stream: TcpStream,
+    stream: BoxConnection,
     rest: BytesMut,
     peer: &Peer,
     shared: &Shared,
@@ -108,8 +121,9 @@ async fn read(
     frames.read_buffer_mut().extend_from_slice(&rest);
     loop {
         let frame = tokio::select! {
-            frame = frames.next() => frame,
+            biased;
             _ = &mut closed => return,
+            frame = frames.next() => frame,
         };
         let envelope = match frame {
             None => return,
@@ -136,8 +150,9 @@ async fn read(
             Lane::Data => &inbox.data,
         };
         tokio::select! {
-            sent = queue.send(envelope) => if sent.is_err() { return },
+            biased;
             _ = &mut closed => return,
+            sent = queue.send(envelope) => if sent.is_err() { return },
         }
     }
 }

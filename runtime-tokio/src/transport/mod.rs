@@ -8,18 +8,18 @@ mod counters;
 pub mod frame;
 pub mod handshake;
 mod inbound;
+pub mod network;
 mod peer;
 
 #[cfg(test)]
 mod handshake_tests;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use shoal_core::{Address, Envelope, Lane};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
 
@@ -28,6 +28,7 @@ pub use counters::TransportStats;
 pub(crate) use inbound::Inbox;
 
 use handshake::Identity;
+use network::{Listener, Network};
 
 /// Queue sizes and timeouts of the transport.
 #[derive(Clone, Debug)]
@@ -65,32 +66,41 @@ pub(crate) struct Shared {
     pub(crate) identity: Identity,
     pub(crate) settings: TransportSettings,
     pub(crate) counters: Counters,
+    pub(crate) network: Arc<dyn Network>,
+    /// The node's seed: each peer task's reconnect jitter follows from it and the address.
+    pub(crate) seed: u64,
 }
 
 /// The outbound side, owned by the host, and the listener.
 pub(crate) struct Transport {
     shared: Arc<Shared>,
-    peers: HashMap<Address, peer::PeerQueues>,
+    /// Ordered, so tasks are stopped in the same order on every run (replays stay exact).
+    peers: BTreeMap<Address, peer::PeerQueues>,
     listener: AbortHandle,
 }
 
 impl Transport {
-    /// Starts accepting on `listener`, forwarding what arrives to `inbox`.
+    /// Starts accepting on `listener`, forwarding what arrives to `inbox`; dials through
+    /// `network`.
     pub(crate) fn start(
-        listener: TcpListener,
+        listener: Box<dyn Listener>,
+        network: Arc<dyn Network>,
         identity: Identity,
         settings: TransportSettings,
+        seed: u64,
         inbox: Inbox,
     ) -> Self {
         let shared = Arc::new(Shared {
             identity,
             settings,
             counters: Counters::default(),
+            network,
+            seed,
         });
         let listener = tokio::spawn(inbound::listen(listener, Arc::clone(&shared), inbox));
         Self {
             shared,
-            peers: HashMap::new(),
+            peers: BTreeMap::new(),
             listener: listener.abort_handle(),
         }
     }

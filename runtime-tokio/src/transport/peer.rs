@@ -9,10 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::SinkExt;
-use shoal_core::{Address, Envelope};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
+use shoal_core::{Address, Envelope, Rng};
+use tokio::io::{AsyncReadExt, ReadHalf};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_util::codec::FramedWrite;
@@ -21,6 +19,7 @@ use super::Shared;
 use super::connect::{handshake, jitter};
 use super::frame::{EnvelopeCodec, FrameError};
 use super::handshake::Role;
+use super::network::BoxConnection;
 
 /// Most frames written before a flush.
 const BATCH: usize = 256;
@@ -74,6 +73,7 @@ async fn run(address: Address, shared: Arc<Shared>, mut lanes: Lanes) {
     let settings = &shared.settings;
     let mut backoff = settings.reconnect_min;
     let mut failures = 0u32;
+    let mut rng = Rng::new(shared.seed ^ crate::builder::node_id_of(address.as_str()).0);
     loop {
         match dial(&address, &shared).await {
             Ok(stream) => {
@@ -97,15 +97,15 @@ async fn run(address: Address, shared: Arc<Shared>, mut lanes: Lanes) {
                 }
             }
         }
-        tokio::time::sleep(backoff.mul_f64(jitter())).await;
+        tokio::time::sleep(backoff.mul_f64(jitter(&mut rng))).await;
         backoff = (backoff * 2).min(settings.reconnect_max);
     }
 }
 
 /// Connects to `address` and runs the handshake as the dialer.
-async fn dial(address: &Address, shared: &Shared) -> Result<TcpStream, String> {
+async fn dial(address: &Address, shared: &Shared) -> Result<BoxConnection, String> {
     let settings = &shared.settings;
-    let connect = TcpStream::connect(address.to_string());
+    let connect = shared.network.connect(address.as_str());
     let mut stream = match timeout(settings.connect_timeout, connect).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
@@ -117,7 +117,6 @@ async fn dial(address: &Address, shared: &Shared) -> Result<TcpStream, String> {
             return Err("connect timed out".into());
         }
     };
-    let _ = stream.set_nodelay(true);
     let outcome = timeout(
         settings.handshake_timeout,
         handshake(&mut stream, Role::Dialer, &shared.identity),
@@ -139,8 +138,8 @@ async fn dial(address: &Address, shared: &Shared) -> Result<TcpStream, String> {
 }
 
 /// Writes queued envelopes until the connection breaks or the queues close.
-async fn write(stream: TcpStream, lanes: &mut Lanes, shared: &Shared) -> Ended {
-    let (mut read, write) = stream.into_split();
+async fn write(stream: BoxConnection, lanes: &mut Lanes, shared: &Shared) -> Ended {
+    let (mut read, write) = tokio::io::split(stream);
     let mut sink = FramedWrite::new(write, EnvelopeCodec::default());
     loop {
         let first = tokio::select! {
@@ -194,7 +193,7 @@ impl Lanes {
 }
 
 /// Completes when the peer closes the connection (it never writes on a connection we dialled).
-async fn closed_by_peer(read: &mut OwnedReadHalf) -> String {
+async fn closed_by_peer(read: &mut ReadHalf<BoxConnection>) -> String {
     let mut byte = [0u8; 1];
     match read.read(&mut byte).await {
         Ok(0) => "closed by the peer".into(),
