@@ -69,6 +69,8 @@ pub use shoal_core::{
     FailureDetectorSettings, MemberId, MembershipSettings, ShardingSettings,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
+#[cfg(feature = "tls")]
+pub use transport::tls::{MutualTls, TlsError, TlsSettings};
 pub use transport::{TransportSettings, TransportStats};
 
 /// The README's examples are compiled as doc tests.

@@ -10,6 +10,8 @@ pub mod handshake;
 mod inbound;
 pub mod network;
 mod peer;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 #[cfg(test)]
 mod handshake_tests;
