@@ -110,6 +110,6 @@ pub use message::{
     AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,
     RegionStats,
 };
-pub use node::{Metrics, Node};
+pub use node::{Metrics, Node, RouteCounts};
 pub use rng::Rng;
 pub use time::{Instant, earliest};

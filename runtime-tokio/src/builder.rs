@@ -11,6 +11,7 @@ use shoal_core::{
     MembershipSettings, NodeId, SeedNode, ShardingSettings,
 };
 use tokio::sync::{broadcast, mpsc};
+use tracing::Instrument;
 
 use crate::clock::Clock;
 use crate::entity::runtime::EntityRuntime;
@@ -314,7 +315,10 @@ impl NodeBuilder {
             seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),
             command_timeout: query * 4 + Duration::from_secs(5),
         };
-        tokio::spawn(host.run());
+        tokio::spawn(
+            host.run()
+                .instrument(tracing::info_span!("node", member = %me)),
+        );
         let node = Node::new(me, address, commands_tx, events, self.types);
         if self.handle_signals {
             tokio::spawn(crate::node::leave_on_signal(node.clone()));

@@ -66,7 +66,7 @@ pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
     AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig,
-    FailureDetectorSettings, MemberId, MembershipSettings, ShardingSettings,
+    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, RouteCounts, ShardingSettings,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 #[cfg(feature = "tls")]

@@ -123,3 +123,28 @@ async fn a_region_is_typed_by_its_registration() {
     );
     node.abort().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_type_only_a_newer_member_serves_works_without_the_oldest() {
+    logs();
+    // The oldest member (the coordinators' home) does not know "ledger"; a newer one does,
+    // as in a rolling deployment that adds an entity type.
+    let old = builder(&[]).start().await.unwrap();
+    let seeds = vec![old.address().to_string()];
+    let new = builder(&seeds)
+        .entity(EntityTypeConfig::new("ledger"), |_| Counter {
+            total: 0,
+            stops: None,
+        })
+        .start()
+        .await
+        .unwrap();
+    common::await_regions(&old, 2).await;
+    // The type's coordinator runs on the oldest member serving it, so it works at once.
+    let ledger = new.region::<Counter>("ledger").unwrap().entity_ref("l1");
+    assert_eq!(ledger.ask(&Op::Add(1), ASK).await, Ok(1));
+    let old_stats = old.stats().await.unwrap();
+    assert_eq!(old_stats.routes, shoal::RouteCounts::default());
+    assert_eq!(old_stats.core.unknown_entity_type, 0);
+    assert_eq!(new.stats().await.unwrap().routes.delivered, 1);
+}

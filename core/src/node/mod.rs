@@ -25,6 +25,19 @@ use crate::region::{Handled, Region};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
 
+/// How the regions of a node routed messages, counted since it started. A buffered message
+/// is counted again when it is later delivered or forwarded.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+#[non_exhaustive]
+pub struct RouteCounts {
+    /// Handed to a shard hosted on this node.
+    pub delivered: u64,
+    /// Forwarded to the member hosting the shard.
+    pub forwarded: u64,
+    /// Held while the shard's home was unknown or the shard was being handed off.
+    pub buffered: u64,
+}
+
 /// Counters of peer input that was dropped. Bad input never panics a node; it is counted here.
 #[derive(Clone, Debug, Default, Eq, PartialEq)]
 #[non_exhaustive]
@@ -255,6 +268,18 @@ impl Node {
     /// Counters of dropped peer input.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// How this node's regions routed messages, summed over entity types.
+    pub fn route_counts(&self) -> RouteCounts {
+        let mut sum = RouteCounts::default();
+        for roles in self.types.values() {
+            let routes = &roles.region.routes;
+            sum.delivered += routes.delivered;
+            sum.forwarded += routes.forwarded;
+            sum.buffered += routes.buffered;
+        }
+        sum
     }
 
     /// The current membership view.

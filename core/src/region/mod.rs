@@ -26,6 +26,7 @@ use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, ShardId};
 use crate::letter::{Delivery, Letter};
 use crate::message::Body;
+use crate::node::RouteCounts;
 use crate::rng::Rng;
 use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
@@ -63,6 +64,8 @@ struct Registration {
 #[derive(Debug)]
 pub(crate) struct Region {
     entity_type: EntityType,
+    /// How this region's messages went (hosts export it as metrics).
+    pub(crate) routes: RouteCounts,
     me: MemberId,
     role: Option<String>,
     proxy: bool,
@@ -98,6 +101,7 @@ impl Region {
     ) -> Self {
         Self {
             entity_type: config.name.clone(),
+            routes: RouteCounts::default(),
             me,
             role: config.role.clone(),
             proxy,
@@ -231,12 +235,14 @@ impl Region {
         if !self.buffers.contains(shard) {
             if let Some(hosted) = self.shards.get_mut(&shard) {
                 if !hosted.is_handing_off() {
+                    self.routes.delivered += 1;
                     hosted.handle_delivery(now, entity, letter, &mut self.budget, out);
                     // As `touch`, without looking the shard up again (this runs per message).
                     return self.timers.set(shard, hosted.poll_timeout());
                 }
             } else if let Some(&home) = self.homes.get(&shard) {
                 if home != self.me {
+                    self.routes.forwarded += 1;
                     let body = Body::of_letter(shard, (entity, letter));
                     return out.send(home, &self.entity_type, body);
                 }
@@ -246,6 +252,7 @@ impl Region {
     }
 
     fn buffer(&mut self, shard: ShardId, delivery: Delivery, out: &mut Effects) {
+        self.routes.buffered += 1;
         match self.buffers.push(shard, delivery, &mut self.budget) {
             Err(refused) => {
                 out.dead_letter(&self.entity_type, refused, DeadLetterReason::BufferFull)

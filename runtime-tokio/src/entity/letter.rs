@@ -140,4 +140,20 @@ mod tests {
         assert_eq!(Letter::from_payload(&Payload(vec![9; 3])), Err(Malformed));
         assert_eq!(AppFrame::from_payload(&Payload(vec![7])), Err(Malformed));
     }
+
+    #[test]
+    fn a_member_not_serving_the_type_fails_the_ask_with_its_own_error() {
+        // What a member sends back when a letter reaches it for a type it does not serve.
+        let failure = AskFailure::DeadLetter(DeadLetterReason::UnknownEntityType);
+        assert_eq!(AskError::from(failure), AskError::UnknownEntityType);
+        let full = AskFailure::DeadLetter(DeadLetterReason::MailboxFull);
+        assert_eq!(
+            AskError::from(full),
+            AskError::DeadLetter(DeadLetterReason::MailboxFull)
+        );
+        assert_eq!(
+            AskError::from(AskFailure::Panicked),
+            AskError::EntityPanicked
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use shoal_core::{EntityEffect, EntityId, EntityType, Input, Payload, StopReason};
+use shoal_core::{EntityEffect, EntityId, EntityType, Input, Payload, ShardId, StopReason};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
@@ -64,8 +64,8 @@ impl EntityRuntime {
             EntityEffect::Start {
                 entity_type,
                 entity,
-                ..
-            } => self.start(entity_type, entity, feedback),
+                shard,
+            } => self.start(entity_type, entity, shard, feedback),
             EntityEffect::Deliver {
                 entity_type,
                 entity,
@@ -79,7 +79,13 @@ impl EntityRuntime {
         }
     }
 
-    fn start(&mut self, entity_type: EntityType, entity: EntityId, feedback: &mut Vec<Input>) {
+    fn start(
+        &mut self,
+        entity_type: EntityType,
+        entity: EntityId,
+        shard: ShardId,
+        feedback: &mut Vec<Input>,
+    ) {
         let Some(factory) = self.factories.get(&entity_type) else {
             // The core starts only types it hosts, and every hosted type has a factory.
             tracing::error!(%entity_type, %entity, "start of an entity type without a factory");
@@ -97,7 +103,10 @@ impl EntityRuntime {
             generation: self.next_generation,
             signals: self.signals.clone(),
         };
-        let task = factory.spawn(mailbox, link).abort_handle();
+        // Everything the entity logs carries where it runs.
+        let span =
+            tracing::info_span!("entity", region = %entity_type, shard = shard.0, id = %entity);
+        let task = factory.spawn(mailbox, link, span).abort_handle();
         metrics::counter!("shoal_entities_started_total").increment(1);
         let running = Running {
             generation: self.next_generation,

@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use shoal_core::{EntityId, Payload};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use super::letter::{AskFailure, Letter};
 use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind};
@@ -22,7 +23,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Starts entities of one type (type-erased, so the host holds one per registered type).
 pub(crate) trait Factory: Send + Sync {
     /// Spawns the task of a new incarnation reading `mailbox`.
-    fn spawn(&self, mailbox: mpsc::Receiver<Payload>, link: EntityLink) -> JoinHandle<()>;
+    fn spawn(
+        &self,
+        mailbox: mpsc::Receiver<Payload>,
+        link: EntityLink,
+        span: tracing::Span,
+    ) -> JoinHandle<()>;
 }
 
 /// A [`Factory`] of `E` made by a closure.
@@ -45,9 +51,14 @@ where
     E: Entity,
     F: Fn(&EntityId) -> E + Send + Sync + 'static,
 {
-    fn spawn(&self, mailbox: mpsc::Receiver<Payload>, link: EntityLink) -> JoinHandle<()> {
+    fn spawn(
+        &self,
+        mailbox: mpsc::Receiver<Payload>,
+        link: EntityLink,
+        span: tracing::Span,
+    ) -> JoinHandle<()> {
         let make = Arc::clone(&self.make);
-        tokio::spawn(run(move |id: &EntityId| make(id), mailbox, link))
+        tokio::spawn(run(move |id: &EntityId| make(id), mailbox, link).instrument(span))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{Command, EntityId, EntityType, Metrics, Reply};
+use shoal_core::{Command, EntityId, EntityType, Metrics, Reply, RouteCounts};
 use tokio::sync::oneshot;
 
 use crate::error::{AskError, QueryError};
@@ -45,6 +45,8 @@ pub struct NodeStats {
     pub transport: TransportStats,
     /// The core's counters.
     pub core: Metrics,
+    /// How this node's regions routed messages (delivered here, forwarded, buffered).
+    pub routes: RouteCounts,
     /// Entity tasks running.
     pub entities: usize,
     /// Asks waiting for a reply.

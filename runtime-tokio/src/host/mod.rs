@@ -253,6 +253,7 @@ impl Host {
                 let _ = answer.send(NodeStats {
                     transport: self.io.transport.stats(),
                     core: self.driver.node().metrics().clone(),
+                    routes: self.driver.node().route_counts(),
                     entities: self.io.entities.len(),
                     pending_asks: self.io.asks.len(),
                     late_replies: self.io.asks.late_replies(),
@@ -264,7 +265,11 @@ impl Host {
 
     fn export_metrics(&self) {
         let m = self.driver.node().metrics();
+        let routes = self.driver.node().route_counts();
         for (name, value) in [
+            ("shoal_messages_delivered_total", routes.delivered),
+            ("shoal_messages_forwarded_total", routes.forwarded),
+            ("shoal_messages_buffered_total", routes.buffered),
             ("shoal_core_misaddressed_total", m.misaddressed),
             ("shoal_core_duplicates_total", m.duplicates),
             (

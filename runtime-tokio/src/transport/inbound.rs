@@ -14,6 +14,7 @@ use shoal_core::{Envelope, Lane, NodeId};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 use tokio_util::codec::FramedRead;
+use tracing::Instrument;
 
 use super::Shared;
 use super::connect::handshake;
@@ -47,7 +48,8 @@ pub(crate) async fn listen(mut listener: Box<dyn Listener>, shared: Arc<Shared>,
                     from,
                     id: next_connection,
                 };
-                tokio::spawn(serve(connection, shared, inbox, live));
+                let span = tracing::info_span!("inbound", %from);
+                tokio::spawn(serve(connection, shared, inbox, live).instrument(span));
             }
             Err(error) => {
                 // Out of file descriptors and the like: pause rather than spin.

@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, ReadHalf};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 use tokio_util::codec::FramedWrite;
+use tracing::Instrument;
 
 use super::Shared;
 use super::connect::{handshake, jitter};
@@ -52,7 +53,8 @@ pub(crate) fn spawn(address: Address, shared: Arc<Shared>) -> PeerQueues {
         data: data_rx,
         user_queued: Arc::clone(&user_queued),
     };
-    let task = tokio::spawn(run(address, shared, lanes)).abort_handle();
+    let span = tracing::info_span!("peer", %address);
+    let task = tokio::spawn(run(address, shared, lanes).instrument(span)).abort_handle();
     PeerQueues {
         control,
         data,
