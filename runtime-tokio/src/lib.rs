@@ -43,6 +43,10 @@
 //! and one per accepted connection reads, with membership traffic on a lane of its own; one
 //! task per entity with a bounded mailbox. Queues never block the protocol: a full one turns
 //! the message into a dead letter with its reason ([`NodeEvent::Sharding`]).
+//!
+//! The transport reaches the network through the [`Network`] seam: real TCP ([`Tcp`]) by
+//! default, mutual TLS around any network with the `tls` feature (`MutualTls`), and
+//! turmoil's simulated TCP in this crate's deterministic tests.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
