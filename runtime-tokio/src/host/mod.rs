@@ -1,12 +1,12 @@
 //! The host: the one task that owns the node's [`Driver`] by value (no lock around protocol
 //! state). Everything else talks to it through channels: envelopes from the transport
 //! (control lane first), signals from entity tasks, commands from handles. After every driver
-//! call it feeds back what the [`io::TokioIo`] collected (refusals of full queues, answers for
+//! call it feeds back what the `io::TokioIo` collected (refusals of full queues, answers for
 //! other members), turns membership changes into events, and sleeps until the core's next
 //! timer or the next request deadline.
 //!
 //! The loop is deterministic: each round takes what is ready in a fixed order (control lane,
-//! due timers, entity signals, commands, data lane), at most [`ROUND`] from each queue so none
+//! due timers, entity signals, commands, data lane), at most `ROUND` from each queue so none
 //! waits behind another, and never relies on a random choice between ready branches. On a
 //! simulated network and clock (turmoil) one seed therefore gives one run.
 

@@ -1,6 +1,6 @@
 //! The network transport between members: TCP, length-prefixed postcard frames, a sans-IO
 //! handshake, one-way connections (one per direction of a peer pair) with reconnects, and a
-//! control lane that user traffic never delays. The host sends through [`Transport::send`],
+//! control lane that user traffic never delays. The host sends through `Transport::send`,
 //! which never blocks: a full queue hands the envelope back.
 
 mod connect;
