@@ -1,0 +1,93 @@
+//! The node processes: started by re-executing this example, faulted with real signals.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One node process.
+pub(crate) struct Member {
+    pub(crate) index: u32,
+    pub(crate) address: String,
+    child: Child,
+}
+
+/// Starts node `index` joining through `seeds` (none: it forms the cluster), journaling into
+/// `dir`, and waits for the address it listens on.
+pub(crate) fn spawn(index: u32, seeds: &[String], dir: &Path) -> Result<Member, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let journal: PathBuf = dir.join(format!("node-{index}.journal"));
+    let log = std::fs::File::create(dir.join(format!("node-{index}.log")))
+        .map_err(|e| format!("node {index} log: {e}"))?;
+    let mut command = Command::new(exe);
+    command
+        .arg("member")
+        .arg(index.to_string())
+        .arg(journal)
+        .args(seeds)
+        .stdout(Stdio::piped())
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stderr(Stdio::from(log));
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("spawn node {index}: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| format!("node {index}: {e}"))?;
+    let address = line
+        .strip_prefix("listening ")
+        .map(|a| a.trim().to_string())
+        .ok_or_else(|| format!("node {index} did not start: {line:?}"))?;
+    Ok(Member {
+        index,
+        address,
+        child,
+    })
+}
+
+impl Member {
+    /// The OS process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`, `TERM`) with the system's `kill`.
+    pub(crate) fn signal(&self, signal: &str) -> Result<(), String> {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .map_err(|e| format!("kill: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("kill -{signal} {} failed", self.pid()))
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit; whether it did.
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // Never leave a node behind: resumed first in case it was paused.
+        let _ = self.signal("CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
