@@ -50,6 +50,21 @@ async fn eventually<F: AsyncFnMut() -> bool>(secs: u64, what: &str, mut check: F
     }
 }
 
+/// Waits until each of counters `c0..c{n}` answers through `counters` (at most `secs`
+/// seconds for each).
+async fn each_answers_eventually(counters: &shoal::Region<Counter>, n: u64, secs: u64) {
+    for i in 0..n {
+        let entity = counters.entity_ref(format!("c{i}"));
+        eventually(secs, "the counter answers", async || {
+            entity
+                .ask(&Op::Get, Duration::from_millis(500))
+                .await
+                .is_ok()
+        })
+        .await;
+    }
+}
+
 /// Adds 1 to counters `c0..c{n}` through `counters`, each acknowledged.
 async fn add_one_to_each(counters: &shoal::Region<Counter>, n: u64) {
     for i in 0..n {
@@ -126,16 +141,7 @@ async fn a_crashed_node_is_downed_and_its_shards_serve_again_elsewhere() {
     );
     nodes[2].abort().await;
     let crashed = tokio::time::Instant::now();
-    for i in 0..60 {
-        let entity = counters.entity_ref(format!("c{i}"));
-        eventually(30, "the entity answers again", async || {
-            entity
-                .ask(&Op::Get, Duration::from_millis(500))
-                .await
-                .is_ok()
-        })
-        .await;
-    }
+    each_answers_eventually(&counters, 60, 30).await;
     let serving = crashed.elapsed();
     eprintln!("crash to every shard serving again: {serving:?}");
     common::await_regions(&nodes[0], 2).await;
@@ -175,16 +181,7 @@ async fn a_node_restarted_at_its_address_rejoins_as_a_new_incarnation() {
     common::await_regions(&nodes[0], 3).await;
     for node in [&nodes[0], &nodes[1], &restarted] {
         let region = node.region::<Counter>("counter").unwrap();
-        for i in 0..30 {
-            let entity = region.entity_ref(format!("c{i}"));
-            eventually(20, "every counter answers", async || {
-                entity
-                    .ask(&Op::Get, Duration::from_millis(500))
-                    .await
-                    .is_ok()
-            })
-            .await;
-        }
+        each_answers_eventually(&region, 30, 20).await;
     }
     // The others' writers to that address reconnected to the new incarnation.
     assert!(nodes[0].stats().await.unwrap().transport.dialed >= 3);

@@ -200,17 +200,15 @@ async fn harness(flags: Flags) -> Result<(), String> {
 
     tokio::time::sleep(step).await;
     let leaver = &mut members[1];
-    say(
-        started,
-        &format!("tour: node {} leaves (SIGTERM)", leaver.index),
-    );
+    let leaving = leaver.index;
+    say(started, &format!("tour: node {leaving} leaves (SIGTERM)"));
     leaver.signal("TERM")?;
     let left = tokio::task::block_in_place(|| leaver.wait_exit(Duration::from_secs(30)));
     say(
         started,
         &format!(
             "tour: node {} {}",
-            1,
+            leaving,
             if left {
                 "left and exited"
             } else {

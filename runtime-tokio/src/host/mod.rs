@@ -62,14 +62,15 @@ pub(crate) struct Host {
 impl Host {
     /// Runs until this member leaves the cluster or is aborted.
     pub(crate) async fn run(mut self) {
-        let mut next_export = tokio::time::Instant::now() + METRICS_EVERY;
+        let mut next_export = self.clock.now() + METRICS_EVERY;
         self.after_call();
         while !self.io.left {
-            if tokio::time::Instant::now() >= next_export {
+            let now = self.clock.now();
+            if now >= next_export {
                 self.export_metrics();
-                next_export += METRICS_EVERY;
+                next_export = now + METRICS_EVERY;
             }
-            match self.handle_ready() {
+            match self.handle_ready(now) {
                 Round::Stop => break,
                 Round::Busy => {
                     // Let the transport and entity tasks run before the next round.
@@ -78,13 +79,14 @@ impl Host {
                 }
                 Round::Idle => {}
             }
-            let wake = earliest(self.driver.next_wakeup(), self.io.next_deadline());
-            let wake = self.clock.deadline(wake.unwrap_or(Instant::MAX));
+            let wake = self
+                .next_deadline()
+                .map_or(next_export, |at| at.min(next_export));
             // Whatever woke the loop, the next round handles it (and anything else ready).
             tokio::select! {
                 biased;
                 Some(envelope) = self.control_in.recv() => self.input(Input::Receive(envelope)),
-                () = tokio::time::sleep_until(wake.min(next_export)) => {}
+                () = tokio::time::sleep_until(self.clock.deadline(wake)) => {}
                 Some(signal) = self.signals.recv() => self.handle_signal(signal),
                 Some(command) = self.commands.recv() => {
                     if !self.handle_command(command) {
@@ -97,17 +99,20 @@ impl Host {
         self.stop();
     }
 
-    /// One round over everything ready, in the loop's fixed order.
-    fn handle_ready(&mut self) -> Round {
+    /// The core's next timer or the next request deadline, whichever comes first.
+    fn next_deadline(&self) -> Option<Instant> {
+        earliest(self.driver.next_wakeup(), self.io.next_deadline())
+    }
+
+    /// One round over everything ready at `now`, in the loop's fixed order.
+    fn handle_ready(&mut self, now: Instant) -> Round {
         let mut busy = false;
         // Membership and failure detection first: drain the control lane.
         while let Ok(envelope) = self.control_in.try_recv() {
             self.input(Input::Receive(envelope));
             busy = true;
         }
-        let now = self.clock.now();
-        if earliest(self.driver.next_wakeup(), self.io.next_deadline()).is_some_and(|at| at <= now)
-        {
+        if self.next_deadline().is_some_and(|at| at <= now) {
             self.wakeup();
             busy = true;
         }
