@@ -30,6 +30,12 @@ pub enum NodeEvent {
         /// The member.
         member: MemberId,
     },
+    /// A member was marked Down (by the split-brain resolver or by hand); it is removed once
+    /// every member has seen that.
+    MemberDowned {
+        /// The member.
+        member: MemberId,
+    },
     /// A sharding event of this node: shards started and stopped, dead letters with their
     /// reasons, rebalances, coordinator changes, allocation waiting.
     Sharding(shoal_core::Event),
@@ -57,6 +63,10 @@ impl MemberTracker {
                     address: m.address.clone(),
                 });
             }
+            let was_down = before.is_some_and(|(status, _)| status == MemberStatus::Down);
+            if m.status == MemberStatus::Down && !was_down {
+                events.push(NodeEvent::MemberDowned { member: m.id });
+            }
             let was_reachable = before.is_none_or(|(_, reachable)| reachable);
             if was_reachable && !m.reachable {
                 events.push(NodeEvent::MemberUnreachable { member: m.id });
@@ -72,5 +82,90 @@ impl MemberTracker {
         }
         self.known = now;
         events
+    }
+}
+
+/// Logs a membership event at INFO, with the member's address (as Akka logs its cluster
+/// events): an operator reading one node's log sees the cluster change around it.
+pub(crate) fn log_member_event(event: &NodeEvent, view: &MembershipView) {
+    let address = |member: &MemberId| {
+        view.members()
+            .iter()
+            .find(|m| m.id == *member)
+            .and_then(|m| m.address.as_ref())
+            .map_or_else(|| "?".to_string(), |a| a.to_string())
+    };
+    match event {
+        NodeEvent::MemberUp { member, .. } => {
+            tracing::info!(%member, address = %address(member), "member up");
+        }
+        NodeEvent::MemberUnreachable { member } => {
+            tracing::info!(%member, address = %address(member), "member unreachable");
+        }
+        NodeEvent::MemberReachable { member } => {
+            tracing::info!(%member, address = %address(member), "member reachable again");
+        }
+        NodeEvent::MemberDowned { member } => {
+            tracing::info!(%member, address = %address(member), "member downed");
+        }
+        NodeEvent::MemberRemoved { member } => tracing::info!(%member, "member removed"),
+        NodeEvent::Sharding(_) | NodeEvent::Stopped => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_core::{Member, MembershipView};
+
+    fn member(id: u64, status: MemberStatus, reachable: bool) -> Member {
+        let mut m = Member::up(MemberId::new(id, 1), id, &[]);
+        m.status = status;
+        m.reachable = reachable;
+        m
+    }
+
+    #[test]
+    fn view_changes_become_member_events_once_each() {
+        let mut tracker = MemberTracker::default();
+        let first = MembershipView::new(vec![
+            member(1, MemberStatus::Up, true),
+            member(2, MemberStatus::Joining, true),
+        ]);
+        let up1 = NodeEvent::MemberUp {
+            member: MemberId::new(1, 1),
+            address: None,
+        };
+        assert_eq!(tracker.changes(&first), vec![up1]);
+        assert_eq!(tracker.changes(&first), vec![], "no change, no event");
+        let second = MembershipView::new(vec![
+            member(1, MemberStatus::Up, false),
+            member(2, MemberStatus::Up, true),
+        ]);
+        let m1 = MemberId::new(1, 1);
+        let m2 = MemberId::new(2, 1);
+        assert_eq!(
+            tracker.changes(&second),
+            vec![
+                NodeEvent::MemberUnreachable { member: m1 },
+                NodeEvent::MemberUp {
+                    member: m2,
+                    address: None
+                },
+            ]
+        );
+        let third = MembershipView::new(vec![
+            member(1, MemberStatus::Down, false),
+            member(2, MemberStatus::Up, true),
+        ]);
+        assert_eq!(
+            tracker.changes(&third),
+            vec![NodeEvent::MemberDowned { member: m1 }]
+        );
+        let fourth = MembershipView::new(vec![member(2, MemberStatus::Up, true)]);
+        assert_eq!(
+            tracker.changes(&fourth),
+            vec![NodeEvent::MemberRemoved { member: m1 }]
+        );
     }
 }

@@ -78,6 +78,35 @@ async fn hosted(node: &shoal::Node) -> usize {
     region.local_state().await.map_or(0, |s| s.len())
 }
 
+/// Nodes that join at the same moment are all welcomed at once: none waits for its join
+/// retry (set far beyond the wait here) because the answer to its join was lost while the
+/// cluster changed around it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_joining_together_are_all_welcomed_without_a_join_retry() {
+    logs();
+    let slow_retry = || {
+        let mut membership = common::fast_membership();
+        membership.retry_join_after = Duration::from_secs(60);
+        membership
+    };
+    let first = common::builder(&[])
+        .membership(slow_retry())
+        .start()
+        .await
+        .unwrap();
+    let seeds = vec![first.address().to_string()];
+    let joiners = futures_util::future::join_all(
+        (0..4).map(|_| common::builder(&seeds).membership(slow_retry()).start()),
+    )
+    .await;
+    let joiners: Vec<_> = joiners.into_iter().map(Result::unwrap).collect();
+    // await_regions gives up after 20 s, a third of the join retry.
+    common::await_regions(&first, 5).await;
+    for node in &joiners {
+        common::await_regions(node, 5).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_node_takes_shards_in_a_rebalance_and_every_entity_still_answers() {
     logs();

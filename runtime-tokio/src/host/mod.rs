@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::Clock;
 use crate::entity::letter::{AskRef, Letter};
 use crate::entity::{EntitySignal, SignalKind};
-use crate::event::{MemberTracker, NodeEvent};
+use crate::event::{MemberTracker, NodeEvent, log_member_event};
 use command::{HostCommand, NodeStats};
 use io::TokioIo;
 
@@ -166,6 +166,7 @@ impl Host {
         if std::mem::take(&mut self.io.membership_changed) {
             let view = self.driver.node().view();
             for event in self.members.changes(view) {
+                log_member_event(&event, view);
                 let _ = self.io.events.send(event);
             }
             let seeds = &self.seeds;

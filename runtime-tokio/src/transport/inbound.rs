@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use shoal_core::{Envelope, Lane, NodeId};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::{Framed, FramedParts};
 use tracing::Instrument;
 
 use super::Shared;
@@ -119,8 +119,12 @@ async fn read(
     inbox: &Inbox,
     mut closed: oneshot::Receiver<()>,
 ) {
-    let mut frames = FramedRead::new(stream, EnvelopeCodec::default());
-    frames.read_buffer_mut().extend_from_slice(&rest);
+    // Built from parts so the bytes read past the handshake are decoded at once: a buffer
+    // filled by hand is only looked at after the next read, so frames that came with the
+    // handshake (a joiner's InitJoin) would wait for the peer's next write.
+    let mut parts = FramedParts::new::<&Envelope>(stream, EnvelopeCodec::default());
+    parts.read_buf = rest;
+    let mut frames = Framed::from_parts(parts);
     loop {
         let frame = tokio::select! {
             biased;

@@ -48,6 +48,9 @@ pub struct TransportSettings {
     pub reconnect_min: Duration,
     /// Largest reconnect delay.
     pub reconnect_max: Duration,
+    /// How long the writer to an address outside the view (a node being answered while it
+    /// joins) outlives its last envelope, so a queued answer is not dropped with it.
+    pub unknown_peer_linger: Duration,
 }
 
 impl Default for TransportSettings {
@@ -59,6 +62,7 @@ impl Default for TransportSettings {
             handshake_timeout: Duration::from_secs(5),
             reconnect_min: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(5),
+            unknown_peer_linger: Duration::from_secs(20),
         }
     }
 }
@@ -118,7 +122,8 @@ impl Transport {
             let peer = peer::spawn(address.clone(), Arc::clone(&self.shared));
             self.peers.insert(address.clone(), peer);
         }
-        let peer = &self.peers[address];
+        let peer = self.peers.get_mut(address).expect("inserted above");
+        peer.last_send = tokio::time::Instant::now();
         let user = envelope.is_user_traffic();
         if user && peer.user_queued.load(Ordering::Relaxed) >= self.shared.settings.user_queue {
             return Err(Box::new(envelope));
@@ -141,10 +146,14 @@ impl Transport {
         })
     }
 
-    /// Stops the tasks of peers not at `keep` (members that left the view).
+    /// Stops the tasks of peers not at `keep` (members that left the view), except those
+    /// written to within `unknown_peer_linger`: a joiner's InitJoinAck is sent before the
+    /// joiner is in the view, and dropping its writer then would lose the answer and leave the
+    /// join waiting for its retry.
     pub(crate) fn retain(&mut self, keep: impl Fn(&Address) -> bool) {
+        let linger = self.shared.settings.unknown_peer_linger;
         self.peers.retain(|address, peer| {
-            let kept = keep(address);
+            let kept = keep(address) || peer.last_send.elapsed() < linger;
             if !kept {
                 peer.task.abort();
             }
@@ -160,7 +169,9 @@ impl Transport {
     /// Stops listening and writing.
     pub(crate) fn shutdown(&mut self) {
         self.listener.abort();
-        self.retain(|_| false);
+        for peer in std::mem::take(&mut self.peers).into_values() {
+            peer.task.abort();
+        }
     }
 }
 

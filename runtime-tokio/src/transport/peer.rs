@@ -32,6 +32,9 @@ pub(crate) struct PeerQueues {
     /// Envelopes of user traffic in `data` (bounded apart from the protocol's own).
     pub(crate) user_queued: Arc<AtomicUsize>,
     pub(crate) task: tokio::task::AbortHandle,
+    /// When the host last queued an envelope here: a peer outside the view (a joiner being
+    /// answered) is kept while its answer may still be on the way.
+    pub(crate) last_send: tokio::time::Instant,
 }
 
 /// The receiving ends, owned by the task.
@@ -60,6 +63,7 @@ pub(crate) fn spawn(address: Address, shared: Arc<Shared>) -> PeerQueues {
         data,
         user_queued,
         task,
+        last_send: tokio::time::Instant::now(),
     }
 }
 
