@@ -30,6 +30,11 @@ pub(crate) enum Fact {
         sender: u32,
         seq: u64,
     },
+    /// Process `node`'s member stopped (it left, or was downed): whatever was still running
+    /// there ended by `at`.
+    Exited { node: u32, at: u64 },
+    /// Process `node` dead-lettered a message for `reason`.
+    DeadLetter { node: u32, reason: String },
 }
 
 impl Fact {
@@ -43,11 +48,20 @@ impl Fact {
                 sender,
                 seq,
             } => format!("deliver {entity} {node} {sender} {seq}\n"),
+            Self::Exited { node, at } => format!("exit {node} {at}\n"),
+            Self::DeadLetter { node, reason } => format!("dead {node} {reason}\n"),
         }
     }
 
     /// Parses a line; a torn last line (the process was killed mid-write) is `None`.
     pub(crate) fn parse(line: &str) -> Option<Self> {
+        if let Some(rest) = line.strip_prefix("dead ") {
+            let (node, reason) = rest.split_once(' ')?;
+            return Some(Self::DeadLetter {
+                node: node.parse().ok()?,
+                reason: reason.to_string(),
+            });
+        }
         let mut words = line.split(' ');
         let kind = words.next()?;
         let mut number = || words.next()?.parse::<u64>().ok();
@@ -67,6 +81,10 @@ impl Fact {
                 node: number()? as u32,
                 sender: number()? as u32,
                 seq: number()?,
+            },
+            "exit" => Self::Exited {
+                node: number()? as u32,
+                at: number()?,
             },
             _ => return None,
         };
@@ -98,10 +116,11 @@ impl Journal {
     }
 }
 
-/// Every fact in the journals of `dir`.
+/// Every fact in the journals of `dir`, file by file (each file in the order written).
 pub(crate) fn read_all(dir: &Path) -> std::io::Result<Vec<Fact>> {
     let mut facts = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.retain(|entry| entry.path().extension().is_some_and(|e| e == "journal"));
     entries.sort_by_key(|entry| entry.path());
     for entry in entries {
         let text = std::fs::read_to_string(entry.path())?;
@@ -132,6 +151,11 @@ mod tests {
                 entity: 7,
                 node: 2,
                 at: 120,
+            },
+            Fact::Exited { node: 2, at: 130 },
+            Fact::DeadLetter {
+                node: 2,
+                reason: "NoActiveRegion".into(),
             },
         ];
         for fact in facts {

@@ -1,157 +1,251 @@
-//! A real cluster of separate OS processes on loopback, driven, broken and verified.
+//! A real cluster of separate OS processes, driven, broken and verified.
 //!
 //! The harness starts node processes (this example re-executed with `member`), joins the
 //! cluster itself as a proxy-only node, creates the counters and drives acknowledged
-//! increments from workers while it runs a tour of real faults: a node joins (rebalance), one
-//! is killed with SIGKILL mid-traffic, one is paused with SIGSTOP past the failure detector and
-//! resumed, one leaves gracefully (SIGTERM). At the end it reads every node's journal and
-//! checks single activation across processes, per-sender order, that no acknowledged increment
-//! was lost (except state that died with the killed process) and that every counter answers;
-//! it exits non-zero if any check fails.
+//! increments from workers while it runs a tour of real faults, chosen by a seed: a node joins
+//! (rebalance), one is killed with SIGKILL mid-traffic, one is paused with SIGSTOP past the
+//! failure detector and resumed, one leaves gracefully (SIGTERM). With `--chaos` (root on
+//! Linux) each node runs in its own network namespace and the tour breaks links instead:
+//! latency and loss, a symmetric partition, a one-way partition; `--auto-down` runs it with
+//! the auto-down setting as a negative control, which must break single activation. At the end
+//! the harness reads every node's journal and checks single activation across processes,
+//! per-sender order, that no acknowledged increment was lost and that every counter answers
+//! with its journaled total; it prints a summary table and exits non-zero if a check fails.
 //!
-//! `cargo run --release -p shoal --example cluster -- [--nodes N] [--entities N] [--quick]`
+//! `cargo run --release -p shoal --example cluster -- [--nodes N] [--entities N]
+//! [--workers N] [--duration SECS] [--seed N] [--quick] [--chaos [--auto-down]]`
 
+mod chaos;
+mod harness;
 mod journal;
 mod member;
+mod netns;
 mod processes;
+mod report;
+mod tour;
 mod verify;
+mod view;
+mod watch;
 mod workload;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shoal::{EntityTypeConfig, NodeBuilder};
 
-use member::{CLUSTER, COUNTER, Counter, SECRET};
-use processes::Member;
-use workload::{Progress, WorkerReport};
+use harness::Run;
+use member::{CLUSTER, COUNTER, Counter, DowningMode, MemberArgs, SECRET};
+use netns::{Host, Lab};
 
 /// Flags.
 struct Flags {
     nodes: u32,
     entities: u32,
     workers: u32,
-    /// Seconds between the tour's steps.
-    step: u64,
+    /// Least seconds of traffic (the tour may take longer).
+    duration: u64,
+    seed: u64,
+    chaos: bool,
+    downing: DowningMode,
 }
+
+const USAGE: &str = "usage: cluster [--nodes N] [--entities N] [--workers N] [--duration SECS] \
+                     [--seed N] [--quick] [--chaos [--auto-down]]";
 
 fn flags(args: &[String]) -> Result<Flags, String> {
     let mut flags = Flags {
         nodes: 5,
         entities: 10_000,
         workers: 32,
-        step: 8,
+        duration: 60,
+        seed: getrandom::u64().map_err(|e| e.to_string())? % 1_000_000,
+        chaos: false,
+        downing: DowningMode::KeepMajority,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = |name: &str| -> Result<u64, String> {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("{name} needs a number"))
+            let value = args
+                .next()
+                .ok_or_else(|| format!("{name} needs a number"))?;
+            value
+                .parse()
+                .map_err(|_| format!("{name} needs a number, not {value:?}"))
         };
         match arg.as_str() {
             "--nodes" => flags.nodes = value("--nodes")? as u32,
             "--entities" => flags.entities = value("--entities")? as u32,
             "--workers" => flags.workers = value("--workers")? as u32,
-            "--step" => flags.step = value("--step")?,
+            "--duration" => flags.duration = value("--duration")?,
+            "--seed" => flags.seed = value("--seed")?,
             "--quick" => {
                 flags.entities = 2_000;
-                flags.step = 6;
+                flags.duration = 20;
             }
-            other => return Err(format!("unknown flag {other}")),
+            "--chaos" => flags.chaos = true,
+            "--auto-down" => flags.downing = DowningMode::AutoDown,
+            "--help" | "-h" => return Err(USAGE.into()),
+            other => return Err(format!("unknown flag {other:?}\n{USAGE}")),
         }
     }
-    if flags.nodes < 4 {
+    if flags.nodes < 4 || flags.nodes > 100 {
         return Err(
-            "the tour needs at least 4 nodes (one joins, one is killed, one paused, one leaves)"
+            "the tour needs 4 to 100 nodes (one joins, one is killed, one paused, one leaves)"
                 .into(),
         );
     }
     if flags.entities == 0 || flags.workers == 0 {
         return Err("entities and workers must be positive".into());
     }
+    if flags.downing == DowningMode::AutoDown && !flags.chaos {
+        return Err("--auto-down is the chaos mode's negative control: add --chaos".into());
+    }
     Ok(flags)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let outcome = if args.first().map(String::as_str) == Some("member") {
-        member_mode(&args[1..], &runtime)
-    } else {
-        flags(&args).and_then(|flags| runtime.block_on(harness(flags)))
-    };
+    if args.first().map(String::as_str) == Some("member") {
+        let outcome = MemberArgs::parse(&args[1..]).and_then(|args| {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_writer(std::io::stderr)
+                .init();
+            tokio::runtime::Runtime::new()
+                .map_err(|e| e.to_string())?
+                .block_on(member::run(args))
+        });
+        exit_on(outcome);
+        return;
+    }
+    let outcome = flags(&args).and_then(|flags| {
+        let lab = if flags.chaos { lab(&flags)? } else { None };
+        // Built after entering the lab's namespace: the runtime's threads inherit it.
+        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+        let outcome = runtime.block_on(harness(&flags, lab.as_ref()));
+        drop(runtime);
+        outcome
+    });
+    exit_on(outcome);
+}
+
+fn exit_on(outcome: Result<(), String>) {
     if let Err(error) = outcome {
         eprintln!("error: {error}");
         std::process::exit(1);
     }
 }
 
-fn member_mode(args: &[String], runtime: &tokio::runtime::Runtime) -> Result<(), String> {
-    let [index, journal, seeds @ ..] = args else {
-        return Err("usage: member <index> <journal> [seed...]".into());
-    };
-    let index = index.parse().map_err(|_| "bad index")?;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
-    runtime.block_on(member::run(index, seeds.to_vec(), journal.into()))
+/// The chaos mode's namespaces, entered; `None` (said aloud) where they cannot be made.
+fn lab(flags: &Flags) -> Result<Option<Lab>, String> {
+    match Lab::create(flags.nodes).and_then(|lab| lab.enter_client().map(|()| lab)) {
+        Ok(lab) => Ok(Some(lab)),
+        Err(why) if flags.downing == DowningMode::AutoDown => Err(format!(
+            "the negative control needs network namespaces, which are not available: {why}"
+        )),
+        Err(why) => {
+            println!(
+                "network namespaces are not available ({why}): running the process-level faults only"
+            );
+            Ok(None)
+        }
+    }
 }
 
-fn say(started: Instant, line: &str) {
-    println!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
-}
-
-async fn harness(flags: Flags) -> Result<(), String> {
-    let started = Instant::now();
+async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("shoal-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    say(started, &format!("journals in {}", dir.display()));
+    // The harness's own node logs next to the nodes' (`RUST_LOG`, info by default).
+    let log = std::fs::File::create(dir.join("harness.log")).map_err(|e| e.to_string())?;
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(Mutex::new(log))
+        .with_ansi(false)
+        .init();
+    let view = view::View::new(Duration::from_secs(flags.duration.max(40)));
+    let (tour_plan, chaos_plan) = (
+        tour::Plan::new(flags.seed, flags.nodes),
+        chaos::Plan::new(flags.seed, flags.nodes),
+    );
+    let plan = match lab {
+        Some(_) => chaos_plan.describe(),
+        None => tour_plan.describe(),
+    };
+    let setup = format!(
+        "{} nodes{}, {} counters, {} workers, {}, seed {}",
+        flags.nodes,
+        if lab.is_some() {
+            " in network namespaces"
+        } else {
+            " on loopback"
+        },
+        flags.entities,
+        flags.workers,
+        flags.downing.name(),
+        flags.seed
+    );
+    view.say(&format!("{setup}; journals in {}", dir.display()));
+    view.say(&format!("fault plan (seed {}): {plan}", flags.seed));
 
-    // All but the last node start now; the last joins during the traffic.
-    let mut members: Vec<Member> = Vec::new();
-    let first = tokio::task::block_in_place(|| processes::spawn(0, &[], &dir))?;
+    // All but the last node start now (all of them in the chaos mode); the last joins later.
+    let first_wave = if lab.is_some() {
+        flags.nodes
+    } else {
+        flags.nodes - 1
+    };
+    let first = harness::spawn_member(lab, &dir, 0, &[], flags.downing)?;
     let seeds = vec![first.address.clone()];
-    members.push(first);
-    for index in 1..flags.nodes - 1 {
-        members.push(tokio::task::block_in_place(|| {
-            processes::spawn(index, &seeds, &dir)
-        })?);
-    }
+    let addresses = Arc::new(Mutex::new(vec![(0, first.address.clone())]));
     let proxy = NodeBuilder::new(CLUSTER)
         .secret(SECRET)
+        .bind(match lab {
+            Some(lab) => format!("{}:7355", lab.ip(Host::Client)),
+            None => "127.0.0.1:0".into(),
+        })
         .seed_nodes(seeds.clone())
-        .membership(member::membership())
+        .membership(member::membership(flags.downing))
         .settings(member::settings())
         .proxy::<Counter>(EntityTypeConfig::new(COUNTER))
         .start()
         .await
         .map_err(|e| format!("proxy: {e}"))?;
+    let watch = watch::Watch::start(&proxy);
     let region = proxy
         .region::<Counter>(COUNTER)
         .map_err(|e| e.to_string())?;
-    wait_for_regions(&region, flags.nodes as usize - 1).await?;
-    say(started, &format!("{} nodes up", flags.nodes - 1));
+    let mut run = Run {
+        view: Arc::clone(&view),
+        watch: watch.clone(),
+        region: region.clone(),
+        entities: flags.entities,
+        downing: flags.downing,
+        lab,
+        dir: dir.clone(),
+        seeds,
+        members: vec![first],
+        addresses: Arc::clone(&addresses),
+        figures: Vec::new(),
+        killed: Vec::new(),
+    };
+    for index in 1..first_wave {
+        run.spawn(index)?;
+    }
+    wait_for_regions(&region, first_wave as usize).await?;
+    view.say(&format!("{first_wave} nodes up"));
 
     let created = Instant::now();
-    let totals = workload::totals(&region, flags.entities, Duration::from_secs(60)).await;
-    if totals.iter().any(Option::is_none) {
-        return Err("not every counter could be created".into());
-    }
-    say(
-        started,
-        &format!(
-            "{} counters created in {:?}",
-            flags.entities,
-            created.elapsed()
-        ),
+    run.all_answer(Duration::from_secs(60)).await?;
+    run.figure(
+        &format!("{} counters created in", flags.entities),
+        format!("{:.0} ms", created.elapsed().as_secs_f64() * 1000.0),
     );
 
-    // Traffic.
+    // Traffic, and the live view.
     let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(Progress::default());
+    let progress = Arc::new(workload::Progress::default());
+    let breaker = workload::Breaker::default();
     let traffic_started = Instant::now();
     let workers: Vec<_> = (0..flags.workers)
         .map(|sender| {
@@ -160,75 +254,48 @@ async fn harness(flags: Flags) -> Result<(), String> {
                 flags.workers,
                 flags.entities,
                 region.clone(),
-                traffic_started,
+                breaker.clone(),
                 Arc::clone(&stop),
                 Arc::clone(&progress),
             ))
         })
         .collect();
-    let ticker = tokio::spawn(report_progress(Arc::clone(&progress), started));
+    let refresh = tokio::spawn(view::refresh(
+        Arc::clone(&view),
+        Arc::clone(&progress),
+        region.clone(),
+        watch.clone(),
+        addresses,
+    ));
 
-    let step = Duration::from_secs(flags.step);
-    tokio::time::sleep(step).await;
-    say(started, &format!("tour: node {} joins", flags.nodes - 1));
-    let joiner = tokio::task::block_in_place(|| processes::spawn(flags.nodes - 1, &seeds, &dir))?;
-    members.push(joiner);
-
-    tokio::time::sleep(step).await;
-    let victim = &members[2];
-    say(
-        started,
-        &format!("tour: SIGKILL node {} (pid {})", victim.index, victim.pid()),
-    );
-    victim.signal("KILL")?;
-    let killed = (victim.index, journal::now_micros());
-    let killed_at = traffic_started.elapsed();
-
-    tokio::time::sleep(step).await;
-    let paused = &members[3];
-    say(
-        started,
-        &format!(
-            "tour: SIGSTOP node {} for 4 s (past the failure detector)",
-            paused.index
-        ),
-    );
-    paused.signal("STOP")?;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    paused.signal("CONT")?;
-    say(started, &format!("tour: SIGCONT node {}", paused.index));
-
-    tokio::time::sleep(step).await;
-    let leaver = &mut members[1];
-    let leaving = leaver.index;
-    say(started, &format!("tour: node {leaving} leaves (SIGTERM)"));
-    leaver.signal("TERM")?;
-    let left = tokio::task::block_in_place(|| leaver.wait_exit(Duration::from_secs(30)));
-    say(
-        started,
-        &format!(
-            "tour: node {} {}",
-            leaving,
-            if left {
-                "left and exited"
-            } else {
-                "did not exit in 30 s"
-            }
-        ),
-    );
-
-    tokio::time::sleep(step).await;
+    let toured = match lab {
+        Some(lab) => chaos::run(&mut run, lab, &chaos_plan).await,
+        None => tour::run(&mut run, &tour_plan).await,
+    };
+    if let Err(why) = &toured {
+        view.say(&format!("tour FAILED: {why}"));
+    }
+    let rest = Duration::from_secs(flags.duration).saturating_sub(traffic_started.elapsed());
+    tokio::time::sleep(rest.max(Duration::from_secs(2))).await;
     stop.store(true, Ordering::Relaxed);
     let mut reports = Vec::new();
     for (sender, worker) in workers.into_iter().enumerate() {
         reports.push((sender as u32, worker.await.map_err(|e| e.to_string())?));
     }
-    ticker.abort();
     let traffic = traffic_started.elapsed();
-    let totals = workload::totals(&region, flags.entities, Duration::from_secs(30)).await;
+    refresh.abort();
+    view.set_fault("none");
+    let totals = workload::totals(&region, flags.entities, Duration::from_secs(20)).await;
     let ended = journal::now_micros();
     proxy.leave().await;
+    let Run {
+        members,
+        figures,
+        killed,
+        ..
+    } = run;
     drop(members);
+    view.finish();
 
     let facts = journal::read_all(&dir).map_err(|e| format!("journals: {e}"))?;
     let acknowledged: Vec<(u32, u32, u64)> = reports
@@ -242,20 +309,51 @@ async fn harness(flags: Flags) -> Result<(), String> {
     let verdict = verify::verify(&verify::Evidence {
         facts: &facts,
         acknowledged: &acknowledged,
-        killed: Some(killed),
+        killed: &killed,
         ended,
         totals: &totals,
     });
-    summary(&reports, traffic, killed_at, left, &verdict);
-    if verdict.passed() && left {
-        let _ = std::fs::remove_dir_all(&dir);
+    report::print(&report::Summary {
+        setup,
+        reports: &reports,
+        traffic,
+        figures: &figures,
+        harness_dead_letters: watch.dead_letters(),
+        verdict: &verdict,
+    });
+    judge(flags, &dir, toured, &verdict)
+}
+
+/// The run's outcome: every check passed (keep-majority), or single activation broken as it
+/// must be (the auto-down negative control).
+fn judge(
+    flags: &Flags,
+    dir: &std::path::Path,
+    toured: Result<(), String>,
+    verdict: &verify::Verdict,
+) -> Result<(), String> {
+    let kept = format!("journals and node logs kept in {}", dir.display());
+    if flags.downing == DowningMode::AutoDown {
+        let broken = verdict.double_activations.len();
+        return if broken > 0 {
+            let _ = std::fs::remove_dir_all(dir);
+            println!(
+                "NEGATIVE CONTROL CONFIRMED: auto-down ran {broken} counters on both sides of the partition"
+            );
+            Ok(())
+        } else {
+            Err(format!(
+                "negative control FAILED: auto-down kept single activation ({kept})"
+            ))
+        };
+    }
+    toured.map_err(|why| format!("tour FAILED: {why} ({kept})"))?;
+    if verdict.passed() {
+        let _ = std::fs::remove_dir_all(dir);
         println!("PASSED");
         Ok(())
     } else {
-        Err(format!(
-            "verification FAILED (journals kept in {})",
-            dir.display()
-        ))
+        Err(format!("verification FAILED ({kept})"))
     }
 }
 
@@ -268,121 +366,4 @@ async fn wait_for_regions(region: &shoal::Region<Counter>, n: usize) -> Result<(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(format!("{n} regions never registered"))
-}
-
-async fn report_progress(progress: Arc<Progress>, started: Instant) {
-    let mut last = 0;
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let acked = progress.acknowledged.load(Ordering::Relaxed);
-        let failed = progress.failed.load(Ordering::Relaxed);
-        say(
-            started,
-            &format!(
-                "{acked} increments acknowledged ({}/s), {failed} failed",
-                acked - last
-            ),
-        );
-        last = acked;
-    }
-}
-
-fn summary(
-    reports: &[(u32, WorkerReport)],
-    traffic: Duration,
-    killed_at: Duration,
-    left: bool,
-    verdict: &verify::Verdict,
-) {
-    let mut latencies: Vec<u32> = reports
-        .iter()
-        .flat_map(|(_, r)| r.latencies.iter().copied())
-        .collect();
-    latencies.sort_unstable();
-    let at = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * q) as usize)
-            .copied()
-            .unwrap_or(0)
-    };
-    let acked = latencies.len();
-    let mut failures = std::collections::BTreeMap::new();
-    for (_, report) in reports {
-        for (kind, n) in &report.failures {
-            *failures.entry(kind.clone()).or_insert(0) += n;
-        }
-    }
-    // The kill's last failed ask (before the pause's step): when its shards served again.
-    let recovery = reports
-        .iter()
-        .flat_map(|(_, r)| r.failed_at.iter())
-        .filter(|&&t| t >= killed_at && t < killed_at + Duration::from_secs(30))
-        .max()
-        .map(|t| *t - killed_at);
-    println!();
-    println!("| figure | value |");
-    println!("|---|---|");
-    println!(
-        "| increments acknowledged | {acked} in {:.1} s ({:.0}/s) |",
-        traffic.as_secs_f64(),
-        acked as f64 / traffic.as_secs_f64()
-    );
-    println!("| ask p50 / p99 | {} µs / {} µs |", at(0.5), at(0.99));
-    println!("| failed asks | {failures:?} |");
-    println!("| SIGKILL to its shards serving again | {recovery:?} |");
-    println!("| graceful leave completed | {left} |");
-    println!(
-        "| activations / deliveries journaled | {} / {} |",
-        verdict.activations, verdict.deliveries
-    );
-    println!(
-        "| single activation violations | {} |",
-        verdict.double_activations.len()
-    );
-    println!(
-        "| per-sender order violations | {} |",
-        verdict.order_violations.len()
-    );
-    println!("| acknowledged increments lost | {} |", verdict.lost.len());
-    println!(
-        "| counters restarted empty (lived on the killed node) | {} |",
-        verdict.restarted
-    );
-    println!(
-        "| counters short of their acknowledged total | {} |",
-        verdict.short.len()
-    );
-    println!("| counters silent at the end | {} |", verdict.silent.len());
-    for (what, list) in [
-        (
-            "double activations",
-            format!(
-                "{:?}",
-                verdict
-                    .double_activations
-                    .iter()
-                    .take(10)
-                    .collect::<Vec<_>>()
-            ),
-        ),
-        (
-            "order violations",
-            format!(
-                "{:?}",
-                verdict.order_violations.iter().take(10).collect::<Vec<_>>()
-            ),
-        ),
-        (
-            "lost",
-            format!("{:?}", verdict.lost.iter().take(10).collect::<Vec<_>>()),
-        ),
-        (
-            "short",
-            format!("{:?}", verdict.short.iter().take(10).collect::<Vec<_>>()),
-        ),
-    ] {
-        if list != "[]" {
-            println!("first {what}: {list}");
-        }
-    }
 }

@@ -72,9 +72,36 @@ pub(crate) fn entity_id(n: u32) -> String {
     format!("e{n}")
 }
 
+/// How members decide about unreachable ones.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum DowningMode {
+    /// Keep-majority (the default): a minority side downs itself.
+    KeepMajority,
+    /// Auto-down (the negative control): each side downs the other, so both live.
+    AutoDown,
+}
+
+impl DowningMode {
+    /// The name used on a member's command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::KeepMajority => "keep-majority",
+            Self::AutoDown => "auto-down",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "keep-majority" => Ok(Self::KeepMajority),
+            "auto-down" => Ok(Self::AutoDown),
+            other => Err(format!("unknown downing mode {other:?}")),
+        }
+    }
+}
+
 /// Membership for a demo on one machine: failures noticed within about 2 s, downing after
-/// 5 s more of stable unreachability (keep-majority).
-pub(crate) fn membership() -> MembershipSettings {
+/// 5 s more of stable unreachability.
+pub(crate) fn membership(mode: DowningMode) -> MembershipSettings {
     let mut m = MembershipSettings::new(Vec::<shoal_core::SeedNode>::new());
     m.gossip_interval = Duration::from_millis(200);
     m.heartbeat_interval = Duration::from_millis(250);
@@ -83,28 +110,78 @@ pub(crate) fn membership() -> MembershipSettings {
         first_heartbeat_estimate: Duration::from_millis(250),
         ..FailureDetectorSettings::default()
     };
-    m.downing = Downing::KeepMajority {
-        stable_after: Duration::from_secs(5),
+    let stable_after = STABLE_AFTER;
+    m.downing = match mode {
+        DowningMode::KeepMajority => Downing::KeepMajority { stable_after },
+        DowningMode::AutoDown => Downing::AutoDown {
+            after: stable_after,
+        },
     };
     m
 }
 
-/// Sharding settings for the demo (Akka's, with a quicker rebalance).
+/// How long unreachability must be stable before a downing decision.
+pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(5);
+
+/// Sharding settings for the demo: Akka's, with a quicker rebalance, and a downed member's
+/// shards reallocated `stable-after` after its removal (Akka's advice for the margin).
 pub(crate) fn settings() -> ShardingSettings {
     ShardingSettings {
         rebalance_interval: Duration::from_secs(2),
+        down_removal_margin: STABLE_AFTER,
         ..ShardingSettings::default()
     }
 }
 
-/// Runs node `index` until it stops (SIGTERM leaves gracefully).
-pub(crate) async fn run(index: u32, seeds: Vec<String>, journal: PathBuf) -> Result<(), String> {
-    let journal = Journal::open(&journal).map_err(|e| format!("journal: {e}"))?;
+/// What a node process is told on its command line.
+pub(crate) struct MemberArgs {
+    pub(crate) index: u32,
+    pub(crate) journal: PathBuf,
+    /// Where to listen (`127.0.0.1:0`, or the node's namespace address).
+    pub(crate) bind: String,
+    pub(crate) downing: DowningMode,
+    pub(crate) seeds: Vec<String>,
+}
+
+impl MemberArgs {
+    /// The command line after `member`.
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            self.index.to_string(),
+            self.journal.display().to_string(),
+            self.bind.clone(),
+            self.downing.name().to_string(),
+        ];
+        args.extend(self.seeds.iter().cloned());
+        args
+    }
+
+    /// Parses what `to_args` wrote.
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let [index, journal, bind, downing, seeds @ ..] = args else {
+            return Err("usage: member <index> <journal> <bind> <downing> [seed...]".into());
+        };
+        Ok(Self {
+            index: index.parse().map_err(|_| format!("bad index {index:?}"))?,
+            journal: journal.into(),
+            bind: bind.clone(),
+            downing: DowningMode::parse(downing)?,
+            seeds: seeds.to_vec(),
+        })
+    }
+}
+
+/// Runs a node process until its member stops (SIGTERM leaves gracefully; a downed member
+/// stops by itself), journaling its entities, its dead letters and its exit.
+pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
+    let index = args.index;
+    let journal = Journal::open(&args.journal).map_err(|e| format!("journal: {e}"))?;
     let factory_journal = journal.clone();
     let node = NodeBuilder::new(CLUSTER)
         .secret(SECRET)
-        .seed_nodes(seeds)
-        .membership(membership())
+        .bind(args.bind)
+        .seed_nodes(args.seeds)
+        .membership(membership(args.downing))
         .settings(settings())
         .leave_on_signal(true)
         .entity(EntityTypeConfig::new(COUNTER), move |id| {
@@ -130,9 +207,18 @@ pub(crate) async fn run(index: u32, seeds: Vec<String>, journal: PathBuf) -> Res
     loop {
         match events.recv().await {
             Ok(NodeEvent::Stopped) | Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            Ok(NodeEvent::Sharding(shoal_core::Event::DeadLetter { reason, .. })) => {
+                journal.record(&Fact::DeadLetter {
+                    node: index,
+                    reason: format!("{reason:?}"),
+                });
+            }
             Ok(_) | Err(_) => {}
         }
     }
-    drop(journal);
+    journal.record(&Fact::Exited {
+        node: index,
+        at: now_micros(),
+    });
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The node processes: started by re-executing this example, faulted with real signals.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::member::MemberArgs;
 
 /// One node process.
 pub(crate) struct Member {
@@ -12,19 +13,24 @@ pub(crate) struct Member {
     child: Child,
 }
 
-/// Starts node `index` joining through `seeds` (none: it forms the cluster), journaling into
-/// `dir`, and waits for the address it listens on.
-pub(crate) fn spawn(index: u32, seeds: &[String], dir: &Path) -> Result<Member, String> {
+/// Starts the node process `args` describes (inside network namespace `netns` if given: the
+/// chaos mode), logging next to its journal, and waits for the address it listens on.
+pub(crate) fn spawn(args: &MemberArgs, netns: Option<&str>) -> Result<Member, String> {
+    let index = args.index;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let journal: PathBuf = dir.join(format!("node-{index}.journal"));
-    let log = std::fs::File::create(dir.join(format!("node-{index}.log")))
+    let log = std::fs::File::create(args.journal.with_extension("log"))
         .map_err(|e| format!("node {index} log: {e}"))?;
-    let mut command = Command::new(exe);
+    let mut command = match netns {
+        Some(netns) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", netns]).arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    };
     command
         .arg("member")
-        .arg(index.to_string())
-        .arg(journal)
-        .args(seeds)
+        .args(args.to_args())
         .stdout(Stdio::piped())
         .env(
             "RUST_LOG",
@@ -61,6 +67,7 @@ impl Member {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.pid().to_string())
+            .stderr(Stdio::null())
             .status()
             .map_err(|e| format!("kill: {e}"))?;
         if status.success() {
@@ -68,6 +75,11 @@ impl Member {
         } else {
             Err(format!("kill -{signal} {} failed", self.pid()))
         }
+    }
+
+    /// Whether the process has exited (a downed member stops by itself).
+    pub(crate) fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Waits up to `limit` for the process to exit; whether it did.

@@ -1,9 +1,10 @@
 //! The checks at the end of a run, from the nodes' journals and what the client saw:
 //! single activation across processes, per-sender order without duplicates, no acknowledged
-//! increment lost (except on counters whose state died with the killed process), and every
-//! counter answering after the faults.
+//! increment lost, every counter answering after the faults with the total its current
+//! incarnation's journal shows (state is not persisted: a counter that moved or whose process
+//! died starts again from zero, and counts the increments it handled since).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::journal::Fact;
 
@@ -12,19 +13,23 @@ use crate::journal::Fact;
 pub(crate) struct Verdict {
     /// Counters whose activations overlapped in time.
     pub(crate) double_activations: Vec<u32>,
-    /// `(entity, sender)` pairs delivered out of order or twice.
+    /// `(entity, sender, seq)` delivered out of order or twice.
     pub(crate) order_violations: Vec<(u32, u32, u64)>,
     /// Acknowledged increments missing from the journals (counter, sender, seq).
     pub(crate) lost: Vec<(u32, u32, u64)>,
-    /// Counters that lived on the killed process and restarted without their state.
+    /// Counters whose incarnation died with its process (killed, or downed) and restarted
+    /// elsewhere without its state.
     pub(crate) restarted: usize,
     /// Counters that did not answer at the end.
     pub(crate) silent: Vec<u32>,
-    /// Counters whose final total is below their acknowledged increments (state not lost).
-    pub(crate) short: Vec<(u32, u64, u64)>,
+    /// `(entity, total, journaled)`: the final total differs from the increments its last
+    /// incarnation journaled.
+    pub(crate) mismatched: Vec<(u32, u64, u64)>,
     /// Deliveries and activations read.
     pub(crate) deliveries: usize,
     pub(crate) activations: usize,
+    /// Dead letters the nodes journaled, by reason.
+    pub(crate) dead_letters: BTreeMap<String, u64>,
 }
 
 impl Verdict {
@@ -34,83 +39,137 @@ impl Verdict {
             && self.order_violations.is_empty()
             && self.lost.is_empty()
             && self.silent.is_empty()
-            && self.short.is_empty()
+            && self.mismatched.is_empty()
     }
 }
 
 /// The inputs of the checks.
 pub(crate) struct Evidence<'a> {
+    /// Every journal's facts, each journal in the order written.
     pub(crate) facts: &'a [Fact],
     /// `(entity, sender, seq)` of every acknowledged increment.
     pub(crate) acknowledged: &'a [(u32, u32, u64)],
-    /// The killed node and when (journal clock), if any.
-    pub(crate) killed: Option<(u32, u64)>,
+    /// Nodes killed with SIGKILL and when (journal clock): they journal no exit.
+    pub(crate) killed: &'a [(u32, u64)],
     /// When the run ended (journal clock): activations still open end here.
     pub(crate) ended: u64,
     /// The final totals.
     pub(crate) totals: &'a [Option<u64>],
 }
 
+/// An incarnation's span: `(start, end, node)`.
+type Span = (u64, u64, u32);
+
+/// One activation of a counter on a node, with what it handled in the order it did.
+struct Incarnation {
+    entity: u32,
+    node: u32,
+    start: u64,
+    /// `(sender, seq)`, in the order handled.
+    deliveries: Vec<(u32, u64)>,
+}
+
 /// Runs every check.
 pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
     let mut verdict = Verdict::default();
-    let mut intervals: BTreeMap<u32, Vec<(u64, u64, u32)>> = BTreeMap::new();
+    let mut spans: BTreeMap<u32, Vec<Span>> = BTreeMap::new();
     let mut open: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    let mut delivered: BTreeSet<(u32, u32, u64)> = BTreeSet::new();
-    let mut last_seq: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    let mut incarnations: Vec<Incarnation> = Vec::new();
+    // The incarnation running on each node, by `(entity, node)`.
+    let mut current: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut died: BTreeMap<u32, u64> = evidence.killed.iter().copied().collect();
     for fact in evidence.facts {
-        match *fact {
-            Fact::Started { entity, node, at } => {
+        match fact {
+            &Fact::Started { entity, node, at } => {
                 verdict.activations += 1;
                 if let Some(start) = open.insert((entity, node), at) {
                     // A start without a stop on the same node: a restart after a panic.
-                    intervals.entry(entity).or_default().push((start, at, node));
+                    spans.entry(entity).or_default().push((start, at, node));
                 }
+                current.insert((entity, node), incarnations.len());
+                incarnations.push(Incarnation {
+                    entity,
+                    node,
+                    start: at,
+                    deliveries: Vec::new(),
+                });
             }
-            Fact::Stopped { entity, node, at } => {
+            &Fact::Stopped { entity, node, at } => {
                 let start = open.remove(&(entity, node)).unwrap_or(at);
-                intervals.entry(entity).or_default().push((start, at, node));
+                spans.entry(entity).or_default().push((start, at, node));
             }
-            Fact::Delivered {
+            &Fact::Delivered {
                 entity,
+                node,
                 sender,
                 seq,
-                ..
             } => {
                 verdict.deliveries += 1;
-                let last = last_seq.entry((entity, sender)).or_default();
-                if seq <= *last || !delivered.insert((entity, sender, seq)) {
-                    verdict.order_violations.push((entity, sender, seq));
-                }
-                *last = (*last).max(seq);
+                let index = *current.entry((entity, node)).or_insert_with(|| {
+                    // Handled before any start was journaled: a torn journal.
+                    incarnations.push(Incarnation {
+                        entity,
+                        node,
+                        start: 0,
+                        deliveries: Vec::new(),
+                    });
+                    incarnations.len() - 1
+                });
+                incarnations[index].deliveries.push((sender, seq));
+            }
+            &Fact::Exited { node, at } => {
+                died.entry(node).or_insert(at);
+            }
+            Fact::DeadLetter { reason, .. } => {
+                *verdict.dead_letters.entry(reason.clone()).or_default() += 1;
             }
         }
     }
-    let mut on_killed = BTreeSet::new();
+    // Incarnations still open when their process ended died with it.
+    let mut restarted = BTreeSet::new();
     for ((entity, node), start) in open {
-        let end = match evidence.killed {
-            Some((killed, at)) if killed == node => {
-                on_killed.insert(entity);
+        let end = match died.get(&node) {
+            Some(&at) => {
+                restarted.insert(entity);
                 at
             }
-            _ => evidence.ended,
+            None => evidence.ended,
         };
-        intervals
-            .entry(entity)
-            .or_default()
-            .push((start, end, node));
+        spans.entry(entity).or_default().push((start, end, node));
     }
-    for (entity, mut spans) in intervals {
+    for (&entity, spans) in &mut spans {
         spans.sort_unstable();
         if spans.windows(2).any(|w| w[1].0 < w[0].1) {
             verdict.double_activations.push(entity);
         }
     }
-    verdict.restarted = on_killed.len();
-    let mut acknowledged: BTreeMap<u32, u64> = BTreeMap::new();
+    verdict.restarted = restarted.len();
+    // Each counter's incarnations in the order they started (one machine, one clock): each
+    // sender's increments must arrive in order, once.
+    incarnations.sort_by_key(|i| (i.entity, i.start, i.node));
+    let mut delivered: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for incarnation in &incarnations {
+        for &(sender, seq) in &incarnation.deliveries {
+            let seqs = delivered.entry((incarnation.entity, sender)).or_default();
+            if seqs.last().is_some_and(|&l| seq <= l) {
+                verdict
+                    .order_violations
+                    .push((incarnation.entity, sender, seq));
+            }
+            seqs.push(seq);
+        }
+        // Later incarnations start later: the last one seen is the one that answered.
+        last.insert(incarnation.entity, incarnation.deliveries.len() as u64);
+    }
+    for seqs in delivered.values_mut() {
+        seqs.sort_unstable();
+    }
     for &(entity, sender, seq) in evidence.acknowledged {
-        *acknowledged.entry(entity).or_default() += 1;
-        if !delivered.contains(&(entity, sender, seq)) {
+        let found = delivered
+            .get(&(entity, sender))
+            .is_some_and(|seqs| seqs.binary_search(&seq).is_ok());
+        if !found {
             verdict.lost.push((entity, sender, seq));
         }
     }
@@ -118,13 +177,12 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
         let entity = entity as u32;
         match total {
             None => verdict.silent.push(entity),
-            Some(total) if !on_killed.contains(&entity) => {
-                let acked = acknowledged.get(&entity).copied().unwrap_or(0);
-                if *total < acked {
-                    verdict.short.push((entity, *total, acked));
+            Some(total) => {
+                let journaled = last.get(&entity).copied().unwrap_or(0);
+                if *total != journaled {
+                    verdict.mismatched.push((entity, *total, journaled));
                 }
             }
-            Some(_) => {}
         }
     }
     verdict
@@ -141,9 +199,12 @@ mod tests {
         Fact::Stopped { entity, node, at }
     }
     fn deliver(entity: u32, sender: u32, seq: u64) -> Fact {
+        deliver_at(entity, 1, sender, seq)
+    }
+    fn deliver_at(entity: u32, node: u32, sender: u32, seq: u64) -> Fact {
         Fact::Delivered {
             entity,
-            node: 0,
+            node,
             sender,
             seq,
         }
@@ -153,7 +214,7 @@ mod tests {
         verify(&Evidence {
             facts,
             acknowledged,
-            killed: Some((9, 50)),
+            killed: &[(9, 50)],
             ended: 1_000,
             totals,
         })
@@ -166,16 +227,21 @@ mod tests {
             deliver(0, 0, 1),
             stop(0, 1, 20),
             start(0, 2, 21),
-            deliver(0, 0, 2),
+            deliver_at(0, 2, 0, 2),
         ];
-        let verdict = check(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(2)]);
+        // The counter moved: its new incarnation counts only what it handled.
+        let verdict = check(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(1)]);
         assert!(verdict.passed(), "{verdict:?}");
+        assert_eq!(check(&clean, &[], &[Some(2)]).mismatched, vec![(0, 2, 1)]);
 
         let overlap = [start(0, 1, 10), start(0, 2, 15), stop(0, 1, 20)];
         assert_eq!(check(&overlap, &[], &[Some(0)]).double_activations, vec![0]);
 
         let reordered = [start(0, 1, 10), deliver(0, 0, 2), deliver(0, 0, 1)];
         assert_eq!(check(&reordered, &[], &[Some(2)]).order_violations.len(), 1);
+
+        let twice = [start(0, 1, 10), deliver(0, 0, 1), deliver(0, 0, 1)];
+        assert_eq!(check(&twice, &[], &[Some(2)]).order_violations.len(), 1);
 
         let lost = [start(0, 1, 10), deliver(0, 0, 1)];
         assert_eq!(
@@ -187,15 +253,66 @@ mod tests {
     }
 
     #[test]
-    fn counters_of_the_killed_node_may_restart_empty() {
+    fn counters_of_a_killed_or_downed_node_restart_empty_and_end_with_their_process() {
         let facts = [
             start(0, 9, 10),
-            deliver(0, 0, 1),
+            deliver_at(0, 9, 0, 1),
             start(0, 2, 60),
-            deliver(0, 0, 2),
+            deliver_at(0, 2, 0, 2),
+            // Node 3 was downed: it exits at 40 without stopping counter 1 first.
+            start(1, 3, 10),
+            Fact::Exited { node: 3, at: 40 },
+            start(1, 2, 45),
         ];
-        let verdict = check(&facts, &[(0, 0, 1), (0, 0, 2)], &[Some(1)]);
+        let acked = [(0, 0, 1), (0, 0, 2)];
+        let verdict = check(&facts, &acked, &[Some(1), Some(0)]);
         assert!(verdict.passed(), "{verdict:?}");
-        assert_eq!(verdict.restarted, 1);
+        assert_eq!(verdict.restarted, 2);
+
+        // Had node 3 lived on (auto-down: both sides live), counter 1 ran twice at once.
+        let split = &facts[..5];
+        let both = [split, &[start(1, 2, 45)]].concat();
+        assert_eq!(
+            check(&both, &acked, &[Some(1), Some(0)]).double_activations,
+            vec![1]
+        );
+    }
+
+    #[test]
+    fn order_follows_the_incarnations_in_time_not_the_journal_files() {
+        // Node 1's journal is read first, but its incarnation started last.
+        let facts = [
+            start(0, 1, 30),
+            deliver_at(0, 1, 0, 3),
+            start(0, 2, 10),
+            deliver_at(0, 2, 0, 1),
+            deliver_at(0, 2, 0, 2),
+            stop(0, 2, 20),
+        ];
+        let acked = [(0, 0, 1), (0, 0, 2), (0, 0, 3)];
+        let verdict = check(&facts, &acked, &[Some(1)]);
+        assert!(verdict.passed(), "{verdict:?}");
+
+        // A delivery repeated in a later incarnation is caught, and still counts as delivered.
+        let again = [&facts[..], &[start(0, 3, 40), deliver_at(0, 3, 0, 3)]].concat();
+        let verdict = check(&again, &acked, &[Some(1)]);
+        assert_eq!(verdict.order_violations, vec![(0, 0, 3)]);
+        assert!(verdict.lost.is_empty());
+    }
+
+    #[test]
+    fn dead_letters_are_counted_by_reason() {
+        let dead = |reason: &str| Fact::DeadLetter {
+            node: 1,
+            reason: reason.into(),
+        };
+        let facts = [
+            dead("RegionStopped"),
+            dead("RegionStopped"),
+            dead("BufferFull"),
+        ];
+        let verdict = check(&facts, &[], &[]);
+        assert_eq!(verdict.dead_letters["RegionStopped"], 2);
+        assert_eq!(verdict.dead_letters["BufferFull"], 1);
     }
 }

@@ -1,17 +1,24 @@
 //! The client side: workers asking increments of every counter through the harness's proxy
-//! node, each with its own sequence per counter, recording what was acknowledged, when asks
-//! failed and how long they took.
+//! node, each with its own sequence per counter, recording what was acknowledged, why asks
+//! failed and how long they took; and the sweep asking every counter's total.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shoal::{AskError, Region};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use shoal::{AskError, EntityTypeConfig, Region};
 
-use crate::member::{Counter, CounterOp, entity_id};
+use crate::member::{COUNTER, Counter, CounterOp, entity_id};
 
 /// How long an increment may take before it counts as failed.
 pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Asks a worker keeps in flight (each to a different counter), so one counter whose home is
+/// down delays only its own asks, not the worker's traffic to every other counter.
+const IN_FLIGHT: usize = 16;
 
 /// What one worker saw.
 #[derive(Default)]
@@ -20,10 +27,8 @@ pub(crate) struct WorkerReport {
     pub(crate) acknowledged: Vec<(u32, u64)>,
     /// Ask latencies in microseconds (acknowledged asks only).
     pub(crate) latencies: Vec<u32>,
-    /// Failed asks by error, and when the last one failed.
-    pub(crate) failures: std::collections::BTreeMap<String, u64>,
-    /// Times of failed asks (since the run's start), for recovery figures.
-    pub(crate) failed_at: Vec<Duration>,
+    /// Failed asks by error.
+    pub(crate) failures: BTreeMap<String, u64>,
 }
 
 /// Shared live counters for the progress view.
@@ -33,50 +38,127 @@ pub(crate) struct Progress {
     pub(crate) failed: AtomicU64,
 }
 
-/// Runs worker `sender` until `stop`: visits every counter in turn from its own offset.
+/// Shards whose counters failed to answer, shared by the workers: a client's circuit breaker
+/// per shard. The value says whether some worker is probing the shard already.
+#[derive(Clone, Default)]
+pub(crate) struct Breaker(Arc<Mutex<BTreeMap<u32, bool>>>);
+
+impl Breaker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, bool>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether to ask a counter of `shard` now (`Some`), and whether that ask is a probe:
+    /// always while the shard is healthy; while it is suspect, once at a time and only by a
+    /// worker that `may_probe` (one probe per worker, so probes of dead shards cannot take
+    /// the slots of healthy ones).
+    fn admit(&self, shard: u32, may_probe: bool) -> Option<bool> {
+        match self.lock().get_mut(&shard) {
+            None => Some(false),
+            Some(probing) if may_probe && !*probing => {
+                *probing = true;
+                Some(true)
+            }
+            Some(_) => None,
+        }
+    }
+
+    fn answered(&self, shard: u32, ok: bool) {
+        let mut suspects = self.lock();
+        if ok {
+            suspects.remove(&shard);
+        } else {
+            suspects.insert(shard, false);
+        }
+    }
+}
+
+/// Runs worker `sender` until `stop`: visits every counter in turn from its own offset, with
+/// up to `IN_FLIGHT` asks outstanding and never two to the same counter (so its increments
+/// of one counter stay in order). A shard whose counter failed to answer is probed by one ask
+/// at a time until it answers again (`Breaker`), so the shards of a dead node do not take
+/// every slot while all the others could be served.
 pub(crate) async fn worker(
     sender: u32,
     workers: u32,
     entities: u32,
     region: Region<Counter>,
-    started: Instant,
+    breaker: Breaker,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
 ) -> WorkerReport {
+    let shards = EntityTypeConfig::new(COUNTER).number_of_shards;
+    let shard_of: Vec<u32> = (0..entities)
+        .map(|e| shoal_core::shard_of(&entity_id(e).into(), shards).0)
+        .collect();
     let mut report = WorkerReport::default();
     let mut seqs = vec![0u64; entities as usize];
     let mut next = (u64::from(sender) * u64::from(entities) / u64::from(workers)) as u32;
-    while !stop.load(Ordering::Relaxed) {
-        let entity = next;
-        next = (next + 1) % entities;
-        seqs[entity as usize] += 1;
-        let seq = seqs[entity as usize];
-        let asked = Instant::now();
-        let outcome = region
-            .entity_ref(entity_id(entity))
-            .ask(&CounterOp::Increment { sender, seq }, ASK_TIMEOUT)
-            .await;
+    let in_flight = IN_FLIGHT.min(entities as usize);
+    let mut busy = HashSet::new();
+    let mut probing = false;
+    let mut pending = FuturesUnordered::new();
+    loop {
+        // At most one lap over the counters per refill: busy ones and those of suspect
+        // shards being probed are passed over.
+        let mut lap = 0;
+        while pending.len() < in_flight && lap < entities && !stop.load(Ordering::Relaxed) {
+            let entity = next;
+            next = (next + 1) % entities;
+            lap += 1;
+            if busy.contains(&entity) {
+                continue;
+            }
+            let shard = shard_of[entity as usize];
+            let Some(probe) = breaker.admit(shard, !probing) else {
+                continue;
+            };
+            probing |= probe;
+            busy.insert(entity);
+            seqs[entity as usize] += 1;
+            let seq = seqs[entity as usize];
+            let counter = region.entity_ref(entity_id(entity));
+            pending.push(async move {
+                let asked = Instant::now();
+                let outcome = counter
+                    .ask(&CounterOp::Increment { sender, seq }, ASK_TIMEOUT)
+                    .await;
+                (entity, seq, shard, probe, asked.elapsed(), outcome)
+            });
+        }
+        if pending.is_empty() {
+            if stop.load(Ordering::Relaxed) {
+                return report;
+            }
+            // Every shard left is being probed by another worker.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        let Some((entity, seq, shard, probe, took, outcome)) = pending.next().await else {
+            continue;
+        };
+        busy.remove(&entity);
+        probing &= !probe;
         match outcome {
             Ok(_) => {
+                breaker.answered(shard, true);
                 report.acknowledged.push((entity, seq));
-                report
-                    .latencies
-                    .push(asked.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                let micros = took.as_micros().min(u128::from(u32::MAX)) as u32;
+                report.latencies.push(micros);
                 progress.acknowledged.fetch_add(1, Ordering::Relaxed);
             }
             Err(AskError::ShuttingDown) => {
                 // The harness's own node stopped: nothing more can be asked.
                 *report.failures.entry("ShuttingDown".into()).or_default() += 1;
-                break;
+                stop.store(true, Ordering::Relaxed);
             }
             Err(error) => {
+                breaker.answered(shard, false);
                 *report.failures.entry(label(&error)).or_default() += 1;
-                report.failed_at.push(started.elapsed());
                 progress.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
-    report
 }
 
 fn label(error: &AskError) -> String {
@@ -90,8 +172,11 @@ fn label(error: &AskError) -> String {
     }
 }
 
-/// Asks every counter's total (at most `within`, retrying): the totals, `None` for a counter
-/// that never answered.
+/// How many total asks the sweep keeps in flight.
+const SWEEP_IN_FLIGHT: usize = 1024;
+
+/// Asks every counter's total (for at most `within`, asking again those that did not answer
+/// each round): the totals, `None` for a counter that never answered.
 pub(crate) async fn totals(
     region: &Region<Counter>,
     entities: u32,
@@ -103,17 +188,19 @@ pub(crate) async fn totals(
         let missing: Vec<u32> = (0..entities)
             .filter(|&e| totals[e as usize].is_none())
             .collect();
-        if missing.is_empty() || Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if missing.is_empty() || left.is_zero() {
             return totals;
         }
-        for chunk in missing.chunks(256) {
-            let asks = chunk.iter().map(|&e| {
-                let counter = region.entity_ref(entity_id(e));
-                async move { (e, counter.ask(&CounterOp::Get, ASK_TIMEOUT).await.ok()) }
-            });
-            for (e, total) in futures_util::future::join_all(asks).await {
-                totals[e as usize] = total;
-            }
+        // Short asks, so a round ends soon after the counters' homes are back.
+        let timeout = left.min(Duration::from_secs(1));
+        let asks = missing.into_iter().map(|e| {
+            let counter = region.entity_ref(entity_id(e));
+            async move { (e, counter.ask(&CounterOp::Get, timeout).await.ok()) }
+        });
+        let mut answers = futures_util::stream::iter(asks).buffer_unordered(SWEEP_IN_FLIGHT);
+        while let Some((e, total)) = answers.next().await {
+            totals[e as usize] = total;
         }
     }
 }

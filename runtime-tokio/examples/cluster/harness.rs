@@ -1,0 +1,134 @@
+//! What the tours act on: the node processes, the harness's proxy node and what it sees, the
+//! live view, and the figures collected for the summary.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use shoal::{MemberId, Region};
+
+use crate::member::{Counter, DowningMode, MemberArgs};
+use crate::netns::{Host, Lab};
+use crate::processes::{self, Member};
+use crate::view::View;
+use crate::watch::Watch;
+use crate::workload;
+
+/// A running demo cluster.
+pub(crate) struct Run<'a> {
+    pub(crate) view: Arc<View>,
+    pub(crate) watch: Watch,
+    pub(crate) region: Region<Counter>,
+    pub(crate) entities: u32,
+    pub(crate) downing: DowningMode,
+    pub(crate) lab: Option<&'a Lab>,
+    pub(crate) dir: PathBuf,
+    pub(crate) seeds: Vec<String>,
+    pub(crate) members: Vec<Member>,
+    /// `(index, address)` of every node process started, shared with the live view.
+    pub(crate) addresses: Arc<Mutex<Vec<(u32, String)>>>,
+    /// `(figure, value)` rows for the summary, in the order measured.
+    pub(crate) figures: Vec<(String, String)>,
+    /// Nodes killed with SIGKILL and when (journal clock).
+    pub(crate) killed: Vec<(u32, u64)>,
+}
+
+/// Where node `index` listens.
+pub(crate) fn bind_address(lab: Option<&Lab>, index: u32) -> String {
+    match lab {
+        Some(lab) => format!("{}:7355", lab.ip(Host::Node(index))),
+        None => "127.0.0.1:0".into(),
+    }
+}
+
+/// Starts node `index` (in its namespace when there is a lab).
+pub(crate) fn spawn_member(
+    lab: Option<&Lab>,
+    dir: &std::path::Path,
+    index: u32,
+    seeds: &[String],
+    downing: DowningMode,
+) -> Result<Member, String> {
+    let args = MemberArgs {
+        index,
+        journal: dir.join(format!("node-{index}.journal")),
+        bind: bind_address(lab, index),
+        downing,
+        seeds: seeds.to_vec(),
+    };
+    let netns = lab.map(|lab| lab.namespace(Host::Node(index)));
+    tokio::task::block_in_place(|| processes::spawn(&args, netns.as_deref()))
+}
+
+impl Run<'_> {
+    /// Starts node `index`, joining through the seeds.
+    pub(crate) fn spawn(&mut self, index: u32) -> Result<(), String> {
+        let member = spawn_member(self.lab, &self.dir, index, &self.seeds, self.downing)?;
+        self.addresses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((index, member.address.clone()));
+        self.members.push(member);
+        Ok(())
+    }
+
+    /// Node process `index`.
+    pub(crate) fn member(&mut self, index: u32) -> Result<&mut Member, String> {
+        self.members
+            .iter_mut()
+            .find(|m| m.index == index)
+            .ok_or_else(|| format!("no node {index}"))
+    }
+
+    /// The member id of node `index`, once the harness has seen it Up (at most `bound`).
+    pub(crate) async fn id_of(&mut self, index: u32, bound: Duration) -> Result<MemberId, String> {
+        let address = self.member(index)?.address.clone();
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(id) = self.watch.member_at(&address) {
+                return Ok(id);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("node {index} was not seen Up within {bound:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The shards node `index` hosts, by the coordinator's statistics.
+    pub(crate) async fn shards_of(&self, id: MemberId) -> Option<usize> {
+        let stats = tokio::time::timeout(Duration::from_secs(2), self.region.stats())
+            .await
+            .ok()?
+            .ok()?;
+        Some(
+            stats
+                .regions
+                .iter()
+                .find(|r| r.region == id)
+                .map_or(0, |r| r.shards.len()),
+        )
+    }
+
+    /// Waits (at most `bound`) until every counter answers.
+    pub(crate) async fn all_answer(&self, bound: Duration) -> Result<(), String> {
+        let totals = workload::totals(&self.region, self.entities, bound).await;
+        let silent = totals.iter().filter(|t| t.is_none()).count();
+        if silent == 0 {
+            Ok(())
+        } else {
+            Err(format!("{silent} counters did not answer within {bound:?}"))
+        }
+    }
+
+    /// Records a figure for the summary and tells it.
+    pub(crate) fn figure(&mut self, name: &str, value: String) {
+        self.view.say(&format!("{name}: {value}"));
+        self.figures.push((name.to_string(), value));
+    }
+}
+
+/// `duration` in seconds with one decimal.
+pub(crate) fn secs(duration: Duration) -> String {
+    format!("{:.1} s", duration.as_secs_f64())
+}
