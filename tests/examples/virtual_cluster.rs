@@ -9,7 +9,7 @@
 //! 4. crashes the coordinator's node and shows the new coordinator rebuilding its table;
 //! 5. checks that every message was delivered exactly once, in order, and prints statistics.
 //!
-//! Run: `cargo run -p shoal-tests --example cluster`
+//! Run: `cargo run -p shoal-tests --example virtual_cluster`
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
