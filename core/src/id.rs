@@ -14,6 +14,13 @@ pub struct NodeId(pub u64);
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
 pub struct Incarnation(pub u64);
 
+/// The fencing epoch of a shard's allocation: each new allocation of a shard has a higher one,
+/// and a remember-entities store refuses writes carrying an epoch older than the newest it has
+/// seen for the shard, so an instance of the shard that should no longer exist cannot change
+/// its remembered set.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct Epoch(pub u64);
+
 /// One life of one cluster member. Regions and coordinators are addressed by it, so messages
 /// meant for an earlier incarnation of a restarted node can be recognised and dropped.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]

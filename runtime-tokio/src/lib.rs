@@ -59,6 +59,7 @@ mod event;
 pub mod host;
 mod node;
 mod region;
+pub mod store;
 pub mod transport;
 
 pub use builder::{NodeBuilder, node_id_of};

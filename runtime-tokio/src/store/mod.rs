@@ -1,0 +1,103 @@
+//! Remember-entities stores: where each shard's remembered entity ids live, so that entities
+//! that were running start again after a rebalance or a crash without waiting for a message.
+//!
+//! One async trait, [`RememberStore`], and two implementations sharing one schema: SQLite (one
+//! file in WAL mode, the embedded default, shared by the processes of a node set on one
+//! machine) and PostgreSQL (production). Every write carries the shard allocation's fencing
+//! [`Epoch`]: a shard instance claims its epoch when it loads, and the store refuses a load or
+//! write from an older epoch with [`StoreError::Fenced`], in the same transaction as the change,
+//! so an instance of the shard that should no longer exist cannot change the set.
+//!
+//! The protocol that drives a store (loading at shard start, batching one write in flight per
+//! shard, throttled recovery) belongs to the core and is simulated there; these are its
+//! runtime adapters.
+
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+use futures_util::future::BoxFuture;
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+
+/// Why a store operation did not complete.
+#[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The operation carried an epoch older than the newest the store has seen for the shard:
+    /// it came from an instance of the shard that should no longer exist, and changed nothing.
+    #[error("fenced: epoch {} is older than the shard's epoch {}", refused.0, current.0)]
+    Fenced {
+        /// The epoch refused.
+        refused: Epoch,
+        /// The shard's newest epoch in the store.
+        current: Epoch,
+    },
+    /// The store could not be reached or failed; the operation changed nothing and may be
+    /// retried.
+    #[error("remember store unavailable: {0}")]
+    Unavailable(String),
+    /// A value the store cannot hold (an epoch beyond `i64::MAX`).
+    #[error("invalid value for the remember store: {0}")]
+    Invalid(String),
+}
+
+/// A change to one shard's remembered set, made by the instance holding `epoch`.
+#[derive(Clone, Copy, Debug)]
+pub struct Update<'a> {
+    /// The shard's entity type.
+    pub entity_type: &'a EntityType,
+    /// The shard.
+    pub shard: ShardId,
+    /// The writer's allocation epoch.
+    pub epoch: Epoch,
+    /// Entities to remember (started).
+    pub started: &'a [EntityId],
+    /// Entities to forget (passivated).
+    pub stopped: &'a [EntityId],
+}
+
+/// Where remembered entity ids are kept (object-safe: a node holds an `Arc<dyn RememberStore>`).
+pub trait RememberStore: Send + Sync + 'static {
+    /// Claims `epoch` for the shard and returns its remembered ids (sorted); refused with
+    /// [`StoreError::Fenced`] if the shard already has a newer epoch.
+    fn load<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        shard: ShardId,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<Vec<EntityId>, StoreError>>;
+
+    /// Applies `update` atomically if its epoch is not older than the shard's (which it then
+    /// becomes); otherwise refuses it with [`StoreError::Fenced`] and changes nothing.
+    fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The shards of `entity_type` that remember at least one entity (sorted): after a full
+    /// cluster restart the coordinator starts each of them somewhere.
+    fn shards<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>>;
+}
+
+/// The schema both stores use (portable SQL: SQLite 3.24+ and PostgreSQL 9.5+).
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS shoal_remembered_shards (
+    entity_type TEXT NOT NULL,
+    shard BIGINT NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (entity_type, shard)
+);
+CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
+    entity_type TEXT NOT NULL,
+    shard BIGINT NOT NULL,
+    entity_id TEXT NOT NULL,
+    PRIMARY KEY (entity_type, shard, entity_id)
+);
+";

@@ -1,0 +1,162 @@
+//! The production store: PostgreSQL through tokio-postgres, one connection per store (made
+//! again when it breaks). A write is one transaction whose first statement claims the epoch:
+//! that row lock orders concurrent writers of one shard, and a writer that waited re-checks
+//! the epoch the other committed, so an older epoch is refused even in a race.
+
+use futures_util::future::BoxFuture;
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls, Transaction};
+
+use super::sql::{CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced};
+use super::{RememberStore, SCHEMA, StoreError, Update};
+
+/// A remember store in a PostgreSQL database.
+pub struct PostgresStore {
+    url: String,
+    client: Mutex<Option<Client>>,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+async fn connect(url: &str) -> Result<Client, StoreError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(unavailable)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(%error, "remember store connection ended");
+        }
+    });
+    Ok(client)
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/db`) and creates the
+    /// schema if it is missing.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, StoreError> {
+        let url = url.into();
+        let client = connect(&url).await?;
+        client.batch_execute(SCHEMA).await.map_err(unavailable)?;
+        Ok(Self {
+            url,
+            client: Mutex::new(Some(client)),
+        })
+    }
+
+    /// The live client, connecting again if the last one broke.
+    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, StoreError> {
+        let mut client = self.client.lock().await;
+        if client.as_ref().is_none_or(Client::is_closed) {
+            *client = None;
+            *client = Some(connect(&self.url).await?);
+        }
+        Ok(client)
+    }
+}
+
+/// Claims `epoch` for the shard inside `tx`, or says why not.
+async fn claim(
+    tx: &Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    epoch: Epoch,
+) -> Result<(), StoreError> {
+    let value = epoch_value(epoch)?;
+    let claimed = tx
+        .execute(CLAIM_EPOCH, &[&entity_type, &shard, &value])
+        .await
+        .map_err(unavailable)?;
+    if claimed == 1 {
+        return Ok(());
+    }
+    let current = tx
+        .query_opt(CURRENT_EPOCH, &[&entity_type, &shard])
+        .await
+        .map_err(unavailable)?
+        .map_or(0, |row| row.get::<_, i64>(0));
+    Err(fenced(epoch, current))
+}
+
+impl RememberStore for PostgresStore {
+    fn load<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        shard: ShardId,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<Vec<EntityId>, StoreError>> {
+        Box::pin(async move {
+            let (entity_type, shard) = (entity_type.as_str(), i64::from(shard.0));
+            let mut guard = self.client().await?;
+            let client = guard.as_mut().expect("connected above");
+            let tx = client.transaction().await.map_err(unavailable)?;
+            claim(&tx, entity_type, shard, epoch).await?;
+            let rows = tx
+                .query(LOAD, &[&entity_type, &shard])
+                .await
+                .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(rows
+                .iter()
+                .map(|row| EntityId::from(row.get::<_, String>(0)))
+                .collect())
+        })
+    }
+
+    fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let entity_type = update.entity_type.as_str();
+            let shard = i64::from(update.shard.0);
+            let started: Vec<&str> = update.started.iter().map(EntityId::as_str).collect();
+            let stopped: Vec<&str> = update.stopped.iter().map(EntityId::as_str).collect();
+            let mut guard = self.client().await?;
+            let client = guard.as_mut().expect("connected above");
+            let tx = client.transaction().await.map_err(unavailable)?;
+            claim(&tx, entity_type, shard, update.epoch).await?;
+            if !stopped.is_empty() {
+                tx.execute(
+                    "DELETE FROM shoal_remembered_entities
+                     WHERE entity_type = $1 AND shard = $2 AND entity_id = ANY($3)",
+                    &[&entity_type, &shard, &stopped],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            if !started.is_empty() {
+                tx.execute(
+                    "INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id)
+                     SELECT $1, $2, id FROM unnest($3::text[]) AS id ON CONFLICT DO NOTHING",
+                    &[&entity_type, &shard, &started],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn shards<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+        Box::pin(async move {
+            let entity_type = entity_type.as_str();
+            let guard = self.client().await?;
+            let client = guard.as_ref().expect("connected above");
+            let rows = client
+                .query(SHARDS, &[&entity_type])
+                .await
+                .map_err(unavailable)?;
+            rows.iter()
+                .map(|row| {
+                    let shard: i64 = row.get(0);
+                    u32::try_from(shard)
+                        .map(ShardId)
+                        .map_err(|_| StoreError::Invalid(format!("shard {shard}")))
+                })
+                .collect()
+        })
+    }
+}

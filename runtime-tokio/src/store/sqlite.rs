@@ -1,0 +1,186 @@
+//! The embedded store: one SQLite file in WAL mode (readers never wait for the writer), which
+//! the processes of a node set on one machine can share. Calls run on tokio's blocking pool;
+//! each write is one `BEGIN IMMEDIATE` transaction (it takes the file's write lock first, so
+//! two writers never deadlock upgrading), waiting up to `BUSY_TIMEOUT` for another process.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+
+use super::sql::{CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced};
+use super::{RememberStore, SCHEMA, StoreError, Update};
+
+/// How long a write waits for another process holding the file's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A remember store in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// The stores' SQL with SQLite's numbered parameters (`?1` for `$1`).
+fn sql(statement: &str) -> String {
+    statement.replace('$', "?")
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let connection = Connection::open(path).map_err(unavailable)?;
+        connection.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
+        // WAL lets the processes sharing the file read while one writes.
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(unavailable)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Unavailable(format!(
+                "SQLite refused WAL mode (journal mode {mode})"
+            )));
+        }
+        connection
+            .execute_batch("PRAGMA synchronous = NORMAL;")
+            .map_err(unavailable)?;
+        connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        Ok(Self {
+            connection: Arc::new(Mutex::new(connection)),
+        })
+    }
+
+    /// Runs `work` on the connection on the blocking pool.
+    fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, StoreError>> {
+        let connection = Arc::clone(&self.connection);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut connection = connection
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                work(&mut connection)
+            })
+            .await
+            .map_err(unavailable)?
+        })
+    }
+}
+
+/// Claims `epoch` for the shard inside `tx`, or says why not.
+fn claim(
+    tx: &rusqlite::Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    epoch: Epoch,
+) -> Result<(), StoreError> {
+    let value = epoch_value(epoch)?;
+    let claimed = tx
+        .execute(&sql(CLAIM_EPOCH), params![entity_type, shard, value])
+        .map_err(unavailable)?;
+    if claimed == 1 {
+        return Ok(());
+    }
+    let current: Option<i64> = tx
+        .query_row(&sql(CURRENT_EPOCH), params![entity_type, shard], |row| {
+            row.get(0)
+        })
+        .optional()
+        .map_err(unavailable)?;
+    Err(fenced(epoch, current.unwrap_or(0)))
+}
+
+impl RememberStore for SqliteStore {
+    fn load<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        shard: ShardId,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<Vec<EntityId>, StoreError>> {
+        let entity_type = entity_type.as_str().to_string();
+        let shard = i64::from(shard.0);
+        self.with(move |connection| {
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            claim(&tx, &entity_type, shard, epoch)?;
+            let ids = {
+                let mut query = tx.prepare(&sql(LOAD)).map_err(unavailable)?;
+                let rows = query
+                    .query_map(params![entity_type, shard], |row| row.get::<_, String>(0))
+                    .map_err(unavailable)?;
+                rows.map(|id| id.map(EntityId::from))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(unavailable)?
+            };
+            tx.commit().map_err(unavailable)?;
+            Ok(ids)
+        })
+    }
+
+    fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        let entity_type = update.entity_type.as_str().to_string();
+        let shard = i64::from(update.shard.0);
+        let epoch = update.epoch;
+        let started: Vec<String> = update.started.iter().map(|e| e.as_str().into()).collect();
+        let stopped: Vec<String> = update.stopped.iter().map(|e| e.as_str().into()).collect();
+        self.with(move |connection| {
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            claim(&tx, &entity_type, shard, epoch)?;
+            {
+                let mut forget = tx
+                    .prepare(
+                        "DELETE FROM shoal_remembered_entities
+                         WHERE entity_type = ?1 AND shard = ?2 AND entity_id = ?3",
+                    )
+                    .map_err(unavailable)?;
+                for id in &stopped {
+                    forget
+                        .execute(params![entity_type, shard, id])
+                        .map_err(unavailable)?;
+                }
+                let mut remember = tx
+                    .prepare(
+                        "INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id)
+                         VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    )
+                    .map_err(unavailable)?;
+                for id in &started {
+                    remember
+                        .execute(params![entity_type, shard, id])
+                        .map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn shards<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+        let entity_type = entity_type.as_str().to_string();
+        self.with(move |connection| {
+            let mut query = connection.prepare(&sql(SHARDS)).map_err(unavailable)?;
+            let rows = query
+                .query_map(params![entity_type], |row| row.get::<_, i64>(0))
+                .map_err(unavailable)?;
+            rows.map(|shard| {
+                let shard = shard.map_err(unavailable)?;
+                u32::try_from(shard)
+                    .map(ShardId)
+                    .map_err(|_| StoreError::Invalid(format!("shard {shard}")))
+            })
+            .collect()
+        })
+    }
+}

@@ -1,0 +1,326 @@
+//! One test-suite for every remember store, run against SQLite (a file of its own) and against
+//! a private PostgreSQL server this test starts (initdb in a temporary directory, a free
+//! loopback port, as the `postgres` user when run as root): remembering and forgetting,
+//! fencing by epoch, two writers racing with different epochs, and what each store adds
+//! (SQLite: WAL mode, reopening the file).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use shoal::store::{PostgresStore, RememberStore, SqliteStore, StoreError, Update};
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+
+fn ids(names: &[&str]) -> Vec<EntityId> {
+    names.iter().map(|n| EntityId::from(*n)).collect()
+}
+
+async fn update(
+    store: &dyn RememberStore,
+    kind: &EntityType,
+    shard: u32,
+    epoch: u64,
+    started: &[&str],
+    stopped: &[&str],
+) -> Result<(), StoreError> {
+    let (started, stopped) = (ids(started), ids(stopped));
+    store
+        .update(Update {
+            entity_type: kind,
+            shard: ShardId(shard),
+            epoch: Epoch(epoch),
+            started: &started,
+            stopped: &stopped,
+        })
+        .await
+}
+
+/// The behaviour every store shares; `kind` keeps runs in one database apart.
+async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str) {
+    let kind = EntityType::from(kind);
+    // Remembering and forgetting.
+    assert_eq!(store.load(&kind, ShardId(1), Epoch(1)).await, Ok(vec![]));
+    update(store, &kind, 1, 1, &["c", "a", "b"], &[])
+        .await
+        .unwrap();
+    update(store, &kind, 1, 1, &["a"], &["b"]).await.unwrap();
+    assert_eq!(
+        store.load(&kind, ShardId(1), Epoch(1)).await,
+        Ok(ids(&["a", "c"]))
+    );
+    update(store, &kind, 7, 1, &["x"], &[]).await.unwrap();
+    update(store, &kind, 9, 1, &["y"], &[]).await.unwrap();
+    update(store, &kind, 9, 1, &[], &["y"]).await.unwrap();
+    assert_eq!(store.shards(&kind).await, Ok(vec![ShardId(1), ShardId(7)]));
+
+    // Fencing: a newer load claims the shard; older writers and loaders are refused.
+    assert_eq!(
+        store.load(&kind, ShardId(1), Epoch(5)).await,
+        Ok(ids(&["a", "c"]))
+    );
+    let refused = update(store, &kind, 1, 4, &["stale"], &["a"]).await;
+    assert_eq!(
+        refused,
+        Err(StoreError::Fenced {
+            refused: Epoch(4),
+            current: Epoch(5)
+        })
+    );
+    assert_eq!(
+        other.load(&kind, ShardId(1), Epoch(3)).await,
+        Err(StoreError::Fenced {
+            refused: Epoch(3),
+            current: Epoch(5)
+        })
+    );
+    update(other, &kind, 1, 6, &["d"], &[]).await.unwrap();
+    assert!(matches!(
+        update(store, &kind, 1, 5, &["late"], &[]).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(
+        store.load(&kind, ShardId(1), Epoch(6)).await,
+        Ok(ids(&["a", "c", "d"]))
+    );
+    // Other shards have epochs of their own.
+    update(store, &kind, 7, 2, &["z"], &[]).await.unwrap();
+
+    // Two writers race, the second always one epoch ahead: the newer write always lands; the
+    // older lands only if it committed first, and never after the newer one.
+    let mut older_landed = 0;
+    for round in 0..40u64 {
+        let (old, new) = (10 + 2 * round, 11 + 2 * round);
+        let (a, b) = (format!("old{round}"), format!("new{round}"));
+        let (older, newer) = ([a.as_str()], [b.as_str()]);
+        let older_write = update(store, &kind, 2, old, &older, &[]);
+        let newer_write = update(other, &kind, 2, new, &newer, &[]);
+        // Either writer may start first.
+        let (first, second) = if round % 2 == 0 {
+            tokio::join!(older_write, newer_write)
+        } else {
+            let (second, first) = tokio::join!(newer_write, older_write);
+            (first, second)
+        };
+        second.unwrap();
+        let remembered = store.load(&kind, ShardId(2), Epoch(new)).await.unwrap();
+        assert!(remembered.contains(&EntityId::from(b.as_str())));
+        match first {
+            Ok(()) => {
+                older_landed += 1;
+                assert!(remembered.contains(&EntityId::from(a.as_str())));
+            }
+            Err(StoreError::Fenced { refused, current }) => {
+                assert_eq!((refused, current), (Epoch(old), Epoch(new)));
+                assert!(!remembered.contains(&EntityId::from(a.as_str())));
+            }
+            Err(other) => panic!("round {round}: {other}"),
+        }
+        // Whatever the race did, the older epoch is fenced from now on.
+        assert!(update(store, &kind, 2, old, &["after"], &[]).await.is_err());
+    }
+    eprintln!("the older writer landed first in {older_landed} of 40 races");
+    assert!(
+        (1..40).contains(&older_landed),
+        "both outcomes of the race should occur: {older_landed} of 40"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store_passes_the_suite_and_is_one_shared_wal_file() {
+    let dir = scratch("sqlite");
+    let path = dir.join("remember.db");
+    // Two handles on one file, as two processes of a node set on one machine would have.
+    let store = SqliteStore::open(&path).unwrap();
+    let other = SqliteStore::open(&path).unwrap();
+    suite(&store, &other, "counter").await;
+    drop((store, other));
+    assert!(dir.join("remember.db-wal").exists() || wal_mode(&path));
+    let reopened = SqliteStore::open(&path).unwrap();
+    let kind = EntityType::from("counter");
+    assert_eq!(
+        reopened.shards(&kind).await,
+        Ok(vec![ShardId(1), ShardId(2), ShardId(7)])
+    );
+    assert!(matches!(
+        reopened.load(&kind, ShardId(1), Epoch(1)).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sqlite_store_reports_a_path_it_cannot_open() {
+    let error = SqliteStore::open("/proc/shoal/no/such/dir/remember.db").err();
+    assert!(
+        matches!(error, Some(StoreError::Unavailable(_))),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_passes_the_suite_on_a_private_server() {
+    let server = PgServer::start();
+    let store = server.connect().await;
+    let other = server.connect().await;
+    suite(&store, &other, "counter").await;
+    // A store that cannot reach its server says so.
+    let closed = format!("host=127.0.0.1 port={} user=shoal", free_port());
+    assert!(matches!(
+        PostgresStore::connect(closed).await.err(),
+        Some(StoreError::Unavailable(_))
+    ));
+}
+
+fn wal_mode(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|bytes| bytes.len() > 19 && bytes[18] == 2)
+}
+
+fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-store-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A PostgreSQL server of this test's own, stopped and deleted when dropped.
+struct PgServer {
+    dir: PathBuf,
+    port: u16,
+    postmaster: Child,
+}
+
+impl PgServer {
+    fn start() -> Self {
+        let bin = pg_bin_dir();
+        let dir = scratch("postgres");
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        // PostgreSQL refuses to run as root: then it runs as the `postgres` user.
+        let as_owner = |program: PathBuf| {
+            if root {
+                let mut command = Command::new("setpriv");
+                command
+                    .args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+                    .arg(program);
+                command
+            } else {
+                Command::new(program)
+            }
+        };
+        if root {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of {}", dir.display());
+        }
+        let data = dir.join("data");
+        let initdb = as_owner(bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "shoal", "-A", "trust", "-E", "UTF8", "--no-sync"])
+            .output()
+            .expect("initdb runs");
+        assert!(
+            initdb.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("server.log")).unwrap();
+        let postmaster = as_owner(bin.join("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(&dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("postgres starts");
+        let server = Self {
+            dir,
+            port,
+            postmaster,
+        };
+        server.wait_ready();
+        server
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=shoal dbname=postgres",
+            self.port
+        )
+    }
+
+    /// A store on this server, once it accepts connections (it listens while still starting).
+    async fn connect(&self) -> PostgresStore {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match PostgresStore::connect(self.url()).await {
+                Ok(store) => return store,
+                Err(error) => assert!(
+                    Instant::now() < deadline,
+                    "PostgreSQL did not accept connections within 30 s: {error}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "PostgreSQL did not listen within 30 s: {}",
+                std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let _ = self.postmaster.kill();
+        let _ = self.postmaster.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where the PostgreSQL server programs are: on the `PATH`, or Debian's versioned directory.
+fn pg_bin_dir() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .find(|dir| dir.join("initdb").is_file() && dir.join("postgres").is_file())
+    });
+    let debian = || {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path().join("bin"))
+            .filter(|bin| bin.join("initdb").is_file())
+            .collect();
+        dirs.sort();
+        dirs.pop()
+    };
+    on_path.or_else(debian).expect(
+        "PostgreSQL's server programs (initdb, postgres) are not installed: \
+         apt-get install postgresql (.ci/run does)",
+    )
+}
