@@ -1,0 +1,360 @@
+//! Remembering a shard's entities (Akka's remember-entities, shard side), as a sans-IO
+//! sub-machine a shard will own: it asks the store for the remembered ids when the shard
+//! starts, recovers them throttled, and records starts and passivations with **one write in
+//! flight**, batching later changes behind it. Every request carries the shard allocation's
+//! fencing [`Epoch`]; a store that has seen a newer one refuses it, and this instance then
+//! stops writing for good (it should no longer exist).
+//!
+//! ```text
+//!  Loading ──Loaded(ids)──▶ Ready: recovery starts ids (all at once, or N every D)
+//!     │  ▲                    │  record_started / record_stopped → batched; one Update in
+//!     └──┘ Failed: retry      │  flight; Written → next batch; Failed → the batch goes back
+//!          with backoff       ▼  and is retried with backoff; Fenced → stop writing
+//! ```
+//!
+//! A start is durable before the entity runs: `record_started` of an id not remembered yet
+//! makes it *pending*, and `Written` returns the ids whose start became durable, which the
+//! shard then starts (buffering their messages meanwhile, as Akka's `RememberingStart`).
+//! Passivation forgets an id; a crash of the entity or its node does not (the shard never
+//! calls `record_stopped` for it).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use crate::id::{EntityId, EntityType, Epoch, ShardId};
+use crate::time::{Instant, earliest};
+
+/// How remembered entities are started again when their shard starts (Akka's
+/// `entity-recovery-strategy`).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum RecoveryStrategy {
+    /// Every remembered entity at once.
+    AllAtOnce,
+    /// `number` entities every `every` (spreads the load of a large recovery).
+    Constant {
+        /// Entities started per step (at least one).
+        number: usize,
+        /// Time between steps.
+        every: Duration,
+    },
+}
+
+/// Settings of remembering, per entity type.
+#[derive(Clone, Copy, Debug)]
+pub struct RememberSettings {
+    /// How remembered entities are restarted.
+    pub recovery: RecoveryStrategy,
+    /// First delay before retrying a failed store request (doubled per failure).
+    pub retry_min: Duration,
+    /// Largest retry delay.
+    pub retry_max: Duration,
+}
+
+impl Default for RememberSettings {
+    fn default() -> Self {
+        Self {
+            recovery: RecoveryStrategy::AllAtOnce,
+            retry_min: Duration::from_millis(200),
+            retry_max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A request to the remember store; the host completes it with a [`StoreCompletion`].
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum StoreRequest {
+    /// Claim `epoch` for the shard and read its remembered ids.
+    Load {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The allocation's epoch.
+        epoch: Epoch,
+    },
+    /// Remember `started` and forget `stopped`, atomically, unless fenced.
+    Update {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The allocation's epoch.
+        epoch: Epoch,
+        /// Ids to remember (sorted).
+        started: Vec<EntityId>,
+        /// Ids to forget (sorted).
+        stopped: Vec<EntityId>,
+    },
+}
+
+/// How a store request ended.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum StoreCompletion {
+    /// The load's ids.
+    Loaded(Vec<EntityId>),
+    /// The update was applied.
+    Written,
+    /// The store refused the epoch: a newer allocation of the shard exists.
+    Fenced,
+    /// The request failed (unreachable, timed out); nothing is known to have changed.
+    Failed(String),
+}
+
+/// What a call produced, for the shard to act on.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct RememberOut {
+    /// Requests for the store (at most one in flight).
+    pub(crate) requests: Vec<StoreRequest>,
+    /// Entities to start now: recovered ones, or ones whose start became durable.
+    pub(crate) start: Vec<EntityId>,
+    /// Store failures to report (the request will be retried unless fenced).
+    pub(crate) failures: Vec<String>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Phase {
+    /// Waiting for the load (or for its retry).
+    Loading,
+    /// Loaded: recording changes.
+    Ready,
+    /// Refused by the store: nothing more is written.
+    Fenced,
+}
+
+/// One shard's remembered set and its conversation with the store.
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    entity_type: EntityType,
+    shard: ShardId,
+    epoch: Epoch,
+    settings: RememberSettings,
+    phase: Phase,
+    /// A request is out; its completion has not arrived.
+    in_flight: bool,
+    /// The ids the store holds, as far as this shard knows.
+    stored: BTreeSet<EntityId>,
+    /// Changes not yet sent.
+    to_start: BTreeSet<EntityId>,
+    to_stop: BTreeSet<EntityId>,
+    /// Changes sent in the request in flight.
+    sent_start: BTreeSet<EntityId>,
+    sent_stop: BTreeSet<EntityId>,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// Loaded ids not started yet (throttled recovery), and when the next step is due.
+    recovering: VecDeque<EntityId>,
+    next_recovery: Option<Instant>,
+}
+
+impl Remembered {
+    /// Starts remembering for the shard's allocation `epoch`: asks for the load.
+    pub(crate) fn new(
+        entity_type: EntityType,
+        shard: ShardId,
+        epoch: Epoch,
+        settings: RememberSettings,
+        out: &mut RememberOut,
+    ) -> Self {
+        let mut remembered = Self {
+            entity_type,
+            shard,
+            epoch,
+            settings,
+            phase: Phase::Loading,
+            in_flight: false,
+            stored: BTreeSet::new(),
+            to_start: BTreeSet::new(),
+            to_stop: BTreeSet::new(),
+            sent_start: BTreeSet::new(),
+            sent_stop: BTreeSet::new(),
+            failures: 0,
+            retry_at: None,
+            recovering: VecDeque::new(),
+            next_recovery: None,
+        };
+        remembered.send(out);
+        remembered
+    }
+
+    /// Whether the shard may handle messages: its remembered set is loaded (and not fenced).
+    pub(crate) fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// Whether the store refused this instance: the shard should stop.
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.phase == Phase::Fenced
+    }
+
+    /// Whether `id` is remembered (stored, or being written).
+    pub(crate) fn remembers(&self, id: &EntityId) -> bool {
+        (self.stored.contains(id) || self.sent_start.contains(id) || self.to_start.contains(id))
+            && !self.sent_stop.contains(id)
+            && !self.to_stop.contains(id)
+    }
+
+    /// An entity is about to start. `true`: it may start now (already durable); `false`: its
+    /// start is being written, and `Written` will return it in `start`.
+    pub(crate) fn record_started(&mut self, id: &EntityId, out: &mut RememberOut) -> bool {
+        self.to_stop.remove(id);
+        if self.stored.contains(id) && !self.sent_stop.contains(id) {
+            return true;
+        }
+        if !self.sent_start.contains(id) || self.sent_stop.contains(id) {
+            self.to_start.insert(id.clone());
+        }
+        self.send(out);
+        false
+    }
+
+    /// An entity was passivated: forget it. (A crash is not a passivation: never call this
+    /// for an entity that stopped on its own or died with its node.)
+    pub(crate) fn record_stopped(&mut self, id: &EntityId, out: &mut RememberOut) {
+        self.to_start.remove(id);
+        let written = self.stored.contains(id) || self.sent_start.contains(id);
+        if written && !self.sent_stop.contains(id) {
+            self.to_stop.insert(id.clone());
+        }
+        self.send(out);
+    }
+
+    /// The store answered the request in flight.
+    pub(crate) fn handle_completion(
+        &mut self,
+        now: Instant,
+        completion: StoreCompletion,
+        out: &mut RememberOut,
+    ) {
+        if !self.in_flight {
+            return;
+        }
+        self.in_flight = false;
+        match completion {
+            StoreCompletion::Loaded(ids) if self.phase == Phase::Loading => {
+                self.failures = 0;
+                self.phase = Phase::Ready;
+                // Changes recorded while loading apply on top of what was loaded; an id
+                // recorded as starting that was remembered already is durable: it starts now,
+                // once, and not again through recovery.
+                self.stored = ids.into_iter().collect();
+                let durable: Vec<EntityId> =
+                    self.to_start.intersection(&self.stored).cloned().collect();
+                for id in &durable {
+                    self.to_start.remove(id);
+                }
+                self.recovering = self
+                    .stored
+                    .iter()
+                    .filter(|id| !durable.contains(id))
+                    .cloned()
+                    .collect();
+                out.start.extend(durable);
+                self.next_recovery = Some(now);
+                self.handle_wakeup(now, out);
+            }
+            StoreCompletion::Written if self.phase == Phase::Ready => {
+                self.failures = 0;
+                for id in std::mem::take(&mut self.sent_stop) {
+                    self.stored.remove(&id);
+                }
+                for id in std::mem::take(&mut self.sent_start) {
+                    if !self.to_stop.contains(&id) {
+                        out.start.push(id.clone());
+                    }
+                    self.stored.insert(id);
+                }
+            }
+            StoreCompletion::Fenced => {
+                self.phase = Phase::Fenced;
+                self.retry_at = None;
+                self.next_recovery = None;
+                self.recovering.clear();
+                out.failures.push(format!(
+                    "shard {} of {} fenced at epoch {}: a newer allocation exists",
+                    self.shard.0,
+                    self.entity_type.as_str(),
+                    self.epoch.0
+                ));
+                return;
+            }
+            StoreCompletion::Failed(why) => {
+                // What was sent goes back in front of what came since (newer changes win).
+                for id in std::mem::take(&mut self.sent_start) {
+                    if !self.to_stop.contains(&id) {
+                        self.to_start.insert(id);
+                    }
+                }
+                for id in std::mem::take(&mut self.sent_stop) {
+                    if !self.to_start.contains(&id) {
+                        self.to_stop.insert(id);
+                    }
+                }
+                self.failures += 1;
+                let backoff = self.settings.retry_min * 2u32.saturating_pow(self.failures - 1);
+                self.retry_at = Some(now + backoff.min(self.settings.retry_max));
+                out.failures.push(why);
+                return;
+            }
+            StoreCompletion::Loaded(_) | StoreCompletion::Written => {
+                // An answer that does not fit the phase: a host bug; ask again.
+                out.failures
+                    .push("a store completion did not match its request".into());
+            }
+        }
+        self.send(out);
+    }
+
+    /// Timers: a retry, or the next recovery step.
+    pub(crate) fn handle_wakeup(&mut self, now: Instant, out: &mut RememberOut) {
+        if self.retry_at.is_some_and(|at| at <= now) {
+            self.retry_at = None;
+            self.send(out);
+        }
+        if self.next_recovery.is_some_and(|at| at <= now) {
+            let (number, every) = match self.settings.recovery {
+                RecoveryStrategy::AllAtOnce => (usize::MAX, Duration::ZERO),
+                RecoveryStrategy::Constant { number, every } => (number.max(1), every),
+            };
+            let step = number.min(self.recovering.len());
+            out.start.extend(self.recovering.drain(..step));
+            self.next_recovery = (!self.recovering.is_empty()).then(|| now + every);
+        }
+    }
+
+    /// When `handle_wakeup` is next due.
+    pub(crate) fn next_wakeup(&self) -> Option<Instant> {
+        earliest(self.retry_at, self.next_recovery)
+    }
+
+    /// Sends the load, or the next batch, if nothing is in flight or waiting for a retry.
+    fn send(&mut self, out: &mut RememberOut) {
+        if self.in_flight || self.retry_at.is_some() {
+            return;
+        }
+        let request = match self.phase {
+            Phase::Loading => StoreRequest::Load {
+                entity_type: self.entity_type.clone(),
+                shard: self.shard,
+                epoch: self.epoch,
+            },
+            Phase::Ready if !self.to_start.is_empty() || !self.to_stop.is_empty() => {
+                self.sent_start = std::mem::take(&mut self.to_start);
+                self.sent_stop = std::mem::take(&mut self.to_stop);
+                StoreRequest::Update {
+                    entity_type: self.entity_type.clone(),
+                    shard: self.shard,
+                    epoch: self.epoch,
+                    started: self.sent_start.iter().cloned().collect(),
+                    stopped: self.sent_stop.iter().cloned().collect(),
+                }
+            }
+            Phase::Ready | Phase::Fenced => return,
+        };
+        self.in_flight = true;
+        out.requests.push(request);
+    }
+}
+
+#[cfg(test)]
+#[path = "remember_tests.rs"]
+mod tests;

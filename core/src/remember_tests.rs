@@ -1,0 +1,210 @@
+use super::*;
+
+fn id(name: &str) -> EntityId {
+    EntityId::from(name)
+}
+
+fn ids(names: &[&str]) -> Vec<EntityId> {
+    names.iter().map(|n| id(n)).collect()
+}
+
+fn at(millis: u64) -> Instant {
+    Instant::from_millis(millis)
+}
+
+fn start(settings: RememberSettings) -> (Remembered, RememberOut) {
+    let mut out = RememberOut::default();
+    let remembered = Remembered::new(
+        EntityType::from("counter"),
+        ShardId(3),
+        Epoch(7),
+        settings,
+        &mut out,
+    );
+    (remembered, out)
+}
+
+fn update(started: &[&str], stopped: &[&str]) -> StoreRequest {
+    StoreRequest::Update {
+        entity_type: EntityType::from("counter"),
+        shard: ShardId(3),
+        epoch: Epoch(7),
+        started: ids(started),
+        stopped: ids(stopped),
+    }
+}
+
+/// A shard that has loaded `names` (all recovered at once).
+fn loaded(names: &[&str]) -> Remembered {
+    let (mut r, _) = start(RememberSettings::default());
+    let mut out = RememberOut::default();
+    r.handle_completion(at(0), StoreCompletion::Loaded(ids(names)), &mut out);
+    assert_eq!(out.start, ids(names));
+    r
+}
+
+#[test]
+fn a_shard_loads_with_its_epoch_and_recovers_everything_at_once() {
+    let (mut r, out) = start(RememberSettings::default());
+    assert_eq!(
+        out.requests,
+        vec![StoreRequest::Load {
+            entity_type: EntityType::from("counter"),
+            shard: ShardId(3),
+            epoch: Epoch(7)
+        }]
+    );
+    assert!(!r.is_ready());
+    let mut out = RememberOut::default();
+    r.handle_completion(at(5), StoreCompletion::Loaded(ids(&["a", "b"])), &mut out);
+    assert!(r.is_ready());
+    assert_eq!(out.start, ids(&["a", "b"]));
+    assert!(out.requests.is_empty());
+    assert_eq!(r.next_wakeup(), None);
+}
+
+#[test]
+fn constant_recovery_starts_n_every_interval() {
+    let settings = RememberSettings {
+        recovery: RecoveryStrategy::Constant {
+            number: 2,
+            every: Duration::from_secs(1),
+        },
+        ..RememberSettings::default()
+    };
+    let (mut r, _) = start(settings);
+    let mut out = RememberOut::default();
+    let names = ["a", "b", "c", "d", "e"];
+    r.handle_completion(at(0), StoreCompletion::Loaded(ids(&names)), &mut out);
+    assert_eq!(out.start, ids(&["a", "b"]));
+    assert_eq!(r.next_wakeup(), Some(at(1_000)));
+    let mut out = RememberOut::default();
+    r.handle_wakeup(at(999), &mut out);
+    assert!(out.start.is_empty(), "not due yet");
+    r.handle_wakeup(at(1_000), &mut out);
+    assert_eq!(out.start, ids(&["c", "d"]));
+    let mut out = RememberOut::default();
+    r.handle_wakeup(at(2_000), &mut out);
+    assert_eq!(out.start, ids(&["e"]));
+    assert_eq!(r.next_wakeup(), None);
+}
+
+#[test]
+fn one_write_is_in_flight_and_later_changes_are_batched_behind_it() {
+    let mut r = loaded(&["old"]);
+    let mut out = RememberOut::default();
+    assert!(r.record_started(&id("old"), &mut out), "already durable");
+    assert!(!r.record_started(&id("a"), &mut out));
+    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+    let mut out = RememberOut::default();
+    assert!(!r.record_started(&id("b"), &mut out));
+    assert!(!r.record_started(&id("c"), &mut out));
+    r.record_stopped(&id("old"), &mut out);
+    assert!(out.requests.is_empty(), "one write in flight");
+    assert!(r.remembers(&id("b")) && !r.remembers(&id("old")));
+
+    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    assert_eq!(out.start, ids(&["a"]), "a's start is durable: it runs");
+    assert_eq!(out.requests, vec![update(&["b", "c"], &["old"])]);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(2), StoreCompletion::Written, &mut out);
+    assert_eq!(out.start, ids(&["b", "c"]));
+    assert!(out.requests.is_empty());
+    assert!(r.remembers(&id("a")) && !r.remembers(&id("old")));
+}
+
+#[test]
+fn a_passivation_during_the_write_of_its_start_forgets_it_next() {
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("a"), &mut out);
+    r.record_stopped(&id("a"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    assert!(out.start.is_empty(), "stopped before its start was durable");
+    assert_eq!(out.requests, vec![update(&[], &["a"])]);
+    assert!(!r.remembers(&id("a")));
+}
+
+#[test]
+fn failed_writes_are_retried_with_backoff_and_reported() {
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("a"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(100), StoreCompletion::Failed("timeout".into()), &mut out);
+    assert_eq!(out.failures, vec!["timeout".to_string()]);
+    assert!(out.requests.is_empty());
+    assert_eq!(r.next_wakeup(), Some(at(300)));
+    // Changes made meanwhile join the retried batch; nothing is sent before the retry.
+    r.record_started(&id("b"), &mut out);
+    assert!(out.requests.is_empty());
+    r.handle_wakeup(at(300), &mut out);
+    assert_eq!(out.requests, vec![update(&["a", "b"], &[])]);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(310), StoreCompletion::Failed("down".into()), &mut out);
+    assert_eq!(r.next_wakeup(), Some(at(710)), "the delay doubles");
+    r.handle_wakeup(at(710), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(720), StoreCompletion::Written, &mut out);
+    assert_eq!(out.start, ids(&["a", "b"]));
+}
+
+#[test]
+fn a_failed_load_is_retried_and_the_delay_is_capped() {
+    let settings = RememberSettings {
+        retry_max: Duration::from_millis(300),
+        ..RememberSettings::default()
+    };
+    let (mut r, _) = start(settings);
+    let mut now = 0;
+    for expected in [200, 300, 300] {
+        let mut out = RememberOut::default();
+        r.handle_completion(at(now), StoreCompletion::Failed("down".into()), &mut out);
+        assert_eq!(r.next_wakeup(), Some(at(now + expected)));
+        now += expected;
+        r.handle_wakeup(at(now), &mut out);
+        assert!(matches!(out.requests[..], [StoreRequest::Load { .. }]));
+    }
+    let mut out = RememberOut::default();
+    r.handle_completion(at(now), StoreCompletion::Loaded(ids(&["a"])), &mut out);
+    assert_eq!(out.start, ids(&["a"]));
+}
+
+#[test]
+fn a_fenced_instance_writes_nothing_more() {
+    let mut r = loaded(&["a"]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("b"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), StoreCompletion::Fenced, &mut out);
+    assert!(r.is_fenced());
+    assert_eq!(out.failures.len(), 1);
+    let mut out = RememberOut::default();
+    r.record_started(&id("c"), &mut out);
+    r.record_stopped(&id("a"), &mut out);
+    r.handle_wakeup(at(10_000), &mut out);
+    assert_eq!(out, RememberOut::default());
+    assert_eq!(r.next_wakeup(), None);
+}
+
+#[test]
+fn a_start_recorded_while_loading_of_a_remembered_entity_runs_once() {
+    let (mut r, _) = start(RememberSettings::default());
+    let mut out = RememberOut::default();
+    assert!(!r.record_started(&id("a"), &mut out));
+    assert!(!r.record_started(&id("new"), &mut out));
+    assert!(out.requests.is_empty(), "the load is in flight");
+    r.handle_completion(at(1), StoreCompletion::Loaded(ids(&["a", "b"])), &mut out);
+    // "a" was remembered: it starts now, once; "b" through recovery; "new" once written.
+    assert_eq!(out.start, ids(&["a", "b"]));
+    assert_eq!(out.requests, vec![update(&["new"], &[])]);
+}
+
+#[test]
+fn a_completion_without_a_request_is_ignored() {
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    assert_eq!(out, RememberOut::default());
+}
