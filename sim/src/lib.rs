@@ -35,6 +35,9 @@ mod rng;
 mod run;
 mod schedule;
 mod stall;
+// Not wired into the world yet (issue 12): only its unit tests use the store for now.
+#[cfg_attr(not(test), allow(dead_code))]
+mod store;
 mod trace;
 mod views;
 mod workload;
