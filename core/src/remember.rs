@@ -197,6 +197,8 @@ impl Remembered {
     /// start is being written, and `Written` will return it in `start`.
     pub(crate) fn record_started(&mut self, id: &EntityId, out: &mut RememberOut) -> bool {
         self.to_stop.remove(id);
+        // Started now: recovery must not start it again.
+        self.recovering.retain(|r| r != id);
         if self.stored.contains(id) && !self.sent_stop.contains(id) {
             return true;
         }
@@ -211,6 +213,7 @@ impl Remembered {
     /// for an entity that stopped on its own or died with its node.)
     pub(crate) fn record_stopped(&mut self, id: &EntityId, out: &mut RememberOut) {
         self.to_start.remove(id);
+        self.recovering.retain(|r| r != id);
         let written = self.stored.contains(id) || self.sent_start.contains(id);
         if written && !self.sent_stop.contains(id) {
             self.to_stop.insert(id.clone());
@@ -278,30 +281,41 @@ impl Remembered {
                 return;
             }
             StoreCompletion::Failed(why) => {
-                // What was sent goes back in front of what came since (newer changes win).
-                for id in std::mem::take(&mut self.sent_start) {
-                    if !self.to_stop.contains(&id) {
-                        self.to_start.insert(id);
-                    }
-                }
-                for id in std::mem::take(&mut self.sent_stop) {
-                    if !self.to_start.contains(&id) {
-                        self.to_stop.insert(id);
-                    }
-                }
-                self.failures += 1;
-                let backoff = self.settings.retry_min * 2u32.saturating_pow(self.failures - 1);
-                self.retry_at = Some(now + backoff.min(self.settings.retry_max));
+                self.requeue(now);
                 out.failures.push(why);
                 return;
             }
             StoreCompletion::Loaded(_) | StoreCompletion::Written => {
-                // An answer that does not fit the phase: a host bug; ask again.
+                // An answer that does not fit the request: a host bug. Its outcome is unknown,
+                // as after a failure.
+                self.requeue(now);
                 out.failures
                     .push("a store completion did not match its request".into());
+                return;
             }
         }
         self.send(out);
+    }
+
+    /// After a failed request (whose outcome is unknown: a timeout may have applied it), puts
+    /// what was sent back in front of what came since (newer changes win) and schedules the
+    /// retry. Stops sent count as no longer stored: if the entity starts again before the
+    /// retry, its start is written again rather than assumed durable.
+    fn requeue(&mut self, now: Instant) {
+        for id in std::mem::take(&mut self.sent_start) {
+            if !self.to_stop.contains(&id) {
+                self.to_start.insert(id);
+            }
+        }
+        for id in std::mem::take(&mut self.sent_stop) {
+            self.stored.remove(&id);
+            if !self.to_start.contains(&id) {
+                self.to_stop.insert(id);
+            }
+        }
+        self.failures += 1;
+        let backoff = self.settings.retry_min * 2u32.saturating_pow(self.failures - 1);
+        self.retry_at = Some(now + backoff.min(self.settings.retry_max));
     }
 
     /// Timers: a retry, or the next recovery step.

@@ -208,3 +208,61 @@ fn a_completion_without_a_request_is_ignored() {
     r.handle_completion(at(1), StoreCompletion::Written, &mut out);
     assert_eq!(out, RememberOut::default());
 }
+
+#[test]
+fn a_restart_after_a_failed_stop_is_written_again_not_assumed_durable() {
+    // The stop may have been applied although its answer was lost.
+    let mut r = loaded(&["a"]);
+    let mut out = RememberOut::default();
+    r.record_stopped(&id("a"), &mut out);
+    assert_eq!(out.requests, vec![update(&[], &["a"])]);
+    r.handle_completion(at(1), StoreCompletion::Failed("timeout".into()), &mut out);
+    let mut out = RememberOut::default();
+    assert!(
+        !r.record_started(&id("a"), &mut out),
+        "must be written again"
+    );
+    r.handle_wakeup(at(1_000), &mut out);
+    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+}
+
+#[test]
+fn an_entity_started_or_passivated_before_its_recovery_step_is_not_recovered() {
+    let settings = RememberSettings {
+        recovery: RecoveryStrategy::Constant {
+            number: 1,
+            every: Duration::from_secs(1),
+        },
+        ..RememberSettings::default()
+    };
+    let (mut r, _) = start(settings);
+    let mut out = RememberOut::default();
+    r.handle_completion(
+        at(0),
+        StoreCompletion::Loaded(ids(&["a", "b", "c"])),
+        &mut out,
+    );
+    assert_eq!(out.start, ids(&["a"]));
+    // A message starts "b" (durable already); "c" is passivated before its turn.
+    let mut out = RememberOut::default();
+    assert!(r.record_started(&id("b"), &mut out));
+    r.record_stopped(&id("c"), &mut out);
+    for second in 1..4 {
+        r.handle_wakeup(at(second * 1_000), &mut out);
+    }
+    assert!(out.start.is_empty(), "{:?}", out.start);
+    assert_eq!(out.requests, vec![update(&[], &["c"])]);
+}
+
+#[test]
+fn a_completion_that_does_not_fit_its_request_puts_the_batch_back() {
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("a"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), StoreCompletion::Loaded(vec![]), &mut out);
+    assert_eq!(out.failures.len(), 1);
+    assert!(out.requests.is_empty());
+    r.handle_wakeup(at(1_000), &mut out);
+    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+}

@@ -296,8 +296,19 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        let _ = self.postmaster.kill();
-        let _ = self.postmaster.wait();
+        // A fast shutdown (SIGINT) lets the backends end and the shared memory go; SIGKILL only
+        // if it has not stopped within 10 s.
+        let pid = self.postmaster.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(self.postmaster.try_wait(), Ok(Some(_))) {
+            if Instant::now() >= deadline {
+                let _ = self.postmaster.kill();
+                let _ = self.postmaster.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

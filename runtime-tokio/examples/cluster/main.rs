@@ -154,7 +154,13 @@ fn lab(flags: &Flags) -> Result<Option<Lab>, String> {
 }
 
 async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("shoal-cluster-{}", std::process::id()));
+    // Named by process and start time: a directory kept from an earlier failed run is never
+    // appended to.
+    let dir = std::env::temp_dir().join(format!(
+        "shoal-cluster-{}-{}",
+        std::process::id(),
+        journal::now_micros() / 1_000_000
+    ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     // The harness's own node logs next to the nodes' (`RUST_LOG`, info by default).
     let log = std::fs::File::create(dir.join("harness.log")).map_err(|e| e.to_string())?;
@@ -285,6 +291,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let traffic = traffic_started.elapsed();
     refresh.abort();
     view.set_fault("none");
+    let sweep_started = journal::now_micros();
     let totals = workload::totals(&region, flags.entities, Duration::from_secs(20)).await;
     let ended = journal::now_micros();
     proxy.leave().await;
@@ -311,6 +318,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         acknowledged: &acknowledged,
         killed: &killed,
         ended,
+        swept: (sweep_started, ended),
         totals: &totals,
     });
     report::print(&report::Summary {

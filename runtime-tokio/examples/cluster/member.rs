@@ -175,6 +175,7 @@ impl MemberArgs {
 /// stops by itself), journaling its entities, its dead letters and its exit.
 pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
     let index = args.index;
+    crate::processes::exit_with_harness();
     let journal = Journal::open(&args.journal).map_err(|e| format!("journal: {e}"))?;
     let factory_journal = journal.clone();
     let node = NodeBuilder::new(CLUSTER)

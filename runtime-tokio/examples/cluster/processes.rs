@@ -1,6 +1,6 @@
 //! The node processes: started by re-executing this example, faulted with real signals.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,17 @@ pub(crate) struct Member {
     pub(crate) index: u32,
     pub(crate) address: String,
     child: Child,
+}
+
+/// Exits this node process when the harness's end of its stdin closes (the harness ended,
+/// however it ended), so no node outlives a run.
+pub(crate) fn exit_with_harness() {
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        std::process::exit(0);
+    });
 }
 
 /// Starts the node process `args` describes (inside network namespace `netns` if given: the
@@ -32,6 +43,8 @@ pub(crate) fn spawn(args: &MemberArgs, netns: Option<&str>) -> Result<Member, St
         .arg("member")
         .args(args.to_args())
         .stdout(Stdio::piped())
+        // The node exits when this pipe closes: it never outlives the harness.
+        .stdin(Stdio::piped())
         .env(
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -41,19 +54,23 @@ pub(crate) fn spawn(args: &MemberArgs, netns: Option<&str>) -> Result<Member, St
         .spawn()
         .map_err(|e| format!("spawn node {index}: {e}"))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
+    // From here on the process is owned by `member`: dropping it on an error kills it.
+    let mut member = Member {
+        index,
+        address: String::new(),
+        child,
+    };
+    // One short line: a node that cannot start exits, which ends the read.
     let mut line = String::new();
     BufReader::new(stdout)
+        .take(4096)
         .read_line(&mut line)
         .map_err(|e| format!("node {index}: {e}"))?;
-    let address = line
+    member.address = line
         .strip_prefix("listening ")
         .map(|a| a.trim().to_string())
         .ok_or_else(|| format!("node {index} did not start: {line:?}"))?;
-    Ok(Member {
-        index,
-        address,
-        child,
-    })
+    Ok(member)
 }
 
 impl Member {

@@ -53,6 +53,9 @@ pub(crate) struct Evidence<'a> {
     pub(crate) killed: &'a [(u32, u64)],
     /// When the run ended (journal clock): activations still open end here.
     pub(crate) ended: u64,
+    /// When the final totals were asked (journal clock): the incarnation that answered was
+    /// alive then.
+    pub(crate) swept: (u64, u64),
     /// The final totals.
     pub(crate) totals: &'a [Option<u64>],
 }
@@ -65,6 +68,8 @@ struct Incarnation {
     entity: u32,
     node: u32,
     start: u64,
+    /// When it stopped, or its process ended (`None`: running at the end).
+    end: Option<u64>,
     /// `(sender, seq)`, in the order handled.
     deliveries: Vec<(u32, u64)>,
 }
@@ -91,10 +96,14 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
                     entity,
                     node,
                     start: at,
+                    end: None,
                     deliveries: Vec::new(),
                 });
             }
             &Fact::Stopped { entity, node, at } => {
+                if let Some(&index) = current.get(&(entity, node)) {
+                    incarnations[index].end.get_or_insert(at);
+                }
                 let start = open.remove(&(entity, node)).unwrap_or(at);
                 spans.entry(entity).or_default().push((start, at, node));
             }
@@ -111,6 +120,7 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
                         entity,
                         node,
                         start: 0,
+                        end: None,
                         deliveries: Vec::new(),
                     });
                     incarnations.len() - 1
@@ -126,6 +136,13 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
         }
     }
     // Incarnations still open when their process ended died with it.
+    for incarnation in &mut incarnations {
+        if incarnation.end.is_none()
+            && open.get(&(incarnation.entity, incarnation.node)) == Some(&incarnation.start)
+        {
+            incarnation.end = died.get(&incarnation.node).copied();
+        }
+    }
     let mut restarted = BTreeSet::new();
     for ((entity, node), start) in open {
         let end = match died.get(&node) {
@@ -148,7 +165,10 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
     // sender's increments must arrive in order, once.
     incarnations.sort_by_key(|i| (i.entity, i.start, i.node));
     let mut delivered: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
-    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    // Per counter, what each incarnation alive during the final sweep handled: one of them
+    // answered it.
+    let (sweep_from, sweep_to) = evidence.swept;
+    let mut answerable: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for incarnation in &incarnations {
         for &(sender, seq) in &incarnation.deliveries {
             let seqs = delivered.entry((incarnation.entity, sender)).or_default();
@@ -159,8 +179,14 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
             }
             seqs.push(seq);
         }
-        // Later incarnations start later: the last one seen is the one that answered.
-        last.insert(incarnation.entity, incarnation.deliveries.len() as u64);
+        let alive =
+            incarnation.start <= sweep_to && incarnation.end.is_none_or(|e| e >= sweep_from);
+        if alive {
+            answerable
+                .entry(incarnation.entity)
+                .or_default()
+                .push(incarnation.deliveries.len() as u64);
+        }
     }
     for seqs in delivered.values_mut() {
         seqs.sort_unstable();
@@ -178,8 +204,11 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
         match total {
             None => verdict.silent.push(entity),
             Some(total) => {
-                let journaled = last.get(&entity).copied().unwrap_or(0);
-                if *total != journaled {
+                let counts = answerable.get(&entity).map_or(&[][..], Vec::as_slice);
+                // A counter never journaled (none started) can only answer zero.
+                let answered = counts.contains(total) || (counts.is_empty() && *total == 0);
+                if !answered {
+                    let journaled = counts.last().copied().unwrap_or(0);
                     verdict.mismatched.push((entity, *total, journaled));
                 }
             }
@@ -216,6 +245,7 @@ mod tests {
             acknowledged,
             killed: &[(9, 50)],
             ended: 1_000,
+            swept: (900, 1_000),
             totals,
         })
     }

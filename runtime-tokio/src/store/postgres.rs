@@ -3,6 +3,8 @@
 //! that row lock orders concurrent writers of one shard, and a writer that waited re-checks
 //! the epoch the other committed, so an older epoch is refused even in a race.
 
+use std::time::Duration;
+
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::Mutex;
@@ -21,10 +23,17 @@ fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
+/// A connect gives up after this (a server dropping packets would otherwise hold every shard's
+/// request for the OS's connect timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 async fn connect(url: &str) -> Result<Client, StoreError> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(unavailable)?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(unavailable)?;
+    config
+        .connect_timeout(CONNECT_TIMEOUT)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10));
+    let (client, connection) = config.connect(NoTls).await.map_err(unavailable)?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, "remember store connection ended");

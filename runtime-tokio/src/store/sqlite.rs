@@ -4,6 +4,7 @@
 //! two writers never deadlock upgrading), waiting up to `BUSY_TIMEOUT` for another process.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,22 +56,40 @@ impl SqliteStore {
         })
     }
 
-    /// Runs `work` on the connection on the blocking pool.
+    /// Runs `work` on the connection on the blocking pool. A request whose caller gave up
+    /// before it got the connection does nothing: run later, it could land after a newer
+    /// request for the same shard (waiters on the lock are not served in order).
     fn with<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreError>> {
         let connection = Arc::clone(&self.connection);
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let guard = Abandon(Arc::clone(&abandoned));
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
+            let done = tokio::task::spawn_blocking(move || {
                 let mut connection = connection
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
+                if abandoned.load(Ordering::Acquire) {
+                    return Err(StoreError::Unavailable("abandoned by its caller".into()));
+                }
                 work(&mut connection)
             })
             .await
-            .map_err(unavailable)?
+            .map_err(unavailable)?;
+            drop(guard);
+            done
         })
+    }
+}
+
+/// Marks a request abandoned when its future is dropped unfinished.
+struct Abandon(Arc<AtomicBool>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 

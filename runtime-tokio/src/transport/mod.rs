@@ -146,14 +146,17 @@ impl Transport {
         })
     }
 
-    /// Stops the tasks of peers not at `keep` (members that left the view), except those
-    /// written to within `unknown_peer_linger`: a joiner's InitJoinAck is sent before the
-    /// joiner is in the view, and dropping its writer then would lose the answer and leave the
-    /// join waiting for its retry.
+    /// Stops the tasks of peers not at `keep` (members that left the view), except writers
+    /// to addresses that were never a member's and were written to within
+    /// `unknown_peer_linger`: a joiner's InitJoinAck is sent before the joiner is in the view,
+    /// and dropping its writer then would lose the answer and leave the join waiting for its
+    /// retry. (A removed member's writer was busy until its removal: it stops at once.)
     pub(crate) fn retain(&mut self, keep: impl Fn(&Address) -> bool) {
         let linger = self.shared.settings.unknown_peer_linger;
         self.peers.retain(|address, peer| {
-            let kept = keep(address) || peer.last_send.elapsed() < linger;
+            let member = keep(address);
+            peer.was_member |= member;
+            let kept = member || (!peer.was_member && peer.last_send.elapsed() < linger);
             if !kept {
                 peer.task.abort();
             }

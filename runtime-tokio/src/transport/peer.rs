@@ -35,6 +35,8 @@ pub(crate) struct PeerQueues {
     /// When the host last queued an envelope here: a peer outside the view (a joiner being
     /// answered) is kept while its answer may still be on the way.
     pub(crate) last_send: tokio::time::Instant,
+    /// The address has been a member's: once it leaves the view its writer stops at once.
+    pub(crate) was_member: bool,
 }
 
 /// The receiving ends, owned by the task.
@@ -64,6 +66,7 @@ pub(crate) fn spawn(address: Address, shared: Arc<Shared>) -> PeerQueues {
         user_queued,
         task,
         last_send: tokio::time::Instant::now(),
+        was_member: false,
     }
 }
 
