@@ -4,8 +4,9 @@
 //! and their failures: latency with a tail, failed requests, timeouts whose change was applied
 //! although the caller hears a failure, and windows when the store is unavailable.
 //!
-//! Not wired into the world yet (issue 12): the shard's remembering machine and the effects
-//! that reach it come first.
+//! Requests are submitted and answered through `poll`, in time order, so the world can drive
+//! the store as one more event source. Not wired into the world yet (issue 12): the shard's
+//! remembering machine and the effects that reach it come first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -53,19 +54,30 @@ struct Record {
     ids: BTreeSet<EntityId>,
 }
 
-/// When and how a request completes.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Answer {
-    pub(crate) at: Instant,
-    pub(crate) completion: StoreCompletion,
+/// Names a submitted request; its answer carries it.
+#[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
+pub(crate) struct Ticket(pub(crate) u64);
+
+/// A request on its way to the store.
+#[derive(Debug)]
+struct Arriving {
+    ticket: Ticket,
+    request: StoreRequest,
+    /// How long the answer takes back; `None`: the caller has already heard a timeout.
+    reply_after: Option<Duration>,
 }
 
-/// The store and what it did.
+/// The store, what is in flight to and from it, and what it did.
 #[derive(Debug)]
 pub(crate) struct SimStore {
     settings: StoreSettings,
     rng: SimRng,
     records: BTreeMap<(EntityType, ShardId), Record>,
+    /// Requests to apply, by arrival time (then submission order).
+    arriving: BTreeMap<(Instant, u64), Arriving>,
+    /// Answers to deliver, by time.
+    answers: BTreeMap<(Instant, u64), (Ticket, StoreCompletion)>,
+    next: u64,
     /// Requests refused for their epoch (the checker's evidence that fencing worked).
     pub(crate) fenced: u64,
 }
@@ -77,6 +89,9 @@ impl SimStore {
             settings,
             rng,
             records: BTreeMap::new(),
+            arriving: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            next: 0,
             fenced: 0,
         }
     }
@@ -88,37 +103,98 @@ impl SimStore {
             .any(|&(from, to)| from <= now && now < to)
     }
 
-    /// Takes `request` at `now`: applies it (unless it fails) and says when the caller hears
-    /// what.
-    pub(crate) fn handle(&mut self, now: Instant, request: &StoreRequest) -> Answer {
-        let timeout = now + self.settings.timeout;
+    fn sequence(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn answer(&mut self, at: Instant, ticket: Ticket, completion: StoreCompletion) {
+        let key = (at, self.sequence());
+        self.answers.insert(key, (ticket, completion));
+    }
+
+    /// Sends `request` at `now`. It reaches the store after half its latency and is applied
+    /// then (against whatever the store holds at that moment); the answer takes the other half.
+    /// A failed request is answered without being applied; a timed-out one is applied, possibly
+    /// *after* the caller heard the timeout (a late write); during an outage nothing is applied
+    /// and the caller hears a failure after the timeout.
+    pub(crate) fn submit(&mut self, now: Instant, request: StoreRequest) -> Ticket {
+        let ticket = Ticket(self.sequence());
+        let timeout = self.settings.timeout;
         if self.in_outage(now) {
-            let completion = StoreCompletion::Failed("store unavailable".into());
-            return Answer {
-                at: timeout,
-                completion,
-            };
+            self.answer(
+                now + timeout,
+                ticket,
+                StoreCompletion::Failed("store unavailable".into()),
+            );
+            return ticket;
         }
         let (lo, hi) = if self.rng.chance(self.settings.tail_rate) {
             self.settings.tail
         } else {
             self.settings.latency
         };
-        let at = now + self.rng.duration(lo, hi);
+        let latency = self.rng.duration(lo, hi);
         if self.rng.chance(self.settings.failure_rate) {
-            let completion = StoreCompletion::Failed("store error".into());
-            return Answer { at, completion };
+            self.answer(
+                now + latency,
+                ticket,
+                StoreCompletion::Failed("store error".into()),
+            );
+            return ticket;
         }
-        let completion = self.apply(request);
-        if self.rng.chance(self.settings.timeout_rate) {
-            // Applied, but the answer is lost.
-            let completion = StoreCompletion::Failed("store timeout".into());
-            return Answer {
-                at: timeout,
-                completion,
-            };
+        let (arrive, reply_after) = if self.rng.chance(self.settings.timeout_rate) {
+            // The caller gives up; the write lands anyway, up to twice the timeout later.
+            self.answer(
+                now + timeout,
+                ticket,
+                StoreCompletion::Failed("store timeout".into()),
+            );
+            (self.rng.duration(timeout / 2, timeout * 2), None)
+        } else {
+            (latency / 2, Some(latency - latency / 2))
+        };
+        let key = (now + arrive, self.sequence());
+        self.arriving.insert(
+            key,
+            Arriving {
+                ticket,
+                request,
+                reply_after,
+            },
+        );
+        ticket
+    }
+
+    /// Applies what has arrived by `now` and returns the answers due by then, in time order.
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<(Ticket, StoreCompletion)> {
+        let mut due = Vec::new();
+        loop {
+            let arrival = self.arriving.first_key_value().map(|(k, _)| *k);
+            let answer = self.answers.first_key_value().map(|(k, _)| *k);
+            match (arrival, answer) {
+                // An application first on a tie: its own answer may then be due as well.
+                (Some(a), b) if a.0 <= now && b.is_none_or(|b| a.0 <= b.0) => {
+                    let (_, arriving) = self.arriving.pop_first().expect("peeked");
+                    let completion = self.apply(&arriving.request);
+                    if let Some(after) = arriving.reply_after {
+                        self.answer(a.0 + after, arriving.ticket, completion);
+                    }
+                }
+                (_, Some(b)) if b.0 <= now => {
+                    let (_, answer) = self.answers.pop_first().expect("peeked");
+                    due.push(answer);
+                }
+                _ => return due,
+            }
         }
-        Answer { at, completion }
+    }
+
+    /// When `poll` next has something to do.
+    pub(crate) fn next_event(&self) -> Option<Instant> {
+        let arrival = self.arriving.first_key_value().map(|(k, _)| k.0);
+        let answer = self.answers.first_key_value().map(|(k, _)| k.0);
+        shoal_core::earliest(arrival, answer)
     }
 
     fn apply(&mut self, request: &StoreRequest) -> StoreCompletion {
@@ -208,29 +284,36 @@ mod tests {
         SimStore::new(settings, SimRng::stream(7, 99))
     }
 
+    /// Submits `request` at `now` and runs the store until it answers.
+    fn ask(s: &mut SimStore, now: Instant, request: StoreRequest) -> (Instant, StoreCompletion) {
+        let ticket = s.submit(now, request);
+        loop {
+            let at = s.next_event().expect("an answer is pending");
+            if let Some((_, completion)) = s.poll(at).into_iter().find(|(t, _)| *t == ticket) {
+                return (at, completion);
+            }
+        }
+    }
+
     #[test]
     fn writes_apply_and_older_epochs_are_fenced_without_effect() {
         let mut s = store(StoreSettings::default());
         let now = Instant::from_secs(1);
-        assert_eq!(
-            s.handle(now, &load(2)).completion,
-            StoreCompletion::Loaded(vec![])
-        );
-        let answer = s.handle(now, &write(2, &["a", "b"], &[]));
-        assert_eq!(answer.completion, StoreCompletion::Written);
-        assert!(answer.at > now && answer.at <= now + Duration::from_millis(5));
-        assert_eq!(
-            s.handle(now, &write(1, &["stale"], &["a"])).completion,
-            StoreCompletion::Fenced
-        );
-        assert_eq!(s.handle(now, &load(1)).completion, StoreCompletion::Fenced);
+        assert_eq!(ask(&mut s, now, load(2)).1, StoreCompletion::Loaded(vec![]));
+        let (at, completion) = ask(&mut s, now, write(2, &["a", "b"], &[]));
+        assert_eq!(completion, StoreCompletion::Written);
+        assert!(at > now && at <= now + Duration::from_millis(5));
+        let stale = ask(&mut s, now, write(1, &["stale"], &["a"])).1;
+        assert_eq!(stale, StoreCompletion::Fenced);
+        assert_eq!(ask(&mut s, now, load(1)).1, StoreCompletion::Fenced);
         assert_eq!(s.fenced, 2);
-        s.handle(now, &write(3, &[], &["b"]));
+        ask(&mut s, now, write(3, &[], &["b"]));
         assert_eq!(
             s.remembered(&counter(), ShardId(1)),
             vec![EntityId::from("a")]
         );
         assert_eq!(s.epoch(&counter(), ShardId(1)), Epoch(3));
+        assert_eq!(s.next_event(), None);
     }
 
     #[test]
@@ -240,27 +323,43 @@ mod tests {
             ..StoreSettings::default()
         };
         let mut s = store(settings);
-        let answer = s.handle(Instant::from_secs(15), &write(1, &["a"], &[]));
-        assert_eq!(answer.at, Instant::from_secs(17));
-        assert!(matches!(answer.completion, StoreCompletion::Failed(_)));
+        let (at, completion) = ask(&mut s, Instant::from_secs(15), write(1, &["a"], &[]));
+        assert_eq!(at, Instant::from_secs(17));
+        assert!(matches!(completion, StoreCompletion::Failed(_)));
         assert!(s.remembered(&counter(), ShardId(1)).is_empty());
-        let after = s.handle(Instant::from_secs(20), &write(1, &["a"], &[]));
-        assert_eq!(after.completion, StoreCompletion::Written);
+        let after = ask(&mut s, Instant::from_secs(20), write(1, &["a"], &[]));
+        assert_eq!(after.1, StoreCompletion::Written);
     }
 
     #[test]
-    fn a_timeout_applies_the_change_although_the_caller_hears_a_failure() {
+    fn a_timed_out_write_can_land_after_the_caller_gave_up_and_after_a_newer_write() {
         let settings = StoreSettings {
             timeout_rate: 1.0,
             ..StoreSettings::default()
         };
         let mut s = store(settings);
-        let answer = s.handle(Instant::from_secs(1), &write(1, &["a"], &[]));
-        assert!(matches!(answer.completion, StoreCompletion::Failed(_)));
+        let start = Instant::from_secs(1);
+        let first = s.submit(start, write(1, &["a"], &[]));
+        let heard = s.poll(start + Duration::from_secs(2));
+        assert!(matches!(heard[..], [(t, StoreCompletion::Failed(_))] if t == first));
+        // Whether or not it has landed yet, it lands by twice the timeout.
+        s.poll(start + Duration::from_secs(4));
         assert_eq!(
             s.remembered(&counter(), ShardId(1)),
             vec![EntityId::from("a")]
         );
+        // A late write applies against what the store holds when it arrives: the newer
+        // epoch fences it.
+        let mut s = store(StoreSettings {
+            timeout_rate: 1.0,
+            ..StoreSettings::default()
+        });
+        s.submit(start, write(1, &["late"], &[]));
+        s.settings.timeout_rate = 0.0;
+        s.submit(start, load(2));
+        s.poll(start + Duration::from_secs(10));
+        assert!(s.remembered(&counter(), ShardId(1)).is_empty());
+        assert_eq!(s.fenced, 1);
     }
 
     #[test]
@@ -272,12 +371,18 @@ mod tests {
         };
         let run = || {
             let mut s = store(settings.clone());
-            let answers: Vec<Answer> = (0..50)
-                .map(|i| s.handle(Instant::from_secs(i), &write(1, &[&format!("e{i}")], &[])))
+            let answers: Vec<(Instant, StoreCompletion)> = (0..50)
+                .map(|i| {
+                    ask(
+                        &mut s,
+                        Instant::from_secs(i),
+                        write(1, &[&format!("e{i}")], &[]),
+                    )
+                })
                 .collect();
             let written = answers
                 .iter()
-                .filter(|a| a.completion == StoreCompletion::Written)
+                .filter(|(_, c)| *c == StoreCompletion::Written)
                 .count();
             assert_eq!(s.remembered(&counter(), ShardId(1)).len(), written);
             assert!(written > 0 && written < 50, "{written}");
