@@ -335,3 +335,73 @@ fn pg_bin_dir() -> PathBuf {
          apt-get install postgresql (.ci/run does)",
     )
 }
+
+/// A store that never answers.
+struct Silent;
+
+impl RememberStore for Silent {
+    fn load<'a>(
+        &'a self,
+        _: &'a EntityType,
+        _: ShardId,
+        _: Epoch,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<EntityId>, StoreError>> {
+        Box::pin(std::future::pending())
+    }
+    fn update<'a>(
+        &'a self,
+        _: Update<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(std::future::pending())
+    }
+    fn shards<'a>(
+        &'a self,
+        _: &'a EntityType,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() {
+    use shoal::store::execute;
+    use shoal_core::{StoreCompletion, StoreRequest};
+    let dir = scratch("execute");
+    let store = SqliteStore::open(dir.join("remember.db")).unwrap();
+    let kind = EntityType::from("counter");
+    let load = |epoch| StoreRequest::Load {
+        entity_type: kind.clone(),
+        shard: ShardId(4),
+        epoch: Epoch(epoch),
+    };
+    let write = |epoch| StoreRequest::Update {
+        entity_type: kind.clone(),
+        shard: ShardId(4),
+        epoch: Epoch(epoch),
+        started: ids(&["a"]),
+        stopped: vec![],
+    };
+    let limit = Duration::from_secs(5);
+    assert_eq!(
+        execute(&store, &load(2), limit).await,
+        StoreCompletion::Loaded(vec![])
+    );
+    assert_eq!(
+        execute(&store, &write(2), limit).await,
+        StoreCompletion::Written
+    );
+    assert_eq!(
+        execute(&store, &load(2), limit).await,
+        StoreCompletion::Loaded(ids(&["a"]))
+    );
+    assert_eq!(
+        execute(&store, &write(1), limit).await,
+        StoreCompletion::Fenced
+    );
+    let silent = execute(&Silent, &write(3), Duration::from_millis(50)).await;
+    assert!(
+        matches!(&silent, StoreCompletion::Failed(why) if why.contains("timed out")),
+        "{silent:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

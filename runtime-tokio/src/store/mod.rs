@@ -20,7 +20,7 @@ mod sql;
 mod sqlite;
 
 use futures_util::future::BoxFuture;
-use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -101,3 +101,47 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
     PRIMARY KEY (entity_type, shard, entity_id)
 );
 ";
+
+/// Carries out one of the core's store requests against `store`, within `timeout`: the
+/// completion the core is to be told. A refusal for the epoch is `Fenced`; anything else that
+/// went wrong, a timeout included, is `Failed` with the reason (the core retries it, and
+/// treats its outcome as unknown).
+pub async fn execute(
+    store: &dyn RememberStore,
+    request: &StoreRequest,
+    timeout: std::time::Duration,
+) -> StoreCompletion {
+    let outcome = match request {
+        StoreRequest::Load {
+            entity_type,
+            shard,
+            epoch,
+        } => tokio::time::timeout(timeout, store.load(entity_type, *shard, *epoch))
+            .await
+            .map(|loaded| loaded.map(StoreCompletion::Loaded)),
+        StoreRequest::Update {
+            entity_type,
+            shard,
+            epoch,
+            started,
+            stopped,
+        } => {
+            let update = Update {
+                entity_type,
+                shard: *shard,
+                epoch: *epoch,
+                started,
+                stopped,
+            };
+            tokio::time::timeout(timeout, store.update(update))
+                .await
+                .map(|written| written.map(|()| StoreCompletion::Written))
+        }
+    };
+    match outcome {
+        Ok(Ok(completion)) => completion,
+        Ok(Err(StoreError::Fenced { .. })) => StoreCompletion::Fenced,
+        Ok(Err(error)) => StoreCompletion::Failed(error.to_string()),
+        Err(_) => StoreCompletion::Failed(format!("remember store timed out after {timeout:?}")),
+    }
+}
