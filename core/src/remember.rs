@@ -18,7 +18,7 @@
 //! Passivation forgets an id; a crash of the entity or its node does not (the shard never
 //! calls `record_stopped` for it).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
@@ -142,7 +142,7 @@ pub(crate) struct Remembered {
     failures: u32,
     retry_at: Option<Instant>,
     /// Loaded ids not started yet (throttled recovery), and when the next step is due.
-    recovering: VecDeque<EntityId>,
+    recovering: BTreeSet<EntityId>,
     next_recovery: Option<Instant>,
 }
 
@@ -169,7 +169,7 @@ impl Remembered {
             sent_stop: BTreeSet::new(),
             failures: 0,
             retry_at: None,
-            recovering: VecDeque::new(),
+            recovering: BTreeSet::new(),
             next_recovery: None,
         };
         remembered.send(out);
@@ -198,7 +198,7 @@ impl Remembered {
     pub(crate) fn record_started(&mut self, id: &EntityId, out: &mut RememberOut) -> bool {
         self.to_stop.remove(id);
         // Started now: recovery must not start it again.
-        self.recovering.retain(|r| r != id);
+        self.recovering.remove(id);
         if self.stored.contains(id) && !self.sent_stop.contains(id) {
             return true;
         }
@@ -213,7 +213,7 @@ impl Remembered {
     /// for an entity that stopped on its own or died with its node.)
     pub(crate) fn record_stopped(&mut self, id: &EntityId, out: &mut RememberOut) {
         self.to_start.remove(id);
-        self.recovering.retain(|r| r != id);
+        self.recovering.remove(id);
         let written = self.stored.contains(id) || self.sent_start.contains(id);
         if written && !self.sent_stop.contains(id) {
             self.to_stop.insert(id.clone());
@@ -240,17 +240,10 @@ impl Remembered {
                 // recorded as starting that was remembered already is durable: it starts now,
                 // once, and not again through recovery.
                 self.stored = ids.into_iter().collect();
-                let durable: Vec<EntityId> =
+                let durable: BTreeSet<EntityId> =
                     self.to_start.intersection(&self.stored).cloned().collect();
-                for id in &durable {
-                    self.to_start.remove(id);
-                }
-                self.recovering = self
-                    .stored
-                    .iter()
-                    .filter(|id| !durable.contains(id))
-                    .cloned()
-                    .collect();
+                self.to_start.retain(|id| !durable.contains(id));
+                self.recovering = self.stored.difference(&durable).cloned().collect();
                 out.start.extend(durable);
                 self.next_recovery = Some(now);
                 self.handle_wakeup(now, out);
@@ -329,8 +322,12 @@ impl Remembered {
                 RecoveryStrategy::AllAtOnce => (usize::MAX, Duration::ZERO),
                 RecoveryStrategy::Constant { number, every } => (number.max(1), every),
             };
-            let step = number.min(self.recovering.len());
-            out.start.extend(self.recovering.drain(..step));
+            for _ in 0..number {
+                let Some(id) = self.recovering.pop_first() else {
+                    break;
+                };
+                out.start.push(id);
+            }
             self.next_recovery = (!self.recovering.is_empty()).then(|| now + every);
         }
     }

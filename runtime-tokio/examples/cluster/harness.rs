@@ -33,10 +33,10 @@ pub(crate) struct Run<'a> {
     pub(crate) killed: Vec<(u32, u64)>,
 }
 
-/// Where node `index` listens.
-pub(crate) fn bind_address(lab: Option<&Lab>, index: u32) -> String {
+/// Where `host` listens: its lab address, or any loopback port without a lab.
+pub(crate) fn bind_address(lab: Option<&Lab>, host: Host) -> String {
     match lab {
-        Some(lab) => format!("{}:7355", lab.ip(Host::Node(index))),
+        Some(lab) => format!("{}:7355", lab.ip(host)),
         None => "127.0.0.1:0".into(),
     }
 }
@@ -52,7 +52,7 @@ pub(crate) fn spawn_member(
     let args = MemberArgs {
         index,
         journal: dir.join(format!("node-{index}.journal")),
-        bind: bind_address(lab, index),
+        bind: bind_address(lab, Host::Node(index)),
         downing,
         seeds: seeds.to_vec(),
     };

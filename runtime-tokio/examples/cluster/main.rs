@@ -206,10 +206,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let addresses = Arc::new(Mutex::new(vec![(0, first.address.clone())]));
     let proxy = NodeBuilder::new(CLUSTER)
         .secret(SECRET)
-        .bind(match lab {
-            Some(lab) => format!("{}:7355", lab.ip(Host::Client)),
-            None => "127.0.0.1:0".into(),
-        })
+        .bind(harness::bind_address(lab, Host::Client))
         .seed_nodes(seeds.clone())
         .membership(member::membership(flags.downing))
         .settings(member::settings())

@@ -74,6 +74,18 @@ struct Incarnation {
     deliveries: Vec<(u32, u64)>,
 }
 
+impl Incarnation {
+    fn new(entity: u32, node: u32, start: u64) -> Self {
+        Self {
+            entity,
+            node,
+            start,
+            end: None,
+            deliveries: Vec::new(),
+        }
+    }
+}
+
 /// Runs every check.
 pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
     let mut verdict = Verdict::default();
@@ -92,13 +104,7 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
                     spans.entry(entity).or_default().push((start, at, node));
                 }
                 current.insert((entity, node), incarnations.len());
-                incarnations.push(Incarnation {
-                    entity,
-                    node,
-                    start: at,
-                    end: None,
-                    deliveries: Vec::new(),
-                });
+                incarnations.push(Incarnation::new(entity, node, at));
             }
             &Fact::Stopped { entity, node, at } => {
                 if let Some(&index) = current.get(&(entity, node)) {
@@ -116,13 +122,7 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
                 verdict.deliveries += 1;
                 let index = *current.entry((entity, node)).or_insert_with(|| {
                     // Handled before any start was journaled: a torn journal.
-                    incarnations.push(Incarnation {
-                        entity,
-                        node,
-                        start: 0,
-                        end: None,
-                        deliveries: Vec::new(),
-                    });
+                    incarnations.push(Incarnation::new(entity, node, 0));
                     incarnations.len() - 1
                 });
                 incarnations[index].deliveries.push((sender, seq));

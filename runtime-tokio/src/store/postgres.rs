@@ -10,17 +10,15 @@ use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Transaction};
 
-use super::sql::{CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced};
+use super::sql::{
+    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_id, unavailable,
+};
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
 /// A remember store in a PostgreSQL database.
 pub struct PostgresStore {
     url: String,
     client: Mutex<Option<Client>>,
-}
-
-fn unavailable(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(error.to_string())
 }
 
 /// A connect gives up after this (a server dropping packets would otherwise hold every shard's
@@ -59,7 +57,6 @@ impl PostgresStore {
     async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, StoreError> {
         let mut client = self.client.lock().await;
         if client.as_ref().is_none_or(Client::is_closed) {
-            *client = None;
             *client = Some(connect(&self.url).await?);
         }
         Ok(client)
@@ -158,14 +155,7 @@ impl RememberStore for PostgresStore {
                 .query(SHARDS, &[&entity_type])
                 .await
                 .map_err(unavailable)?;
-            rows.iter()
-                .map(|row| {
-                    let shard: i64 = row.get(0);
-                    u32::try_from(shard)
-                        .map(ShardId)
-                        .map_err(|_| StoreError::Invalid(format!("shard {shard}")))
-                })
-                .collect()
+            rows.iter().map(|row| shard_id(row.get(0))).collect()
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The statements and conversions both SQL stores share (PostgreSQL's `$n` parameters; the
 //! SQLite store rewrites them to `?n`).
 
-use shoal_core::Epoch;
+use shoal_core::{Epoch, ShardId};
 
 use super::StoreError;
 
@@ -35,4 +35,16 @@ pub(super) fn fenced(refused: Epoch, current: i64) -> StoreError {
         refused,
         current: Epoch(u64::try_from(current).unwrap_or(0)),
     }
+}
+
+/// A driver's error as the store's: the request changed nothing and may be retried.
+pub(super) fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// A shard number read back from the store.
+pub(super) fn shard_id(shard: i64) -> Result<ShardId, StoreError> {
+    u32::try_from(shard)
+        .map(ShardId)
+        .map_err(|_| StoreError::Invalid(format!("shard {shard}")))
 }

@@ -12,7 +12,9 @@ use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
-use super::sql::{CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced};
+use super::sql::{
+    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_id, unavailable,
+};
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
 /// How long a write waits for another process holding the file's lock.
@@ -22,10 +24,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
-}
-
-fn unavailable(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(error.to_string())
 }
 
 /// The stores' SQL with SQLite's numbered parameters (`?1` for `$1`).
@@ -193,13 +191,8 @@ impl RememberStore for SqliteStore {
             let rows = query
                 .query_map(params![entity_type], |row| row.get::<_, i64>(0))
                 .map_err(unavailable)?;
-            rows.map(|shard| {
-                let shard = shard.map_err(unavailable)?;
-                u32::try_from(shard)
-                    .map(ShardId)
-                    .map_err(|_| StoreError::Invalid(format!("shard {shard}")))
-            })
-            .collect()
+            rows.map(|shard| shard_id(shard.map_err(unavailable)?))
+                .collect()
         })
     }
 }
