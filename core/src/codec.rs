@@ -9,7 +9,7 @@ use crate::message::{Body, Envelope};
 /// member hosts (in `Join` and in gossip); version 4 member addresses (in `InitJoin`, `Join`
 /// and gossip) and application messages (`Message::App`); version 5 the dead-letter reasons
 /// `OutboundQueueFull` and `MailboxFull` (in `StartOutcome::Dropped`).
-pub const PROTOCOL_VERSION: u8 = 5;
+pub const PROTOCOL_VERSION: u8 = 6;
 
 /// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
 /// peer cannot make a node allocate without bound.

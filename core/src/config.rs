@@ -118,6 +118,11 @@ pub struct EntityTypeConfig {
     /// Passivate an entity that received no message routed through sharding for this long.
     /// `None` disables idle passivation.
     pub passivate_idle_after: Option<Duration>,
+    /// Remember entities (Akka's `remember-entities`): a shard records which of its entities
+    /// run, in the host's remember store, and starts them again wherever it is allocated next
+    /// (after a rebalance, a crash or a full restart), without waiting for a message. Only a
+    /// passivation forgets an entity. `None` (the default) remembers nothing.
+    pub remember: Option<crate::remember::RememberSettings>,
 }
 
 impl EntityTypeConfig {
@@ -131,6 +136,7 @@ impl EntityTypeConfig {
             proxy_only: false,
             allocation: AllocationStrategyConfig::default(),
             passivate_idle_after: Some(Duration::from_secs(120)),
+            remember: None,
         }
     }
 

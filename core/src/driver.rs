@@ -4,6 +4,7 @@
 use crate::effect::{Effect, EntityEffect, Event, Transmit};
 use crate::input::Input;
 use crate::node::Node;
+use crate::remember::StoreRequest;
 use crate::time::Instant;
 
 /// Most consecutive `handle_timeout` rounds one wakeup may run before the driver declares a
@@ -19,6 +20,9 @@ pub trait Io {
     fn entity(&mut self, effect: EntityEffect);
     /// Hand an event to the application.
     fn emit(&mut self, event: Event);
+    /// Send a request to the remember store, and feed its outcome back as
+    /// `Input::StoreCompleted` (echoing the request) whenever it ends.
+    fn store(&mut self, request: StoreRequest);
 }
 
 /// Records effects in order, for hosts that act on them after the driver call returns (the
@@ -32,6 +36,9 @@ impl Io for Vec<Effect> {
     }
     fn emit(&mut self, event: Event) {
         self.push(Effect::Event(event));
+    }
+    fn store(&mut self, request: StoreRequest) {
+        self.push(Effect::Store(request));
     }
 }
 
@@ -119,6 +126,7 @@ impl Driver {
                 Effect::Send(transmit) => io.send(transmit),
                 Effect::Entity(effect) => io.entity(effect),
                 Effect::Event(event) => io.emit(event),
+                Effect::Store(request) => io.store(request),
             }
         }
     }

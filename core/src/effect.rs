@@ -11,6 +11,7 @@ use crate::membership::ClusterMessage;
 use crate::message::{
     AllocationGate, Body, CoordinatorState, Envelope, Message, Payload, RegionStats,
 };
+use crate::remember::StoreRequest;
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.
 #[must_use]
@@ -23,6 +24,8 @@ pub enum Effect {
     Entity(EntityEffect),
     /// Tell the application something.
     Event(Event),
+    /// Send a request to the remember store; answer it with `Input::StoreCompleted`.
+    Store(StoreRequest),
 }
 
 /// An envelope for another member, and where that member can be reached (after quinn-proto's
@@ -123,6 +126,27 @@ pub enum Event {
         entity_type: EntityType,
         /// The shard.
         shard: ShardId,
+    },
+    /// A remember-store request failed; it is retried with backoff, and what waits for it
+    /// (entity starts, a handoff) waits on. Nothing recorded is dropped.
+    RememberStoreFailed {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard (`None` for the coordinator's read of the remembered shards).
+        shard: Option<ShardId>,
+        /// What failed.
+        reason: String,
+    },
+    /// The remember store refused this node's instance of a shard: a newer allocation of it
+    /// exists (at `current`). The instance stopped its entities; the coordinator allocates the
+    /// shard again.
+    ShardFenced {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The newer epoch the store holds.
+        current: crate::id::Epoch,
     },
     /// This node's membership view changed (when it manages membership); read it with
     /// `Node::view`.
@@ -347,6 +371,10 @@ impl Effects {
 
     pub(crate) fn event(&mut self, event: Event) {
         self.push(Effect::Event(event));
+    }
+
+    pub(crate) fn store(&mut self, request: StoreRequest) {
+        self.push(Effect::Store(request));
     }
 
     pub(crate) fn entity(&mut self, effect: EntityEffect) {

@@ -19,6 +19,7 @@ pub struct Incarnation(pub u64);
 /// seen for the shard, so an instance of the shard that should no longer exist cannot change
 /// its remembered set.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Epoch(pub u64);
 
 /// One life of one cluster member. Regions and coordinators are addressed by it, so messages

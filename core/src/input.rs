@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
 use crate::membership::MembershipView;
 use crate::message::{Envelope, Payload};
+use crate::remember::{StoreCompletion, StoreRequest};
 
 /// One input. The sequence of `(now, Input)` a node saw is a complete, replayable trace.
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
@@ -64,6 +65,14 @@ pub enum Input {
     OutboundQueueFull {
         /// The envelope, as the node sent it.
         envelope: Envelope,
+    },
+    /// A remember-store request (`Effect::Store`) ended. Every request gets exactly one
+    /// completion; a host that gives up on one (a timeout) completes it with `Failed`.
+    StoreCompleted {
+        /// The request, as the node sent it.
+        request: StoreRequest,
+        /// How it ended.
+        completion: StoreCompletion,
     },
     /// The host could not hand a delivered message to its entity: the entity's mailbox was
     /// full. It becomes a dead letter with reason `MailboxFull`.

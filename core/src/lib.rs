@@ -35,7 +35,10 @@
 //! Hosts do not write this loop themselves: [`Driver`] runs it over an [`Io`]:
 //!
 //! ```no_run
-//! use shoal_core::{Config, Driver, EntityEffect, Event, Incarnation, Instant, Io, Node, NodeId, Transmit};
+//! use shoal_core::{
+//!     Config, Driver, EntityEffect, Event, Incarnation, Instant, Io, Node, NodeId, StoreRequest,
+//!     Transmit,
+//! };
 //!
 //! struct MyIo;
 //! impl Io for MyIo {
@@ -45,6 +48,10 @@
 //!     }
 //!     fn entity(&mut self, effect: EntityEffect) { /* start / deliver to / stop an entity */ }
 //!     fn emit(&mut self, event: Event) { /* replies, dead letters, notifications */ }
+//!     fn store(&mut self, request: StoreRequest) {
+//!         /* remember entities: run it against the store, then feed the outcome back as
+//!            Input::StoreCompleted */
+//!     }
 //! }
 //!
 //! let config = Config::new(NodeId(1), Incarnation(1));
@@ -83,8 +90,6 @@ mod message;
 mod node;
 pub mod probe;
 mod region;
-// Not wired into the shard yet (issue 12): only its unit tests use the machine for now.
-#[cfg_attr(not(test), allow(dead_code))]
 mod remember;
 mod rng;
 mod shard;

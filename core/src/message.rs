@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::hash::shard_of;
-use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, ShardId};
 use crate::letter::{Delivery, Letter, StartAck, StartOutcome};
 use crate::membership::ClusterMessage;
 
@@ -146,6 +146,9 @@ pub struct AllocationGate {
     pub registered: u32,
     /// Hosting regions needed before anything is allocated (`min_registered_regions`).
     pub needed: u32,
+    /// The type remembers entities and the remember store has not yet listed its shards
+    /// (their epochs come first; the read is retried while the store fails).
+    pub store_pending: bool,
 }
 
 /// A coordinator's state, for operators (`Command::GetCoordinatorState`).
@@ -205,6 +208,14 @@ pub enum Body {
         /// The shard stopped.
         shard: ShardId,
     },
+    /// The remember store refused the shard's epoch: a newer allocation claimed it, so the
+    /// region stopped its instance. The coordinator allocates it again above `current`.
+    ShardFenced {
+        /// The shard fenced.
+        shard: ShardId,
+        /// The newest epoch the store has seen for it.
+        current: Epoch,
+    },
     /// The region is shutting down gracefully: hand off all its shards.
     GracefulShutdownReq,
     /// The region has stopped after a graceful shutdown.
@@ -248,6 +259,8 @@ pub enum Body {
     HostShard {
         /// The shard to host.
         shard: ShardId,
+        /// The allocation's fencing epoch (zero for types that remember nothing).
+        epoch: Epoch,
     },
     /// The shard is about to move: forget its home, buffer new messages for it, and send the
     /// acknowledgement through `owner`.
@@ -429,8 +442,9 @@ impl Body {
             | Self::ShardStarted { shard }
             | Self::BeginHandOffAck { shard, .. }
             | Self::ShardStopped { shard }
+            | Self::ShardFenced { shard, .. }
             | Self::ShardHome { shard, .. }
-            | Self::HostShard { shard }
+            | Self::HostShard { shard, .. }
             | Self::BeginHandOff { shard, .. }
             | Self::HandOff { shard }
             | Self::RelayHandOffAck { shard, .. }

@@ -21,12 +21,14 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::time::{Instant, earliest};
 
 /// How remembered entities are started again when their shard starts (Akka's
 /// `entity-recovery-strategy`).
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub enum RecoveryStrategy {
     /// Every remembered entity at once.
     AllAtOnce,
@@ -40,7 +42,7 @@ pub enum RecoveryStrategy {
 }
 
 /// Settings of remembering, per entity type.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub struct RememberSettings {
     /// How remembered entities are restarted.
     pub recovery: RecoveryStrategy,
@@ -48,6 +50,9 @@ pub struct RememberSettings {
     pub retry_min: Duration,
     /// Largest retry delay.
     pub retry_max: Duration,
+    /// A remembered entity that stops without being passivated (it failed) is started again
+    /// after this (Akka's `entity-restart-backoff`).
+    pub restart_backoff: Duration,
 }
 
 impl Default for RememberSettings {
@@ -56,13 +61,22 @@ impl Default for RememberSettings {
             recovery: RecoveryStrategy::AllAtOnce,
             retry_min: Duration::from_millis(200),
             retry_max: Duration::from_secs(10),
+            restart_backoff: Duration::from_secs(10),
         }
     }
 }
 
-/// A request to the remember store; the host completes it with a [`StoreCompletion`].
-#[derive(Clone, Debug, Eq, PartialEq)]
+/// A request to the remember store; the host completes it with a [`StoreCompletion`] in
+/// `Input::StoreCompleted`, echoing the request.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum StoreRequest {
+    /// The coordinator reads which shards of the type remember entities, with their newest
+    /// epochs (after a full cluster restart it starts every one of them).
+    Shards {
+        /// The type.
+        entity_type: EntityType,
+    },
     /// Claim `epoch` for the shard and read its remembered ids.
     Load {
         /// The shard's type.
@@ -80,6 +94,9 @@ pub enum StoreRequest {
         shard: ShardId,
         /// The allocation's epoch.
         epoch: Epoch,
+        /// Orders the instance's writes (1, 2, ...): the store refuses one older than the
+        /// newest it applied, so a write that timed out and lands late cannot undo a newer one.
+        seq: u64,
         /// Ids to remember (sorted).
         started: Vec<EntityId>,
         /// Ids to forget (sorted).
@@ -87,15 +104,39 @@ pub enum StoreRequest {
     },
 }
 
+impl StoreRequest {
+    /// The entity type the request is about.
+    pub fn entity_type(&self) -> &EntityType {
+        match self {
+            Self::Shards { entity_type }
+            | Self::Load { entity_type, .. }
+            | Self::Update { entity_type, .. } => entity_type,
+        }
+    }
+
+    /// The shard and epoch of a shard's request (`None` for the coordinator's `Shards`).
+    pub fn shard(&self) -> Option<(ShardId, Epoch)> {
+        match self {
+            Self::Shards { .. } => None,
+            Self::Load { shard, epoch, .. } | Self::Update { shard, epoch, .. } => {
+                Some((*shard, *epoch))
+            }
+        }
+    }
+}
+
 /// How a store request ended.
-#[derive(Clone, Debug, Eq, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum StoreCompletion {
+    /// The shards that remember entities, each with its newest epoch (answers `Shards`).
+    Shards(Vec<(ShardId, Epoch)>),
     /// The load's ids.
     Loaded(Vec<EntityId>),
     /// The update was applied.
     Written,
-    /// The store refused the epoch: a newer allocation of the shard exists.
-    Fenced,
+    /// The store refused the epoch: a newer allocation of the shard exists, with this epoch.
+    Fenced(Epoch),
     /// The request failed (unreachable, timed out); nothing is known to have changed.
     Failed(String),
 }
@@ -144,6 +185,10 @@ pub(crate) struct Remembered {
     /// Loaded ids not started yet (throttled recovery), and when the next step is due.
     recovering: BTreeSet<EntityId>,
     next_recovery: Option<Instant>,
+    /// The newer epoch that fenced this instance.
+    fenced_by: Option<Epoch>,
+    /// The sequence number of the last write sent.
+    seq: u64,
 }
 
 impl Remembered {
@@ -171,22 +216,51 @@ impl Remembered {
             retry_at: None,
             recovering: BTreeSet::new(),
             next_recovery: None,
+            fenced_by: None,
+            seq: 0,
         };
         remembered.send(out);
         remembered
     }
 
-    /// Whether the shard may handle messages: its remembered set is loaded (and not fenced).
+    /// Whether the remembered set is loaded (and not fenced).
+    #[cfg(test)]
     pub(crate) fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
 
-    /// Whether the store refused this instance: the shard should stop.
-    pub(crate) fn is_fenced(&self) -> bool {
+    /// The newer epoch, if the store refused this instance: the shard should stop.
+    pub(crate) fn fenced_by(&self) -> Option<Epoch> {
+        self.fenced_by
+    }
+
+    /// The settings.
+    pub(crate) fn settings(&self) -> &RememberSettings {
+        &self.settings
+    }
+
+    /// The allocation's epoch.
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Whether every recorded change is durable (or can never be: fenced). A shard handing
+    /// off waits for this, so the next instance loads what this one recorded.
+    pub(crate) fn is_settled(&self) -> bool {
         self.phase == Phase::Fenced
+            || (!self.in_flight
+                && self.to_start.is_empty()
+                && self.to_stop.is_empty()
+                && self.phase == Phase::Ready)
+    }
+
+    /// Entities loaded and not started yet (throttled recovery).
+    pub(crate) fn recovering(&self) -> usize {
+        self.recovering.len()
     }
 
     /// Whether `id` is remembered (stored, or being written).
+    #[cfg(test)]
     pub(crate) fn remembers(&self, id: &EntityId) -> bool {
         (self.stored.contains(id) || self.sent_start.contains(id) || self.to_start.contains(id))
             && !self.sent_stop.contains(id)
@@ -260,8 +334,18 @@ impl Remembered {
                     self.stored.insert(id);
                 }
             }
-            StoreCompletion::Fenced => {
+            StoreCompletion::Fenced(current) if current == self.epoch => {
+                // Not a newer allocation: an older write of this instance landed late (after
+                // its timeout) with a newer sequence? Impossible with one write in flight, so
+                // the outcome is unknown, as after a failure.
+                self.requeue(now);
+                out.failures
+                    .push("the store refused a write at this instance's own epoch".into());
+                return;
+            }
+            StoreCompletion::Fenced(current) => {
                 self.phase = Phase::Fenced;
+                self.fenced_by = Some(current);
                 self.retry_at = None;
                 self.next_recovery = None;
                 self.recovering.clear();
@@ -278,7 +362,7 @@ impl Remembered {
                 out.failures.push(why);
                 return;
             }
-            StoreCompletion::Loaded(_) | StoreCompletion::Written => {
+            StoreCompletion::Loaded(_) | StoreCompletion::Written | StoreCompletion::Shards(_) => {
                 // An answer that does not fit the request: a host bug. Its outcome is unknown,
                 // as after a failure.
                 self.requeue(now);
@@ -351,10 +435,12 @@ impl Remembered {
             Phase::Ready if !self.to_start.is_empty() || !self.to_stop.is_empty() => {
                 self.sent_start = std::mem::take(&mut self.to_start);
                 self.sent_stop = std::mem::take(&mut self.to_stop);
+                self.seq += 1;
                 StoreRequest::Update {
                     entity_type: self.entity_type.clone(),
                     shard: self.shard,
                     epoch: self.epoch,
+                    seq: self.seq,
                     started: self.sent_start.iter().cloned().collect(),
                     stopped: self.sent_stop.iter().cloned().collect(),
                 }

@@ -24,11 +24,12 @@ fn start(settings: RememberSettings) -> (Remembered, RememberOut) {
     (remembered, out)
 }
 
-fn update(started: &[&str], stopped: &[&str]) -> StoreRequest {
+fn update(seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
     StoreRequest::Update {
         entity_type: EntityType::from("counter"),
         shard: ShardId(3),
         epoch: Epoch(7),
+        seq,
         started: ids(started),
         stopped: ids(stopped),
     }
@@ -95,7 +96,7 @@ fn one_write_is_in_flight_and_later_changes_are_batched_behind_it() {
     let mut out = RememberOut::default();
     assert!(r.record_started(&id("old"), &mut out), "already durable");
     assert!(!r.record_started(&id("a"), &mut out));
-    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+    assert_eq!(out.requests, vec![update(1, &["a"], &[])]);
     let mut out = RememberOut::default();
     assert!(!r.record_started(&id("b"), &mut out));
     assert!(!r.record_started(&id("c"), &mut out));
@@ -105,7 +106,7 @@ fn one_write_is_in_flight_and_later_changes_are_batched_behind_it() {
 
     r.handle_completion(at(1), StoreCompletion::Written, &mut out);
     assert_eq!(out.start, ids(&["a"]), "a's start is durable: it runs");
-    assert_eq!(out.requests, vec![update(&["b", "c"], &["old"])]);
+    assert_eq!(out.requests, vec![update(2, &["b", "c"], &["old"])]);
     let mut out = RememberOut::default();
     r.handle_completion(at(2), StoreCompletion::Written, &mut out);
     assert_eq!(out.start, ids(&["b", "c"]));
@@ -122,7 +123,7 @@ fn a_passivation_during_the_write_of_its_start_forgets_it_next() {
     let mut out = RememberOut::default();
     r.handle_completion(at(1), StoreCompletion::Written, &mut out);
     assert!(out.start.is_empty(), "stopped before its start was durable");
-    assert_eq!(out.requests, vec![update(&[], &["a"])]);
+    assert_eq!(out.requests, vec![update(2, &[], &["a"])]);
     assert!(!r.remembers(&id("a")));
 }
 
@@ -140,7 +141,7 @@ fn failed_writes_are_retried_with_backoff_and_reported() {
     r.record_started(&id("b"), &mut out);
     assert!(out.requests.is_empty());
     r.handle_wakeup(at(300), &mut out);
-    assert_eq!(out.requests, vec![update(&["a", "b"], &[])]);
+    assert_eq!(out.requests, vec![update(2, &["a", "b"], &[])]);
     let mut out = RememberOut::default();
     r.handle_completion(at(310), StoreCompletion::Failed("down".into()), &mut out);
     assert_eq!(r.next_wakeup(), Some(at(710)), "the delay doubles");
@@ -177,8 +178,12 @@ fn a_fenced_instance_writes_nothing_more() {
     let mut out = RememberOut::default();
     r.record_started(&id("b"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Fenced, &mut out);
-    assert!(r.is_fenced());
+    r.handle_completion(at(1), StoreCompletion::Fenced(Epoch(9)), &mut out);
+    assert_eq!(r.fenced_by(), Some(Epoch(9)));
+    assert!(
+        r.is_settled(),
+        "a fenced instance has nothing left it could write"
+    );
     assert_eq!(out.failures.len(), 1);
     let mut out = RememberOut::default();
     r.record_started(&id("c"), &mut out);
@@ -198,7 +203,7 @@ fn a_start_recorded_while_loading_of_a_remembered_entity_runs_once() {
     r.handle_completion(at(1), StoreCompletion::Loaded(ids(&["a", "b"])), &mut out);
     // "a" was remembered: it starts now, once; "b" through recovery; "new" once written.
     assert_eq!(out.start, ids(&["a", "b"]));
-    assert_eq!(out.requests, vec![update(&["new"], &[])]);
+    assert_eq!(out.requests, vec![update(1, &["new"], &[])]);
 }
 
 #[test]
@@ -215,7 +220,7 @@ fn a_restart_after_a_failed_stop_is_written_again_not_assumed_durable() {
     let mut r = loaded(&["a"]);
     let mut out = RememberOut::default();
     r.record_stopped(&id("a"), &mut out);
-    assert_eq!(out.requests, vec![update(&[], &["a"])]);
+    assert_eq!(out.requests, vec![update(1, &[], &["a"])]);
     r.handle_completion(at(1), StoreCompletion::Failed("timeout".into()), &mut out);
     let mut out = RememberOut::default();
     assert!(
@@ -223,7 +228,7 @@ fn a_restart_after_a_failed_stop_is_written_again_not_assumed_durable() {
         "must be written again"
     );
     r.handle_wakeup(at(1_000), &mut out);
-    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+    assert_eq!(out.requests, vec![update(2, &["a"], &[])]);
 }
 
 #[test]
@@ -251,7 +256,7 @@ fn an_entity_started_or_passivated_before_its_recovery_step_is_not_recovered() {
         r.handle_wakeup(at(second * 1_000), &mut out);
     }
     assert!(out.start.is_empty(), "{:?}", out.start);
-    assert_eq!(out.requests, vec![update(&[], &["c"])]);
+    assert_eq!(out.requests, vec![update(1, &[], &["c"])]);
 }
 
 #[test]
@@ -264,5 +269,20 @@ fn a_completion_that_does_not_fit_its_request_puts_the_batch_back() {
     assert_eq!(out.failures.len(), 1);
     assert!(out.requests.is_empty());
     r.handle_wakeup(at(1_000), &mut out);
-    assert_eq!(out.requests, vec![update(&["a"], &[])]);
+    assert_eq!(out.requests, vec![update(2, &["a"], &[])]);
+}
+
+#[test]
+fn a_refusal_at_its_own_epoch_is_not_a_fencing() {
+    // Only an older write of this instance landing late could make the store hold a newer
+    // sequence than the request's: its outcome is unknown, as after a failure.
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("a"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), StoreCompletion::Fenced(Epoch(7)), &mut out);
+    assert_eq!(r.fenced_by(), None);
+    assert_eq!(out.failures.len(), 1);
+    r.handle_wakeup(at(1_000), &mut out);
+    assert_eq!(out.requests, vec![update(2, &["a"], &[])]);
 }

@@ -8,6 +8,10 @@
 //! ```
 //! A stopping entity that has not stopped by its deadline gets a forced stop. An entity that stops
 //! on its own (no passivation) is simply removed.
+//!
+//! With remembering on (see `remember.rs` and `shard_remember.rs`) a new entity starts only once
+//! its start is durable, its letters waiting meanwhile; the remembered ones start when the shard
+//! has loaded them; a handoff also waits for the recorded changes to be written.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -17,7 +21,11 @@ use crate::id::{EntityId, EntityType, ShardId};
 use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::message::Body;
 use crate::region::BufferBudget;
+use crate::remember::Remembered;
 use crate::time::{Instant, earliest};
+
+#[path = "shard_remember.rs"]
+mod remembering;
 
 /// Shard-level settings, copied from the node config.
 #[derive(Clone, Debug)]
@@ -39,6 +47,8 @@ struct Entity {
 struct Stopping {
     force_at: Instant,
     forced: bool,
+    /// A passivation is remembered as a stop; a handoff or a forced stop is not.
+    passivating: bool,
 }
 
 /// The shard state machine.
@@ -53,6 +63,12 @@ pub(crate) struct Shard {
     deadlines: BTreeSet<(Instant, EntityId)>,
     handing_off: bool,
     next_idle_check: Option<Instant>,
+    /// The remembered set, when the type remembers entities.
+    remember: Option<Remembered>,
+    /// Letters for entities whose start is not durable yet (or not loaded yet), in order.
+    waiting: BTreeMap<EntityId, VecDeque<Letter>>,
+    /// Remembered entities that stopped without passivation, restarted at these times.
+    restarts: BTreeSet<(Instant, EntityId)>,
 }
 
 impl Shard {
@@ -73,6 +89,9 @@ impl Shard {
             deadlines: BTreeSet::new(),
             handing_off: false,
             next_idle_check,
+            remember: None,
+            waiting: BTreeMap::new(),
+            restarts: BTreeSet::new(),
         }
     }
 
@@ -97,7 +116,7 @@ impl Shard {
                 }
                 e.buffer.push_back(letter);
             }
-            _ => self.deliver_now(now, entity, letter, out),
+            _ => self.deliver_or_wait(now, entity, letter, budget, out),
         }
     }
 
@@ -107,6 +126,9 @@ impl Shard {
             Some(e) if e.stopping.is_none() => {
                 let force_at = now + self.settings.stop_timeout;
                 self.begin_stop(entity, StopReason::Passivation, force_at, out);
+            }
+            None if self.waiting.contains_key(entity) => {
+                tracing::debug!(%entity, shard = %self.id, "passivate before the start is durable")
             }
             Some(_) => {}
             None => tracing::debug!(%entity, shard = %self.id, "passivate for an unknown entity"),
@@ -126,8 +148,14 @@ impl Shard {
             tracing::debug!(%entity, shard = %self.id, "stop report for an unknown entity");
             return;
         };
-        if let Some(s) = e.stopping {
-            self.deadlines.remove(&(s.force_at, entity.clone()));
+        match e.stopping {
+            Some(s) => {
+                self.deadlines.remove(&(s.force_at, entity.clone()));
+                if s.passivating {
+                    self.record_passivated(now, entity, budget, out);
+                }
+            }
+            None => self.schedule_restart(now, entity),
         }
         budget.release(e.buffer.len());
         if e.buffer.is_empty() {
@@ -142,9 +170,9 @@ impl Shard {
             );
         }
         for letter in e.buffer {
-            self.deliver_now(now, entity.clone(), letter, out);
+            self.deliver_or_wait(now, entity.clone(), letter, budget, out);
         }
-        if self.handing_off {
+        if self.handing_off && self.entities.contains_key(entity) {
             let force_at = now + self.settings.handoff_stop_timeout;
             self.begin_stop(entity, StopReason::HandOff, force_at, out);
         }
@@ -171,6 +199,7 @@ impl Shard {
                     e.stopping = Some(Stopping {
                         force_at,
                         forced: false,
+                        passivating: s.passivating,
                     });
                 }
                 Some(_) => {}
@@ -194,13 +223,24 @@ impl Shard {
             }
             dropped.extend(e.buffer.into_iter().map(|p| (id.clone(), p)));
         }
+        for (id, letters) in std::mem::take(&mut self.waiting) {
+            dropped.extend(letters.into_iter().map(|p| (id.clone(), p)));
+        }
         self.deadlines.clear();
+        self.restarts.clear();
         budget.release(dropped.len());
         dropped
     }
 
-    /// Fires forced stops and idle passivation that are due.
-    pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Effects) {
+    /// Fires forced stops, idle passivation, and the store's retries and recovery steps that
+    /// are due.
+    pub(crate) fn handle_timeout(
+        &mut self,
+        now: Instant,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        self.handle_remember_timeout(now, budget, out);
         while let Some((at, id)) = self.deadlines.first().cloned().filter(|(at, _)| *at <= now) {
             self.deadlines.remove(&(at, id.clone()));
             if let Some(Stopping { forced, .. }) =
@@ -238,15 +278,17 @@ impl Shard {
         let idle = self
             .next_idle_check
             .filter(|_| !self.entities.is_empty() && !self.handing_off);
-        earliest(force, idle)
+        earliest(earliest(force, idle), self.remember_timeout())
     }
 
     pub(crate) fn is_handing_off(&self) -> bool {
         self.handing_off
     }
 
+    /// Whether a handoff is complete: every entity stopped and, when remembering, every
+    /// recorded change written.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.handing_off && self.entities.is_empty()
+        self.handing_off && self.entities.is_empty() && self.writes_settled()
     }
 
     /// Whether the entity has a running (or stopping) incarnation here.
@@ -315,6 +357,7 @@ impl Shard {
             e.stopping = Some(Stopping {
                 force_at,
                 forced: false,
+                passivating: reason == StopReason::Passivation,
             });
             self.deadlines.insert((force_at, id.clone()));
             out.entity(stop(&self.entity_type, id, reason));

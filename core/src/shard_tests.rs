@@ -223,12 +223,12 @@ fn a_stop_that_is_ignored_is_forced_once_at_its_deadline() {
     s.handle_passivate(at(0), &id("a"), &mut o);
     o.take();
     assert_eq!(s.poll_timeout(), Some(at(10)));
-    s.handle_timeout(at(9), &mut o);
+    s.handle_timeout(at(9), &mut b, &mut o);
     assert_eq!(o.take(), []);
-    s.handle_timeout(at(10), &mut o);
+    s.handle_timeout(at(10), &mut b, &mut o);
     assert_eq!(o.take(), [stop("a", StopReason::Forced)]);
     assert_eq!(s.poll_timeout(), None);
-    s.handle_timeout(at(20), &mut o);
+    s.handle_timeout(at(20), &mut b, &mut o);
     assert_eq!(o.take(), []);
 }
 
@@ -243,9 +243,9 @@ fn idle_entities_are_passivated_at_the_check() {
     s.handle_delivery(at(8), id("busy"), p("m"), &mut b, &mut o);
     o.take();
     assert_eq!(s.poll_timeout(), Some(at(5)), "checked every idle/2");
-    s.handle_timeout(at(5), &mut o);
+    s.handle_timeout(at(5), &mut b, &mut o);
     assert_eq!(o.take(), []);
-    s.handle_timeout(at(10), &mut o);
+    s.handle_timeout(at(10), &mut b, &mut o);
     assert_eq!(o.take(), [stop("idle", StopReason::Passivation)]);
 }
 

@@ -6,8 +6,8 @@ use proptest::strategy::ValueTree;
 use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode};
 use shoal_core::{
     AllocationGate, Body, CodecError, CoordinatorState, DeadLetterReason, EntityId, EntityType,
-    Envelope, MemberId, Message, NodeId, Payload, RegionShards, RegionStats, RequestId, ShardId,
-    StartAck, StartOutcome,
+    Envelope, Epoch, MemberId, Message, NodeId, Payload, RegionShards, RegionStats, RequestId,
+    ShardId, StartAck, StartOutcome,
 };
 
 fn member() -> impl Strategy<Value = MemberId> {
@@ -71,7 +71,14 @@ fn body() -> impl Strategy<Value = Body> {
                 .map(|(region, shards)| RegionShards { region, shards })
                 .collect(),
         }),
-        shard().prop_map(|shard| Body::HostShard { shard }),
+        (shard(), any::<u64>()).prop_map(|(shard, e)| Body::HostShard {
+            shard,
+            epoch: Epoch(e)
+        }),
+        (shard(), any::<u64>()).prop_map(|(shard, e)| Body::ShardFenced {
+            shard,
+            current: Epoch(e)
+        }),
         (shard(), member(), any::<u64>()).prop_map(|(shard, owner, round)| Body::BeginHandOff {
             shard,
             owner,
@@ -182,14 +189,18 @@ fn gate() -> impl Strategy<Value = AllocationGate> {
         prop::collection::vec(member(), 0..4),
         any::<u32>(),
         any::<u32>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(open, unregistered, recently_removed, registered, needed)| AllocationGate {
-                open,
-                unregistered,
-                recently_removed,
-                registered,
-                needed,
+            |(open, unregistered, recently_removed, registered, needed, store_pending)| {
+                AllocationGate {
+                    open,
+                    unregistered,
+                    recently_removed,
+                    registered,
+                    needed,
+                    store_pending,
+                }
             },
         )
 }
@@ -230,9 +241,10 @@ fn variant_index(body: &Body) -> usize {
         Body::StartEntityAck { .. } => 29,
         Body::RelayExit { .. } => 30,
         Body::RegionExited { .. } => 31,
+        Body::ShardFenced { .. } => 32,
     }
 }
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 33;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     let sharding = (".{0,16}", body()).prop_map(|(t, body)| Message::Sharding {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use shoal_core::{
     Address, Body, Command, CommandError, Config, ConfigError, DeadLetterReason, Driver, Effect,
-    EntityId, EntityType, Envelope, Event, Incarnation, Input, Instant, Member, MemberId,
+    EntityId, EntityType, Envelope, Epoch, Event, Incarnation, Input, Instant, Member, MemberId,
     MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId, Payload, Reply,
     RequestId, SeedNode, ShardId, StartAck, StartOutcome, StopReason,
 };
@@ -200,7 +200,10 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
         seq: 0,
         message: Message::Sharding {
             entity_type: counter(),
-            body: Body::HostShard { shard: ShardId(1) },
+            body: Body::HostShard {
+                shard: ShardId(1),
+                epoch: Epoch(0),
+            },
         },
     };
     c.input(1, Input::Receive(stale));
@@ -218,7 +221,10 @@ fn regions_obey_only_the_coordinator_their_view_names() {
         seq: 0,
         message: Message::Sharding {
             entity_type: counter(),
-            body: Body::HostShard { shard: ShardId(4) },
+            body: Body::HostShard {
+                shard: ShardId(4),
+                epoch: Epoch(0),
+            },
         },
     };
     c.input(1, Input::Receive(forged));

@@ -19,9 +19,10 @@ use crate::entity::{Entity, Factory, FactoryFn};
 use crate::error::StartError;
 use crate::event::MemberTracker;
 use crate::host::Host;
-use crate::host::io::TokioIo;
+use crate::host::io::{StoreLink, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
+use crate::store::RememberStore;
 use crate::transport::handshake::Identity;
 use crate::transport::network::{Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
@@ -54,6 +55,8 @@ pub struct NodeBuilder {
     entity_types: Vec<EntityTypeConfig>,
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     types: HashMap<EntityType, RegisteredType>,
+    remember_store: Option<Arc<dyn RememberStore>>,
+    store_timeout: Duration,
 }
 
 impl NodeBuilder {
@@ -78,6 +81,8 @@ impl NodeBuilder {
             incarnation: None,
             entity_types: Vec::new(),
             factories: HashMap::new(),
+            remember_store: None,
+            store_timeout: Duration::from_secs(10),
             types: HashMap::new(),
         }
     }
@@ -174,6 +179,21 @@ impl NodeBuilder {
         self
     }
 
+    /// Where entity types with `EntityTypeConfig::remember` keep their remembered entities:
+    /// `SqliteStore` (one file, shared by the nodes of one machine) or `PostgresStore`.
+    /// Required when a hosted type remembers entities.
+    pub fn remember_store(mut self, store: impl RememberStore) -> Self {
+        self.remember_store = Some(Arc::new(store));
+        self
+    }
+
+    /// How long a remember-store request may take before it counts as failed and is retried
+    /// (10 s). Its outcome is then unknown: remembering treats it so.
+    pub fn remember_store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
     /// Hosts entities of type `E`, made by `make` from their id.
     pub fn entity<E: Entity>(
         mut self,
@@ -210,6 +230,20 @@ impl NodeBuilder {
         }
         if self.mailbox_capacity == 0 {
             return Err(StartError::Builder("mailbox capacity 0".into()));
+        }
+        let remembering = self
+            .entity_types
+            .iter()
+            .find(|t| t.remember.is_some() && !t.proxy_only);
+        if let (Some(t), None) = (remembering, &self.remember_store) {
+            return Err(StartError::Builder(format!(
+                "entity type {} remembers entities but the node has no remember store \
+                 (NodeBuilder::remember_store)",
+                t.name
+            )));
+        }
+        if self.store_timeout.is_zero() {
+            return Err(StartError::Builder("remember store timeout 0".into()));
         }
         let listener = self
             .network
@@ -271,6 +305,7 @@ impl NodeBuilder {
         let (data_tx, data_in) = mpsc::channel(INBOUND_QUEUE);
         let (signals_tx, signals) = mpsc::unbounded_channel();
         let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (store_tx, store_done) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let identity = Identity {
             cluster_name: self.cluster_name,
@@ -300,6 +335,11 @@ impl NodeBuilder {
             feedback: Vec::new(),
             membership_changed: true,
             left: false,
+            store: self.remember_store.map(|store| StoreLink {
+                store,
+                timeout: self.store_timeout,
+                done: store_tx,
+            }),
         };
         let query = self.settings.shard_region_query_timeout;
         let host = Host {
@@ -310,6 +350,7 @@ impl NodeBuilder {
             control_in,
             data_in,
             signals,
+            store_done,
             members: MemberTracker::default(),
             leave_waiters: Vec::new(),
             seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),

@@ -24,21 +24,61 @@ async fn update(
     started: &[&str],
     stopped: &[&str],
 ) -> Result<(), StoreError> {
+    // Each write of the tests is newer than the one before (as an instance's writes are).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    write(store, kind, (shard, epoch, seq), started, stopped).await
+}
+
+async fn write(
+    store: &dyn RememberStore,
+    kind: &EntityType,
+    (shard, epoch, seq): (u32, u64, u64),
+    started: &[&str],
+    stopped: &[&str],
+) -> Result<(), StoreError> {
     let (started, stopped) = (ids(started), ids(stopped));
     store
         .update(Update {
             entity_type: kind,
             shard: ShardId(shard),
             epoch: Epoch(epoch),
+            seq,
             started: &started,
             stopped: &stopped,
         })
         .await
 }
 
+/// An instance's write that timed out and lands after its newer one changes nothing.
+async fn late_writes_of_an_instance_are_refused(store: &dyn RememberStore, kind: &EntityType) {
+    assert_eq!(store.load(kind, ShardId(11), Epoch(3)).await, Ok(vec![]));
+    write(store, kind, (11, 3, 5), &["a"], &[]).await.unwrap();
+    assert_eq!(
+        write(store, kind, (11, 3, 4), &[], &["a"]).await,
+        Err(StoreError::Fenced {
+            refused: Epoch(3),
+            current: Epoch(3)
+        })
+    );
+    // A load at the instance's own epoch reads, and does not reset the sequence.
+    assert_eq!(
+        store.load(kind, ShardId(11), Epoch(3)).await,
+        Ok(ids(&["a"]))
+    );
+    assert!(write(store, kind, (11, 3, 4), &[], &["a"]).await.is_err());
+    write(store, kind, (11, 3, 6), &["b"], &[]).await.unwrap();
+    assert_eq!(
+        store.load(kind, ShardId(11), Epoch(4)).await,
+        Ok(ids(&["a", "b"])),
+        "the late stop undid nothing; a newer epoch reads both"
+    );
+}
+
 /// The behaviour every store shares; `kind` keeps runs in one database apart.
 async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str) {
     let kind = EntityType::from(kind);
+    late_writes_of_an_instance_are_refused(store, &kind).await;
     // Remembering and forgetting.
     assert_eq!(store.load(&kind, ShardId(1), Epoch(1)).await, Ok(vec![]));
     update(store, &kind, 1, 1, &["c", "a", "b"], &[])
@@ -52,7 +92,14 @@ async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str)
     update(store, &kind, 7, 1, &["x"], &[]).await.unwrap();
     update(store, &kind, 9, 1, &["y"], &[]).await.unwrap();
     update(store, &kind, 9, 1, &[], &["y"]).await.unwrap();
-    assert_eq!(store.shards(&kind).await, Ok(vec![ShardId(1), ShardId(7)]));
+    assert_eq!(
+        store.shards(&kind).await,
+        Ok(vec![
+            (ShardId(1), Epoch(1)),
+            (ShardId(7), Epoch(1)),
+            (ShardId(11), Epoch(4))
+        ])
+    );
 
     // Fencing: a newer load claims the shard; older writers and loaders are refused.
     assert_eq!(
@@ -138,9 +185,12 @@ async fn sqlite_store_passes_the_suite_and_is_one_shared_wal_file() {
     assert!(dir.join("remember.db-wal").exists() || wal_mode(&path));
     let reopened = SqliteStore::open(&path).unwrap();
     let kind = EntityType::from("counter");
-    assert_eq!(
-        reopened.shards(&kind).await,
-        Ok(vec![ShardId(1), ShardId(2), ShardId(7)])
+    let listed = reopened.shards(&kind).await.unwrap();
+    let shards: Vec<ShardId> = listed.iter().map(|(shard, _)| *shard).collect();
+    assert_eq!(shards, [ShardId(1), ShardId(2), ShardId(7), ShardId(11)]);
+    assert!(
+        listed.iter().all(|(_, epoch)| *epoch >= Epoch(1)),
+        "each shard is listed with the epoch it was claimed at: {listed:?}"
     );
     assert!(matches!(
         reopened.load(&kind, ShardId(1), Epoch(1)).await,
@@ -357,7 +407,7 @@ impl RememberStore for Silent {
     fn shards<'a>(
         &'a self,
         _: &'a EntityType,
-    ) -> futures_util::future::BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         Box::pin(std::future::pending())
     }
 }
@@ -378,6 +428,7 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
         entity_type: kind.clone(),
         shard: ShardId(4),
         epoch: Epoch(epoch),
+        seq: 1,
         started: ids(&["a"]),
         stopped: vec![],
     };
@@ -396,7 +447,14 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
     );
     assert_eq!(
         execute(&store, &write(1), limit).await,
-        StoreCompletion::Fenced
+        StoreCompletion::Fenced(Epoch(2))
+    );
+    let shards = StoreRequest::Shards {
+        entity_type: kind.clone(),
+    };
+    assert_eq!(
+        execute(&store, &shards, limit).await,
+        StoreCompletion::Shards(vec![(ShardId(4), Epoch(2))])
     );
     let silent = execute(&Silent, &write(3), Duration::from_millis(50)).await;
     assert!(

@@ -32,19 +32,33 @@ pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: 
     }
 }
 
+/// The longest a healthy remember store takes to make what a shard recorded durable: the
+/// write in flight, then the batch behind it, each at the latency's tail. Zero when the run
+/// remembers nothing. (A failed request is a fault: the stall checks judge from after it.)
+pub(crate) fn store_writes(opts: &Options) -> Duration {
+    match &opts.remember {
+        None => Duration::ZERO,
+        Some(r) if r.tail_rate > 0.0 => Duration::from_millis(2 * 500),
+        Some(_) => Duration::from_millis(2 * 5),
+    }
+}
+
 /// The longest a shard's handoff keeps its entities stopping after `HandOff`: an entity already
 /// passivating may first stop, restart for the messages that raced its stop, and be stopped
-/// again for the handoff.
+/// again for the handoff; a remembering shard then waits for its writes.
 pub(crate) fn handoff_stop(opts: &Options, settings: &ShardingSettings) -> Duration {
     entity_stop(opts, settings, false).min(entity_stop(opts, settings, true))
         + entity_stop(opts, settings, true)
+        + store_writes(opts)
 }
 
 /// How long after it is sent a message may wait, in a cluster without faults: for its shard's
 /// handoff to finish (and the new home to start), then for its entity's passivation at the new
-/// home, plus the region's retry ticks and a few hops.
+/// home (and for its start to be durable, when remembering), plus the region's retry ticks and
+/// a few hops.
 pub(crate) fn message_wait(opts: &Options, settings: &ShardingSettings) -> Duration {
     handoff_stop(opts, settings)
+        + store_writes(opts)
         + entity_stop(opts, settings, false)
         + settings.retry_interval * 2
         + hop(opts) * 3

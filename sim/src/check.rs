@@ -57,6 +57,10 @@ pub enum Property {
     /// An ask's reply that reached another member or incarnation, arrived twice, or never
     /// arrived in a run where nothing was lost.
     AskReply,
+    /// Remembering broken: an entity started and never passivated not running (or running
+    /// twice) after healing, a write of an old epoch accepted by the store, or two allocations
+    /// of a shard at one epoch.
+    Remembering,
 }
 
 impl fmt::Display for Violation {

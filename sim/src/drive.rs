@@ -101,6 +101,10 @@ impl World {
             match effect {
                 Effect::Send(transmit) => self.send(transmit),
                 Effect::Entity(e) => self.entity(member, e),
+                Effect::Store(request) => self.store_request(member, request),
+                Effect::Event(Event::ShardFenced { .. }) => {
+                    self.mark("a shard instance was fenced and stopped");
+                }
                 Effect::Event(Event::DeadLetter {
                     entity,
                     payload,
@@ -278,7 +282,7 @@ impl World {
                 let stall = self.stalls.begin_handoff(self.now, *shard, *owner, *round);
                 self.stall(stall);
             }
-            Some(shoal_core::Body::HostShard { shard }) => {
+            Some(shoal_core::Body::HostShard { shard, .. }) => {
                 self.stalls.hosting(self.now, *shard, envelope.to);
                 self.mark_rolling_allocation(envelope.to);
             }
@@ -425,7 +429,8 @@ impl World {
         self.log(|| format!("{member} allocation waits for {gate:?}: {shards:?}"));
         let waits_for_nothing = gate.unregistered.is_empty()
             && gate.recently_removed.is_empty()
-            && gate.registered >= gate.needed;
+            && gate.registered >= gate.needed
+            && !gate.store_pending;
         let needed = self.settings.min_registered_regions;
         if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
             let detail = format!(
@@ -442,6 +447,9 @@ impl World {
         }
         if gate.registered < gate.needed {
             self.mark("allocation waited for enough regions to register");
+        }
+        if gate.store_pending {
+            self.mark("allocation waited for the remember store's list of shards");
         }
     }
 

@@ -30,6 +30,7 @@ impl World {
                     }
                 }
                 self.check.start(self.now, member, &entity);
+                self.remembered_started(&entity);
                 self.incarnations
                     .insert((member, entity), self.check.starts);
             }
@@ -86,6 +87,9 @@ impl World {
                         .check
                         .fail(self.now, Property::HostContract, &entity, detail);
                 };
+                if reason == StopReason::Passivation {
+                    self.remembered_passivating(key.clone());
+                }
                 let delay = match reason {
                     StopReason::Forced => {
                         if self.ignored_stops.remove(&key) {

@@ -37,6 +37,7 @@ mod schedule;
 mod stall;
 // Not wired into the world yet (issue 12): only its unit tests use the store for now.
 #[cfg_attr(not(test), allow(dead_code))]
+mod remembering;
 mod store;
 mod trace;
 mod views;
@@ -48,7 +49,7 @@ pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
-    Downing, Family, Faults, Mailbox, MembershipMode, Options, SlowLink, TightTimers,
+    Downing, Family, Faults, Mailbox, MembershipMode, Options, Remember, SlowLink, TightTimers,
 };
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};

@@ -247,6 +247,24 @@ pub struct Options {
     /// Control traffic (membership) may overtake data on a link, each lane FIFO on its own,
     /// as the runtime's transport does (on most seeds); otherwise one FIFO per link.
     pub lanes: bool,
+    /// Remember entities, with a store that fails in the drawn ways (on about half the seeds).
+    pub remember: Option<Remember>,
+}
+
+/// Remembering entities and its store's faults (see [`Options::remember`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remember {
+    /// How a shard restarts its remembered entities.
+    pub recovery: shoal_core::RecoveryStrategy,
+    /// Share of store requests that fail without changing anything.
+    pub failure_rate: f64,
+    /// Share of store requests whose change is applied but whose caller hears a timeout (the
+    /// write may land after a newer one).
+    pub timeout_rate: f64,
+    /// Share of store requests that take 50–500 ms instead of 1–5 ms.
+    pub tail_rate: f64,
+    /// Windows `(start, length)` from the start of the run in which the store is unavailable.
+    pub outages: Vec<(Duration, Duration)>,
 }
 
 /// An entity's mailbox in the simulated host (see [`Options::mailbox`]).
@@ -334,6 +352,7 @@ impl Options {
             mailbox: None,
             min_registered_regions: 1,
             lanes: false,
+            remember: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -409,6 +428,9 @@ impl Options {
             o.min_registered_regions = 2;
         }
         o.lanes = r.chance(0.8);
+        if r.chance(0.5) {
+            o.remember = Some(Remember::draw(&mut r, o.duration));
+        }
         o
     }
 
@@ -427,6 +449,7 @@ impl Options {
             mailbox: None,
             min_registered_regions: 1,
             lanes: false,
+            remember: None,
             ..self
         }
     }
@@ -485,6 +508,40 @@ impl Options {
         o.slow_link = o.slow_link.filter(|l| l.from.0 <= nodes && l.to.0 <= nodes);
         o.bystander = o.bystander.filter(|b| b.0 <= nodes);
         o
+    }
+}
+
+impl Remember {
+    /// Draws remembering's settings and store faults for a fault phase of `duration`.
+    fn draw(r: &mut SimRng, duration: Duration) -> Self {
+        let recovery = if r.chance(0.5) {
+            shoal_core::RecoveryStrategy::AllAtOnce
+        } else {
+            shoal_core::RecoveryStrategy::Constant {
+                number: r.range(1, 10) as usize,
+                every: Duration::from_millis(r.range(20, 500)),
+            }
+        };
+        let rate =
+            |r: &mut SimRng, on: f64, max: f64| if r.chance(on) { r.unit() * max } else { 0.0 };
+        let failure_rate = rate(r, 0.4, 0.2);
+        let timeout_rate = rate(r, 0.3, 0.05);
+        let tail_rate = rate(r, 0.3, 0.2);
+        let mut outages = Vec::new();
+        if r.chance(0.4) {
+            for _ in 0..r.range(1, 3) {
+                let start = r.duration(Duration::from_secs(5), duration);
+                let length = r.duration(Duration::from_secs(1), Duration::from_secs(20));
+                outages.push((start, length));
+            }
+        }
+        Self {
+            recovery,
+            failure_rate,
+            timeout_rate,
+            tail_rate,
+            outages,
+        }
     }
 }
 
@@ -568,6 +625,17 @@ impl fmt::Display for Options {
         }
         if self.long_tail != 0.001 {
             write!(f, " long_tail={:.4}", self.long_tail)?;
+        }
+        if let Some(m) = &self.remember {
+            write!(
+                f,
+                " remember={:?},fail:{:.3},timeout:{:.3},tail:{:.3},outages:{}",
+                m.recovery,
+                m.failure_rate,
+                m.timeout_rate,
+                m.tail_rate,
+                m.outages.len()
+            )?;
         }
         if let Some(t) = self.tight_timers {
             write!(

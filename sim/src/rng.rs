@@ -89,6 +89,8 @@ pub(crate) enum Stream {
     Replies = 13,
     /// Client queries (`GetEntityLocation`, `GetClusterShardingStats`, `SetShardLocation`).
     Queries = 14,
+    /// The remember store's latency and failures.
+    Store = 15,
 }
 
 impl SimRng {

@@ -5,13 +5,18 @@
 //! although the caller hears a failure, and windows when the store is unavailable.
 //!
 //! Requests are submitted and answered through `poll`, in time order, so the world can drive
-//! the store as one more event source. Not wired into the world yet (issue 12): the shard's
-//! remembering machine and the effects that reach it come first.
+//! the store as one more event source (see `remembering.rs`).
+//!
+//! It also checks fencing as it applies requests: no update is accepted with an epoch older
+//! than one the shard was loaded with, and no two members ever load a shard at one epoch (the
+//! coordinators' epochs are unique per allocation).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use shoal_core::{EntityId, EntityType, Epoch, Instant, ShardId, StoreCompletion, StoreRequest};
+use shoal_core::{
+    EntityId, EntityType, Epoch, Instant, MemberId, ShardId, StoreCompletion, StoreRequest,
+};
 
 use crate::rng::SimRng;
 
@@ -51,7 +56,11 @@ impl Default for StoreSettings {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Record {
     epoch: u64,
+    /// The sequence of the newest write applied at `epoch` (0 after a load).
+    seq: u64,
     ids: BTreeSet<EntityId>,
+    /// The newest accepted load: its epoch and the member whose instance made it.
+    loaded: Option<(u64, MemberId)>,
 }
 
 /// Names a submitted request; its answer carries it.
@@ -62,6 +71,7 @@ pub(crate) struct Ticket(pub(crate) u64);
 #[derive(Debug)]
 struct Arriving {
     ticket: Ticket,
+    origin: MemberId,
     request: StoreRequest,
     /// How long the answer takes back; `None`: the caller has already heard a timeout.
     reply_after: Option<Duration>,
@@ -80,6 +90,11 @@ pub(crate) struct SimStore {
     next: u64,
     /// Requests refused for their epoch (the checker's evidence that fencing worked).
     pub(crate) fenced: u64,
+    /// Writes refused because a newer write of the same instance was applied first (a write
+    /// that timed out and landed late).
+    pub(crate) stale: u64,
+    /// Fencing broken, as seen while applying requests (see the module doc).
+    violations: Vec<String>,
 }
 
 impl SimStore {
@@ -93,6 +108,8 @@ impl SimStore {
             answers: BTreeMap::new(),
             next: 0,
             fenced: 0,
+            stale: 0,
+            violations: Vec::new(),
         }
     }
 
@@ -118,7 +135,12 @@ impl SimStore {
     /// A failed request is answered without being applied; a timed-out one is applied, possibly
     /// *after* the caller heard the timeout (a late write); during an outage nothing is applied
     /// and the caller hears a failure after the timeout.
-    pub(crate) fn submit(&mut self, now: Instant, request: StoreRequest) -> Ticket {
+    pub(crate) fn submit(
+        &mut self,
+        now: Instant,
+        origin: MemberId,
+        request: StoreRequest,
+    ) -> Ticket {
         let ticket = Ticket(self.sequence());
         let timeout = self.settings.timeout;
         if self.in_outage(now) {
@@ -159,6 +181,7 @@ impl SimStore {
             key,
             Arriving {
                 ticket,
+                origin,
                 request,
                 reply_after,
             },
@@ -176,7 +199,7 @@ impl SimStore {
                 // An application first on a tie: its own answer may then be due as well.
                 (Some(a), b) if a.0 <= now && b.is_none_or(|b| a.0 <= b.0) => {
                     let (_, arriving) = self.arriving.pop_first().expect("peeked");
-                    let completion = self.apply(&arriving.request);
+                    let completion = self.apply(arriving.origin, &arriving.request);
                     if let Some(after) = arriving.reply_after {
                         self.answer(a.0 + after, arriving.ticket, completion);
                     }
@@ -197,8 +220,22 @@ impl SimStore {
         shoal_core::earliest(arrival, answer)
     }
 
-    fn apply(&mut self, request: &StoreRequest) -> StoreCompletion {
+    /// What the store saw break fencing since the last call.
+    pub(crate) fn take_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.violations)
+    }
+
+    fn apply(&mut self, origin: MemberId, request: &StoreRequest) -> StoreCompletion {
         let (entity_type, shard, epoch) = match request {
+            StoreRequest::Shards { entity_type } => {
+                let listed = self
+                    .records
+                    .iter()
+                    .filter(|((t, _), r)| t == entity_type && !r.ids.is_empty())
+                    .map(|((_, shard), r)| (*shard, Epoch(r.epoch)))
+                    .collect();
+                return StoreCompletion::Shards(listed);
+            }
             StoreRequest::Load {
                 entity_type,
                 shard,
@@ -217,16 +254,44 @@ impl SimStore {
             .or_default();
         if epoch.0 < record.epoch {
             self.fenced += 1;
-            return StoreCompletion::Fenced;
+            return StoreCompletion::Fenced(Epoch(record.epoch));
+        }
+        // A write older than the newest one applied at this epoch is stale: it changes
+        // nothing. A load at the same epoch reads and leaves the sequence; a newer one resets it.
+        match request {
+            StoreRequest::Update { seq, .. } if epoch.0 == record.epoch && *seq < record.seq => {
+                self.stale += 1;
+                return StoreCompletion::Fenced(Epoch(record.epoch));
+            }
+            StoreRequest::Update { seq, .. } => record.seq = *seq,
+            _ if epoch.0 > record.epoch => record.seq = 0,
+            _ => {}
         }
         record.epoch = epoch.0;
         match request {
+            StoreRequest::Shards { .. } => unreachable!("answered above"),
             StoreRequest::Load { .. } => {
+                if let Some((at, by)) = record.loaded {
+                    if at == epoch.0 && by != origin {
+                        self.violations.push(format!(
+                            "{shard} loaded at epoch {at} by {by} and again by {origin}: two \
+                             allocations share an epoch"
+                        ));
+                    }
+                }
+                record.loaded = Some((epoch.0, origin));
                 StoreCompletion::Loaded(record.ids.iter().cloned().collect())
             }
             StoreRequest::Update {
                 started, stopped, ..
             } => {
+                if let Some((at, by)) = record.loaded.filter(|(at, _)| epoch.0 < *at) {
+                    self.violations.push(format!(
+                        "{shard}: a write of epoch {} from {origin} was accepted after {by} \
+                         loaded it at epoch {at}",
+                        epoch.0
+                    ));
+                }
                 for id in stopped {
                     record.ids.remove(id);
                 }
@@ -236,7 +301,8 @@ impl SimStore {
         }
     }
 
-    /// The ids remembered for a shard (for the checker).
+    /// The ids remembered for a shard.
+    #[cfg(test)]
     pub(crate) fn remembered(&self, entity_type: &EntityType, shard: ShardId) -> Vec<EntityId> {
         self.records
             .get(&(entity_type.clone(), shard))
@@ -245,6 +311,7 @@ impl SimStore {
     }
 
     /// The newest epoch seen for a shard.
+    #[cfg(test)]
     pub(crate) fn epoch(&self, entity_type: &EntityType, shard: ShardId) -> Epoch {
         Epoch(
             self.records
@@ -271,10 +338,15 @@ mod tests {
     }
 
     fn write(epoch: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
+        write_seq(epoch, 1, started, stopped)
+    }
+
+    fn write_seq(epoch: u64, seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
         StoreRequest::Update {
             entity_type: counter(),
             shard: ShardId(1),
             epoch: Epoch(epoch),
+            seq,
             started: started.iter().map(|s| EntityId::from(*s)).collect(),
             stopped: stopped.iter().map(|s| EntityId::from(*s)).collect(),
         }
@@ -286,7 +358,7 @@ mod tests {
 
     /// Submits `request` at `now` and runs the store until it answers.
     fn ask(s: &mut SimStore, now: Instant, request: StoreRequest) -> (Instant, StoreCompletion) {
-        let ticket = s.submit(now, request);
+        let ticket = s.submit(now, MemberId::new(1, 1), request);
         loop {
             let at = s.next_event().expect("an answer is pending");
             if let Some((_, completion)) = s.poll(at).into_iter().find(|(t, _)| *t == ticket) {
@@ -304,8 +376,11 @@ mod tests {
         assert_eq!(completion, StoreCompletion::Written);
         assert!(at > now && at <= now + Duration::from_millis(5));
         let stale = ask(&mut s, now, write(1, &["stale"], &["a"])).1;
-        assert_eq!(stale, StoreCompletion::Fenced);
-        assert_eq!(ask(&mut s, now, load(1)).1, StoreCompletion::Fenced);
+        assert_eq!(stale, StoreCompletion::Fenced(Epoch(2)));
+        assert_eq!(
+            ask(&mut s, now, load(1)).1,
+            StoreCompletion::Fenced(Epoch(2))
+        );
         assert_eq!(s.fenced, 2);
         ask(&mut s, now, write(3, &[], &["b"]));
         assert_eq!(
@@ -339,7 +414,7 @@ mod tests {
         };
         let mut s = store(settings);
         let start = Instant::from_secs(1);
-        let first = s.submit(start, write(1, &["a"], &[]));
+        let first = s.submit(start, MemberId::new(1, 1), write(1, &["a"], &[]));
         let heard = s.poll(start + Duration::from_secs(2));
         assert!(matches!(heard[..], [(t, StoreCompletion::Failed(_))] if t == first));
         // Whether or not it has landed yet, it lands by twice the timeout.
@@ -354,12 +429,64 @@ mod tests {
             timeout_rate: 1.0,
             ..StoreSettings::default()
         });
-        s.submit(start, write(1, &["late"], &[]));
+        s.submit(start, MemberId::new(1, 1), write(1, &["late"], &[]));
         s.settings.timeout_rate = 0.0;
-        s.submit(start, load(2));
+        s.submit(start, MemberId::new(2, 1), load(2));
         s.poll(start + Duration::from_secs(10));
         assert!(s.remembered(&counter(), ShardId(1)).is_empty());
         assert_eq!(s.fenced, 1);
+        assert!(s.take_violations().is_empty());
+    }
+
+    #[test]
+    fn a_late_write_of_an_instance_cannot_undo_its_newer_one() {
+        let mut s = store(StoreSettings {
+            timeout_rate: 1.0,
+            ..StoreSettings::default()
+        });
+        let start = Instant::from_secs(1);
+        s.settings.timeout_rate = 0.0;
+        ask(&mut s, start, load(3));
+        ask(&mut s, start, write_seq(3, 1, &["a"], &[]));
+        s.settings.timeout_rate = 1.0;
+        // The stop times out and lands up to two timeouts later; the restart is written first.
+        s.submit(start, MemberId::new(1, 1), write_seq(3, 2, &[], &["a"]));
+        s.settings.timeout_rate = 0.0;
+        ask(&mut s, start, write_seq(3, 3, &["a"], &[]));
+        s.poll(start + Duration::from_secs(10));
+        assert_eq!(
+            s.remembered(&counter(), ShardId(1)),
+            vec![EntityId::from("a")]
+        );
+        assert_eq!((s.stale, s.fenced), (1, 0));
+    }
+
+    #[test]
+    fn two_members_loading_one_epoch_is_a_violation_and_the_shards_list_has_epochs() {
+        let mut s = store(StoreSettings::default());
+        let now = Instant::from_secs(1);
+        ask(&mut s, now, load(4));
+        ask(&mut s, now, write(4, &["a"], &[]));
+        assert!(s.take_violations().is_empty(), "one member, one epoch");
+        let ticket = s.submit(now, MemberId::new(2, 1), load(4));
+        while !s
+            .poll(s.next_event().unwrap())
+            .iter()
+            .any(|(t, _)| *t == ticket)
+        {}
+        assert_eq!(s.take_violations().len(), 1);
+        let listed = ask(
+            &mut s,
+            now,
+            StoreRequest::Shards {
+                entity_type: counter(),
+            },
+        )
+        .1;
+        assert_eq!(
+            listed,
+            StoreCompletion::Shards(vec![(ShardId(1), Epoch(4))])
+        );
     }
 
     #[test]

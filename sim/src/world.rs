@@ -61,6 +61,8 @@ pub(crate) enum Ev {
         entity: EntityId,
         payload: shoal_core::Payload,
     },
+    /// The remember store applies what reached it and answers (see `remembering.rs`).
+    Store,
 }
 
 /// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
@@ -166,6 +168,8 @@ pub(crate) struct World {
     pub(crate) senders: ((u64, u64), Vec<MemberId>),
     /// The effects of one driver call, reused from call to call.
     pub(crate) scratch: Vec<Effect>,
+    /// The remember store and what remembering owes, when the run remembers entities.
+    pub(crate) remembering: Option<crate::remembering::Remembering>,
     digest: u64,
 }
 
@@ -271,8 +275,14 @@ impl World {
             views_changed: 0,
             senders: ((u64::MAX, 0), Vec::new()),
             scratch: Vec::new(),
+            remembering: None,
             digest: 0xcbf2_9ce4_8422_2325,
         };
+        w.remembering = w
+            .opts
+            .remember
+            .as_ref()
+            .map(|r| crate::remembering::Remembering::new(seed, r));
         if w.opts.bystander.is_some() {
             w.mark("a member that runs no entity type");
         }
@@ -358,6 +368,16 @@ impl World {
         t.name = self.ty.clone();
         t.number_of_shards = self.opts.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
+        t.remember = self
+            .opts
+            .remember
+            .as_ref()
+            .map(|r| shoal_core::RememberSettings {
+                recovery: r.recovery,
+                retry_min: Duration::from_millis(200),
+                retry_max: Duration::from_secs(5),
+                restart_backoff: Duration::from_secs(5),
+            });
         t.allocation = self.opts.allocation.clone();
         let bystander = self.opts.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
@@ -468,6 +488,7 @@ impl World {
                 {
                     self.incarnations.remove(&(member, entity.clone()));
                     self.mailboxes.remove(&(member, entity.clone()));
+                    self.remembered_stopped(&(member, entity.clone(), incarnation));
                     self.log(|| format!("{member} stopped {entity}"));
                     self.check.stopped(member, &entity);
                     let entity_type = self.ty.clone();
@@ -495,6 +516,10 @@ impl World {
                 {
                     self.input_to(member, Input::SendApp { to, payload });
                 }
+            }
+            Ev::Store => {
+                self.mix(9, 0);
+                self.handle_store_event();
             }
             Ev::Refused { member, input } => {
                 self.mix(8, member.node.0);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant as WallClock};
 use shoal_core::{
     Body, Config, Driver, EntityEffect, EntityId, EntityType, EntityTypeConfig, Envelope, Event,
     Incarnation, Input, Instant, Io, Member, MemberId, MembershipView, Message, Node, NodeId,
-    Payload, ShardId, Transmit, codec,
+    Payload, ShardId, StoreRequest, Transmit, codec,
 };
 
 const MESSAGES: usize = 1_000_000;
@@ -32,6 +32,9 @@ impl Io for CountingIo {
         }
     }
     fn emit(&mut self, _event: Event) {}
+    fn store(&mut self, request: StoreRequest) {
+        unreachable!("the bench's type remembers nothing: {request:?}");
+    }
 }
 
 fn node(n: u64) -> Driver {

@@ -29,6 +29,7 @@ impl Coordinator {
             recently_removed: self.recent_removals.keys().copied().collect(),
             registered: count(self.regions.len()),
             needed: count(self.settings.min_registered_regions),
+            store_pending: !self.store_ready(),
         }
     }
 
@@ -50,9 +51,12 @@ impl Coordinator {
             return;
         }
         let gate = self.gate(view);
+        // With remembering on, the store's list of shards comes first: it names shards to
+        // start, and the epochs to allocate above.
         let ready = gate.unregistered.is_empty()
             && gate.recently_removed.is_empty()
-            && gate.registered >= gate.needed;
+            && gate.registered >= gate.needed
+            && !gate.store_pending;
         #[cfg(feature = "fault-injection")]
         let ready = ready || self.settings.broken_coordinator_gate;
         if ready {

@@ -21,6 +21,7 @@ mod handoff;
 mod placement;
 mod query;
 mod registration;
+mod remembered;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +35,7 @@ use crate::time::{Instant, earliest};
 
 use handoff::Handoff;
 use query::StatsQuery;
+use remembered::RememberedShards;
 
 /// Most shards per `ShardHomes` message, so no frame grows without bound.
 const SHARD_HOMES_BATCH: usize = 500;
@@ -73,6 +75,10 @@ pub(crate) struct Coordinator {
     /// Regions that exited, with the owners that relayed it (`Body::RegionExited`): nothing
     /// they forwarded to those owners is still on its way. Kept while they are members.
     exits: BTreeMap<MemberId, BTreeSet<MemberId>>,
+    /// The type's shard count (shards the store lists beyond it are ignored).
+    number_of_shards: u32,
+    /// The remember store's shards and epochs, when the type remembers entities.
+    remember: Option<RememberedShards>,
 }
 
 impl Coordinator {
@@ -114,6 +120,8 @@ impl Coordinator {
             next_query: 0,
             next_round: now.as_nanos(),
             exits: BTreeMap::new(),
+            number_of_shards: config.number_of_shards,
+            remember: config.remember.map(|s| RememberedShards::new(me, s)),
         }
     }
 
@@ -166,6 +174,10 @@ impl Coordinator {
                 round,
             } => self.handle_handoff_ack(shard, region, round, out),
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
+            Body::ShardFenced { shard, current } => {
+                self.note_fenced(current);
+                self.handle_shard_stopped(now, view, from, shard, out);
+            }
             Body::RegionExited { region } => self.handle_region_exited(view, region, from, out),
             Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
             Body::RegionStopped => self.remove_region(now, view, from, out),
@@ -266,6 +278,10 @@ impl Coordinator {
         crate::probe::hit("coordinator: the last words of a region that left are heard");
         match body {
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
+            Body::ShardFenced { shard, current } => {
+                self.note_fenced(current);
+                self.handle_shard_stopped(now, view, from, shard, out);
+            }
             Body::RegionStopped => self.remove_region(now, view, from, out),
             other => {
                 tracing::debug!(%from, ?other, "coordinator ignores a region that left");
@@ -305,6 +321,7 @@ impl Coordinator {
         }
         self.recent_removals
             .retain(|_, at| now < *at + self.settings.down_removal_margin);
+        self.poll_store(now, out);
         self.try_open_gate(now, view, out);
         self.resend_host_shards(now, out);
         self.expire_handoffs(now, view, out);
@@ -322,6 +339,7 @@ impl Coordinator {
         next = earliest(next, self.unacked.values().min().copied());
         next = earliest(next, self.handoffs.values().map(|h| h.deadline).min());
         next = earliest(next, self.stats.values().map(|q| q.deadline).min());
+        next = earliest(next, self.store_timeout());
         let margin = self.settings.down_removal_margin;
         earliest(
             next,

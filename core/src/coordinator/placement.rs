@@ -36,7 +36,8 @@ impl Coordinator {
         self.assign(shard, region);
         self.unacked
             .insert(shard, now + self.settings.shard_start_timeout);
-        out.send(region, &self.entity_type, Body::HostShard { shard });
+        let epoch = self.allocate_epoch(shard);
+        out.send(region, &self.entity_type, Body::HostShard { shard, epoch });
         // Requesters learn the home once the region acknowledges it (`ShardStarted`): until
         // then the allocation may still move without a handoff (a region that is shutting
         // down refuses it), and no one must have forwarded anything there.
@@ -134,12 +135,18 @@ impl Coordinator {
 
     pub(super) fn resend_host_shards(&mut self, now: Instant, out: &mut Effects) {
         let next = now + self.settings.shard_start_timeout;
-        for (shard, at) in &mut self.unacked {
-            if *at <= now {
+        let due: Vec<ShardId> = self
+            .unacked
+            .iter_mut()
+            .filter(|(_, at)| **at <= now)
+            .map(|(shard, at)| {
                 *at = next;
-                let region = self.shards[shard];
-                out.send(region, &self.entity_type, Body::HostShard { shard: *shard });
-            }
+                *shard
+            })
+            .collect();
+        for shard in due {
+            let (region, epoch) = (self.shards[&shard], self.epoch_of(shard));
+            out.send(region, &self.entity_type, Body::HostShard { shard, epoch });
         }
     }
 

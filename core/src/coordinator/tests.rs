@@ -5,7 +5,7 @@ use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::Effect;
 use crate::effect::Event;
-use crate::id::RequestId;
+use crate::id::{Epoch, RequestId};
 use crate::membership::Member;
 use crate::membership::MemberStatus;
 use crate::message::{AllocationGate, Message, RegionShards, RegionStats};
@@ -224,6 +224,7 @@ fn unknown_shards_wait_for_the_gate() {
                 recently_removed: vec![],
                 registered: 1,
                 needed: 2,
+                store_pending: false,
             },
             shards: vec![s(7)],
         }],
@@ -233,7 +234,16 @@ fn unknown_shards_wait_for_the_gate() {
     // Least-shard picks the older of two empty regions: member 1 (local).
     assert_eq!(
         f.sends(),
-        [(1, Body::RegisterAck), (1, Body::HostShard { shard: s(7) })]
+        [
+            (1, Body::RegisterAck),
+            (
+                1,
+                Body::HostShard {
+                    shard: s(7),
+                    epoch: Epoch(0)
+                }
+            )
+        ]
     );
     // The asker learns the home once the region acknowledges it.
     f.recv(1, Body::ShardStarted { shard: s(7) });
@@ -300,7 +310,16 @@ fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
     f.recv(2, Body::ShardStopped { shard: s(3) });
     // Re-allocated away from the shutting-down region, to the older of the two empty ones
     // (member 1, local: listed last); the deferred asker is answered.
-    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    assert_eq!(
+        f.sends(),
+        [(
+            1,
+            Body::HostShard {
+                shard: s(3),
+                epoch: Epoch(0)
+            }
+        )]
+    );
     f.recv(1, Body::ShardStarted { shard: s(3) });
     assert_eq!(f.sends(), [(3, home(3, 1))]);
 }
@@ -373,7 +392,16 @@ fn a_stop_that_is_late_repeats_handoff_and_still_deallocates() {
     );
     f.recv_at(70, 2, Body::ShardStopped { shard: s(3) });
     // The shard moves to the region with fewest shards; the deferred asker is answered.
-    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    assert_eq!(
+        f.sends(),
+        [(
+            1,
+            Body::HostShard {
+                shard: s(3),
+                epoch: Epoch(0)
+            }
+        )]
+    );
     f.recv(1, Body::ShardStarted { shard: s(3) });
     assert_eq!(f.sends(), [(3, home(3, 1))]);
 }
@@ -410,7 +438,7 @@ fn shard_stopped_while_host_shard_is_unacknowledged_is_ignored() {
     assert!(
         f.sends()
             .iter()
-            .any(|(_, b)| matches!(b, Body::HostShard { shard } if *shard == s(8)))
+            .any(|(_, b)| matches!(b, Body::HostShard { shard, .. } if *shard == s(8)))
     );
 }
 
@@ -421,7 +449,16 @@ fn host_shard_is_resent_until_acknowledged() {
     let home = f.c.allocations()[&s(8)].node.0;
     f.sends();
     f.timeout(10);
-    assert_eq!(f.sends(), [(home, Body::HostShard { shard: s(8) })]);
+    assert_eq!(
+        f.sends(),
+        [(
+            home,
+            Body::HostShard {
+                shard: s(8),
+                epoch: Epoch(0)
+            }
+        )]
+    );
     f.c.handle_message(
         at(11),
         &f.view.clone(),
@@ -448,7 +485,16 @@ fn a_removed_regions_shards_move_after_the_margin() {
     f.timeout(19);
     assert_eq!(f.sends(), [], "within down-removal-margin");
     f.timeout(20);
-    assert_eq!(f.sends(), [(1, Body::HostShard { shard: s(3) })]);
+    assert_eq!(
+        f.sends(),
+        [(
+            1,
+            Body::HostShard {
+                shard: s(3),
+                epoch: Epoch(0)
+            }
+        )]
+    );
     f.recv(1, Body::ShardStarted { shard: s(3) });
     assert_eq!(f.sends(), [(3, home(3, 1))]);
     assert!(!f.c.regions.contains_key(&m(2)));
@@ -564,7 +610,16 @@ fn a_home_is_given_out_only_once_its_region_acknowledged_the_shard() {
     let mut f = Fixture::ready();
     f.recv(3, Body::GetShardHome { shard: s(8) });
     let first = f.c.allocations()[&s(8)];
-    assert_eq!(f.sends(), [(first.node.0, Body::HostShard { shard: s(8) })]);
+    assert_eq!(
+        f.sends(),
+        [(
+            first.node.0,
+            Body::HostShard {
+                shard: s(8),
+                epoch: Epoch(0)
+            }
+        )]
+    );
     // The chosen region is shutting down: it refuses the shard and asks to hand off. No one
     // was told the home, so no barrier is needed, but it may have started the shard (its
     // `ShardStarted` lost): it is told to stop it.
@@ -575,7 +630,13 @@ fn a_home_is_given_out_only_once_its_region_acknowledged_the_shard() {
     assert_ne!(second, first);
     assert_eq!(
         f.sends(),
-        [(second.node.0, Body::HostShard { shard: s(8) })]
+        [(
+            second.node.0,
+            Body::HostShard {
+                shard: s(8),
+                epoch: Epoch(0)
+            }
+        )]
     );
     f.recv(second.node.0, Body::ShardStarted { shard: s(8) });
     assert_eq!(f.sends(), [(3, home(8, second.node.0))]);

@@ -22,6 +22,7 @@ use crate::link_seq::LinkSequences;
 use crate::membership::{ClusterMessage, GossipMember, MemberStatus, Membership, MembershipView};
 use crate::message::{Body, Envelope, Message, Payload};
 use crate::region::{Handled, Region};
+use crate::remember::{StoreCompletion, StoreRequest};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
 
@@ -203,6 +204,10 @@ impl Node {
                 entity,
                 payload,
             } => self.handle_mailbox_full(entity_type, entity, payload),
+            Input::StoreCompleted {
+                request,
+                completion,
+            } => self.handle_store_completed(now, request, completion),
         }
         self.deliver_local(now);
         self.sync_membership(now);
@@ -351,6 +356,32 @@ impl Node {
         self.effects.dead_letter(&entity_type, delivery, reason);
     }
 
+    /// Routes a store completion to the coordinator (the shards' read) or the region.
+    fn handle_store_completed(
+        &mut self,
+        now: Instant,
+        request: StoreRequest,
+        completion: StoreCompletion,
+    ) {
+        let Some(t) = self.types.get_mut(request.entity_type()) else {
+            tracing::warn!(
+                ?request,
+                "store completion for an entity type this node does not serve"
+            );
+            return;
+        };
+        match request.shard() {
+            None => match &mut t.coordinator {
+                Some(c) => c.handle_store_completed(now, &self.view, completion, &mut self.effects),
+                None => tracing::debug!("shards' read completed after the coordinator stopped"),
+            },
+            Some(instance) => {
+                t.region
+                    .handle_store_completed(now, instance, completion, &mut self.effects)
+            }
+        }
+    }
+
     fn handle_membership(&mut self, now: Instant, view: MembershipView) {
         // A member removed after Exiting had stopped all its regions (it could not exit
         // before): nothing of it can still run, so its removal needs no margin. Others may
@@ -497,6 +528,7 @@ fn is_for_coordinator(body: &Body) -> bool {
             | Body::ShardStarted { .. }
             | Body::BeginHandOffAck { .. }
             | Body::ShardStopped { .. }
+            | Body::ShardFenced { .. }
             | Body::GracefulShutdownReq
             | Body::RegionStopped
             | Body::GetCurrentRegions { .. }

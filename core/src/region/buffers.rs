@@ -67,6 +67,17 @@ impl ShardBuffers {
         queue
     }
 
+    /// Puts `deliveries`, whose budget is already held, in front of the shard's queue.
+    pub(crate) fn prepend(&mut self, shard: ShardId, deliveries: Vec<Delivery>) {
+        if deliveries.is_empty() {
+            return;
+        }
+        let queue = self.map.entry(shard).or_default();
+        for delivery in deliveries.into_iter().rev() {
+            queue.push_front(delivery);
+        }
+    }
+
     pub(crate) fn contains(&self, shard: ShardId) -> bool {
         self.map.contains_key(&shard)
     }

@@ -2,7 +2,7 @@
 //! and from other regions.
 
 use crate::effect::{DeadLetterReason, Effects, Event, Reply};
-use crate::id::{MemberId, ShardId};
+use crate::id::{Epoch, MemberId, ShardId};
 use crate::message::{Body, RegionShards};
 use crate::region::lifecycle::initial_backoff;
 use crate::region::pending_queries::QueryKind;
@@ -68,7 +68,9 @@ impl Region {
                     }
                 }
             }
-            Body::HostShard { shard } => return self.handle_host_shard(now, shard, out),
+            Body::HostShard { shard, epoch } => {
+                return self.handle_host_shard(now, shard, epoch, out);
+            }
             Body::BeginHandOff {
                 shard,
                 owner,
@@ -204,7 +206,7 @@ impl Region {
             match self.shards.get(&shard) {
                 Some(hosted) if !hosted.is_handing_off() => self.flush(now, shard, out),
                 Some(_) => {}
-                None if self.start_after_stop.contains(&shard) => {}
+                None if self.start_after_stop.contains_key(&shard) => {}
                 // Told it lives here, but it does not: say so, so that a coordinator that lost
                 // our `ShardStopped` deallocates it (it ignores this while `HostShard` is
                 // unacknowledged, i.e. possibly still in flight).
@@ -237,7 +239,13 @@ impl Region {
         Handled::Accepted
     }
 
-    fn handle_host_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) -> Handled {
+    fn handle_host_shard(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        epoch: Epoch,
+        out: &mut Effects,
+    ) -> Handled {
         if self.proxy {
             tracing::warn!(%shard, "a proxy region was asked to host a shard");
             return Handled::Rejected;
@@ -258,9 +266,9 @@ impl Region {
         if hosted.is_some() {
             // The old instance is still stopping: start the new one once it has (akka#32976).
             crate::probe::hit("region: HostShard while the old instance stops waits for the stop");
-            self.start_after_stop.insert(shard);
+            self.start_after_stop.insert(shard, epoch);
         } else {
-            self.start_shard(now, shard, out);
+            self.start_shard(now, shard, epoch, out);
         }
         Handled::Accepted
     }

@@ -23,10 +23,11 @@ use std::time::Duration;
 use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{DeadLetterReason, Effects, Event};
 use crate::hash::shard_of;
-use crate::id::{EntityId, EntityType, MemberId, ShardId};
+use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
 use crate::letter::{Delivery, Letter};
 use crate::message::Body;
 use crate::node::RouteCounts;
+use crate::remember::{RememberSettings, StoreCompletion};
 use crate::rng::Rng;
 use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
@@ -78,8 +79,13 @@ pub(crate) struct Region {
     shards: BTreeMap<ShardId, Shard>,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
     timers: ShardTimers,
-    /// `HostShard` arrived while the previous instance was still stopping (akka#32976).
-    start_after_stop: BTreeSet<ShardId>,
+    /// `HostShard` arrived while the previous instance was still stopping (akka#32976), with
+    /// the new allocation's epoch.
+    start_after_stop: BTreeMap<ShardId, Epoch>,
+    /// Remembering, when the type remembers entities.
+    remember: Option<RememberSettings>,
+    /// Shards stopping because the store fenced them, with the newer epoch it holds.
+    fenced: BTreeMap<ShardId, Epoch>,
     buffers: ShardBuffers,
     budget: BufferBudget,
     lifecycle: Lifecycle,
@@ -122,7 +128,9 @@ impl Region {
             homes: BTreeMap::new(),
             shards: BTreeMap::new(),
             timers: ShardTimers::default(),
-            start_after_stop: BTreeSet::new(),
+            start_after_stop: BTreeMap::new(),
+            remember: config.remember,
+            fenced: BTreeMap::new(),
             buffers: ShardBuffers::default(),
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
@@ -157,6 +165,52 @@ impl Region {
             return;
         };
         shard.handle_entity_stopped(now, entity, &mut self.budget, out);
+        self.after_shard_change(now, shard_id, out);
+    }
+
+    /// The remember store answered a request of the shard instance allocated at `epoch`
+    /// (an answer for an earlier instance of the shard is ignored).
+    pub(crate) fn handle_store_completed(
+        &mut self,
+        now: Instant,
+        (shard_id, epoch): (ShardId, Epoch),
+        completion: StoreCompletion,
+        out: &mut Effects,
+    ) {
+        let Some(shard) = self
+            .shards
+            .get_mut(&shard_id)
+            .filter(|s| s.epoch() == Some(epoch))
+        else {
+            tracing::debug!(shard = %shard_id, ?epoch, "store answer for a shard instance that is gone");
+            return;
+        };
+        shard.handle_store_completed(now, completion, &mut self.budget, out);
+        self.after_shard_change(now, shard_id, out);
+    }
+
+    /// After a shard changed: re-reads its deadline, stops it if the store fenced it, and
+    /// completes its stop if it has stopped.
+    fn after_shard_change(&mut self, now: Instant, shard_id: ShardId, out: &mut Effects) {
+        let Some(shard) = self.shards.get_mut(&shard_id) else {
+            return;
+        };
+        if let Some(current) = shard.fenced_by() {
+            if !self.fenced.contains_key(&shard_id) {
+                // A newer allocation of this shard exists: this instance must not run its
+                // entities any longer. It stops like a handoff; the coordinator then hears
+                // `ShardFenced` instead of `ShardStopped` and allocates it above `current`.
+                crate::probe::hit("region: a fenced shard stops its entities");
+                self.fenced.insert(shard_id, current);
+                self.homes.remove(&shard_id);
+                shard.handle_handoff(now, out);
+                out.event(Event::ShardFenced {
+                    entity_type: self.entity_type.clone(),
+                    shard: shard_id,
+                    current,
+                });
+            }
+        }
         let stopped = shard.is_stopped();
         self.touch(shard_id);
         if stopped {
@@ -190,9 +244,9 @@ impl Region {
         }
         for id in self.timers.due(now) {
             if let Some(shard) = self.shards.get_mut(&id) {
-                shard.handle_timeout(now, out);
+                shard.handle_timeout(now, &mut self.budget, out);
             }
-            self.touch(id);
+            self.after_shard_change(now, id, out);
         }
     }
 
@@ -302,15 +356,22 @@ impl Region {
     /// A shard finished stopping after `HandOff`: report it, then restart it if the coordinator
     /// already gave it back, or re-route its leftover messages.
     fn finish_shard_stop(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
-        self.shards.remove(&shard);
+        if let Some(mut instance) = self.shards.remove(&shard) {
+            // Letters whose entity never started (the store did not answer in time) go back in
+            // front of what the region buffered since, so their order holds.
+            self.buffers.prepend(shard, instance.take_waiting());
+        }
         self.touch(shard);
         out.event(Event::ShardStopped {
             entity_type: self.entity_type.clone(),
             shard,
         });
-        self.send_to_coordinator(Body::ShardStopped { shard }, out);
-        if self.start_after_stop.remove(&shard) {
-            self.start_shard(now, shard, out);
+        match self.fenced.remove(&shard) {
+            Some(current) => self.send_to_coordinator(Body::ShardFenced { shard, current }, out),
+            None => self.send_to_coordinator(Body::ShardStopped { shard }, out),
+        }
+        if let Some(epoch) = self.start_after_stop.remove(&shard) {
+            self.start_shard(now, shard, epoch, out);
         } else if self.buffers.contains(shard) && self.should_ask_home(shard) {
             self.send_to_coordinator(Body::GetShardHome { shard }, out);
         }
@@ -323,13 +384,16 @@ impl Region {
         self.timers.set(shard, at);
     }
 
-    fn start_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
-        let instance = Shard::new(
+    fn start_shard(&mut self, now: Instant, shard: ShardId, epoch: Epoch, out: &mut Effects) {
+        let mut instance = Shard::new(
             shard,
             self.entity_type.clone(),
             self.shard_settings.clone(),
             now,
         );
+        if let Some(settings) = self.remember {
+            instance.start_remembering(settings, epoch, out);
+        }
         self.shards.insert(shard, instance);
         self.touch(shard);
         self.homes.insert(shard, self.me);

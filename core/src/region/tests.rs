@@ -256,7 +256,13 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
     let mut f = Fixture::registered();
     f.tell(1, "m1");
     f.take();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     assert_eq!(
         f.take(),
         [
@@ -378,7 +384,13 @@ fn handoff_of_a_shard_not_hosted_is_answered_at_once() {
 fn coordinator_messages_from_another_member_are_fenced() {
     let mut f = Fixture::registered();
     assert_eq!(
-        f.recv(3, Body::HostShard { shard: ShardId(1) }),
+        f.recv(
+            3,
+            Body::HostShard {
+                shard: ShardId(1),
+                epoch: Epoch(0)
+            }
+        ),
         Handled::Fenced
     );
     assert_eq!(
@@ -391,7 +403,13 @@ fn coordinator_messages_from_another_member_are_fenced() {
 #[test]
 fn a_conflicting_home_for_a_hosted_shard_is_rejected() {
     let mut f = Fixture::registered();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     f.take();
     assert_eq!(
         f.recv(
@@ -411,7 +429,13 @@ fn a_conflicting_home_for_a_hosted_shard_is_rejected() {
 #[test]
 fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
     let mut f = Fixture::registered();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     f.tell(1, "m1");
     f.take();
     f.recv(1, Body::HandOff { shard: ShardId(1) });
@@ -423,7 +447,13 @@ fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
             reason: StopReason::HandOff
         })]
     );
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     assert_eq!(f.take(), []);
     f.region
         .handle_entity_stopped(at(0), &entity(1), &mut f.out);
@@ -447,7 +477,13 @@ fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
 #[test]
 fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     let mut f = Fixture::registered();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     f.tell(1, "m1");
     f.tell(2, "waiting");
     f.take();
@@ -539,7 +575,13 @@ fn a_proxy_never_hosts() {
     f.recv(1, Body::RegisterAck);
     f.take();
     assert_eq!(
-        f.recv(1, Body::HostShard { shard: ShardId(1) }),
+        f.recv(
+            1,
+            Body::HostShard {
+                shard: ShardId(1),
+                epoch: Epoch(0)
+            }
+        ),
         Handled::Rejected
     );
     assert_eq!(f.take(), []);
@@ -589,14 +631,32 @@ fn a_home_on_a_member_outside_the_view_is_not_cached() {
 #[test]
 fn a_hosted_shard_is_acknowledged_again_while_shutting_down() {
     let mut f = Fixture::registered();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     f.region.handle_graceful_shutdown(&mut f.out);
     f.take();
-    f.recv(1, Body::HostShard { shard: ShardId(1) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
     assert_eq!(
         f.take(),
         [send(1, Body::ShardStarted { shard: ShardId(1) })]
     );
-    f.recv(1, Body::HostShard { shard: ShardId(2) });
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(2),
+            epoch: Epoch(0),
+        },
+    );
     assert_eq!(f.take(), [send(1, Body::GracefulShutdownReq)]);
 }

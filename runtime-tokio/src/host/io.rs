@@ -4,17 +4,30 @@
 //! the driver call (so it becomes a dead letter with its reason). Replies and application
 //! messages complete the request tables; everything else goes to the event stream.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use shoal_core::{
-    DeadLetterReason, EntityEffect, Event, Input, Io, MemberId, Payload, Reply, RequestId, Transmit,
+    DeadLetterReason, EntityEffect, Event, Input, Io, MemberId, Payload, Reply, RequestId,
+    StoreCompletion, StoreRequest, Transmit,
 };
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::requests::Requests;
 use crate::entity::letter::{AppFrame, AskFailure, Letter};
 use crate::entity::runtime::EntityRuntime;
 use crate::error::{AskError, QueryError};
 use crate::event::NodeEvent;
+use crate::store::RememberStore;
 use crate::transport::Transport;
+
+/// The node's remember store and where its answers go back to the host loop.
+pub(crate) struct StoreLink {
+    pub(crate) store: Arc<dyn RememberStore>,
+    /// A request not answered within this fails (and the core retries it).
+    pub(crate) timeout: Duration,
+    pub(crate) done: mpsc::UnboundedSender<Input>,
+}
 
 /// Waits for an ask's reply.
 pub(crate) type AskAnswer = oneshot::Sender<Result<Vec<u8>, AskError>>;
@@ -35,6 +48,8 @@ pub(crate) struct TokioIo {
     pub(crate) membership_changed: bool,
     /// This member is out of the cluster (`Event::LeftCluster`).
     pub(crate) left: bool,
+    /// The remember store, if the node has one.
+    pub(crate) store: Option<StoreLink>,
 }
 
 impl Io for TokioIo {
@@ -56,6 +71,35 @@ impl Io for TokioIo {
 
     fn entity(&mut self, effect: EntityEffect) {
         self.entities.handle_effect(effect, &mut self.feedback);
+    }
+
+    fn store(&mut self, request: StoreRequest) {
+        let Some(link) = &self.store else {
+            // The builder refuses remembering types without a store; answered anyway, so the
+            // core reports it rather than waiting forever.
+            let completion = StoreCompletion::Failed("no remember store on this node".into());
+            self.feedback.push(Input::StoreCompleted {
+                request,
+                completion,
+            });
+            return;
+        };
+        metrics::counter!("shoal_remember_store_requests_total").increment(1);
+        // One task per request: the core keeps at most one in flight per shard, so requests
+        // of different shards overlap and a slow one holds up only its own shard.
+        let (store, timeout, done) = (link.store.clone(), link.timeout, link.done.clone());
+        tokio::spawn(async move {
+            let completion = crate::store::execute(&*store, &request, timeout).await;
+            if let StoreCompletion::Failed(reason) = &completion {
+                metrics::counter!("shoal_remember_store_failures_total").increment(1);
+                tracing::warn!(?request, %reason, "remember store request failed");
+            }
+            // The host is gone only when the node stopped; nobody waits for the answer then.
+            let _ = done.send(Input::StoreCompleted {
+                request,
+                completion,
+            });
+        });
     }
 
     fn emit(&mut self, event: Event) {
@@ -184,6 +228,7 @@ fn count_sharding_event(event: &Event) {
         Event::Rebalance { .. } => "shoal_rebalance_rounds_total",
         Event::CoordinatorStarted { .. } => "shoal_coordinators_started_total",
         Event::AllocationWaiting { .. } => "shoal_allocation_waiting_total",
+        Event::ShardFenced { .. } => "shoal_shards_fenced_total",
         _ => return,
     };
     metrics::counter!(name).increment(1);

@@ -1,12 +1,13 @@
 //! The host: the one task that owns the node's [`Driver`] by value (no lock around protocol
 //! state). Everything else talks to it through channels: envelopes from the transport
-//! (control lane first), signals from entity tasks, commands from handles. After every driver
+//! (control lane first), signals from entity tasks, remember-store completions, commands from
+//! handles. After every driver
 //! call it feeds back what the `io::TokioIo` collected (refusals of full queues, answers for
 //! other members), turns membership changes into events, and sleeps until the core's next
 //! timer or the next request deadline.
 //!
 //! The loop is deterministic: each round takes what is ready in a fixed order (control lane,
-//! due timers, entity signals, commands, data lane), at most `ROUND` from each queue so none
+//! due timers, entity signals, store completions, commands, data lane), at most `ROUND` from each queue so none
 //! waits behind another, and never relies on a random choice between ready branches. On a
 //! simulated network and clock (turmoil) one seed therefore gives one run.
 
@@ -51,6 +52,8 @@ pub(crate) struct Host {
     pub(crate) control_in: mpsc::Receiver<Envelope>,
     pub(crate) data_in: mpsc::Receiver<Envelope>,
     pub(crate) signals: mpsc::UnboundedReceiver<EntitySignal>,
+    /// Completions of remember-store requests (see `io::StoreLink`).
+    pub(crate) store_done: mpsc::UnboundedReceiver<Input>,
     pub(crate) members: MemberTracker,
     pub(crate) leave_waiters: Vec<oneshot::Sender<()>>,
     /// Seed addresses: their transport tasks are kept while joining.
@@ -88,6 +91,7 @@ impl Host {
                 Some(envelope) = self.control_in.recv() => self.input(Input::Receive(envelope)),
                 () = tokio::time::sleep_until(self.clock.deadline(wake)) => {}
                 Some(signal) = self.signals.recv() => self.handle_signal(signal),
+                Some(completed) = self.store_done.recv() => self.input(completed),
                 Some(command) = self.commands.recv() => {
                     if !self.handle_command(command) {
                         break;
@@ -121,6 +125,13 @@ impl Host {
                 break;
             };
             self.handle_signal(signal);
+            busy = true;
+        }
+        for _ in 0..ROUND {
+            let Ok(completed) = self.store_done.try_recv() else {
+                break;
+            };
+            self.input(completed);
             busy = true;
         }
         for _ in 0..ROUND {

@@ -57,6 +57,9 @@ pub struct Update<'a> {
     pub shard: ShardId,
     /// The writer's allocation epoch.
     pub epoch: Epoch,
+    /// The writer's sequence number (1, 2, ... per instance): a write older than the newest
+    /// applied at its epoch is refused, so one that timed out and lands late undoes nothing.
+    pub seq: u64,
     /// Entities to remember (started).
     pub started: &'a [EntityId],
     /// Entities to forget (passivated).
@@ -74,16 +77,17 @@ pub trait RememberStore: Send + Sync + 'static {
         epoch: Epoch,
     ) -> BoxFuture<'a, Result<Vec<EntityId>, StoreError>>;
 
-    /// Applies `update` atomically if its epoch is not older than the shard's (which it then
-    /// becomes); otherwise refuses it with [`StoreError::Fenced`] and changes nothing.
+    /// Applies `update` atomically if its `(epoch, seq)` is not older than the shard's (which
+    /// it then becomes); otherwise refuses it with [`StoreError::Fenced`] and changes nothing.
     fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// The shards of `entity_type` that remember at least one entity (sorted): after a full
-    /// cluster restart the coordinator starts each of them somewhere.
+    /// The shards of `entity_type` that remember at least one entity (sorted), each with its
+    /// newest epoch: after a full cluster restart the coordinator starts each of them
+    /// somewhere, allocating above those epochs.
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
-    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>>;
 }
 
 /// The schema both stores use (portable SQL: SQLite 3.24+ and PostgreSQL 9.5+).
@@ -92,6 +96,7 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_shards (
     entity_type TEXT NOT NULL,
     shard BIGINT NOT NULL,
     epoch BIGINT NOT NULL,
+    seq BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (entity_type, shard)
 );
 CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
@@ -112,6 +117,11 @@ pub async fn execute(
     timeout: std::time::Duration,
 ) -> StoreCompletion {
     let outcome = match request {
+        StoreRequest::Shards { entity_type } => {
+            tokio::time::timeout(timeout, store.shards(entity_type))
+                .await
+                .map(|listed| listed.map(StoreCompletion::Shards))
+        }
         StoreRequest::Load {
             entity_type,
             shard,
@@ -123,6 +133,7 @@ pub async fn execute(
             entity_type,
             shard,
             epoch,
+            seq,
             started,
             stopped,
         } => {
@@ -130,6 +141,7 @@ pub async fn execute(
                 entity_type,
                 shard: *shard,
                 epoch: *epoch,
+                seq: *seq,
                 started,
                 stopped,
             };
@@ -140,7 +152,7 @@ pub async fn execute(
     };
     match outcome {
         Ok(Ok(completion)) => completion,
-        Ok(Err(StoreError::Fenced { .. })) => StoreCompletion::Fenced,
+        Ok(Err(StoreError::Fenced { current, .. })) => StoreCompletion::Fenced(current),
         Ok(Err(error)) => StoreCompletion::Failed(error.to_string()),
         Err(_) => StoreCompletion::Failed(format!("remember store timed out after {timeout:?}")),
     }

@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Transaction};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_id, unavailable,
+    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_epoch, unavailable,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -69,10 +69,11 @@ async fn claim(
     entity_type: &str,
     shard: i64,
     epoch: Epoch,
+    seq: u64,
 ) -> Result<(), StoreError> {
-    let value = epoch_value(epoch)?;
+    let (value, seq) = epoch_value(epoch, seq)?;
     let claimed = tx
-        .execute(CLAIM_EPOCH, &[&entity_type, &shard, &value])
+        .execute(CLAIM_EPOCH, &[&entity_type, &shard, &value, &seq])
         .await
         .map_err(unavailable)?;
     if claimed == 1 {
@@ -83,6 +84,10 @@ async fn claim(
         .await
         .map_err(unavailable)?
         .map_or(0, |row| row.get::<_, i64>(0));
+    if seq == 0 && current == value {
+        // A load at the instance's own epoch: it reads, and leaves the write sequence.
+        return Ok(());
+    }
     Err(fenced(epoch, current))
 }
 
@@ -98,7 +103,7 @@ impl RememberStore for PostgresStore {
             let mut guard = self.client().await?;
             let client = guard.as_mut().expect("connected above");
             let tx = client.transaction().await.map_err(unavailable)?;
-            claim(&tx, entity_type, shard, epoch).await?;
+            claim(&tx, entity_type, shard, epoch, 0).await?;
             let rows = tx
                 .query(LOAD, &[&entity_type, &shard])
                 .await
@@ -120,7 +125,7 @@ impl RememberStore for PostgresStore {
             let mut guard = self.client().await?;
             let client = guard.as_mut().expect("connected above");
             let tx = client.transaction().await.map_err(unavailable)?;
-            claim(&tx, entity_type, shard, update.epoch).await?;
+            claim(&tx, entity_type, shard, update.epoch, update.seq).await?;
             if !stopped.is_empty() {
                 tx.execute(
                     "DELETE FROM shoal_remembered_entities
@@ -146,7 +151,7 @@ impl RememberStore for PostgresStore {
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
-    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         Box::pin(async move {
             let entity_type = entity_type.as_str();
             let guard = self.client().await?;
@@ -155,7 +160,9 @@ impl RememberStore for PostgresStore {
                 .query(SHARDS, &[&entity_type])
                 .await
                 .map_err(unavailable)?;
-            rows.iter().map(|row| shard_id(row.get(0))).collect()
+            rows.iter()
+                .map(|row| shard_epoch(row.get(0), row.get(1)))
+                .collect()
         })
     }
 }

@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_id, unavailable,
+    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_epoch, unavailable,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -97,10 +97,11 @@ fn claim(
     entity_type: &str,
     shard: i64,
     epoch: Epoch,
+    seq: u64,
 ) -> Result<(), StoreError> {
-    let value = epoch_value(epoch)?;
+    let (value, seq) = epoch_value(epoch, seq)?;
     let claimed = tx
-        .execute(&sql(CLAIM_EPOCH), params![entity_type, shard, value])
+        .execute(&sql(CLAIM_EPOCH), params![entity_type, shard, value, seq])
         .map_err(unavailable)?;
     if claimed == 1 {
         return Ok(());
@@ -111,7 +112,12 @@ fn claim(
         })
         .optional()
         .map_err(unavailable)?;
-    Err(fenced(epoch, current.unwrap_or(0)))
+    let current = current.unwrap_or(0);
+    if seq == 0 && current == value {
+        // A load at the instance's own epoch: it reads, and leaves the write sequence.
+        return Ok(());
+    }
+    Err(fenced(epoch, current))
 }
 
 impl RememberStore for SqliteStore {
@@ -127,7 +133,7 @@ impl RememberStore for SqliteStore {
             let tx = connection
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(unavailable)?;
-            claim(&tx, &entity_type, shard, epoch)?;
+            claim(&tx, &entity_type, shard, epoch, 0)?;
             let ids = {
                 let mut query = tx.prepare(&sql(LOAD)).map_err(unavailable)?;
                 let rows = query
@@ -145,14 +151,14 @@ impl RememberStore for SqliteStore {
     fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
         let entity_type = update.entity_type.as_str().to_string();
         let shard = i64::from(update.shard.0);
-        let epoch = update.epoch;
+        let (epoch, seq) = (update.epoch, update.seq);
         let started: Vec<String> = update.started.iter().map(|e| e.as_str().into()).collect();
         let stopped: Vec<String> = update.stopped.iter().map(|e| e.as_str().into()).collect();
         self.with(move |connection| {
             let tx = connection
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(unavailable)?;
-            claim(&tx, &entity_type, shard, epoch)?;
+            claim(&tx, &entity_type, shard, epoch, seq)?;
             {
                 let mut forget = tx
                     .prepare(
@@ -184,15 +190,20 @@ impl RememberStore for SqliteStore {
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
-    ) -> BoxFuture<'a, Result<Vec<ShardId>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         let entity_type = entity_type.as_str().to_string();
         self.with(move |connection| {
             let mut query = connection.prepare(&sql(SHARDS)).map_err(unavailable)?;
             let rows = query
-                .query_map(params![entity_type], |row| row.get::<_, i64>(0))
+                .query_map(params![entity_type], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                })
                 .map_err(unavailable)?;
-            rows.map(|shard| shard_id(shard.map_err(unavailable)?))
-                .collect()
+            rows.map(|row| {
+                let (shard, epoch) = row.map_err(unavailable)?;
+                shard_epoch(shard, epoch)
+            })
+            .collect()
         })
     }
 }

@@ -1,0 +1,159 @@
+//! The coordinator's side of remembering entities: it reads which shards remember entities
+//! (with their newest epochs) before its gate opens, so that after a full cluster restart it
+//! starts every one of them without waiting for a message, and it gives every allocation a
+//! fencing epoch above any the store has seen.
+//!
+//! An epoch is `counter << TIEBREAK_BITS | tiebreak`: the counter grows with every allocation
+//! and starts above the newest the store holds; the tiebreak, derived from this coordinator's
+//! member id, keeps two coordinators that briefly coexist (a partition before downing) from
+//! ever handing out the same epoch. A region whose instance the store fenced reports the newer
+//! epoch, and the counter jumps above it.
+
+use std::collections::BTreeMap;
+
+use crate::coordinator::Coordinator;
+use crate::effect::{Effects, Event};
+use crate::id::{Epoch, MemberId, ShardId};
+use crate::membership::MembershipView;
+use crate::remember::{RememberSettings, StoreCompletion, StoreRequest};
+use crate::time::Instant;
+
+/// Low bits of an epoch that tell coordinators apart.
+const TIEBREAK_BITS: u32 = 20;
+
+/// What the coordinator knows of the remember store.
+#[derive(Debug)]
+pub(super) struct RememberedShards {
+    settings: RememberSettings,
+    /// The shards' list arrived.
+    loaded: bool,
+    in_flight: bool,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// The last allocation counter handed out.
+    counter: u64,
+    tiebreak: u64,
+    /// The epoch of each shard's current allocation (resent with `HostShard`).
+    epochs: BTreeMap<ShardId, Epoch>,
+}
+
+impl RememberedShards {
+    pub(super) fn new(me: MemberId, settings: RememberSettings) -> Self {
+        let mixed = me.node.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ me.incarnation.0.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        Self {
+            settings,
+            loaded: false,
+            in_flight: false,
+            failures: 0,
+            retry_at: None,
+            counter: 0,
+            tiebreak: (mixed >> 7) & ((1 << TIEBREAK_BITS) - 1),
+            epochs: BTreeMap::new(),
+        }
+    }
+
+    fn raise_above(&mut self, epoch: Epoch) {
+        self.counter = self.counter.max(epoch.0 >> TIEBREAK_BITS);
+    }
+}
+
+impl Coordinator {
+    /// Whether allocation may use the store's word: always, unless remembering still waits
+    /// for the shards' list.
+    pub(super) fn store_ready(&self) -> bool {
+        self.remember.as_ref().is_none_or(|r| r.loaded)
+    }
+
+    /// A fresh epoch for a new allocation of `shard` (zero when nothing is remembered).
+    pub(super) fn allocate_epoch(&mut self, shard: ShardId) -> Epoch {
+        let Some(r) = &mut self.remember else {
+            return Epoch(0);
+        };
+        r.counter += 1;
+        let epoch = Epoch(r.counter << TIEBREAK_BITS | r.tiebreak);
+        r.epochs.insert(shard, epoch);
+        epoch
+    }
+
+    /// The epoch of `shard`'s current allocation.
+    pub(super) fn epoch_of(&self, shard: ShardId) -> Epoch {
+        self.remember
+            .as_ref()
+            .and_then(|r| r.epochs.get(&shard).copied())
+            .unwrap_or(Epoch(0))
+    }
+
+    /// A region's instance of `shard` was fenced by `current`: later epochs go above it.
+    pub(super) fn note_fenced(&mut self, current: Epoch) {
+        if let Some(r) = &mut self.remember {
+            r.raise_above(current);
+        }
+    }
+
+    /// Sends the read of the remembered shards when it is due.
+    pub(super) fn poll_store(&mut self, now: Instant, out: &mut Effects) {
+        let Some(r) = &mut self.remember else { return };
+        if r.loaded || r.in_flight || r.retry_at.is_some_and(|at| at > now) {
+            return;
+        }
+        r.retry_at = None;
+        r.in_flight = true;
+        out.store(StoreRequest::Shards {
+            entity_type: self.entity_type.clone(),
+        });
+    }
+
+    /// When the read is next retried.
+    pub(super) fn store_timeout(&self) -> Option<Instant> {
+        self.remember
+            .as_ref()
+            .filter(|r| !r.loaded && !r.in_flight)
+            .and_then(|r| r.retry_at)
+    }
+
+    /// The store answered the read: every remembered shard this coordinator does not know
+    /// waits for a home (with no requester), and the gate may open.
+    pub(crate) fn handle_store_completed(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        completion: StoreCompletion,
+        out: &mut Effects,
+    ) {
+        let number_of_shards = self.number_of_shards;
+        let Some(r) = self.remember.as_mut().filter(|r| r.in_flight) else {
+            return;
+        };
+        r.in_flight = false;
+        match completion {
+            StoreCompletion::Shards(shards) => {
+                r.loaded = true;
+                r.failures = 0;
+                for &(_, epoch) in &shards {
+                    r.raise_above(epoch);
+                }
+                for (shard, _) in shards {
+                    if shard.0 < number_of_shards && !self.shards.contains_key(&shard) {
+                        self.waiting.entry(shard).or_default();
+                    }
+                }
+                self.try_open_gate(now, view, out);
+            }
+            other => {
+                let reason = match other {
+                    StoreCompletion::Failed(reason) => reason,
+                    other => format!("unexpected answer to the shards' read: {other:?}"),
+                };
+                r.failures += 1;
+                let backoff = r.settings.retry_min * 2u32.saturating_pow(r.failures - 1);
+                r.retry_at = Some(now + backoff.min(r.settings.retry_max));
+                out.event(Event::RememberStoreFailed {
+                    entity_type: self.entity_type.clone(),
+                    shard: None,
+                    reason,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The shard's side of remembering entities: it owns a [`Remembered`] and turns what that
+//! machine produces into effects (store requests, failure events, entity starts).
+//!
+//! A new entity runs only once its start is durable: its letters wait in `waiting` meanwhile
+//! (within the region's buffer budget) and are delivered, in order, when `Written` returns it.
+//! Remembered entities start when the load arrives, throttled by the recovery strategy. During
+//! a handoff recovery stops (the next instance recovers the rest), and the shard is stopped
+//! only once what it recorded is written.
+
+use std::collections::VecDeque;
+
+use super::{Shard, StopReason};
+use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::id::{EntityId, Epoch};
+use crate::letter::{Delivery, Letter};
+use crate::region::BufferBudget;
+use crate::remember::{RememberOut, RememberSettings, Remembered, StoreCompletion};
+use crate::time::Instant;
+
+impl Shard {
+    /// Turns remembering on for this instance, allocated at `epoch`: asks for the load.
+    pub(crate) fn start_remembering(
+        &mut self,
+        settings: RememberSettings,
+        epoch: Epoch,
+        out: &mut Effects,
+    ) {
+        let mut produced = RememberOut::default();
+        let remembered = Remembered::new(
+            self.entity_type.clone(),
+            self.id,
+            epoch,
+            settings,
+            &mut produced,
+        );
+        self.remember = Some(remembered);
+        for request in produced.requests {
+            out.store(request);
+        }
+    }
+
+    /// The allocation epoch of a remembering shard.
+    pub(crate) fn epoch(&self) -> Option<Epoch> {
+        self.remember.as_ref().map(Remembered::epoch)
+    }
+
+    /// The newer epoch that fenced this instance, if the store refused it.
+    pub(crate) fn fenced_by(&self) -> Option<Epoch> {
+        self.remember.as_ref().and_then(Remembered::fenced_by)
+    }
+
+    /// The store answered this instance's request.
+    pub(crate) fn handle_store_completed(
+        &mut self,
+        now: Instant,
+        completion: StoreCompletion,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        let Some(remembered) = &mut self.remember else {
+            return;
+        };
+        let mut produced = RememberOut::default();
+        remembered.handle_completion(now, completion, &mut produced);
+        self.apply(now, produced, budget, out);
+    }
+
+    /// Delivers to a running entity; otherwise, when remembering, records the start first and
+    /// keeps the letter until it is durable.
+    pub(super) fn deliver_or_wait(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        letter: Letter,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        let Some(remembered) = &mut self.remember else {
+            return self.deliver_now(now, entity, letter, out);
+        };
+        if self.entities.contains_key(&entity) {
+            return self.deliver_now(now, entity, letter, out);
+        }
+        if !self.waiting.contains_key(&entity) {
+            let mut produced = RememberOut::default();
+            if remembered.record_started(&entity, &mut produced) {
+                self.apply(now, produced, budget, out);
+                return self.deliver_now(now, entity, letter, out);
+            }
+            self.waiting.insert(entity.clone(), VecDeque::new());
+            self.apply(now, produced, budget, out);
+        }
+        if !budget.try_take() {
+            let reason = DeadLetterReason::BufferFull;
+            return out.dead_letter(&self.entity_type, (entity, letter), reason);
+        }
+        if let Some(letters) = self.waiting.get_mut(&entity) {
+            letters.push_back(letter);
+        }
+    }
+
+    /// A passivated entity stopped: the store forgets it.
+    pub(super) fn record_passivated(
+        &mut self,
+        now: Instant,
+        entity: &EntityId,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        let Some(remembered) = &mut self.remember else {
+            return;
+        };
+        let mut produced = RememberOut::default();
+        remembered.record_stopped(entity, &mut produced);
+        self.apply(now, produced, budget, out);
+    }
+
+    /// The store's retries, recovery steps and restarts of failed entities.
+    pub(super) fn handle_remember_timeout(
+        &mut self,
+        now: Instant,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        self.restart_due(now, budget, out);
+        let Some(remembered) = &mut self.remember else {
+            return;
+        };
+        if remembered.next_wakeup().is_some_and(|at| at <= now) {
+            let mut produced = RememberOut::default();
+            remembered.handle_wakeup(now, &mut produced);
+            if !produced.start.is_empty() && remembered.recovering() > 0 && !self.handing_off {
+                crate::probe::hit("shard: remembered entities are recovered in throttled steps");
+            }
+            self.apply(now, produced, budget, out);
+        }
+    }
+
+    /// A remembered entity stopped without being passivated (it failed): it stays remembered
+    /// and starts again after the restart backoff, unless the shard is handing off (the next
+    /// instance recovers it).
+    pub(super) fn schedule_restart(&mut self, now: Instant, entity: &EntityId) {
+        let Some(remembered) = &self.remember else {
+            return;
+        };
+        if !self.handing_off {
+            let at = now + remembered.settings().restart_backoff;
+            self.restarts.insert((at, entity.clone()));
+        }
+    }
+
+    /// Restarts the failed remembered entities that are due.
+    fn restart_due(&mut self, now: Instant, budget: &mut BufferBudget, out: &mut Effects) {
+        while let Some((at, id)) = self.restarts.first().cloned().filter(|(at, _)| *at <= now) {
+            self.restarts.remove(&(at, id.clone()));
+            // A message may have started it meanwhile; during a handoff the next instance
+            // recovers it.
+            if self.handing_off || self.entities.contains_key(&id) || self.waiting.contains_key(&id)
+            {
+                continue;
+            }
+            crate::probe::hit("shard: a failed remembered entity is restarted after backoff");
+            self.deliver_or_wait(now, id, Letter::Start(None), budget, out);
+        }
+    }
+
+    /// When remembering next needs `handle_timeout`.
+    pub(super) fn remember_timeout(&self) -> Option<Instant> {
+        let remembered = self.remember.as_ref()?;
+        let restart = self.restarts.first().map(|(at, _)| *at);
+        crate::time::earliest(remembered.next_wakeup(), restart)
+    }
+
+    /// Whether a handoff may complete as far as the store goes: every recorded change is
+    /// written (or the store fenced this instance). A store that fails delays the handoff
+    /// (the coordinator repeats `HandOff`) rather than losing a start it was asked for:
+    /// handing the waiting letters back would let newer ones sent to the next home overtake
+    /// them.
+    pub(super) fn writes_settled(&self) -> bool {
+        self.remember.as_ref().is_none_or(Remembered::is_settled)
+            && (self.waiting.is_empty() || self.fenced_by().is_some())
+    }
+
+    /// Letters whose entity never started because the store fenced this instance, in order
+    /// per entity, their budget still held: the region routes them on.
+    pub(crate) fn take_waiting(&mut self) -> Vec<Delivery> {
+        std::mem::take(&mut self.waiting)
+            .into_iter()
+            .flat_map(|(id, letters)| letters.into_iter().map(move |l| (id.clone(), l)))
+            .collect()
+    }
+
+    /// Carries out what the remember machine produced.
+    fn apply(
+        &mut self,
+        now: Instant,
+        produced: RememberOut,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        for request in produced.requests {
+            out.store(request);
+        }
+        for reason in produced.failures {
+            if self.handing_off {
+                crate::probe::hit("shard: a store failure during a handoff");
+            }
+            out.event(Event::RememberStoreFailed {
+                entity_type: self.entity_type.clone(),
+                shard: Some(self.id),
+                reason,
+            });
+        }
+        for id in produced.start {
+            self.start_durable(now, id, budget, out);
+        }
+    }
+
+    /// Starts an entity whose start is durable (or that was remembered), delivering the
+    /// letters that waited for it. During a handoff a recovered entity is left to the next
+    /// instance, and one with letters runs them and stops again.
+    fn start_durable(
+        &mut self,
+        now: Instant,
+        id: EntityId,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        let letters = self.waiting.remove(&id);
+        if self.handing_off && letters.is_none() && !self.entities.contains_key(&id) {
+            return;
+        }
+        let letters = letters.unwrap_or_default();
+        budget.release(letters.len());
+        if letters.is_empty() {
+            self.deliver_now(now, id.clone(), Letter::Start(None), out);
+        }
+        for letter in letters {
+            self.deliver_now(now, id.clone(), letter, out);
+        }
+        let stopping = self.entities.get(&id).is_some_and(|e| e.stopping.is_some());
+        if self.handing_off && !stopping {
+            let force_at = now + self.settings.handoff_stop_timeout;
+            self.begin_stop(&id, StopReason::HandOff, force_at, out);
+        }
+    }
+}
