@@ -245,3 +245,7 @@ impl Shard {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "shard_remember_tests.rs"]
+mod tests;

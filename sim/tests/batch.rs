@@ -161,6 +161,24 @@ fn regression_seeds() {
     }
 }
 
+/// Remembering regressions, run with the default batch's options:
+/// - swarm 80: a passivated entity's stop was written, timed out, and landed only after the
+///   entity had restarted and its start was written: the store forgot a running entity, and
+///   it was not running after healing. Fixed at the root: an instance's writes carry a
+///   sequence, and the store refuses one older than the newest it applied.
+/// - swarm 159: a coordinator that took over allocated a shard below the epoch the old
+///   allocation had claimed; the store fenced the new instance, which stopped and reported
+///   the newer epoch, and the coordinator allocated it again above that.
+#[test]
+fn remembering_regression_seeds() {
+    let late = "a write that timed out landed late and was refused by its sequence";
+    assert_holds(Options::for_seed(80), &[late]);
+    assert_holds(
+        Options::for_seed(159),
+        &["region: a fenced shard stops its entities"],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {
@@ -193,6 +211,15 @@ fn assert_reaches(report: &sim::Report, probe: &str) {
 /// off (`Options::without_extras`), so its options do not drift as the generator grows.
 fn kept(options: Options) -> Options {
     options.without_extras()
+}
+
+/// A regression found before runs remembered entities keeps its run: remembering (drawn for
+/// half the seeds since) stays off.
+fn before_remembering(options: Options) -> Options {
+    Options {
+        remember: None,
+        ..options
+    }
 }
 
 /// These regressions were found with the membership oracle; they keep running with it.
@@ -442,7 +469,7 @@ fn a_decision_rests_on_fresh_observations() {
         ),
     ];
     for (seed, schedule, probes) in cases {
-        let options = Options::for_family(seed, Family::FlappingLinks);
+        let options = before_remembering(Options::for_family(seed, Family::FlappingLinks));
         assert_holds(replaying(schedule, options), probes);
     }
 }
@@ -486,7 +513,8 @@ fn a_broken_coordinator_is_caught_within_the_default_batch() {
 /// up here, and an unintended one (non-determinism) cannot slip in unnoticed.
 #[test]
 fn digests_are_pinned() {
-    let digests: Vec<String> = [3, 17, 256]
+    // 1 and 2 remember entities (throttled and all at once); 3, 17 and 256 do not.
+    let digests: Vec<String> = [3, 17, 256, 1, 2]
         .into_iter()
         .map(|seed| {
             let r = run(Options::for_seed(seed));
@@ -535,6 +563,13 @@ fn coverage_markers_fire_within_the_batch() {
         "a rebalance round of another strategy than least-shard began",
         "the external strategy placed shards where the application asked",
         "a member was asked to leave by another",
+        "a shard loaded remembered entities",
+        "a new coordinator read remembered shards from the store",
+        "allocation waited for the remember store's list of shards",
+        "a remember-store request failed",
+        "a write that timed out landed late and was refused by its sequence",
+        "every remembered entity ran again after healing",
+        "the store fenced an old epoch",
         // Branches of the core the guarantees rest on (probes).
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
@@ -551,6 +586,10 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: a decision waits while a monitored member goes quiet",
         "membership: a Down member is monitored until unreachable",
         "node: a removal this node never saw is waited out",
+        "shard: remembered entities are recovered in throttled steps",
+        "shard: a store failure during a handoff",
+        "shard: a failed remembered entity is restarted after backoff",
+        "region: a fenced shard stops its entities",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {

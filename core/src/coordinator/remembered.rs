@@ -157,3 +157,7 @@ impl Coordinator {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "remembered_tests.rs"]
+mod tests;

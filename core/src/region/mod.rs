@@ -196,12 +196,13 @@ impl Region {
             return;
         };
         if let Some(current) = shard.fenced_by() {
-            if !self.fenced.contains_key(&shard_id) {
+            if let std::collections::btree_map::Entry::Vacant(fenced) = self.fenced.entry(shard_id)
+            {
                 // A newer allocation of this shard exists: this instance must not run its
                 // entities any longer. It stops like a handoff; the coordinator then hears
                 // `ShardFenced` instead of `ShardStopped` and allocates it above `current`.
                 crate::probe::hit("region: a fenced shard stops its entities");
-                self.fenced.insert(shard_id, current);
+                fenced.insert(current);
                 self.homes.remove(&shard_id);
                 shard.handle_handoff(now, out);
                 out.event(Event::ShardFenced {

@@ -1,0 +1,179 @@
+//! The coordinator with remembering on: the store's shards first, then epochs above them.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::config::{EntityTypeConfig, ShardingSettings};
+use crate::effect::{Effect, Event};
+use crate::id::EntityType;
+use crate::membership::Member;
+use crate::message::Body;
+
+fn m(n: u64) -> MemberId {
+    MemberId::new(n, 1)
+}
+
+fn at(secs: u64) -> Instant {
+    Instant::from_secs(secs)
+}
+
+struct Fixture {
+    c: Coordinator,
+    view: MembershipView,
+    out: Effects,
+}
+
+impl Fixture {
+    /// A remembering coordinator on member 1, regions 1 and 2 registered.
+    fn new() -> Self {
+        let mut config = EntityTypeConfig::new("counter");
+        config.remember = Some(RememberSettings::default());
+        let settings = ShardingSettings::default();
+        let c = Coordinator::new(
+            m(1),
+            &config,
+            &settings,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            at(0),
+        );
+        let view = MembershipView::new(vec![Member::up(m(1), 1, &[]), Member::up(m(2), 2, &[])]);
+        let mut f = Self {
+            c,
+            view,
+            out: Effects::new(m(1)),
+        };
+        f.c.handle_membership(at(0), &f.view.clone(), &Default::default(), &mut f.out);
+        for n in [1, 2] {
+            let register = Body::Register {
+                shards: vec![],
+                handing_off: vec![],
+            };
+            f.c.handle_message(at(0), &f.view.clone(), m(n), register, &mut f.out);
+        }
+        f
+    }
+
+    /// Store requests and `HostShard`s sent since the last call.
+    fn taken(&mut self) -> (Vec<StoreRequest>, Vec<(ShardId, Epoch)>) {
+        let (effects, local) = self.out.drain();
+        let mut stores = Vec::new();
+        let mut hosts = Vec::new();
+        for envelope in effects
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Store(request) => {
+                    stores.push(request);
+                    None
+                }
+                Effect::Send(transmit) => Some(transmit.envelope),
+                _ => None,
+            })
+            .chain(local)
+        {
+            if let crate::message::Message::Sharding {
+                body: Body::HostShard { shard, epoch },
+                ..
+            } = envelope.message
+            {
+                hosts.push((shard, epoch));
+            }
+        }
+        (stores, hosts)
+    }
+
+    fn complete(&mut self, secs: u64, completion: StoreCompletion) {
+        let view = self.view.clone();
+        self.c
+            .handle_store_completed(at(secs), &view, completion, &mut self.out);
+    }
+}
+
+#[test]
+fn the_gate_waits_for_the_stores_shards_and_then_starts_each_above_its_epoch() {
+    let mut f = Fixture::new();
+    let (stores, hosts) = f.taken();
+    let read = StoreRequest::Shards {
+        entity_type: EntityType::new("counter"),
+    };
+    assert_eq!(stores, [read]);
+    assert!(hosts.is_empty());
+    assert!(
+        !f.c.gate_open,
+        "every region registered, but the store has not answered"
+    );
+    assert!(f.c.gate(&f.view).store_pending);
+
+    let old = Epoch(41 << TIEBREAK_BITS | 5);
+    f.complete(
+        1,
+        StoreCompletion::Shards(vec![(ShardId(7), old), (ShardId(9), Epoch(3))]),
+    );
+    assert!(f.c.gate_open);
+    let (_, hosts) = f.taken();
+    let mut shards: Vec<ShardId> = hosts.iter().map(|(s, _)| *s).collect();
+    shards.sort();
+    assert_eq!(
+        shards,
+        [ShardId(7), ShardId(9)],
+        "started without a message"
+    );
+    assert!(hosts.iter().all(|(_, e)| *e > old), "{hosts:?}");
+    assert_ne!(hosts[0].1, hosts[1].1, "one epoch per allocation");
+}
+
+#[test]
+fn a_failed_read_is_retried_with_backoff_and_reported() {
+    let mut f = Fixture::new();
+    f.taken();
+    f.complete(1, StoreCompletion::Failed("down".into()));
+    let (effects, _) = f.out.drain();
+    assert!(matches!(
+        &effects[..],
+        [Effect::Event(Event::RememberStoreFailed {
+            shard: None,
+            ..
+        })]
+    ));
+    let retry = f.c.poll_timeout().expect("a retry is armed");
+    assert!(retry <= at(1) + RememberSettings::default().retry_min);
+    let view = f.view.clone();
+    f.c.handle_timeout(retry, &view, &mut f.out);
+    assert_eq!(f.taken().0.len(), 1, "the read is sent again");
+}
+
+#[test]
+fn a_fenced_shard_is_allocated_again_above_the_epoch_that_fenced_it() {
+    let mut f = Fixture::new();
+    f.taken();
+    f.complete(1, StoreCompletion::Shards(vec![]));
+    let view = f.view.clone();
+    let ask = Body::GetShardHome { shard: ShardId(4) };
+    f.c.handle_message(at(2), &view, m(2), ask, &mut f.out);
+    let (_, hosts) = f.taken();
+    let [(shard, first)] = hosts[..] else {
+        panic!("one allocation: {hosts:?}");
+    };
+    let region = f.c.allocations()[&shard];
+    f.c.handle_message(
+        at(2),
+        &view,
+        region,
+        Body::ShardStarted { shard },
+        &mut f.out,
+    );
+    f.taken();
+    let newer = Epoch(first.0 + (100 << TIEBREAK_BITS));
+    let fenced = Body::ShardFenced {
+        shard,
+        current: newer,
+    };
+    f.c.handle_message(at(3), &view, region, fenced, &mut f.out);
+    let (_, hosts) = f.taken();
+    assert_eq!(hosts.len(), 1, "allocated again at once");
+    assert!(
+        hosts[0].1 > newer,
+        "{:?} is not above {newer:?}",
+        hosts[0].1
+    );
+}

@@ -1,0 +1,237 @@
+//! A remembering shard: one call, then the exact effects it produced.
+
+use std::time::Duration;
+
+use super::*;
+use crate::effect::{Effect, EntityEffect, Event};
+use crate::id::{EntityType, MemberId, ShardId};
+use crate::message::Payload;
+use crate::remember::{RecoveryStrategy, StoreRequest};
+use crate::shard::ShardSettings;
+
+const EPOCH: Epoch = Epoch(9);
+
+fn ty() -> EntityType {
+    EntityType::new("counter")
+}
+
+fn id(s: &str) -> EntityId {
+    EntityId::new(s)
+}
+
+fn ids(names: &[&str]) -> Vec<EntityId> {
+    names.iter().map(|n| id(n)).collect()
+}
+
+fn p(s: &str) -> Letter {
+    Letter::Message(Payload::from(s.as_bytes()))
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn out() -> Effects {
+    Effects::new(MemberId::new(1, 1))
+}
+
+fn settings(recovery: RecoveryStrategy) -> RememberSettings {
+    RememberSettings {
+        recovery,
+        restart_backoff: Duration::from_secs(5),
+        ..RememberSettings::default()
+    }
+}
+
+/// A remembering shard, its load answered with `loaded`.
+fn loaded(names: &[&str], recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
+    let shard_settings = ShardSettings {
+        stop_timeout: Duration::from_secs(10),
+        handoff_stop_timeout: Duration::from_secs(55),
+        idle_after: None,
+    };
+    let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
+    let (mut o, mut b) = (out(), BufferBudget::new(10));
+    s.start_remembering(settings(recovery), EPOCH, &mut o);
+    assert_eq!(o.take(), [Effect::Store(load())]);
+    s.handle_store_completed(at(0), StoreCompletion::Loaded(ids(names)), &mut b, &mut o);
+    (s, o, b)
+}
+
+fn load() -> StoreRequest {
+    StoreRequest::Load {
+        entity_type: ty(),
+        shard: ShardId(3),
+        epoch: EPOCH,
+    }
+}
+
+fn update(seq: u64, started: &[&str], stopped: &[&str]) -> Effect {
+    Effect::Store(StoreRequest::Update {
+        entity_type: ty(),
+        shard: ShardId(3),
+        epoch: EPOCH,
+        seq,
+        started: ids(started),
+        stopped: ids(stopped),
+    })
+}
+
+fn start(e: &str) -> Effect {
+    Effect::Entity(EntityEffect::Start {
+        entity_type: ty(),
+        entity: id(e),
+        shard: ShardId(3),
+    })
+}
+
+fn deliver(e: &str, m: &str) -> Effect {
+    Effect::Entity(EntityEffect::Deliver {
+        entity_type: ty(),
+        entity: id(e),
+        payload: Payload::from(m.as_bytes()),
+    })
+}
+
+fn stop(e: &str, reason: StopReason) -> Effect {
+    Effect::Entity(EntityEffect::Stop {
+        entity_type: ty(),
+        entity: id(e),
+        reason,
+    })
+}
+
+#[test]
+fn remembered_entities_start_when_the_shard_loads_them() {
+    let (_, mut o, _) = loaded(&["a", "b"], RecoveryStrategy::AllAtOnce);
+    assert_eq!(o.take(), [start("a"), start("b")]);
+}
+
+#[test]
+fn throttled_recovery_starts_n_every_d() {
+    let every = Duration::from_millis(100);
+    let (mut s, mut o, mut b) = loaded(
+        &["a", "b", "c"],
+        RecoveryStrategy::Constant { number: 2, every },
+    );
+    assert_eq!(o.take(), [start("a"), start("b")]);
+    assert_eq!(s.poll_timeout(), Some(at(100)));
+    s.handle_timeout(at(99), &mut b, &mut o);
+    assert_eq!(o.take(), []);
+    s.handle_timeout(at(100), &mut b, &mut o);
+    assert_eq!(o.take(), [start("c")]);
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn a_new_entity_runs_only_once_its_start_is_durable_and_gets_its_letters_in_order() {
+    let (mut s, mut o, mut b) = loaded(&[], RecoveryStrategy::AllAtOnce);
+    s.handle_delivery(at(1), id("a"), p("m1"), &mut b, &mut o);
+    s.handle_delivery(at(1), id("a"), p("m2"), &mut b, &mut o);
+    assert_eq!(o.take(), [update(1, &["a"], &[])]);
+    assert_eq!(b.used(), 2, "the letters wait within the region's budget");
+    s.handle_store_completed(at(2), StoreCompletion::Written, &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [start("a"), deliver("a", "m1"), deliver("a", "m2")]
+    );
+    assert_eq!(b.used(), 0);
+    s.handle_delivery(at(3), id("a"), p("m3"), &mut b, &mut o);
+    assert_eq!(o.take(), [deliver("a", "m3")], "running: no write");
+}
+
+#[test]
+fn letters_wait_for_the_load_and_an_entity_remembered_already_starts_without_a_write() {
+    let shard_settings = ShardSettings {
+        stop_timeout: Duration::from_secs(10),
+        handoff_stop_timeout: Duration::from_secs(55),
+        idle_after: None,
+    };
+    let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
+    let (mut o, mut b) = (out(), BufferBudget::new(10));
+    s.start_remembering(settings(RecoveryStrategy::AllAtOnce), EPOCH, &mut o);
+    o.take();
+    s.handle_delivery(at(1), id("a"), p("m1"), &mut b, &mut o);
+    assert_eq!(o.take(), [], "the load is in flight");
+    s.handle_store_completed(
+        at(2),
+        StoreCompletion::Loaded(ids(&["a", "z"])),
+        &mut b,
+        &mut o,
+    );
+    assert_eq!(o.take(), [start("a"), deliver("a", "m1"), start("z")]);
+}
+
+#[test]
+fn passivation_forgets_and_a_failure_of_the_entity_restarts_it_after_the_backoff() {
+    let (mut s, mut o, mut b) = loaded(&["a", "b"], RecoveryStrategy::AllAtOnce);
+    o.take();
+    s.handle_passivate(at(1), &id("a"), &mut o);
+    assert_eq!(o.take(), [stop("a", StopReason::Passivation)]);
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [update(1, &[], &["a"])],
+        "a passivation is forgotten"
+    );
+    s.handle_store_completed(at(3), StoreCompletion::Written, &mut b, &mut o);
+    // "b" stops on its own: it stays remembered and runs again after the backoff.
+    s.handle_entity_stopped(at(10), &id("b"), &mut b, &mut o);
+    assert_eq!(o.take(), []);
+    assert_eq!(s.poll_timeout(), Some(at(5_010)));
+    s.handle_timeout(at(5_010), &mut b, &mut o);
+    assert_eq!(o.take(), [start("b")]);
+}
+
+#[test]
+fn a_handoff_waits_for_the_writes_and_stops_what_they_start() {
+    let (mut s, mut o, mut b) = loaded(&[], RecoveryStrategy::AllAtOnce);
+    s.handle_delivery(at(1), id("a"), p("m1"), &mut b, &mut o);
+    o.take();
+    assert!(
+        !s.handle_handoff(at(2), &mut o),
+        "a's start is being written"
+    );
+    assert_eq!(o.take(), []);
+    s.handle_store_completed(
+        at(3),
+        StoreCompletion::Failed("down".into()),
+        &mut b,
+        &mut o,
+    );
+    assert!(matches!(
+        &o.take()[..],
+        [Effect::Event(Event::RememberStoreFailed { .. })]
+    ));
+    assert!(!s.is_stopped(), "nothing is given up while the store fails");
+    s.handle_timeout(at(1_000), &mut b, &mut o);
+    assert_eq!(o.take(), [update(2, &["a"], &[])]);
+    s.handle_store_completed(at(1_001), StoreCompletion::Written, &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [
+            start("a"),
+            deliver("a", "m1"),
+            stop("a", StopReason::HandOff)
+        ]
+    );
+    assert!(!s.is_stopped());
+    s.handle_entity_stopped(at(1_002), &id("a"), &mut b, &mut o);
+    assert!(s.is_stopped());
+    assert_eq!(o.take(), [], "a handoff stop forgets nothing");
+}
+
+#[test]
+fn a_fenced_instance_reports_the_newer_epoch() {
+    let (mut s, mut o, mut b) = loaded(&["a"], RecoveryStrategy::AllAtOnce);
+    o.take();
+    s.handle_passivate(at(1), &id("a"), &mut o);
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    o.take();
+    s.handle_store_completed(at(3), StoreCompletion::Fenced(Epoch(12)), &mut b, &mut o);
+    assert_eq!(s.fenced_by(), Some(Epoch(12)));
+    assert!(
+        s.handle_handoff(at(3), &mut o),
+        "fenced: nothing more to write"
+    );
+}
