@@ -71,7 +71,8 @@ pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
     AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig,
-    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, RouteCounts, ShardingSettings,
+    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, RecoveryStrategy,
+    RememberSettings, RouteCounts, ShardingSettings,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 #[cfg(feature = "tls")]
