@@ -136,7 +136,10 @@ async fn remembered_entities_of_a_crashed_node_run_again_elsewhere_without_a_mes
         *restarted.entry(id).or_insert(0) += 1;
     }
     let restarted_ids: BTreeSet<EntityId> = restarted.keys().cloned().collect();
-    assert_eq!(restarted_ids, on_crashed, "exactly the crashed node's counters restarted");
+    assert_eq!(
+        restarted_ids, on_crashed,
+        "exactly the crashed node's counters restarted"
+    );
     assert!(restarted.values().all(|n| *n == 1), "{restarted:?}");
     for node in &nodes[..2] {
         node.abort().await;
@@ -157,7 +160,11 @@ async fn a_restarted_cluster_starts_every_remembered_entity_and_none_that_was_pa
     }
     // The first ten ask to be passivated: they are forgotten.
     for i in 0..10 {
-        counters.entity_ref(format!("c{i}")).tell(&Op::Passivate).await.unwrap();
+        counters
+            .entity_ref(format!("c{i}"))
+            .tell(&Op::Passivate)
+            .await
+            .unwrap();
     }
     await_running(&[&nodes[0], &nodes[1]], &ids(10..COUNTERS), 10).await;
     for node in &nodes {

@@ -10,6 +10,7 @@ use shoal::{MemberId, Region};
 use crate::member::{Counter, DowningMode, MemberArgs};
 use crate::netns::{Host, Lab};
 use crate::processes::{self, Member};
+use crate::remembered::StoreSpec;
 use crate::view::View;
 use crate::watch::Watch;
 use crate::workload;
@@ -20,6 +21,10 @@ pub(crate) struct Run<'a> {
     pub(crate) watch: Watch,
     pub(crate) region: Region<Counter>,
     pub(crate) entities: u32,
+    /// Counters messaged once at the start (see `remembered`).
+    pub(crate) quiet: std::ops::Range<u32>,
+    /// Where the nodes remember their counters.
+    pub(crate) store: StoreSpec,
     pub(crate) downing: DowningMode,
     pub(crate) lab: Option<&'a Lab>,
     pub(crate) dir: PathBuf,
@@ -48,12 +53,14 @@ pub(crate) fn spawn_member(
     index: u32,
     seeds: &[String],
     downing: DowningMode,
+    store: &StoreSpec,
 ) -> Result<Member, String> {
     let args = MemberArgs {
         index,
         journal: dir.join(format!("node-{index}.journal")),
         bind: bind_address(lab, Host::Node(index)),
         downing,
+        store: store.arg(),
         seeds: seeds.to_vec(),
     };
     let netns = lab.map(|lab| lab.namespace(Host::Node(index)));
@@ -63,7 +70,14 @@ pub(crate) fn spawn_member(
 impl Run<'_> {
     /// Starts node `index`, joining through the seeds.
     pub(crate) fn spawn(&mut self, index: u32) -> Result<(), String> {
-        let member = spawn_member(self.lab, &self.dir, index, &self.seeds, self.downing)?;
+        let member = spawn_member(
+            self.lab,
+            &self.dir,
+            index,
+            &self.seeds,
+            self.downing,
+            &self.store,
+        )?;
         self.addresses
             .lock()
             .unwrap_or_else(|p| p.into_inner())

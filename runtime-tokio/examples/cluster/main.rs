@@ -21,6 +21,7 @@ mod journal;
 mod member;
 mod netns;
 mod processes;
+mod remembered;
 mod report;
 mod tour;
 mod verify;
@@ -48,10 +49,13 @@ struct Flags {
     seed: u64,
     chaos: bool,
     downing: DowningMode,
+    /// `--store`: where the counters are remembered (see `remembered::StoreSpec`).
+    store: String,
 }
 
 const USAGE: &str = "usage: cluster [--nodes N] [--entities N] [--workers N] [--duration SECS] \
-                     [--seed N] [--quick] [--chaos [--auto-down]]";
+                     [--seed N] [--quick] [--chaos [--auto-down]] \
+                     [--store none|sqlite|sqlite:PATH|postgres://...]";
 
 fn flags(args: &[String]) -> Result<Flags, String> {
     let mut flags = Flags {
@@ -62,6 +66,7 @@ fn flags(args: &[String]) -> Result<Flags, String> {
         seed: getrandom::u64().map_err(|e| e.to_string())? % 1_000_000,
         chaos: false,
         downing: DowningMode::KeepMajority,
+        store: "sqlite".into(),
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -85,6 +90,9 @@ fn flags(args: &[String]) -> Result<Flags, String> {
             }
             "--chaos" => flags.chaos = true,
             "--auto-down" => flags.downing = DowningMode::AutoDown,
+            "--store" => {
+                flags.store = args.next().ok_or("--store needs a value")?.clone();
+            }
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown flag {other:?}\n{USAGE}")),
         }
@@ -162,6 +170,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         journal::now_micros() / 1_000_000
     ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let store = remembered::StoreSpec::parse(&flags.store, &dir)?;
     // The harness's own node logs next to the nodes' (`RUST_LOG`, info by default).
     let log = std::fs::File::create(dir.join("harness.log")).map_err(|e| e.to_string())?;
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
@@ -179,8 +188,9 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         Some(_) => chaos_plan.describe(),
         None => tour_plan.describe(),
     };
+    let quiet = remembered::quiet(flags.entities);
     let setup = format!(
-        "{} nodes{}, {} counters, {} workers, {}, seed {}",
+        "{} nodes{}, {} counters (+{} quiet ones, {}), {} workers, {}, seed {}",
         flags.nodes,
         if lab.is_some() {
             " in network namespaces"
@@ -188,6 +198,8 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
             " on loopback"
         },
         flags.entities,
+        quiet.len(),
+        store.describe(),
         flags.workers,
         flags.downing.name(),
         flags.seed
@@ -201,7 +213,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     } else {
         flags.nodes - 1
     };
-    let first = harness::spawn_member(lab, &dir, 0, &[], flags.downing)?;
+    let first = harness::spawn_member(lab, &dir, 0, &[], flags.downing, &store)?;
     let seeds = vec![first.address.clone()];
     let addresses = Arc::new(Mutex::new(vec![(0, first.address.clone())]));
     let proxy = NodeBuilder::new(CLUSTER)
@@ -223,6 +235,8 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         watch: watch.clone(),
         region: region.clone(),
         entities: flags.entities,
+        quiet: quiet.clone(),
+        store,
         downing: flags.downing,
         lab,
         dir: dir.clone(),
@@ -244,6 +258,9 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         &format!("{} counters created in", flags.entities),
         format!("{:.0} ms", created.elapsed().as_secs_f64() * 1000.0),
     );
+    // The quiet counters are messaged now and never again: after a crash only remembering
+    // can start them.
+    remembered::touch(&region, quiet, Duration::from_secs(60)).await?;
 
     // Traffic, and the live view.
     let stop = Arc::new(AtomicBool::new(false));

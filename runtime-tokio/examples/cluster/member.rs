@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal::{
-    Downing, EntityContext, EntityTypeConfig, FailureDetectorSettings, MembershipSettings,
-    NodeBuilder, NodeEvent, ShardingSettings,
+    Downing, EntityContext, FailureDetectorSettings, MembershipSettings, NodeBuilder, NodeEvent,
+    ShardingSettings,
 };
 
 use crate::journal::{Fact, Journal, now_micros};
+use crate::remembered::StoreSpec;
 
 /// The cluster's name and secret (loopback only).
 pub(crate) const CLUSTER: &str = "shoal-demo";
@@ -140,6 +141,8 @@ pub(crate) struct MemberArgs {
     /// Where to listen (`127.0.0.1:0`, or the node's namespace address).
     pub(crate) bind: String,
     pub(crate) downing: DowningMode,
+    /// The remember store (`StoreSpec::arg`).
+    pub(crate) store: String,
     pub(crate) seeds: Vec<String>,
 }
 
@@ -151,6 +154,7 @@ impl MemberArgs {
             self.journal.display().to_string(),
             self.bind.clone(),
             self.downing.name().to_string(),
+            self.store.clone(),
         ];
         args.extend(self.seeds.iter().cloned());
         args
@@ -158,14 +162,17 @@ impl MemberArgs {
 
     /// Parses what `to_args` wrote.
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
-        let [index, journal, bind, downing, seeds @ ..] = args else {
-            return Err("usage: member <index> <journal> <bind> <downing> [seed...]".into());
+        let [index, journal, bind, downing, store, seeds @ ..] = args else {
+            return Err(
+                "usage: member <index> <journal> <bind> <downing> <store> [seed...]".into(),
+            );
         };
         Ok(Self {
             index: index.parse().map_err(|_| format!("bad index {index:?}"))?,
             journal: journal.into(),
             bind: bind.clone(),
             downing: DowningMode::parse(downing)?,
+            store: store.clone(),
             seeds: seeds.to_vec(),
         })
     }
@@ -178,14 +185,18 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
     crate::processes::exit_with_harness();
     let journal = Journal::open(&args.journal).map_err(|e| format!("journal: {e}"))?;
     let factory_journal = journal.clone();
-    let node = NodeBuilder::new(CLUSTER)
+    let store = StoreSpec::parse(&args.store, &args.journal)?;
+    let builder = NodeBuilder::new(CLUSTER)
         .secret(SECRET)
         .bind(args.bind)
         .seed_nodes(args.seeds)
         .membership(membership(args.downing))
         .settings(settings())
-        .leave_on_signal(true)
-        .entity(EntityTypeConfig::new(COUNTER), move |id| {
+        .leave_on_signal(true);
+    let node = store
+        .open(builder)
+        .await?
+        .entity(store.counter_config(), move |id| {
             let entity = id.as_str()[1..].parse().unwrap_or(u32::MAX);
             factory_journal.record(&Fact::Started {
                 entity,
