@@ -136,10 +136,8 @@ fn running_on(facts: &[Fact], quiet: &Range<u32>, node: u32, at: u64) -> BTreeSe
                 entity,
                 node,
                 at: t,
-            } if quiet.contains(&entity) && t <= at => {
-                if last.get(&entity) == Some(&(node, true)) {
-                    last.insert(entity, (node, false));
-                }
+            } if quiet.contains(&entity) && t <= at && last.get(&entity) == Some(&(node, true)) => {
+                last.insert(entity, (node, false));
             }
             _ => {}
         }
