@@ -55,7 +55,7 @@ fn flags() -> Result<Flags, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--entities" => {
                 flags.entities = value()?.parse().map_err(|_| "--entities needs a number")?;
