@@ -121,7 +121,9 @@ pub struct EntityTypeConfig {
     /// Remember entities (Akka's `remember-entities`): a shard records which of its entities
     /// run, in the host's remember store, and starts them again wherever it is allocated next
     /// (after a rebalance, a crash or a full restart), without waiting for a message. Only a
-    /// passivation forgets an entity. `None` (the default) remembers nothing.
+    /// passivation forgets an entity; as in Akka, remembered entities are not passivated for
+    /// idleness (`passivate_idle_after` is ignored), only when they ask to. `None` (the
+    /// default) remembers nothing.
     pub remember: Option<crate::remember::RememberSettings>,
 }
 

@@ -71,8 +71,8 @@ impl Default for RememberSettings {
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum StoreRequest {
-    /// The coordinator reads which shards of the type remember entities, with their newest
-    /// epochs (after a full cluster restart it starts every one of them).
+    /// The coordinator reads every shard of the type the store has an epoch for, with it
+    /// (after a full cluster restart it starts every one of them, and allocates above them).
     Shards {
         /// The type.
         entity_type: EntityType,
@@ -114,13 +114,15 @@ impl StoreRequest {
         }
     }
 
-    /// The shard and epoch of a shard's request (`None` for the coordinator's `Shards`).
-    pub fn shard(&self) -> Option<(ShardId, Epoch)> {
+    /// The shard, epoch and write sequence (0 for a load) of a shard's request (`None` for
+    /// the coordinator's `Shards`).
+    pub fn shard(&self) -> Option<(ShardId, Epoch, u64)> {
         match self {
             Self::Shards { .. } => None,
-            Self::Load { shard, epoch, .. } | Self::Update { shard, epoch, .. } => {
-                Some((*shard, *epoch))
-            }
+            Self::Load { shard, epoch, .. } => Some((*shard, *epoch, 0)),
+            Self::Update {
+                shard, epoch, seq, ..
+            } => Some((*shard, *epoch, *seq)),
         }
     }
 }
@@ -129,7 +131,7 @@ impl StoreRequest {
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum StoreCompletion {
-    /// The shards that remember entities, each with its newest epoch (answers `Shards`).
+    /// Every shard with an epoch in the store, with it (answers `Shards`).
     Shards(Vec<(ShardId, Epoch)>),
     /// The load's ids.
     Loaded(Vec<EntityId>),
@@ -247,11 +249,13 @@ impl Remembered {
     /// Whether every recorded change is durable (or can never be: fenced). A shard handing
     /// off waits for this, so the next instance loads what this one recorded.
     pub(crate) fn is_settled(&self) -> bool {
+        // A load still in flight does not count: it records nothing, and landing after the
+        // next instance's it is fenced.
         self.phase == Phase::Fenced
-            || (!self.in_flight
-                && self.to_start.is_empty()
+            || (self.to_start.is_empty()
                 && self.to_stop.is_empty()
-                && self.phase == Phase::Ready)
+                && self.sent_start.is_empty()
+                && self.sent_stop.is_empty())
     }
 
     /// Entities loaded and not started yet (throttled recovery).
@@ -270,6 +274,11 @@ impl Remembered {
     /// An entity is about to start. `true`: it may start now (already durable); `false`: its
     /// start is being written, and `Written` will return it in `start`.
     pub(crate) fn record_started(&mut self, id: &EntityId, out: &mut RememberOut) -> bool {
+        if self.phase == Phase::Fenced {
+            // A newer instance runs the shard's entities: this one starts nothing, not even
+            // an entity it remembers (its letters go back to the region).
+            return false;
+        }
         self.to_stop.remove(id);
         // Started now: recovery must not start it again.
         self.recovering.remove(id);
@@ -295,14 +304,21 @@ impl Remembered {
         self.send(out);
     }
 
-    /// The store answered the request in flight.
+    /// The store answered a request of this instance: `seq` is the answered write's sequence
+    /// (0 for the load). An answer to anything but the request in flight is ignored.
     pub(crate) fn handle_completion(
         &mut self,
         now: Instant,
+        seq: u64,
         completion: StoreCompletion,
         out: &mut RememberOut,
     ) {
-        if !self.in_flight {
+        let expected = if self.phase == Phase::Loading {
+            0
+        } else {
+            self.seq
+        };
+        if !self.in_flight || seq != expected {
             return;
         }
         self.in_flight = false;

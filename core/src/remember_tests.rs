@@ -24,6 +24,12 @@ fn start(settings: RememberSettings) -> (Remembered, RememberOut) {
     (remembered, out)
 }
 
+/// Completes the request in flight (whatever its sequence).
+fn done(r: &mut Remembered, now: Instant, completion: StoreCompletion, out: &mut RememberOut) {
+    let seq = if r.phase == Phase::Loading { 0 } else { r.seq };
+    r.handle_completion(now, seq, completion, out);
+}
+
 fn update(seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
     StoreRequest::Update {
         entity_type: EntityType::from("counter"),
@@ -39,7 +45,7 @@ fn update(seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
 fn loaded(names: &[&str]) -> Remembered {
     let (mut r, _) = start(RememberSettings::default());
     let mut out = RememberOut::default();
-    r.handle_completion(at(0), StoreCompletion::Loaded(ids(names)), &mut out);
+    done(&mut r, at(0), StoreCompletion::Loaded(ids(names)), &mut out);
     assert_eq!(out.start, ids(names));
     r
 }
@@ -57,7 +63,12 @@ fn a_shard_loads_with_its_epoch_and_recovers_everything_at_once() {
     );
     assert!(!r.is_ready());
     let mut out = RememberOut::default();
-    r.handle_completion(at(5), StoreCompletion::Loaded(ids(&["a", "b"])), &mut out);
+    done(
+        &mut r,
+        at(5),
+        StoreCompletion::Loaded(ids(&["a", "b"])),
+        &mut out,
+    );
     assert!(r.is_ready());
     assert_eq!(out.start, ids(&["a", "b"]));
     assert!(out.requests.is_empty());
@@ -76,7 +87,12 @@ fn constant_recovery_starts_n_every_interval() {
     let (mut r, _) = start(settings);
     let mut out = RememberOut::default();
     let names = ["a", "b", "c", "d", "e"];
-    r.handle_completion(at(0), StoreCompletion::Loaded(ids(&names)), &mut out);
+    done(
+        &mut r,
+        at(0),
+        StoreCompletion::Loaded(ids(&names)),
+        &mut out,
+    );
     assert_eq!(out.start, ids(&["a", "b"]));
     assert_eq!(r.next_wakeup(), Some(at(1_000)));
     let mut out = RememberOut::default();
@@ -104,11 +120,11 @@ fn one_write_is_in_flight_and_later_changes_are_batched_behind_it() {
     assert!(out.requests.is_empty(), "one write in flight");
     assert!(r.remembers(&id("b")) && !r.remembers(&id("old")));
 
-    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    done(&mut r, at(1), StoreCompletion::Written, &mut out);
     assert_eq!(out.start, ids(&["a"]), "a's start is durable: it runs");
     assert_eq!(out.requests, vec![update(2, &["b", "c"], &["old"])]);
     let mut out = RememberOut::default();
-    r.handle_completion(at(2), StoreCompletion::Written, &mut out);
+    done(&mut r, at(2), StoreCompletion::Written, &mut out);
     assert_eq!(out.start, ids(&["b", "c"]));
     assert!(out.requests.is_empty());
     assert!(r.remembers(&id("a")) && !r.remembers(&id("old")));
@@ -121,7 +137,7 @@ fn a_passivation_during_the_write_of_its_start_forgets_it_next() {
     r.record_started(&id("a"), &mut out);
     r.record_stopped(&id("a"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    done(&mut r, at(1), StoreCompletion::Written, &mut out);
     assert!(out.start.is_empty(), "stopped before its start was durable");
     assert_eq!(out.requests, vec![update(2, &[], &["a"])]);
     assert!(!r.remembers(&id("a")));
@@ -133,7 +149,12 @@ fn failed_writes_are_retried_with_backoff_and_reported() {
     let mut out = RememberOut::default();
     r.record_started(&id("a"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(100), StoreCompletion::Failed("timeout".into()), &mut out);
+    done(
+        &mut r,
+        at(100),
+        StoreCompletion::Failed("timeout".into()),
+        &mut out,
+    );
     assert_eq!(out.failures, vec!["timeout".to_string()]);
     assert!(out.requests.is_empty());
     assert_eq!(r.next_wakeup(), Some(at(300)));
@@ -143,11 +164,16 @@ fn failed_writes_are_retried_with_backoff_and_reported() {
     r.handle_wakeup(at(300), &mut out);
     assert_eq!(out.requests, vec![update(2, &["a", "b"], &[])]);
     let mut out = RememberOut::default();
-    r.handle_completion(at(310), StoreCompletion::Failed("down".into()), &mut out);
+    done(
+        &mut r,
+        at(310),
+        StoreCompletion::Failed("down".into()),
+        &mut out,
+    );
     assert_eq!(r.next_wakeup(), Some(at(710)), "the delay doubles");
     r.handle_wakeup(at(710), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(720), StoreCompletion::Written, &mut out);
+    done(&mut r, at(720), StoreCompletion::Written, &mut out);
     assert_eq!(out.start, ids(&["a", "b"]));
 }
 
@@ -161,14 +187,24 @@ fn a_failed_load_is_retried_and_the_delay_is_capped() {
     let mut now = 0;
     for expected in [200, 300, 300] {
         let mut out = RememberOut::default();
-        r.handle_completion(at(now), StoreCompletion::Failed("down".into()), &mut out);
+        done(
+            &mut r,
+            at(now),
+            StoreCompletion::Failed("down".into()),
+            &mut out,
+        );
         assert_eq!(r.next_wakeup(), Some(at(now + expected)));
         now += expected;
         r.handle_wakeup(at(now), &mut out);
         assert!(matches!(out.requests[..], [StoreRequest::Load { .. }]));
     }
     let mut out = RememberOut::default();
-    r.handle_completion(at(now), StoreCompletion::Loaded(ids(&["a"])), &mut out);
+    done(
+        &mut r,
+        at(now),
+        StoreCompletion::Loaded(ids(&["a"])),
+        &mut out,
+    );
     assert_eq!(out.start, ids(&["a"]));
 }
 
@@ -178,7 +214,7 @@ fn a_fenced_instance_writes_nothing_more() {
     let mut out = RememberOut::default();
     r.record_started(&id("b"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Fenced(Epoch(9)), &mut out);
+    done(&mut r, at(1), StoreCompletion::Fenced(Epoch(9)), &mut out);
     assert_eq!(r.fenced_by(), Some(Epoch(9)));
     assert!(
         r.is_settled(),
@@ -200,7 +236,12 @@ fn a_start_recorded_while_loading_of_a_remembered_entity_runs_once() {
     assert!(!r.record_started(&id("a"), &mut out));
     assert!(!r.record_started(&id("new"), &mut out));
     assert!(out.requests.is_empty(), "the load is in flight");
-    r.handle_completion(at(1), StoreCompletion::Loaded(ids(&["a", "b"])), &mut out);
+    done(
+        &mut r,
+        at(1),
+        StoreCompletion::Loaded(ids(&["a", "b"])),
+        &mut out,
+    );
     // "a" was remembered: it starts now, once; "b" through recovery; "new" once written.
     assert_eq!(out.start, ids(&["a", "b"]));
     assert_eq!(out.requests, vec![update(1, &["new"], &[])]);
@@ -210,7 +251,7 @@ fn a_start_recorded_while_loading_of_a_remembered_entity_runs_once() {
 fn a_completion_without_a_request_is_ignored() {
     let mut r = loaded(&[]);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Written, &mut out);
+    done(&mut r, at(1), StoreCompletion::Written, &mut out);
     assert_eq!(out, RememberOut::default());
 }
 
@@ -221,7 +262,12 @@ fn a_restart_after_a_failed_stop_is_written_again_not_assumed_durable() {
     let mut out = RememberOut::default();
     r.record_stopped(&id("a"), &mut out);
     assert_eq!(out.requests, vec![update(1, &[], &["a"])]);
-    r.handle_completion(at(1), StoreCompletion::Failed("timeout".into()), &mut out);
+    done(
+        &mut r,
+        at(1),
+        StoreCompletion::Failed("timeout".into()),
+        &mut out,
+    );
     let mut out = RememberOut::default();
     assert!(
         !r.record_started(&id("a"), &mut out),
@@ -242,7 +288,8 @@ fn an_entity_started_or_passivated_before_its_recovery_step_is_not_recovered() {
     };
     let (mut r, _) = start(settings);
     let mut out = RememberOut::default();
-    r.handle_completion(
+    done(
+        &mut r,
         at(0),
         StoreCompletion::Loaded(ids(&["a", "b", "c"])),
         &mut out,
@@ -265,7 +312,7 @@ fn a_completion_that_does_not_fit_its_request_puts_the_batch_back() {
     let mut out = RememberOut::default();
     r.record_started(&id("a"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Loaded(vec![]), &mut out);
+    done(&mut r, at(1), StoreCompletion::Loaded(vec![]), &mut out);
     assert_eq!(out.failures.len(), 1);
     assert!(out.requests.is_empty());
     r.handle_wakeup(at(1_000), &mut out);
@@ -280,9 +327,40 @@ fn a_refusal_at_its_own_epoch_is_not_a_fencing() {
     let mut out = RememberOut::default();
     r.record_started(&id("a"), &mut out);
     let mut out = RememberOut::default();
-    r.handle_completion(at(1), StoreCompletion::Fenced(Epoch(7)), &mut out);
+    done(&mut r, at(1), StoreCompletion::Fenced(Epoch(7)), &mut out);
     assert_eq!(r.fenced_by(), None);
     assert_eq!(out.failures.len(), 1);
     r.handle_wakeup(at(1_000), &mut out);
     assert_eq!(out.requests, vec![update(2, &["a"], &[])]);
+}
+
+#[test]
+fn an_answer_to_an_earlier_request_is_ignored() {
+    let mut r = loaded(&[]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("a"), &mut out);
+    let mut out = RememberOut::default();
+    r.handle_completion(at(1), 7, StoreCompletion::Written, &mut out);
+    assert_eq!(out, RememberOut::default(), "seq 7 is not in flight");
+    r.handle_completion(at(1), 1, StoreCompletion::Written, &mut out);
+    assert_eq!(out.start, ids(&["a"]));
+}
+
+#[test]
+fn a_fenced_instance_starts_nothing_and_a_loading_one_with_nothing_recorded_is_settled() {
+    let (r, _) = start(RememberSettings::default());
+    assert!(
+        r.is_settled(),
+        "nothing recorded: a handoff need not wait for the load"
+    );
+    let mut r = loaded(&["a"]);
+    let mut out = RememberOut::default();
+    r.record_started(&id("b"), &mut out);
+    done(&mut r, at(1), StoreCompletion::Fenced(Epoch(12)), &mut out);
+    let mut out = RememberOut::default();
+    assert!(
+        !r.record_started(&id("a"), &mut out),
+        "remembered, but fenced"
+    );
+    assert_eq!(out, RememberOut::default());
 }

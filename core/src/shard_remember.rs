@@ -49,10 +49,11 @@ impl Shard {
         self.remember.as_ref().and_then(Remembered::fenced_by)
     }
 
-    /// The store answered this instance's request.
+    /// The store answered this instance's request (`seq`: the write's, 0 for the load).
     pub(crate) fn handle_store_completed(
         &mut self,
         now: Instant,
+        seq: u64,
         completion: StoreCompletion,
         budget: &mut BufferBudget,
         out: &mut Effects,
@@ -61,7 +62,7 @@ impl Shard {
             return;
         };
         let mut produced = RememberOut::default();
-        remembered.handle_completion(now, completion, &mut produced);
+        remembered.handle_completion(now, seq, completion, &mut produced);
         self.apply(now, produced, budget, out);
     }
 

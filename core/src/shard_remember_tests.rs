@@ -54,7 +54,13 @@ fn loaded(names: &[&str], recovery: RecoveryStrategy) -> (Shard, Effects, Buffer
     let (mut o, mut b) = (out(), BufferBudget::new(10));
     s.start_remembering(settings(recovery), EPOCH, &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
-    s.handle_store_completed(at(0), StoreCompletion::Loaded(ids(names)), &mut b, &mut o);
+    s.handle_store_completed(
+        at(0),
+        0,
+        StoreCompletion::Loaded(ids(names)),
+        &mut b,
+        &mut o,
+    );
     (s, o, b)
 }
 
@@ -130,7 +136,7 @@ fn a_new_entity_runs_only_once_its_start_is_durable_and_gets_its_letters_in_orde
     s.handle_delivery(at(1), id("a"), p("m2"), &mut b, &mut o);
     assert_eq!(o.take(), [update(1, &["a"], &[])]);
     assert_eq!(b.used(), 2, "the letters wait within the region's budget");
-    s.handle_store_completed(at(2), StoreCompletion::Written, &mut b, &mut o);
+    s.handle_store_completed(at(2), 1, StoreCompletion::Written, &mut b, &mut o);
     assert_eq!(
         o.take(),
         [start("a"), deliver("a", "m1"), deliver("a", "m2")]
@@ -155,6 +161,7 @@ fn letters_wait_for_the_load_and_an_entity_remembered_already_starts_without_a_w
     assert_eq!(o.take(), [], "the load is in flight");
     s.handle_store_completed(
         at(2),
+        0,
         StoreCompletion::Loaded(ids(&["a", "z"])),
         &mut b,
         &mut o,
@@ -174,7 +181,7 @@ fn passivation_forgets_and_a_failure_of_the_entity_restarts_it_after_the_backoff
         [update(1, &[], &["a"])],
         "a passivation is forgotten"
     );
-    s.handle_store_completed(at(3), StoreCompletion::Written, &mut b, &mut o);
+    s.handle_store_completed(at(3), 1, StoreCompletion::Written, &mut b, &mut o);
     // "b" stops on its own: it stays remembered and runs again after the backoff.
     s.handle_entity_stopped(at(10), &id("b"), &mut b, &mut o);
     assert_eq!(o.take(), []);
@@ -195,6 +202,7 @@ fn a_handoff_waits_for_the_writes_and_stops_what_they_start() {
     assert_eq!(o.take(), []);
     s.handle_store_completed(
         at(3),
+        1,
         StoreCompletion::Failed("down".into()),
         &mut b,
         &mut o,
@@ -206,7 +214,7 @@ fn a_handoff_waits_for_the_writes_and_stops_what_they_start() {
     assert!(!s.is_stopped(), "nothing is given up while the store fails");
     s.handle_timeout(at(1_000), &mut b, &mut o);
     assert_eq!(o.take(), [update(2, &["a"], &[])]);
-    s.handle_store_completed(at(1_001), StoreCompletion::Written, &mut b, &mut o);
+    s.handle_store_completed(at(1_001), 2, StoreCompletion::Written, &mut b, &mut o);
     assert_eq!(
         o.take(),
         [
@@ -228,7 +236,7 @@ fn a_fenced_instance_reports_the_newer_epoch() {
     s.handle_passivate(at(1), &id("a"), &mut o);
     s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
     o.take();
-    s.handle_store_completed(at(3), StoreCompletion::Fenced(Epoch(12)), &mut b, &mut o);
+    s.handle_store_completed(at(3), 1, StoreCompletion::Fenced(Epoch(12)), &mut b, &mut o);
     assert_eq!(s.fenced_by(), Some(Epoch(12)));
     assert!(
         s.handle_handoff(at(3), &mut o),

@@ -97,8 +97,10 @@ async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str)
         Ok(vec![
             (ShardId(1), Epoch(1)),
             (ShardId(7), Epoch(1)),
+            (ShardId(9), Epoch(1)),
             (ShardId(11), Epoch(4))
-        ])
+        ]),
+        "every shard with an epoch, remembering something or not (9 forgot its only entity)"
     );
 
     // Fencing: a newer load claims the shard; older writers and loaders are refused.
@@ -187,7 +189,10 @@ async fn sqlite_store_passes_the_suite_and_is_one_shared_wal_file() {
     let kind = EntityType::from("counter");
     let listed = reopened.shards(&kind).await.unwrap();
     let shards: Vec<ShardId> = listed.iter().map(|(shard, _)| *shard).collect();
-    assert_eq!(shards, [ShardId(1), ShardId(2), ShardId(7), ShardId(11)]);
+    assert_eq!(
+        shards,
+        [ShardId(1), ShardId(2), ShardId(7), ShardId(9), ShardId(11)]
+    );
     assert!(
         listed.iter().all(|(_, epoch)| *epoch >= Epoch(1)),
         "each shard is listed with the epoch it was claimed at: {listed:?}"
@@ -389,6 +394,32 @@ fn pg_bin_dir() -> PathBuf {
 /// A store that never answers.
 struct Silent;
 
+/// A store whose every request panics.
+struct Panicking;
+
+impl RememberStore for Panicking {
+    fn load<'a>(
+        &'a self,
+        _: &'a EntityType,
+        _: ShardId,
+        _: Epoch,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<EntityId>, StoreError>> {
+        Box::pin(async { panic!("the store broke") })
+    }
+    fn update<'a>(
+        &'a self,
+        _: Update<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async { panic!("the store broke") })
+    }
+    fn shards<'a>(
+        &'a self,
+        _: &'a EntityType,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
+        Box::pin(async { panic!("the store broke") })
+    }
+}
+
 impl RememberStore for Silent {
     fn load<'a>(
         &'a self,
@@ -455,6 +486,11 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
     assert_eq!(
         execute(&store, &shards, limit).await,
         StoreCompletion::Shards(vec![(ShardId(4), Epoch(2))])
+    );
+    let broken = execute(&Panicking, &write(3), limit).await;
+    assert!(
+        matches!(&broken, StoreCompletion::Failed(why) if why.contains("panicked")),
+        "{broken:?}"
     );
     let silent = execute(&Silent, &write(3), Duration::from_millis(50)).await;
     assert!(

@@ -197,8 +197,15 @@ impl World {
 
     /// Once the cluster is quiet after healing (traffic has stopped, rebalancing has
     /// converged): every entity that was started and not passivated runs exactly once on the
-    /// running members within the recovery bound. Returns the time reached.
-    pub(crate) fn await_remembered(&mut self, from: Instant) -> Instant {
+    /// running members within the recovery bound. `probed` were messaged after healing (the
+    /// liveness probes): they run whether or not remembering works, so they are left out.
+    /// Returns the time reached.
+    pub(crate) fn await_remembered(&mut self, from: Instant, probed: &[EntityId]) -> Instant {
+        if let Some(r) = &mut self.remembering {
+            for entity in probed {
+                r.owed.remove(entity);
+            }
+        }
         if self.remembering.as_ref().is_none_or(|r| r.owed.is_empty()) {
             return from;
         }

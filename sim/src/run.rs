@@ -217,7 +217,7 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
             }
         }
         let end = quiescence::await_balance(&mut w, end);
-        let end = w.await_remembered(end);
+        let end = w.await_remembered(end, &probes);
         quiescence::check_coordinator(&mut w, end);
     }
     let end = end.max(w.now);

@@ -231,7 +231,7 @@ impl SimStore {
                 let listed = self
                     .records
                     .iter()
-                    .filter(|((t, _), r)| t == entity_type && !r.ids.is_empty())
+                    .filter(|((t, _), r)| t == entity_type && r.loaded.is_some())
                     .map(|((_, shard), r)| (*shard, Epoch(r.epoch)))
                     .collect();
                 return StoreCompletion::Shards(listed);
@@ -285,11 +285,12 @@ impl SimStore {
             StoreRequest::Update {
                 started, stopped, ..
             } => {
-                if let Some((at, by)) = record.loaded.filter(|(at, _)| epoch.0 < *at) {
+                // Writes come after the instance's load, from the member that loaded.
+                if record.loaded != Some((epoch.0, origin)) {
                     self.violations.push(format!(
-                        "{shard}: a write of epoch {} from {origin} was accepted after {by} \
-                         loaded it at epoch {at}",
-                        epoch.0
+                        "{shard}: a write of epoch {} from {origin} was accepted, but the epoch \
+                         was loaded by {:?}",
+                        epoch.0, record.loaded
                     ));
                 }
                 for id in stopped {

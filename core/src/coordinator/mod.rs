@@ -121,7 +121,7 @@ impl Coordinator {
             next_round: now.as_nanos(),
             exits: BTreeMap::new(),
             number_of_shards: config.number_of_shards,
-            remember: config.remember.map(|s| RememberedShards::new(me, s)),
+            remember: config.remember.map(|s| RememberedShards::new(me, s, now)),
         }
     }
 

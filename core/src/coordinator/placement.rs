@@ -23,6 +23,14 @@ impl Coordinator {
         requesters: BTreeSet<MemberId>,
         out: &mut Effects,
     ) {
+        if !self.store_ready() {
+            // Remembering: epochs must start above the store's (a handoff completing before
+            // the store answered would otherwise allocate below them: seed 559). The shard
+            // waits for the gate like any unknown one.
+            crate::probe::hit("coordinator: an allocation waits for the remember store's list");
+            self.waiting.entry(shard).or_default().extend(requesters);
+            return;
+        }
         let allocation = self.allocation_view(view);
         let requester = requesters.first().copied().unwrap_or(self.me);
         let chosen = self

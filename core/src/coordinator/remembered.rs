@@ -4,9 +4,10 @@
 //! fencing epoch above any the store has seen.
 //!
 //! An epoch is `counter << TIEBREAK_BITS | tiebreak`: the counter grows with every allocation
-//! and starts above the newest the store holds; the tiebreak, derived from this coordinator's
-//! member id, keeps two coordinators that briefly coexist (a partition before downing) from
-//! ever handing out the same epoch. A region whose instance the store fenced reports the newer
+//! and starts above the newest the store holds (it lists every shard it has an epoch for); the
+//! tiebreak, derived from this coordinator's member id and start time, keeps two coordinators
+//! that briefly coexist (a partition before downing), or one started again on the same member,
+//! from handing out the same epoch (but for a 2^-20 chance). A region whose instance the store fenced reports the newer
 //! epoch, and the counter jumps above it.
 
 use std::collections::BTreeMap;
@@ -38,9 +39,12 @@ pub(super) struct RememberedShards {
 }
 
 impl RememberedShards {
-    pub(super) fn new(me: MemberId, settings: RememberSettings) -> Self {
+    /// Remembering for a coordinator `me` started at `now`: the tiebreak mixes both, so a
+    /// coordinator started again on the same member does not reuse its predecessor's.
+    pub(super) fn new(me: MemberId, settings: RememberSettings, now: Instant) -> Self {
         let mixed = me.node.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ me.incarnation.0.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+            ^ me.incarnation.0.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ now.as_nanos().wrapping_mul(0x1656_67B1_9E37_79F9);
         Self {
             settings,
             loaded: false,

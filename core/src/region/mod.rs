@@ -116,7 +116,11 @@ impl Region {
             shard_settings: ShardSettings {
                 stop_timeout: settings.passivation_stop_timeout,
                 handoff_stop_timeout: settings.entity_handoff_timeout(),
-                idle_after: config.passivate_idle_after,
+                // As Akka: remembered entities are not passivated for idleness (they would be
+                // forgotten); they stop only when they ask to.
+                idle_after: config
+                    .passivate_idle_after
+                    .filter(|_| config.remember.is_none()),
             },
             registration: Registration {
                 coordinator: None,
@@ -168,12 +172,12 @@ impl Region {
         self.after_shard_change(now, shard_id, out);
     }
 
-    /// The remember store answered a request of the shard instance allocated at `epoch`
-    /// (an answer for an earlier instance of the shard is ignored).
+    /// The remember store answered request `seq` (0: the load) of the shard instance
+    /// allocated at `epoch` (an answer for an earlier instance of the shard is ignored).
     pub(crate) fn handle_store_completed(
         &mut self,
         now: Instant,
-        (shard_id, epoch): (ShardId, Epoch),
+        (shard_id, epoch, seq): (ShardId, Epoch, u64),
         completion: StoreCompletion,
         out: &mut Effects,
     ) {
@@ -185,7 +189,7 @@ impl Region {
             tracing::debug!(shard = %shard_id, ?epoch, "store answer for a shard instance that is gone");
             return;
         };
-        shard.handle_store_completed(now, completion, &mut self.budget, out);
+        shard.handle_store_completed(now, seq, completion, &mut self.budget, out);
         self.after_shard_change(now, shard_id, out);
     }
 

@@ -81,9 +81,10 @@ pub trait RememberStore: Send + Sync + 'static {
     /// it then becomes); otherwise refuses it with [`StoreError::Fenced`] and changes nothing.
     fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// The shards of `entity_type` that remember at least one entity (sorted), each with its
-    /// newest epoch: after a full cluster restart the coordinator starts each of them
-    /// somewhere, allocating above those epochs.
+    /// Every shard of `entity_type` the store has an epoch for (every shard ever loaded;
+    /// sorted), with it: after a full cluster restart the coordinator starts each of them
+    /// somewhere (as Akka's coordinator restarts every shard it had allocated), and allocates
+    /// above every epoch.
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
@@ -109,9 +110,22 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
 
 /// Carries out one of the core's store requests against `store`, within `timeout`: the
 /// completion the core is to be told. A refusal for the epoch is `Fenced`; anything else that
-/// went wrong, a timeout included, is `Failed` with the reason (the core retries it, and
-/// treats its outcome as unknown).
+/// went wrong, a timeout or a panic of the store included, is `Failed` with the reason (the
+/// core retries it, and treats its outcome as unknown).
 pub async fn execute(
+    store: &dyn RememberStore,
+    request: &StoreRequest,
+    timeout: std::time::Duration,
+) -> StoreCompletion {
+    use futures_util::FutureExt;
+    // A store that panics still answers: the shard would otherwise wait for it forever.
+    std::panic::AssertUnwindSafe(carry_out(store, request, timeout))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| StoreCompletion::Failed("the remember store panicked".into()))
+}
+
+async fn carry_out(
     store: &dyn RememberStore,
     request: &StoreRequest,
     timeout: std::time::Duration,

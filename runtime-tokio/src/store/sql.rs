@@ -25,11 +25,9 @@ pub(super) const CURRENT_EPOCH: &str =
 pub(super) const LOAD: &str = "SELECT entity_id FROM shoal_remembered_entities
 WHERE entity_type = $1 AND shard = $2 ORDER BY entity_id";
 
-/// The shards remembering something, with their epochs.
-pub(super) const SHARDS: &str = "SELECT s.shard, s.epoch FROM shoal_remembered_shards s
-WHERE s.entity_type = $1 AND EXISTS (SELECT 1 FROM shoal_remembered_entities e
-    WHERE e.entity_type = s.entity_type AND e.shard = s.shard)
-ORDER BY s.shard";
+/// Every shard with an epoch (every shard ever loaded), with it.
+pub(super) const SHARDS: &str = "SELECT shard, epoch FROM shoal_remembered_shards
+WHERE entity_type = $1 ORDER BY shard";
 
 /// An epoch and a write sequence as the stores' signed 64-bit integers.
 pub(super) fn epoch_value(epoch: Epoch, seq: u64) -> Result<(i64, i64), StoreError> {
