@@ -21,127 +21,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::time::{Instant, earliest};
 
-/// How remembered entities are started again when their shard starts (Akka's
-/// `entity-recovery-strategy`).
-#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub enum RecoveryStrategy {
-    /// Every remembered entity at once.
-    AllAtOnce,
-    /// `number` entities every `every` (spreads the load of a large recovery).
-    Constant {
-        /// Entities started per step (at least one).
-        number: usize,
-        /// Time between steps.
-        every: Duration,
-    },
-}
+#[path = "remember_api.rs"]
+mod api;
 
-/// Settings of remembering, per entity type.
-#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub struct RememberSettings {
-    /// How remembered entities are restarted.
-    pub recovery: RecoveryStrategy,
-    /// First delay before retrying a failed store request (doubled per failure).
-    pub retry_min: Duration,
-    /// Largest retry delay.
-    pub retry_max: Duration,
-    /// A remembered entity that stops without being passivated (it failed) is started again
-    /// after this (Akka's `entity-restart-backoff`).
-    pub restart_backoff: Duration,
-}
-
-impl Default for RememberSettings {
-    fn default() -> Self {
-        Self {
-            recovery: RecoveryStrategy::AllAtOnce,
-            retry_min: Duration::from_millis(200),
-            retry_max: Duration::from_secs(10),
-            restart_backoff: Duration::from_secs(10),
-        }
-    }
-}
-
-/// A request to the remember store; the host completes it with a [`StoreCompletion`] in
-/// `Input::StoreCompleted`, echoing the request.
-#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub enum StoreRequest {
-    /// The coordinator reads every shard of the type the store has an epoch for, with it
-    /// (after a full cluster restart it starts every one of them, and allocates above them).
-    Shards {
-        /// The type.
-        entity_type: EntityType,
-    },
-    /// Claim `epoch` for the shard and read its remembered ids.
-    Load {
-        /// The shard's type.
-        entity_type: EntityType,
-        /// The shard.
-        shard: ShardId,
-        /// The allocation's epoch.
-        epoch: Epoch,
-    },
-    /// Remember `started` and forget `stopped`, atomically, unless fenced.
-    Update {
-        /// The shard's type.
-        entity_type: EntityType,
-        /// The shard.
-        shard: ShardId,
-        /// The allocation's epoch.
-        epoch: Epoch,
-        /// Orders the instance's writes (1, 2, ...): the store refuses one older than the
-        /// newest it applied, so a write that timed out and lands late cannot undo a newer one.
-        seq: u64,
-        /// Ids to remember (sorted).
-        started: Vec<EntityId>,
-        /// Ids to forget (sorted).
-        stopped: Vec<EntityId>,
-    },
-}
-
-impl StoreRequest {
-    /// The entity type the request is about.
-    pub fn entity_type(&self) -> &EntityType {
-        match self {
-            Self::Shards { entity_type }
-            | Self::Load { entity_type, .. }
-            | Self::Update { entity_type, .. } => entity_type,
-        }
-    }
-
-    /// The shard, epoch and write sequence (0 for a load) of a shard's request (`None` for
-    /// the coordinator's `Shards`).
-    pub fn shard(&self) -> Option<(ShardId, Epoch, u64)> {
-        match self {
-            Self::Shards { .. } => None,
-            Self::Load { shard, epoch, .. } => Some((*shard, *epoch, 0)),
-            Self::Update {
-                shard, epoch, seq, ..
-            } => Some((*shard, *epoch, *seq)),
-        }
-    }
-}
-
-/// How a store request ended.
-#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub enum StoreCompletion {
-    /// Every shard with an epoch in the store, with it (answers `Shards`).
-    Shards(Vec<(ShardId, Epoch)>),
-    /// The load's ids.
-    Loaded(Vec<EntityId>),
-    /// The update was applied.
-    Written,
-    /// The store refused the epoch: a newer allocation of the shard exists, with this epoch.
-    Fenced(Epoch),
-    /// The request failed (unreachable, timed out); nothing is known to have changed.
-    Failed(String),
-}
+pub use api::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
 
 /// What a call produced, for the shard to act on.
 #[derive(Debug, Default, PartialEq)]

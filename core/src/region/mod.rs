@@ -15,6 +15,7 @@ mod coordination;
 mod lifecycle;
 mod pending_queries;
 mod query;
+mod remembering;
 mod timers;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,7 +28,7 @@ use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
 use crate::letter::{Delivery, Letter};
 use crate::message::Body;
 use crate::node::RouteCounts;
-use crate::remember::{RememberSettings, StoreCompletion};
+use crate::remember::RememberSettings;
 use crate::rng::Rng;
 use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
@@ -170,57 +171,6 @@ impl Region {
         };
         shard.handle_entity_stopped(now, entity, &mut self.budget, out);
         self.after_shard_change(now, shard_id, out);
-    }
-
-    /// The remember store answered request `seq` (0: the load) of the shard instance
-    /// allocated at `epoch` (an answer for an earlier instance of the shard is ignored).
-    pub(crate) fn handle_store_completed(
-        &mut self,
-        now: Instant,
-        (shard_id, epoch, seq): (ShardId, Epoch, u64),
-        completion: StoreCompletion,
-        out: &mut Effects,
-    ) {
-        let Some(shard) = self
-            .shards
-            .get_mut(&shard_id)
-            .filter(|s| s.epoch() == Some(epoch))
-        else {
-            tracing::debug!(shard = %shard_id, ?epoch, "store answer for a shard instance that is gone");
-            return;
-        };
-        shard.handle_store_completed(now, seq, completion, &mut self.budget, out);
-        self.after_shard_change(now, shard_id, out);
-    }
-
-    /// After a shard changed: re-reads its deadline, stops it if the store fenced it, and
-    /// completes its stop if it has stopped.
-    fn after_shard_change(&mut self, now: Instant, shard_id: ShardId, out: &mut Effects) {
-        let Some(shard) = self.shards.get_mut(&shard_id) else {
-            return;
-        };
-        if let Some(current) = shard.fenced_by() {
-            if let std::collections::btree_map::Entry::Vacant(fenced) = self.fenced.entry(shard_id)
-            {
-                // A newer allocation of this shard exists: this instance must not run its
-                // entities any longer. It stops like a handoff; the coordinator then hears
-                // `ShardFenced` instead of `ShardStopped` and allocates it above `current`.
-                crate::probe::hit("region: a fenced shard stops its entities");
-                fenced.insert(current);
-                self.homes.remove(&shard_id);
-                shard.handle_handoff(now, out);
-                out.event(Event::ShardFenced {
-                    entity_type: self.entity_type.clone(),
-                    shard: shard_id,
-                    current,
-                });
-            }
-        }
-        let stopped = shard.is_stopped();
-        self.touch(shard_id);
-        if stopped {
-            self.finish_shard_stop(now, shard_id, out);
-        }
     }
 
     /// An entity asks to passivate.
