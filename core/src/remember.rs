@@ -293,8 +293,7 @@ impl Remembered {
             }
         }
         self.failures += 1;
-        let backoff = self.settings.retry_min * 2u32.saturating_pow(self.failures - 1);
-        self.retry_at = Some(now + backoff.min(self.settings.retry_max));
+        self.retry_at = Some(now + self.settings.retry_delay(self.failures));
     }
 
     /// Timers: a retry, or the next recovery step.

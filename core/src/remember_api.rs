@@ -36,6 +36,15 @@ pub struct RememberSettings {
     pub restart_backoff: Duration,
 }
 
+impl RememberSettings {
+    /// How long to wait before retrying after `failures` consecutive failures (at least one):
+    /// `retry_min`, doubled per further failure, at most `retry_max`.
+    pub(crate) fn retry_delay(&self, failures: u32) -> Duration {
+        let doubled = self.retry_min * 2u32.saturating_pow(failures.saturating_sub(1));
+        doubled.min(self.retry_max)
+    }
+}
+
 impl Default for RememberSettings {
     fn default() -> Self {
         Self {

@@ -3,36 +3,20 @@
 use std::time::Duration;
 
 use super::*;
-use crate::effect::{Effect, EntityEffect, Event};
-use crate::id::{EntityType, MemberId, ShardId};
-use crate::message::Payload;
+use crate::effect::{Effect, Event};
+use crate::id::ShardId;
 use crate::remember::{RecoveryStrategy, StoreRequest};
 use crate::shard::ShardSettings;
+use crate::shard::tests::{deliver, id, out, p, start, stop, ty};
 
 const EPOCH: Epoch = Epoch(9);
-
-fn ty() -> EntityType {
-    EntityType::new("counter")
-}
-
-fn id(s: &str) -> EntityId {
-    EntityId::new(s)
-}
 
 fn ids(names: &[&str]) -> Vec<EntityId> {
     names.iter().map(|n| id(n)).collect()
 }
 
-fn p(s: &str) -> Letter {
-    Letter::Message(Payload::from(s.as_bytes()))
-}
-
 fn at(ms: u64) -> Instant {
     Instant::from_millis(ms)
-}
-
-fn out() -> Effects {
-    Effects::new(MemberId::new(1, 1))
 }
 
 fn settings(recovery: RecoveryStrategy) -> RememberSettings {
@@ -43,17 +27,23 @@ fn settings(recovery: RecoveryStrategy) -> RememberSettings {
     }
 }
 
-/// A remembering shard, its load answered with `loaded`.
-fn loaded(names: &[&str], recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
+/// A remembering shard that has asked for its load.
+fn loading(recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
     let shard_settings = ShardSettings {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after: None,
     };
     let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
-    let (mut o, mut b) = (out(), BufferBudget::new(10));
+    let (mut o, b) = (out(), BufferBudget::new(10));
     s.start_remembering(settings(recovery), EPOCH, &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
+    (s, o, b)
+}
+
+/// A remembering shard, its load answered with `loaded`.
+fn loaded(names: &[&str], recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
+    let (mut s, mut o, mut b) = loading(recovery);
     s.handle_store_completed(
         at(0),
         0,
@@ -80,30 +70,6 @@ fn update(seq: u64, started: &[&str], stopped: &[&str]) -> Effect {
         seq,
         started: ids(started),
         stopped: ids(stopped),
-    })
-}
-
-fn start(e: &str) -> Effect {
-    Effect::Entity(EntityEffect::Start {
-        entity_type: ty(),
-        entity: id(e),
-        shard: ShardId(3),
-    })
-}
-
-fn deliver(e: &str, m: &str) -> Effect {
-    Effect::Entity(EntityEffect::Deliver {
-        entity_type: ty(),
-        entity: id(e),
-        payload: Payload::from(m.as_bytes()),
-    })
-}
-
-fn stop(e: &str, reason: StopReason) -> Effect {
-    Effect::Entity(EntityEffect::Stop {
-        entity_type: ty(),
-        entity: id(e),
-        reason,
     })
 }
 
@@ -148,15 +114,7 @@ fn a_new_entity_runs_only_once_its_start_is_durable_and_gets_its_letters_in_orde
 
 #[test]
 fn letters_wait_for_the_load_and_an_entity_remembered_already_starts_without_a_write() {
-    let shard_settings = ShardSettings {
-        stop_timeout: Duration::from_secs(10),
-        handoff_stop_timeout: Duration::from_secs(55),
-        idle_after: None,
-    };
-    let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
-    let (mut o, mut b) = (out(), BufferBudget::new(10));
-    s.start_remembering(settings(RecoveryStrategy::AllAtOnce), EPOCH, &mut o);
-    o.take();
+    let (mut s, mut o, mut b) = loading(RecoveryStrategy::AllAtOnce);
     s.handle_delivery(at(1), id("a"), p("m1"), &mut b, &mut o);
     assert_eq!(o.take(), [], "the load is in flight");
     s.handle_store_completed(

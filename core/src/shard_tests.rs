@@ -8,15 +8,15 @@ use crate::id::{MemberId, RequestId};
 use crate::letter::{StartAck, StartOutcome};
 use crate::message::Payload;
 
-fn ty() -> EntityType {
+pub(super) fn ty() -> EntityType {
     EntityType::new("counter")
 }
 
-fn id(s: &str) -> EntityId {
+pub(super) fn id(s: &str) -> EntityId {
     EntityId::new(s)
 }
 
-fn p(s: &str) -> Letter {
+pub(super) fn p(s: &str) -> Letter {
     Letter::Message(Payload::from(s.as_bytes()))
 }
 
@@ -37,11 +37,11 @@ fn shard() -> Shard {
     shard_with(None)
 }
 
-fn out() -> Effects {
+pub(super) fn out() -> Effects {
     Effects::new(MemberId::new(1, 1))
 }
 
-fn start(e: &str) -> Effect {
+pub(super) fn start(e: &str) -> Effect {
     Effect::Entity(EntityEffect::Start {
         entity_type: ty(),
         entity: id(e),
@@ -49,7 +49,7 @@ fn start(e: &str) -> Effect {
     })
 }
 
-fn deliver(e: &str, m: &str) -> Effect {
+pub(super) fn deliver(e: &str, m: &str) -> Effect {
     Effect::Entity(EntityEffect::Deliver {
         entity_type: ty(),
         entity: id(e),
@@ -57,7 +57,7 @@ fn deliver(e: &str, m: &str) -> Effect {
     })
 }
 
-fn stop(e: &str, reason: StopReason) -> Effect {
+pub(super) fn stop(e: &str, reason: StopReason) -> Effect {
     Effect::Entity(EntityEffect::Stop {
         entity_type: ty(),
         entity: id(e),

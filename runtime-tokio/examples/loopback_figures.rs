@@ -4,12 +4,12 @@
 //!
 //! `cargo run --release -p shoal --example loopback_figures [-- --quick]`
 
+#[path = "common/loopback.rs"]
+mod loopback;
+
 use std::time::{Duration, Instant};
 
-use shoal::{
-    Downing, Entity, EntityContext, EntityTypeConfig, FailureDetectorSettings, MembershipSettings,
-    Node, NodeBuilder, ShardingSettings,
-};
+use shoal::{Entity, EntityContext, EntityTypeConfig, Node, NodeBuilder, ShardingSettings};
 
 struct Counter(u64);
 
@@ -26,17 +26,7 @@ impl Entity for Counter {
 const ASK: Duration = Duration::from_secs(10);
 
 fn builder(seeds: &[String]) -> NodeBuilder {
-    let mut membership = MembershipSettings::new(Vec::<shoal_core::SeedNode>::new());
-    membership.gossip_interval = Duration::from_millis(200);
-    membership.heartbeat_interval = Duration::from_millis(200);
-    membership.failure_detector = FailureDetectorSettings {
-        acceptable_heartbeat_pause: Duration::from_secs(1),
-        first_heartbeat_estimate: Duration::from_millis(200),
-        ..FailureDetectorSettings::default()
-    };
-    membership.downing = Downing::KeepMajority {
-        stable_after: Duration::from_secs(2),
-    };
+    let membership = loopback::quick_membership();
     let settings = ShardingSettings {
         retry_interval: Duration::from_millis(200),
         down_removal_margin: Duration::from_millis(500),

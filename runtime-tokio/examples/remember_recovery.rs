@@ -8,13 +8,16 @@
 //! `cargo run --release -p shoal --example remember_recovery [--features postgres] --
 //! [--entities N] [--store sqlite|postgres://...] [--recovery all|constant:N:MS]`
 
+#[path = "common/loopback.rs"]
+mod loopback;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use shoal::{
-    Downing, Entity, EntityContext, EntityId, EntityTypeConfig, FailureDetectorSettings,
-    MembershipSettings, Node, NodeBuilder, RecoveryStrategy, RememberSettings, ShardingSettings,
+    Entity, EntityContext, EntityId, EntityTypeConfig, Node, NodeBuilder, RecoveryStrategy,
+    RememberSettings, ShardingSettings,
 };
 use tokio::sync::mpsc;
 
@@ -87,17 +90,7 @@ type Starts = mpsc::UnboundedSender<(usize, EntityId, Instant)>;
 
 async fn node(index: usize, seeds: &[String], flags: &Flags, starts: &Starts) -> Node {
     let name = flags.type_name.clone();
-    let mut membership = MembershipSettings::new(Vec::<shoal_core::SeedNode>::new());
-    membership.gossip_interval = Duration::from_millis(200);
-    membership.heartbeat_interval = Duration::from_millis(200);
-    membership.failure_detector = FailureDetectorSettings {
-        acceptable_heartbeat_pause: Duration::from_secs(1),
-        first_heartbeat_estimate: Duration::from_millis(200),
-        ..FailureDetectorSettings::default()
-    };
-    membership.downing = Downing::KeepMajority {
-        stable_after: Duration::from_secs(2),
-    };
+    let membership = loopback::quick_membership();
     let settings = ShardingSettings {
         down_removal_margin: Duration::from_secs(2),
         ..ShardingSettings::default()

@@ -36,10 +36,11 @@ pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: 
 /// write in flight, then the batch behind it, each at the latency's tail. Zero when the run
 /// remembers nothing. (A failed request is a fault: the stall checks judge from after it.)
 pub(crate) fn store_writes(opts: &Options) -> Duration {
+    let store = crate::store::StoreSettings::default();
     match &opts.remember {
         None => Duration::ZERO,
-        Some(r) if r.tail_rate > 0.0 => Duration::from_millis(2 * 500),
-        Some(_) => Duration::from_millis(2 * 5),
+        Some(r) if r.tail_rate > 0.0 => store.tail.1 * 2,
+        Some(_) => store.latency.1 * 2,
     }
 }
 

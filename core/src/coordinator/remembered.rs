@@ -150,8 +150,7 @@ impl Coordinator {
                     other => format!("unexpected answer to the shards' read: {other:?}"),
                 };
                 r.failures += 1;
-                let backoff = r.settings.retry_min * 2u32.saturating_pow(r.failures - 1);
-                r.retry_at = Some(now + backoff.min(r.settings.retry_max));
+                r.retry_at = Some(now + r.settings.retry_delay(r.failures));
                 out.event(Event::RememberStoreFailed {
                     entity_type: self.entity_type.clone(),
                     shard: None,
