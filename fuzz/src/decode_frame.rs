@@ -17,7 +17,7 @@ pub fn run(data: &[u8]) {
     let before = PeakAlloc::live();
     PeakAlloc::reset_peak();
     let decoded = codec::decode(data);
-    let held = PeakAlloc::peak().saturating_sub(before);
+    let held = PeakAlloc::held_since(before);
     if PeakAlloc::is_installed() {
         assert!(
             held <= MAX_FRAME_LEN,

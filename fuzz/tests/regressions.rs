@@ -88,6 +88,13 @@ fn allocation_peak_is_measured() {
     shoal_fuzz::peak_alloc::PeakAlloc::reset_peak();
     let before = shoal_fuzz::peak_alloc::PeakAlloc::live();
     let v = vec![0u8; 1 << 20];
-    assert!(shoal_fuzz::peak_alloc::PeakAlloc::peak() >= before + v.len());
+    assert!(shoal_fuzz::peak_alloc::PeakAlloc::held_since(before) >= v.len());
+    drop(v);
+    // Another thread's allocations are not this thread's peak.
+    shoal_fuzz::peak_alloc::PeakAlloc::reset_peak();
+    let before = shoal_fuzz::peak_alloc::PeakAlloc::live();
+    let elsewhere = std::thread::spawn(|| vec![0u8; 1 << 20].len()).join();
+    assert_eq!(elsewhere.ok(), Some(1 << 20));
+    assert!(shoal_fuzz::peak_alloc::PeakAlloc::held_since(before) < 1 << 20);
     assert!(shoal_fuzz::peak_alloc::PeakAlloc::is_installed());
 }
