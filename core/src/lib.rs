@@ -75,6 +75,7 @@ pub mod allocation;
 pub mod codec;
 mod config;
 mod coordinator;
+mod deadlines;
 mod driver;
 mod effect;
 mod error;

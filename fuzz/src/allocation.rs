@@ -112,7 +112,7 @@ impl Region {
                 node: NodeId(u64::from(self.node % 16)),
                 incarnation: Incarnation(u64::from(self.incarnation % 3)),
             },
-            shards: Vec::new(),
+            shards: Default::default(),
             status: if self.leaving {
                 MemberStatus::Leaving
             } else {
@@ -208,7 +208,7 @@ impl<'a> Table<'a> {
             return;
         }
         let removed = self.view.regions.remove(index % self.view.regions.len());
-        for shard in removed.shards {
+        for shard in removed.shards.iter().copied() {
             self.allocate(shard);
         }
     }
@@ -235,7 +235,7 @@ impl<'a> Table<'a> {
             .iter_mut()
             .find(|r| r.region == home)
             .unwrap_or_else(|| panic!("{shard} allocated to {home}, not a region of the view"));
-        region.shards.push(shard);
+        std::sync::Arc::make_mut(&mut region.shards).push(shard);
     }
 
     /// One rebalance round: checks the choice, hands the shards off and re-allocates them.
@@ -262,7 +262,7 @@ impl<'a> Table<'a> {
                 .iter_mut()
                 .find(|r| r.shards.contains(&shard))
                 .unwrap_or_else(|| panic!("rebalance chose {shard}, which is not allocated"));
-            region.shards.retain(|s| *s != shard);
+            std::sync::Arc::make_mut(&mut region.shards).retain(|s| *s != shard);
         }
         for &shard in &chosen {
             self.allocate(shard);
@@ -273,7 +273,7 @@ impl<'a> Table<'a> {
     fn check_conserved(&self, shards: u32) {
         let mut seen: BTreeMap<ShardId, MemberId> = BTreeMap::new();
         for region in &self.view.regions {
-            for &shard in &region.shards {
+            for &shard in region.shards.iter() {
                 if let Some(other) = seen.insert(shard, region.region) {
                     panic!("{shard} allocated to both {other} and {}", region.region);
                 }

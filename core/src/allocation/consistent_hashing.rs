@@ -98,7 +98,7 @@ impl AllocationStrategy for ConsistentHashingStrategy {
         let mut regions: Vec<_> = view.regions.iter().collect();
         regions.sort_by_key(|r| r.region);
         for region in regions {
-            for &shard in &region.shards {
+            for &shard in region.shards.iter() {
                 if !self.under_limit(result.len()) {
                     return result;
                 }

@@ -15,6 +15,7 @@ mod tests;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::config::AllocationStrategyConfig;
 use crate::id::{AppVersion, MemberId, NodeId, ShardId};
@@ -29,8 +30,10 @@ pub use least_shard::LeastShardStrategy;
 pub struct RegionAllocation {
     /// The region's member.
     pub region: MemberId,
-    /// Shards allocated to it, oldest allocation first.
-    pub shards: Vec<ShardId>,
+    /// Shards allocated to it, oldest allocation first. Shared with the coordinator's table,
+    /// so building a view for every allocation copies no shard list (a table of 100,000
+    /// shards would otherwise be copied per allocation).
+    pub shards: Arc<Vec<ShardId>>,
     /// Its member's status (Leaving/Exiting regions are the last choice).
     pub status: MemberStatus,
     /// Its member's application version (newer is preferred).
@@ -44,7 +47,7 @@ impl RegionAllocation {
     pub fn new(region: MemberId, shards: Vec<ShardId>) -> Self {
         Self {
             region,
-            shards,
+            shards: Arc::new(shards),
             status: MemberStatus::Up,
             app_version: AppVersion::default(),
             up_number: 0,

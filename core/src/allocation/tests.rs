@@ -4,6 +4,7 @@
 //! properties over random views.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
@@ -87,7 +88,7 @@ fn after_rebalance(
     let mut next = view.clone();
     let mut former = BTreeMap::new();
     for region in &mut next.regions {
-        region.shards.retain(|shard| {
+        Arc::make_mut(&mut region.shards).retain(|shard| {
             let moving = rebalanced.contains(shard);
             if moving {
                 former.insert(*shard, region.region);
@@ -105,7 +106,7 @@ fn after_rebalance(
             .iter_mut()
             .find(|r| r.region == home)
             .expect("home in view");
-        region.shards.push(shard);
+        Arc::make_mut(&mut region.shards).push(shard);
     }
     next
 }
@@ -242,7 +243,7 @@ fn least_does_not_rebalance_when_in_progress() {
 fn least_prefers_fewest_shards_newest_version_not_leaving() {
     let region = |node, version: AppVersion, status, shards: &[u32]| RegionAllocation {
         region: m(node),
-        shards: shards.iter().copied().map(ShardId).collect(),
+        shards: shards.iter().copied().map(ShardId).collect::<Vec<_>>().into(),
         status,
         app_version: version,
         up_number: 0,
@@ -477,12 +478,8 @@ fn allocate_all(
         let home = strategy
             .allocate_shard(requester, shard, &view)
             .expect("a home");
-        view.regions
-            .iter_mut()
-            .find(|r| r.region == home)
-            .expect("in view")
-            .shards
-            .push(shard);
+        let region = view.regions.iter_mut().find(|r| r.region == home);
+        Arc::make_mut(&mut region.expect("in view").shards).push(shard);
     }
     view
 }
@@ -635,7 +632,7 @@ fn hashing_rebalances_only_on_node_change() {
 #[test]
 fn hashing_respects_limit_and_in_progress() {
     let mut view = empty_regions(&[1, 2, 3, 4]);
-    view.regions[0].shards = (0..40).map(ShardId).collect();
+    view.regions[0].shards = (0..40).map(ShardId).collect::<Vec<_>>().into();
     let misplaced: Vec<ShardId> = view.regions[0]
         .shards
         .iter()
@@ -664,8 +661,8 @@ fn hashing_respects_limit_and_in_progress() {
 #[test]
 fn hashing_rebalance_walks_regions_in_member_id_order() {
     let mut view = empty_regions(&[2, 1, 3, 4]);
-    view.regions[0].shards = (0..20).map(ShardId).collect();
-    view.regions[1].shards = (20..40).map(ShardId).collect();
+    view.regions[0].shards = (0..20).map(ShardId).collect::<Vec<_>>().into();
+    view.regions[1].shards = (20..40).map(ShardId).collect::<Vec<_>>().into();
     let first_misplaced = |strategy: &mut ConsistentHashingStrategy, region: usize| {
         let holder = view.regions[region].region;
         view.regions[region]
@@ -848,7 +845,7 @@ fn arb_view() -> impl Strategy<Value = AllocationView> {
                 .map(
                     |(node, incarnation, leaving, minor, up_number)| RegionAllocation {
                         region: MemberId::new(node, incarnation),
-                        shards: vec![],
+                        shards: Arc::default(),
                         status: if leaving {
                             MemberStatus::Leaving
                         } else {
@@ -864,7 +861,7 @@ fn arb_view() -> impl Strategy<Value = AllocationView> {
             if !regions.is_empty() {
                 for (i, home) in homes.iter().enumerate() {
                     let len = regions.len();
-                    regions[home.index(len)].shards.push(ShardId(i as u32 * 3));
+                    Arc::make_mut(&mut regions[home.index(len)].shards).push(ShardId(i as u32 * 3));
                 }
             }
             AllocationView {

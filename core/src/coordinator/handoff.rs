@@ -256,7 +256,7 @@ impl Coordinator {
         let Some(shards) = self.regions.get(&region).cloned() else {
             return;
         };
-        for shard in shards {
+        for shard in shards.iter().copied() {
             if self.unacked.contains_key(&shard) && !self.handoffs.contains_key(&shard) {
                 // Not acknowledged, so no other region was told its home and nothing can have
                 // been forwarded there: no barrier is needed. But the region may have started

@@ -24,9 +24,11 @@ mod registration;
 mod remembered;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::allocation::{AllocationStrategy, strategy_for};
 use crate::config::{EntityTypeConfig, ShardingSettings};
+use crate::deadlines::Deadlines;
 use crate::effect::Effects;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::membership::MembershipView;
@@ -49,11 +51,11 @@ pub(crate) struct Coordinator {
     settings: ShardingSettings,
     strategy: Box<dyn AllocationStrategy>,
     /// Registered hosting regions with their shards in allocation order.
-    regions: BTreeMap<MemberId, Vec<ShardId>>,
+    regions: BTreeMap<MemberId, Arc<Vec<ShardId>>>,
     proxies: BTreeSet<MemberId>,
     shards: BTreeMap<ShardId, MemberId>,
     /// Shards whose `HostShard` is not acknowledged yet, with the next resend time.
-    unacked: BTreeMap<ShardId, Instant>,
+    unacked: Deadlines<ShardId>,
     handoffs: BTreeMap<ShardId, Handoff>,
     shutting_down: BTreeSet<MemberId>,
     /// Removed regions whose shards move once `down-removal-margin` has passed.
@@ -104,7 +106,7 @@ impl Coordinator {
             regions: BTreeMap::new(),
             proxies: BTreeSet::new(),
             shards: BTreeMap::new(),
-            unacked: BTreeMap::new(),
+            unacked: Deadlines::default(),
             handoffs: BTreeMap::new(),
             shutting_down: BTreeSet::new(),
             terminating: BTreeMap::new(),
@@ -336,7 +338,7 @@ impl Coordinator {
         let mut next = self.gate_open.then_some(self.next_rebalance);
         next = earliest(next, self.next_register_request.filter(|_| !self.gate_open));
         next = earliest(next, self.terminating.values().min().copied());
-        next = earliest(next, self.unacked.values().min().copied());
+        next = earliest(next, self.unacked.next());
         next = earliest(next, self.handoffs.values().map(|h| h.deadline).min());
         next = earliest(next, self.stats.values().map(|q| q.deadline).min());
         next = earliest(next, self.store_timeout());

@@ -3,6 +3,7 @@
 //! re-sending `HostShard` until it is acknowledged.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::allocation::{AllocationView, RegionAllocation};
 use crate::coordinator::Coordinator;
@@ -43,7 +44,7 @@ impl Coordinator {
         };
         self.assign(shard, region);
         self.unacked
-            .insert(shard, now + self.settings.shard_start_timeout);
+            .set(shard, Some(now + self.settings.shard_start_timeout));
         let epoch = self.allocate_epoch(shard);
         out.send(region, &self.entity_type, Body::HostShard { shard, epoch });
         // Requesters learn the home once the region acknowledges it (`ShardStarted`): until
@@ -126,7 +127,7 @@ impl Coordinator {
         shard: ShardId,
         out: &mut Effects,
     ) {
-        if self.shards.get(&shard) != Some(&region) || self.unacked.remove(&shard).is_none() {
+        if self.shards.get(&shard) != Some(&region) || self.unacked.remove(shard).is_none() {
             return;
         }
         if let Some(requesters) = self.waiting.remove(&shard) {
@@ -143,16 +144,11 @@ impl Coordinator {
 
     pub(super) fn resend_host_shards(&mut self, now: Instant, out: &mut Effects) {
         let next = now + self.settings.shard_start_timeout;
-        let due: Vec<ShardId> = self
-            .unacked
-            .iter_mut()
-            .filter(|(_, at)| **at <= now)
-            .map(|(shard, at)| {
-                *at = next;
-                *shard
-            })
-            .collect();
+        let mut due = self.unacked.due(now);
+        // In shard order, as a deterministic replay expects whatever the deadlines were.
+        due.sort_unstable();
         for shard in due {
+            self.unacked.set(shard, Some(next));
             let (region, epoch) = (self.shards[&shard], self.epoch_of(shard));
             out.send(region, &self.entity_type, Body::HostShard { shard, epoch });
         }
@@ -160,16 +156,16 @@ impl Coordinator {
 
     pub(super) fn assign(&mut self, shard: ShardId, region: MemberId) {
         self.shards.insert(shard, region);
-        self.regions.entry(region).or_default().push(shard);
+        Arc::make_mut(self.regions.entry(region).or_default()).push(shard);
     }
 
     pub(super) fn deallocate(&mut self, shard: ShardId) {
         if let Some(region) = self.shards.remove(&shard) {
             if let Some(list) = self.regions.get_mut(&region) {
-                list.retain(|s| *s != shard);
+                Arc::make_mut(list).retain(|s| *s != shard);
             }
         }
-        self.unacked.remove(&shard);
+        self.unacked.remove(shard);
     }
 
     /// Regions that may receive new shards: registered, Up, not shutting down or terminating.

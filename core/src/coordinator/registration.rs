@@ -42,7 +42,7 @@ impl Coordinator {
             match self.shards.get(&shard) {
                 None => self.assign(shard, region),
                 Some(&owner) if owner == region => {
-                    self.unacked.remove(&shard);
+                    self.unacked.remove(shard);
                 }
                 Some(&owner) => {
                     // Two regions claim the shard (only after a split brain). Keep the first
@@ -82,14 +82,14 @@ impl Coordinator {
         };
         self.shutting_down.remove(&region);
         self.terminating.remove(&region);
-        for shard in shards {
+        for shard in shards.iter().copied() {
             let requesters = self
                 .handoffs
                 .remove(&shard)
                 .map(|h| h.requesters)
                 .unwrap_or_default();
             self.shards.remove(&shard);
-            self.unacked.remove(&shard);
+            self.unacked.remove(shard);
             self.waiting.entry(shard).or_default().extend(requesters);
         }
         self.serve_waiting(now, view, out);

@@ -16,7 +16,6 @@ mod lifecycle;
 mod pending_queries;
 mod query;
 mod remembering;
-mod timers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -38,7 +37,7 @@ use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
-use timers::ShardTimers;
+use crate::deadlines::Deadlines;
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -79,7 +78,7 @@ pub(crate) struct Region {
     homes: BTreeMap<ShardId, MemberId>,
     shards: BTreeMap<ShardId, Shard>,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
-    timers: ShardTimers,
+    timers: Deadlines<ShardId>,
     /// `HostShard` arrived while the previous instance was still stopping (akka#32976), with
     /// the new allocation's epoch.
     start_after_stop: BTreeMap<ShardId, Epoch>,
@@ -132,7 +131,7 @@ impl Region {
             next_tick: now + settings.retry_interval,
             homes: BTreeMap::new(),
             shards: BTreeMap::new(),
-            timers: ShardTimers::default(),
+            timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
             fenced: BTreeMap::new(),

@@ -1,0 +1,79 @@
+//! Shoal's benchmarks: one command printing every figure next to a baseline timed in the same
+//! run (the machine is shared and noisy, so only ratios compare across runs), plus the scaling
+//! curves as SVG files for `BENCHMARKS.md`.
+//!
+//! `cargo run --release -p shoal-tests --bin bench [-- --quick] [--svg DIR]`
+
+mod alloc;
+mod core_rows;
+mod lab;
+mod nodes;
+mod runtime_rows;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// What the command line asked for.
+struct Args {
+    /// Smaller sizes, for CI.
+    quick: bool,
+    /// Where the scaling curves go; none written without it.
+    svg: Option<PathBuf>,
+    /// Run only the groups whose name contains this (`core`, `runtime`, `remote`, `sim`).
+    only: Option<String>,
+}
+
+impl Args {
+    fn runs(&self, group: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| group.contains(o))
+    }
+}
+
+const USAGE: &str = "usage: bench [--quick] [--svg DIR] [--only core|runtime|remote|sim]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        quick: false,
+        svg: None,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => args.quick = true,
+            "--svg" => {
+                let dir = it.next().ok_or("--svg needs a directory")?;
+                args.svg = Some(PathBuf::from(dir));
+            }
+            "--only" => args.only = Some(it.next().ok_or("--only needs a group name")?),
+            "--help" | "-h" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut rows = Vec::new();
+    if args.runs("core") {
+        rows.extend(core_rows::rows(args.quick));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if args.runs("runtime") {
+        rows.extend(runtime.block_on(runtime_rows::rows(args.quick)));
+    }
+    print!("{}", table::markdown(&rows));
+    let _ = args.svg;
+    ExitCode::SUCCESS
+}
