@@ -38,6 +38,7 @@ mod stall;
 // Not wired into the world yet (issue 12): only its unit tests use the store for now.
 #[cfg_attr(not(test), allow(dead_code))]
 mod remembering;
+mod speed;
 mod store;
 mod trace;
 mod views;
@@ -53,6 +54,7 @@ pub use options::{
 };
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
+pub use speed::{Speed, measure_speed, steady_options, wall_seconds};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

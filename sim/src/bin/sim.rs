@@ -24,8 +24,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sim::{
-    Downing, Family, Faults, MembershipMode, Options, Outcome, Report, Schedule, explain, minimize,
-    parse_seed, run, run_traced, trace_dir,
+    Downing, Family, MembershipMode, Options, Outcome, Report, Schedule, explain, minimize,
+    parse_seed, run, run_traced, trace_dir, wall_seconds,
 };
 
 /// Failures a sweep explains and minimizes (each takes many runs).
@@ -258,53 +258,20 @@ fn shrink(report: &Report) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Wall-clock seconds, for reporting how long a sweep took. The simulation itself never reads a
-/// clock; only this report does, which is why the determinism ban is lifted here alone.
-#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
-fn wall_seconds() -> f64 {
-    use std::sync::OnceLock;
-    static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_secs_f64()
-}
 
 /// Steady traffic without faults on 5, 20 and 100 nodes: simulated events per wall second and
-/// simulated seconds per wall second, from the fastest of three runs (the machine is shared;
-/// the slower runs measure its other tenants).
+/// simulated seconds per wall second, from the fastest of three runs.
 fn bench(sizes: &[u64]) {
     println!("nodes  events     wall s  events/s    simulated s  acceleration");
     for &nodes in sizes {
-        let steady = Options::for_family(1, Family::Steady);
-        let options = Options {
-            nodes,
-            entities: 2_000,
-            shards: 200,
-            duration: Duration::from_secs(120),
-            message_every: Duration::from_millis(2),
-            faults: Faults {
-                drift_ppm: 0,
-                slow_stop: Duration::from_millis(10),
-                ..steady.faults.clone()
-            },
-            slow_link: None,
-            ..steady
-        };
-        let mut wall = f64::INFINITY;
-        let mut report = None;
-        for _ in 0..3 {
-            let started = wall_seconds();
-            report = Some(run(options.clone()));
-            wall = wall.min(wall_seconds() - started);
-        }
-        let report = report.expect("ran");
-        let simulated = report.simulated.as_secs_f64();
+        let speed = sim::measure_speed(nodes, Duration::from_secs(120), 3);
         println!(
-            "{nodes:>5}  {:>9}  {wall:>6.2}  {:>9.0}  {simulated:>11.0}  {:>10.0}x",
-            report.events,
-            report.events as f64 / wall,
-            simulated / wall
+            "{nodes:>5}  {:>9}  {:>6.2}  {:>9.0}  {:>11.0}  {:>10.0}x",
+            speed.events,
+            speed.wall,
+            speed.events_per_second(),
+            speed.simulated,
+            speed.acceleration()
         );
     }
 }

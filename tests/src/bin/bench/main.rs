@@ -6,9 +6,13 @@
 
 mod alloc;
 mod core_rows;
+mod curves;
 mod lab;
 mod nodes;
+mod plot;
+mod remote_rows;
 mod runtime_rows;
+mod sim_rows;
 mod table;
 
 use std::path::PathBuf;
@@ -73,7 +77,24 @@ fn main() -> ExitCode {
     if args.runs("runtime") {
         rows.extend(runtime.block_on(runtime_rows::rows(args.quick)));
     }
+    if args.runs("remote") {
+        rows.extend(runtime.block_on(remote_rows::rows(args.quick)));
+    }
+    let speeds = if args.runs("sim") {
+        sim_rows::speeds(args.quick)
+    } else {
+        Vec::new()
+    };
+    rows.extend(sim_rows::rows(&speeds));
     print!("{}", table::markdown(&rows));
-    let _ = args.svg;
+    let missed: Vec<_> = rows.iter().filter(|r| r.missed()).collect();
+    println!("\n{} rows, {} targets missed", rows.len(), missed.len());
+    if let Some(dir) = &args.svg {
+        if let Err(e) = curves::write_all(dir, args.quick, &runtime, &speeds) {
+            eprintln!("the scaling curves failed: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("scaling curves written to {}", dir.display());
+    }
     ExitCode::SUCCESS
 }

@@ -41,7 +41,7 @@ pub(crate) async fn tell_rate(node: &Node, ids: &[String], per_entity: u64) -> f
 
 /// The same messages, serialized the same way, through raw tokio channels to one task per
 /// entity: messages per second.
-async fn mpsc_rate(entities: usize, per_entity: u64) -> f64 {
+pub(crate) async fn mpsc_rate(entities: usize, per_entity: u64) -> f64 {
     let mut senders = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..entities {
