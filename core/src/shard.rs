@@ -116,7 +116,12 @@ impl Shard {
                 }
                 e.buffer.push_back(letter);
             }
-            _ => self.deliver_or_wait(now, entity, letter, budget, out),
+            Some(e) => {
+                // Running: the common case, with one lookup (`deliver_now` would look again).
+                e.last_activity = now;
+                self.hand_over(entity, letter, out);
+            }
+            None => self.deliver_or_wait(now, entity, letter, budget, out),
         }
     }
 
@@ -324,6 +329,12 @@ impl Shard {
                 self.entities.insert(entity.clone(), fresh);
             }
         }
+        self.hand_over(entity, letter, out);
+    }
+
+    /// Gives a letter to its running entity: a message to the host, a start request's ack to
+    /// its requester.
+    fn hand_over(&self, entity: EntityId, letter: Letter, out: &mut Effects) {
         match letter {
             Letter::Message(payload) => {
                 let entity_type = self.entity_type.clone();

@@ -243,7 +243,12 @@ fn least_does_not_rebalance_when_in_progress() {
 fn least_prefers_fewest_shards_newest_version_not_leaving() {
     let region = |node, version: AppVersion, status, shards: &[u32]| RegionAllocation {
         region: m(node),
-        shards: shards.iter().copied().map(ShardId).collect::<Vec<_>>().into(),
+        shards: shards
+            .iter()
+            .copied()
+            .map(ShardId)
+            .collect::<Vec<_>>()
+            .into(),
         status,
         app_version: version,
         up_number: 0,

@@ -32,12 +32,12 @@ use crate::rng::Rng;
 use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
 
+use crate::deadlines::Deadlines;
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
-use crate::deadlines::Deadlines;
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]

@@ -258,7 +258,6 @@ fn shrink(report: &Report) -> ExitCode {
     ExitCode::FAILURE
 }
 
-
 /// Steady traffic without faults on 5, 20 and 100 nodes: simulated events per wall second and
 /// simulated seconds per wall second, from the fastest of three runs.
 fn bench(sizes: &[u64]) {

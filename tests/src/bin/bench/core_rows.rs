@@ -11,7 +11,7 @@ use shoal_core::allocation::{
 use shoal_core::{AllocationStrategyConfig, EntityId, MemberId, Payload, ShardId};
 
 use crate::alloc::live_bytes;
-use crate::lab::{Lab, one_entity_per_shard, tell};
+use crate::lab::{Lab, one_entity_per_shard};
 use crate::table::{Row, Target};
 
 /// Regions the allocation rows spread shards over.
@@ -36,7 +36,7 @@ pub(crate) fn routing(entities: usize, messages: usize) -> (f64, f64) {
     lab.io[0].delivered = 0;
     let start = WallClock::now();
     for i in 0..messages {
-        let input = tell(&ids[i % entities]);
+        let input = lab.tell_input(&ids[i % entities]);
         lab.drivers[0].handle_input(lab.now, input, &mut lab.io[0]);
     }
     let core = start.elapsed().as_nanos() as f64 / messages as f64;

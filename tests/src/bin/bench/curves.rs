@@ -19,7 +19,11 @@ fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
 
 /// Sizes of the entity curves.
 fn entity_sizes(quick: bool) -> &'static [usize] {
-    if quick { &[1_000, 10_000] } else { &[10_000, 100_000, 1_000_000] }
+    if quick {
+        &[1_000, 10_000]
+    } else {
+        &[10_000, 100_000, 1_000_000]
+    }
 }
 
 /// Core routing and memory against entities.
@@ -80,7 +84,11 @@ async fn runtime_entity_curve(dir: &Path, quick: bool) -> Result<(), Box<dyn std
 
 /// Coordinator allocation cost per shard against shards.
 fn shard_curve(dir: &Path, quick: bool) -> Result<(), Box<dyn std::error::Error>> {
-    let sizes: &[u32] = if quick { &[100, 1_000, 10_000] } else { &[100, 1_000, 10_000, 100_000] };
+    let sizes: &[u32] = if quick {
+        &[100, 1_000, 10_000]
+    } else {
+        &[100, 1_000, 10_000, 100_000]
+    };
     line_chart(
         &dir.join("core-allocation-by-shards.svg"),
         &Labels {
@@ -88,7 +96,10 @@ fn shard_curve(dir: &Path, quick: bool) -> Result<(), Box<dyn std::error::Error>
             x: "shards",
             y: "µs per shard",
         },
-        &[series("coordinator + regions", core_rows::allocation_curve(sizes))],
+        &[series(
+            "coordinator + regions",
+            core_rows::allocation_curve(sizes),
+        )],
     )
 }
 

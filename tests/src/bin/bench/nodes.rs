@@ -92,7 +92,10 @@ impl Setup {
 
     /// Starts one node joining `seeds` (none: it founds the cluster).
     pub(crate) async fn start(&self, seeds: &[String]) -> Node {
-        self.builder(seeds).start().await.expect("a bench node starts")
+        self.builder(seeds)
+            .start()
+            .await
+            .expect("a bench node starts")
     }
 
     /// Starts `n` nodes and waits until each sees every region.

@@ -37,7 +37,9 @@ pub(crate) fn line_chart(
     series: &[Series],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let all = || series.iter().flat_map(|s| s.points.iter());
-    let (x_min, x_max) = all().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
+    let (x_min, x_max) = all().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.0), hi.max(p.0))
+    });
     let y_max = all().fold(0.0f64, |hi, p| hi.max(p.1));
     if series.iter().all(|s| s.points.is_empty()) {
         return Err("nothing to plot".into());
@@ -49,10 +51,7 @@ pub(crate) fn line_chart(
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(
-            (x_min * 0.8..x_max * 1.25).log_scale(),
-            0.0..y_max * 1.15,
-        )?;
+        .build_cartesian_2d((x_min * 0.8..x_max * 1.25).log_scale(), 0.0..y_max * 1.15)?;
     chart
         .configure_mesh()
         .x_desc(labels.x)
@@ -62,14 +61,13 @@ pub(crate) fn line_chart(
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))?
             .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(
-            s.points
-                .iter()
-                .map(|&p| Circle::new(p, 3, color.filled())),
-        )?;
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
     chart
         .configure_series_labels()

@@ -3,14 +3,12 @@
 //! second message to the same entity, and 1,000 shards rebalancing after a fourth node joins
 //! while messages keep flowing (none lost).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shoal::{EntityId, Node};
-use shoal_core::{
-    Body, EntityType, Envelope, MemberId, Message, Payload, ShardId, codec, shard_of,
-};
+use shoal_core::{Body, EntityType, Envelope, MemberId, Message, Payload, codec, shard_of};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -31,7 +29,11 @@ async fn remote_ids(node: &Node, n: usize) -> Vec<String> {
         let home = match location.region {
             Some(home) => home,
             None => {
-                region.entity_ref(id.as_str()).ask(&0, ASK).await.expect("answers");
+                region
+                    .entity_ref(id.as_str())
+                    .ask(&0, ASK)
+                    .await
+                    .expect("answers");
                 let location = region.location(id.as_str()).await.expect("answers");
                 location.region.expect("allocated by the ask")
             }
@@ -47,7 +49,9 @@ async fn remote_ids(node: &Node, n: usize) -> Vec<String> {
 /// ids and payload), encoded per message, length-prefixed on one loopback TCP stream, read and
 /// decoded on the other side: messages per second.
 async fn raw_tcp_rate(ids: &[String], per_entity: u64) -> f64 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds loopback");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds loopback");
     let address = listener.local_addr().expect("bound");
     let total = ids.len() as u64 * per_entity;
     let reader = tokio::spawn(async move {
@@ -142,14 +146,21 @@ async fn rebalance_after_join() -> (f64, u64) {
     let ids = crate::lab::one_entity_per_shard(1000);
     let region = nodes[0].region::<Tally>("tally").expect("hosted");
     for id in &ids {
-        region.entity_ref(id.clone()).tell(&1).await.expect("accepted");
+        region
+            .entity_ref(id.clone())
+            .tell(&1)
+            .await
+            .expect("accepted");
     }
     wait_for_count(&setup.tally, ids.len()).await;
     assert_eq!(hosted(&nodes).await.iter().sum::<usize>(), 1000);
 
     let stop = Arc::new(AtomicBool::new(false));
     let sender = tokio::spawn({
-        let (stop, refs) = (stop.clone(), ids.iter().map(|i| region.entity_ref(i.clone())));
+        let (stop, refs) = (
+            stop.clone(),
+            ids.iter().map(|i| region.entity_ref(i.clone())),
+        );
         let refs: Vec<_> = refs.collect();
         async move {
             let mut sent = 0u64;
@@ -172,7 +183,10 @@ async fn rebalance_after_join() -> (f64, u64) {
         if counts[3] >= 250 && counts.iter().sum::<usize>() == 1000 {
             break;
         }
-        assert!(seen.elapsed() < Duration::from_secs(60), "no rebalance: {counts:?}");
+        assert!(
+            seen.elapsed() < Duration::from_secs(60),
+            "no rebalance: {counts:?}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let elapsed = seen.elapsed().as_secs_f64();
@@ -202,7 +216,10 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     rows.push(Row::ratio(
         &format!("remote: tell throughput to {entities} entities on two other nodes"),
         format!("{:.0} k msg/s", remote / 1e3),
-        format!("raw length-prefixed TCP, same frames {:.0} k msg/s", baseline / 1e3),
+        format!(
+            "raw length-prefixed TCP, same frames {:.0} k msg/s",
+            baseline / 1e3
+        ),
         remote / baseline,
         Target::AtLeast(0.7),
     ));
@@ -223,7 +240,10 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     let (seconds, sent) = rebalance_after_join().await;
     rows.push(Row::value(
         "remote: 1,000 shards rebalance after a 4th node joins (from the join seen)",
-        format!("{:.0} ms, {sent} messages meanwhile, none lost", seconds * 1e3),
+        format!(
+            "{:.0} ms, {sent} messages meanwhile, none lost",
+            seconds * 1e3
+        ),
         "rebalance round 100 ms".to_owned(),
         Target::Value("< 1 s", seconds < 1.0),
     ));

@@ -21,7 +21,11 @@ fn duration(nodes: u64, quick: bool) -> Duration {
 
 /// The sizes measured.
 pub(crate) fn sizes(quick: bool) -> &'static [u64] {
-    if quick { &[5, 20, 100] } else { &[5, 20, 100, 1000] }
+    if quick {
+        &[5, 20, 100]
+    } else {
+        &[5, 20, 100, 1000]
+    }
 }
 
 /// Measures every size (the fastest of `runs`), smallest first.
