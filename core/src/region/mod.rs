@@ -16,6 +16,7 @@ mod lifecycle;
 mod pending_queries;
 mod query;
 mod remembering;
+mod shard_table;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -38,6 +39,7 @@ use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
+use shard_table::ShardTable;
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -76,7 +78,7 @@ pub(crate) struct Region {
     registration: Registration,
     next_tick: Instant,
     homes: BTreeMap<ShardId, MemberId>,
-    shards: BTreeMap<ShardId, Shard>,
+    shards: ShardTable,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
     timers: Deadlines<ShardId>,
     /// `HostShard` arrived while the previous instance was still stopping (akka#32976), with
@@ -130,7 +132,7 @@ impl Region {
             },
             next_tick: now + settings.retry_interval,
             homes: BTreeMap::new(),
-            shards: BTreeMap::new(),
+            shards: ShardTable::default(),
             timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
