@@ -10,6 +10,7 @@ use shoal_core::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entity::Entity;
+use crate::entity::letter::Letter;
 use crate::error::{AskError, QueryError, TellError};
 use crate::host::command::HostCommand;
 use crate::node::send_command;
@@ -181,7 +182,7 @@ impl<E: Entity> EntityRef<E> {
         let command = HostCommand::Tell {
             entity_type: self.region.entity_type.clone(),
             entity: self.entity.clone(),
-            message,
+            payload: Letter { ask: None, message }.to_payload(),
         };
         self.region
             .commands

@@ -102,9 +102,12 @@ async fn run<E: Entity>(
         {
             Ok(reply) => {
                 backoff = MIN_BACKOFF;
-                let reply = postcard::to_allocvec(&reply)
-                    .map_err(|error| AskFailure::Codec(error.to_string()));
-                answer(&ctx, &letter, reply);
+                // A tell's reply goes nowhere: not encoded.
+                if letter.ask.is_some() {
+                    let reply = postcard::to_allocvec(&reply)
+                        .map_err(|error| AskFailure::Codec(error.to_string()));
+                    answer(&ctx, &letter, reply);
+                }
             }
             Err(panic) => {
                 metrics::counter!("shoal_entity_panics_total").increment(1);

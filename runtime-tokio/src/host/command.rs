@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{Command, EntityId, EntityType, Metrics, Reply, RouteCounts};
+use shoal_core::{Command, EntityId, EntityType, Metrics, Payload, Reply, RouteCounts};
 use tokio::sync::oneshot;
 
 use crate::error::{AskError, QueryError};
@@ -10,11 +10,12 @@ use crate::transport::TransportStats;
 
 /// A request to the host task.
 pub(crate) enum HostCommand {
-    /// Send a message to an entity.
+    /// Send a message to an entity, already a letter's payload: the sender encodes it, so
+    /// the host (one task for the whole node) does not.
     Tell {
         entity_type: EntityType,
         entity: EntityId,
-        message: Vec<u8>,
+        payload: Payload,
     },
     /// Send a message to an entity and wait for its reply.
     Ask {

@@ -223,9 +223,8 @@ impl Host {
             HostCommand::Tell {
                 entity_type,
                 entity,
-                message,
+                payload,
             } => {
-                let payload = Letter { ask: None, message }.to_payload();
                 self.input(Input::Tell {
                     entity_type,
                     entity,
