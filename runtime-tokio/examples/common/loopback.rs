@@ -1,6 +1,6 @@
 //! Membership for the figures' clusters on loopback: failures noticed within about a second,
-//! keep-majority downing after 2 s of stable unreachability. Shared by the examples that
-//! measure (included with `#[path]`).
+//! keep-majority downing after 2 s of stable unreachability. Shared by the code that measures
+//! (`remember_recovery` and the bench binary of `shoal-tests`, included with `#[path]`).
 
 use std::time::Duration;
 

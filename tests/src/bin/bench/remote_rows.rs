@@ -1,7 +1,8 @@
 //! Three runtime nodes on loopback: remote `tell` throughput against a raw length-prefixed TCP
 //! stream carrying the same frames, first-message latency to an unallocated shard against a
-//! second message to the same entity, and 1,000 shards rebalancing after a fourth node joins
-//! while messages keep flowing (none lost).
+//! second message to the same entity, the time from a node's crash to every entity serving
+//! again, and 1,000 shards rebalancing after a fourth node joins while messages keep flowing
+//! (none lost).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,6 +126,21 @@ async fn first_message_latency(node: &Node, samples: usize) -> (Duration, Durati
     (first[samples / 2], second[samples / 2])
 }
 
+/// Crashes the third node and asks every entity in `ids` from the first until each answers:
+/// the time from the crash to the last answer.
+async fn crash_to_serving(nodes: &[Node], ids: &[String]) -> Duration {
+    let region = nodes[0].region::<Counter>("counter").expect("hosted");
+    nodes[2].abort().await;
+    let crashed = Instant::now();
+    for id in ids {
+        let entity = region.entity_ref(id.as_str());
+        while entity.ask(&0, Duration::from_millis(500)).await.is_err() {
+            assert!(crashed.elapsed() < Duration::from_secs(60), "{id} never came back");
+        }
+    }
+    crashed.elapsed()
+}
+
 /// Shards of `tally` each node hosts.
 async fn hosted(nodes: &[Node]) -> Vec<usize> {
     let mut counts = Vec::new();
@@ -231,6 +247,13 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
         format!("{first:.1?}"),
         format!("second message, same entity {second:.1?}"),
         first.as_secs_f64() / second.as_secs_f64(),
+        Target::None,
+    ));
+    let recovered = crash_to_serving(&nodes, &ids).await;
+    rows.push(Row::value(
+        "remote: a node crashes; every entity answers again from the others",
+        format!("{recovered:.1?}"),
+        "detection (1 s pause) + keep-majority (2 s) + removal margin (0.5 s)".to_owned(),
         Target::None,
     ));
     for node in &nodes {
