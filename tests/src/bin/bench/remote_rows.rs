@@ -135,7 +135,10 @@ async fn crash_to_serving(nodes: &[Node], ids: &[String]) -> Duration {
     for id in ids {
         let entity = region.entity_ref(id.as_str());
         while entity.ask(&0, Duration::from_millis(500)).await.is_err() {
-            assert!(crashed.elapsed() < Duration::from_secs(60), "{id} never came back");
+            assert!(
+                crashed.elapsed() < Duration::from_secs(60),
+                "{id} never came back"
+            );
         }
     }
     crashed.elapsed()
