@@ -76,11 +76,12 @@ impl Node {
 
     /// The region of entity type `name`, registered with the builder as `E`.
     pub fn region<E: Entity>(&self, name: &str) -> Result<Region<E>, RegionError> {
-        let entity_type = EntityType::new(name);
-        let registered = self
+        // The registered name itself, not a copy: the core compares names by pointer first,
+        // so every message of this handle finds its type without comparing strings.
+        let (entity_type, registered) = self
             .inner
             .types
-            .get(&entity_type)
+            .get_key_value(&EntityType::new(name))
             .ok_or_else(|| RegionError::NotRegistered(name.into()))?;
         if registered.rust_type != TypeId::of::<E>() {
             tracing::warn!(
@@ -91,7 +92,7 @@ impl Node {
             return Err(RegionError::WrongType(name.into()));
         }
         Ok(Region {
-            entity_type,
+            entity_type: entity_type.clone(),
             commands: self.inner.commands.clone(),
             entity: PhantomData,
         })

@@ -51,8 +51,8 @@ pub(crate) struct Lab {
     pub(crate) io: Vec<LabIo>,
     /// Simulated time.
     pub(crate) now: Instant,
-    /// The type's name, made once: a host holds it too (a region handle's), so making a new
-    /// one per message would charge the bench's allocation to the core.
+    /// The type's name, made once and shared with the nodes' configs, as a runtime's region
+    /// handle shares its node's: a new one per message would charge an allocation to the core.
     pub(crate) entity_type: EntityType,
     shards: u32,
     allocation: AllocationStrategyConfig,
@@ -78,6 +78,9 @@ impl Lab {
     pub(crate) fn grow(&mut self, nodes: u64) {
         for n in self.drivers.len() as u64 + 1..=nodes {
             let mut t = EntityTypeConfig::new(TYPE);
+            // The config and the tells share one name, as a runtime's region handle and its
+            // node do (names compare by pointer first).
+            t.name = self.entity_type.clone();
             t.number_of_shards = self.shards;
             t.passivate_idle_after = None;
             t.allocation = self.allocation.clone();
