@@ -18,6 +18,10 @@ mod table;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Speed rows run their baseline and their figure alternately this many times and keep the best
+/// of each: the machine is shared, and the slower runs measure its other tenants.
+const ROUNDS: usize = 3;
+
 /// What the command line asked for.
 struct Args {
     /// Smaller sizes, for CI.
