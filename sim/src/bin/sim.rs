@@ -1,28 +1,21 @@
-//! The simulator's command line.
+//! The simulator's command line (clap): `sim --help` lists the commands, `sim <command> --help`
+//! every option; unknown flags and bad values are refused with the value named.
 //!
 //! ```text
-//! sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage]
-//!           [--reaching <text>] [--until-failure]
-//!     run n seeds; print each failure (explained, the first ones minimized); exit non-zero on
-//!     any failure; the last line is "N passed, M failed"; with --coverage, first how many runs
-//!     reached each marker and core probe; with --reaching, each seed whose run reached a
-//!     marker or probe containing <text>; with --until-failure, stop at the first failing seed
-//!     and say how many seeds it took
-//! sim replay <seed> [--family <f>] [--downing auto] [--schedule "<actions>"] [--trace <file>]
-//!            [--coverage]
-//!     run one seed, print its report and digest (and with --coverage the markers and core
-//!     probes it reached)
-//! sim minimize <seed> [--family <f>] [--downing auto] [--schedule "<actions>"]
-//!     shrink a failing seed's fault schedule to a minimal one that still fails
+//! sim sweep --seeds <n> [--start <seed>] [--coverage] [--reaching <text>] [--until-failure]
+//! sim replay <seed> [--trace <file>] [--coverage]
+//! sim minimize <seed>
 //! sim failover
-//!     recovery times from a crash and a 2|3 partition with the production defaults
 //! sim bench [--nodes <n>]
-//!     events/s and time acceleration for 5, 20 and 100 nodes (or n)
 //! ```
+//!
+//! `sweep`, `replay` and `minimize` also take `--family <f>`, `--downing keep-majority|auto`,
+//! `--membership real|oracle` and `--schedule "<actions>"`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand};
 use sim::{
     Downing, Family, MembershipMode, Options, Outcome, Report, Schedule, explain, minimize,
     parse_seed, run, run_traced, trace_dir, wall_seconds,
@@ -33,100 +26,172 @@ const MINIMIZE_FIRST: usize = 3;
 /// Runs one minimization may spend.
 const MINIMIZE_RUNS: usize = 400;
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse(&args) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("{message}\n\n{}", usage());
-            ExitCode::from(2)
-        }
-    }
+/// Deterministic cluster simulator for Shoal: fault injection, invariant checks after every
+/// step, seed replay and schedule minimization.
+#[derive(Debug, Parser)]
+#[command(name = "sim", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-fn usage() -> &'static str {
-    "usage:\n  sim sweep --seeds <n> [--start <seed>] [--family <f>] [--downing auto] [--coverage] [--reaching <text>] [--until-failure]\n  sim replay <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"] [--trace <file>] [--coverage]\n  sim minimize <seed> [--family <f>] [--downing auto] [--schedule \"<actions>\"]\n  sim failover\n  sim bench [--nodes <n>]"
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run many seeds; print each failure (explained, the first ones minimized); exit non-zero
+    /// on any failure. The last line is "N passed, M failed".
+    Sweep {
+        /// How many seeds to run.
+        #[arg(long)]
+        seeds: u64,
+        /// The first seed (decimal, 0x-hex or a commit hash).
+        #[arg(long, default_value = "0", value_parser = seed_arg)]
+        start: u64,
+        /// First print how many runs reached each coverage marker and core probe.
+        #[arg(long)]
+        coverage: bool,
+        /// Print each seed whose run reached a marker or probe containing this text.
+        #[arg(long, value_name = "TEXT")]
+        reaching: Option<String>,
+        /// Stop at the first failing seed and say how many seeds it took.
+        #[arg(long)]
+        until_failure: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Run one seed; print its report and digest.
+    Replay {
+        /// The seed (decimal, 0x-hex or a commit hash).
+        #[arg(value_parser = seed_arg)]
+        seed: u64,
+        /// Write the run's trace to this file as JSON lines.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<String>,
+        /// Also print the markers and core probes the run reached.
+        #[arg(long)]
+        coverage: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Shrink a failing seed's fault schedule to a minimal one that still fails.
+    Minimize {
+        /// The seed (decimal, 0x-hex or a commit hash).
+        #[arg(value_parser = seed_arg)]
+        seed: u64,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Recovery times from a crash and a 2|3 partition with the production defaults.
+    Failover,
+    /// Events per second and time acceleration of steady traffic on 5, 20 and 100 nodes.
+    Bench {
+        /// Measure this cluster size only.
+        #[arg(long)]
+        nodes: Option<u64>,
+    },
 }
 
-fn parse(args: &[String]) -> Result<ExitCode, String> {
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let downing = match flag("--downing").as_deref() {
-        Some("auto") => Downing::Auto,
-        None | Some("keep-majority") => Downing::KeepMajority,
-        Some(other) => return Err(format!("unknown downing {other:?} (keep-majority | auto)")),
-    };
-    let membership = match flag("--membership").as_deref() {
-        None | Some("real") => MembershipMode::Real,
-        Some("oracle") => MembershipMode::Oracle,
-        Some(other) => return Err(format!("unknown membership {other:?} (real | oracle)")),
-    };
-    let family = match flag("--family") {
-        None => None,
-        Some(name) => Some(Family::parse(&name).ok_or_else(|| {
-            let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
-            format!("unknown family {name:?}; one of: {}", names.join(", "))
-        })?),
-    };
-    let schedule = match flag("--schedule") {
-        None => None,
-        Some(text) => Some(text.parse::<Schedule>().map_err(|e| e.to_string())?),
-    };
-    let options = |seed: u64| {
-        let base = match family {
+/// How each run is set up, on top of what its seed draws.
+#[derive(Clone, Debug, clap::Args)]
+struct RunArgs {
+    /// The scenario family (default: drawn from the seed).
+    #[arg(long, value_parser = family_arg)]
+    family: Option<Family>,
+    /// How unreachable members are downed: keep-majority, or auto (the negative control, which
+    /// must fail).
+    #[arg(long, default_value = "keep-majority", value_parser = downing_arg)]
+    downing: Downing,
+    /// Where membership comes from: the core's real membership, or the oracle.
+    #[arg(long, default_value = "real", value_parser = membership_arg)]
+    membership: MembershipMode,
+    /// Replace the drawn faults with these actions, e.g. "@3.805 leave n4".
+    #[arg(long, value_parser = schedule_arg)]
+    schedule: Option<Schedule>,
+}
+
+impl RunArgs {
+    /// The options of `seed`'s run.
+    fn options(&self, seed: u64) -> Options {
+        let base = match self.family {
             Some(f) => Options::for_family(seed, f),
             None => Options::for_seed(seed),
         };
         Options {
-            downing,
-            membership,
-            schedule: schedule.clone(),
+            downing: self.downing,
+            membership: self.membership,
+            schedule: self.schedule.clone(),
             ..base
         }
-    };
-    let seed = || {
-        args.get(1)
-            .and_then(|s| parse_seed(s))
-            .ok_or("a seed: decimal, 0x-hex or a commit hash")
-    };
-    match args.first().map(String::as_str) {
-        Some("sweep") => {
-            let n = flag("--seeds")
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or("sweep needs --seeds <n>")?;
-            let start = flag("--start").and_then(|s| parse_seed(&s)).unwrap_or(0);
-            let coverage = args.iter().any(|a| a == "--coverage");
-            let reaching = flag("--reaching");
-            let until_failure = args.iter().any(|a| a == "--until-failure");
+    }
+}
+
+fn seed_arg(text: &str) -> Result<u64, String> {
+    parse_seed(text)
+        .ok_or_else(|| format!("{text:?} is not a seed: decimal, 0x-hex or a commit hash"))
+}
+
+fn family_arg(name: &str) -> Result<Family, String> {
+    Family::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown family {name:?}; one of: {}", names.join(", "))
+    })
+}
+
+fn downing_arg(name: &str) -> Result<Downing, String> {
+    match name {
+        "keep-majority" => Ok(Downing::KeepMajority),
+        "auto" => Ok(Downing::Auto),
+        other => Err(format!("unknown downing {other:?} (keep-majority | auto)")),
+    }
+}
+
+fn membership_arg(name: &str) -> Result<MembershipMode, String> {
+    match name {
+        "real" => Ok(MembershipMode::Real),
+        "oracle" => Ok(MembershipMode::Oracle),
+        other => Err(format!("unknown membership {other:?} (real | oracle)")),
+    }
+}
+
+fn schedule_arg(text: &str) -> Result<Schedule, String> {
+    text.parse::<Schedule>()
+        .map_err(|e| format!("schedule {text:?}: {e}"))
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Sweep {
+            seeds,
+            start,
+            coverage,
+            reaching,
+            until_failure,
+            run,
+        } => {
             let how = SweepOutput {
                 coverage,
                 reaching: reaching.as_deref(),
                 until_failure,
             };
-            Ok(sweep(start..start + n, options, how))
+            sweep(start..start.saturating_add(seeds), |s| run.options(s), how)
         }
-        Some("replay") => {
-            let coverage = args.iter().any(|a| a == "--coverage");
-            replay(options(seed()?), flag("--trace"), coverage)
-        }
-        Some("minimize") => Ok(shrink(&run(options(seed()?)))),
-        Some("failover") => {
+        Command::Replay {
+            seed,
+            trace,
+            coverage,
+            run,
+        } => replay(run.options(seed), trace, coverage).unwrap_or_else(|message| {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }),
+        Command::Minimize { seed, run } => shrink(&sim::run(run.options(seed))),
+        Command::Failover => {
             print!("{}", sim::measure_failover());
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-        Some("bench") => {
-            let nodes = match flag("--nodes") {
-                Some(n) => vec![n.parse().map_err(|_| "--nodes <n>")?],
-                None => vec![5, 20, 100],
-            };
-            bench(&nodes);
-            Ok(ExitCode::SUCCESS)
+        Command::Bench { nodes } => {
+            bench(&nodes.map_or_else(|| vec![5, 20, 100], |n| vec![n]));
+            ExitCode::SUCCESS
         }
-        _ => Err("unknown command".into()),
     }
 }
 

@@ -2,7 +2,8 @@
 //! run (the machine is shared and noisy, so only ratios compare across runs), plus the scaling
 //! curves as SVG files for `BENCHMARKS.md`.
 //!
-//! `cargo run --release -p shoal-tests --bin bench [-- --quick] [--svg DIR]`
+//! `cargo run --release -p shoal-tests --bin bench -- [--quick] [--svg DIR] [--only GROUP]`
+//! (`--help` lists every option)
 
 mod alloc;
 mod core_rows;
@@ -16,75 +17,66 @@ mod sim_rows;
 mod table;
 
 use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
 use std::process::ExitCode;
 
 /// Speed rows run their baseline and their figure alternately this many times and keep the best
 /// of each: the machine is shared, and the slower runs measure its other tenants.
 const ROUNDS: usize = 3;
 
-/// What the command line asked for.
+/// Shoal's benchmarks: every figure beside a baseline timed in the same run, as a Markdown
+/// table; with `--svg`, the scaling curves too.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
 struct Args {
-    /// Smaller sizes, for CI.
+    /// Smaller sizes, for CI (seconds instead of minutes).
+    #[arg(long)]
     quick: bool,
-    /// Where the scaling curves go; none written without it.
+    /// Measure the scaling curves and write them into this directory as SVG files.
+    #[arg(long, value_name = "DIR")]
     svg: Option<PathBuf>,
-    /// Run only the groups whose name contains this (`core`, `runtime`, `remote`, `sim`).
-    only: Option<String>,
+    /// Run only this group of rows.
+    #[arg(long, value_enum)]
+    only: Option<Group>,
+}
+
+/// A group of rows.
+#[derive(Clone, Copy, Debug, Eq, PartialEq, ValueEnum)]
+enum Group {
+    /// The sans-IO core on an in-process network.
+    Core,
+    /// One runtime node.
+    Runtime,
+    /// Three runtime nodes on loopback.
+    Remote,
+    /// The simulator's speed.
+    Sim,
 }
 
 impl Args {
-    fn runs(&self, group: &str) -> bool {
-        self.only.as_deref().is_none_or(|o| group.contains(o))
+    fn runs(&self, group: Group) -> bool {
+        self.only.is_none_or(|o| o == group)
     }
-}
-
-const USAGE: &str = "usage: bench [--quick] [--svg DIR] [--only core|runtime|remote|sim]";
-
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        quick: false,
-        svg: None,
-        only: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--quick" => args.quick = true,
-            "--svg" => {
-                let dir = it.next().ok_or("--svg needs a directory")?;
-                args.svg = Some(PathBuf::from(dir));
-            }
-            "--only" => args.only = Some(it.next().ok_or("--only needs a group name")?),
-            "--help" | "-h" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    Ok(args)
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
     let mut rows = Vec::new();
-    if args.runs("core") {
+    if args.runs(Group::Core) {
         rows.extend(core_rows::rows(args.quick));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    if args.runs("runtime") {
+    if args.runs(Group::Runtime) {
         rows.extend(runtime.block_on(runtime_rows::rows(args.quick)));
     }
-    if args.runs("remote") {
+    if args.runs(Group::Remote) {
         rows.extend(runtime.block_on(remote_rows::rows(args.quick)));
     }
-    let speeds = if args.runs("sim") {
+    let speeds = if args.runs(Group::Sim) {
         sim_rows::speeds(args.quick)
     } else {
         Vec::new()

@@ -49,7 +49,7 @@ pub(crate) fn rows(speeds: &[Speed]) -> Vec<Row> {
     for s in speeds {
         rows.push(Row::ratio(
             &format!(
-                "simulator: {} nodes, steady traffic ({:.0} s simulated in {:.1} s)",
+                "simulator: {} nodes, steady traffic ({:.0} s simulated in {:.2} s)",
                 s.nodes, s.simulated, s.wall
             ),
             format!(
