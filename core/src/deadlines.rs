@@ -72,3 +72,41 @@ impl<K: Copy + Ord> Deadlines<K> {
         self.of.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Option<Instant> {
+        Some(Instant::from_millis(ms))
+    }
+
+    #[test]
+    fn next_and_due_follow_time_not_keys() {
+        let mut d = Deadlines::default();
+        d.set(3u32, at(10));
+        d.set(1, at(30));
+        d.set(2, at(20));
+        assert_eq!(d.next(), at(10));
+        assert_eq!(d.due(Instant::from_millis(20)), vec![3, 2]);
+        assert_eq!(d.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn moving_or_clearing_a_deadline_leaves_no_stale_entry() {
+        let mut d = Deadlines::default();
+        d.set(1u32, at(10));
+        d.set(1, at(50));
+        assert_eq!(d.next(), at(50), "the old deadline must be gone");
+        assert!(d.due(Instant::from_millis(10)).is_empty());
+        d.set(1, None);
+        assert!(!d.contains_key(&1));
+        assert_eq!(d.next(), None);
+        d.set(2, at(5));
+        assert_eq!(d.remove(2), at(5));
+        assert_eq!(d.remove(2), None);
+        d.set(3, at(7));
+        d.clear();
+        assert_eq!((d.next(), d.contains_key(&3)), (None, false));
+    }
+}

@@ -76,3 +76,56 @@ impl std::ops::Index<&ShardId> for ShardTable {
         self.get(id).expect("a hosted shard")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::id::EntityType;
+    use crate::shard::ShardSettings;
+    use crate::time::Instant;
+
+    fn shard(id: u32) -> Shard {
+        let settings = ShardSettings {
+            stop_timeout: Duration::from_secs(10),
+            handoff_stop_timeout: Duration::from_secs(55),
+            idle_after: None,
+        };
+        Shard::new(ShardId(id), EntityType::new("t"), settings, Instant::ZERO)
+    }
+
+    #[test]
+    fn holds_shards_by_id_and_lists_them_in_id_order() {
+        let mut table = ShardTable::default();
+        assert!(table.is_empty());
+        for id in [7, 2, 40] {
+            table.insert(ShardId(id), shard(id));
+        }
+        table.insert(ShardId(2), shard(2));
+        let ids: Vec<u32> = table.keys().map(|s| s.0).collect();
+        assert_eq!(ids, vec![2, 7, 40]);
+        assert!(table.contains_key(&ShardId(40)));
+        assert!(table.get(&ShardId(3)).is_none());
+        assert!(
+            table.get(&ShardId(1_000)).is_none(),
+            "beyond the table is absent"
+        );
+        assert_eq!(table[&ShardId(7)].id_ref(), &ShardId(7));
+        assert_eq!(
+            table.remove(&ShardId(7)).map(|s| *s.id_ref()),
+            Some(ShardId(7))
+        );
+        assert!(table.remove(&ShardId(7)).is_none());
+        assert_eq!(table.values_mut().count(), 2);
+        table.remove(&ShardId(2));
+        table.remove(&ShardId(40));
+        assert!(
+            table.is_empty(),
+            "the count follows inserts, replacements and removals"
+        );
+        table.insert(ShardId(1), shard(1));
+        table.clear();
+        assert!(table.is_empty() && table.get(&ShardId(1)).is_none());
+    }
+}
