@@ -54,7 +54,7 @@ pub use options::{
 };
 pub use run::{Outcome, Report, run, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
-pub use speed::{Speed, measure_speed, steady_options, wall_seconds};
+pub use speed::{Speed, measure_speed, steady_options};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

@@ -53,8 +53,14 @@ pub fn steady_options(nodes: u64, duration: Duration) -> Options {
 }
 
 /// Runs the steady workload `runs` times and keeps the fastest (the machine is shared; the
-/// slower runs measure its other tenants).
-pub fn measure_speed(nodes: u64, duration: Duration, runs: usize) -> Speed {
+/// slower runs measure its other tenants). `wall_seconds` reads the host's clock: the
+/// simulator itself never does, so the caller (a command line, a bench) supplies it.
+pub fn measure_speed(
+    nodes: u64,
+    duration: Duration,
+    runs: usize,
+    wall_seconds: fn() -> f64,
+) -> Speed {
     let options = steady_options(nodes, duration);
     let mut wall = f64::INFINITY;
     let mut report = None;
@@ -70,17 +76,4 @@ pub fn measure_speed(nodes: u64, duration: Duration, runs: usize) -> Speed {
         wall,
         simulated: report.simulated.as_secs_f64(),
     }
-}
-
-/// Wall seconds since the first call, for reports of how long runs took. The simulator itself
-/// never reads the wall clock; only these measurements do, which is why the determinism ban
-/// is lifted here alone.
-#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
-pub fn wall_seconds() -> f64 {
-    use std::sync::OnceLock;
-    static START: OnceLock<std::time::Instant> = OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_secs_f64()
 }

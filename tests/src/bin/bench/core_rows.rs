@@ -104,7 +104,7 @@ fn rebalance_round(mut lab: Lab) -> (f64, f64, usize) {
         .map(|n| {
             let shards = lab.drivers[(n - 1) as usize]
                 .node()
-                .hosted_shards(&shoal_core::EntityType::new(crate::lab::TYPE));
+                .hosted_shards(&lab.entity_type);
             RegionAllocation::new(MemberId::new(n, 1), shards)
         })
         .collect();
@@ -170,9 +170,7 @@ fn bytes_per_buffered_message(messages: usize) -> f64 {
     }
     let held = live_bytes() - before;
     assert_eq!(
-        lab.drivers[1]
-            .node()
-            .buffered(&shoal_core::EntityType::new(crate::lab::TYPE)),
+        lab.drivers[1].node().buffered(&lab.entity_type),
         messages,
         "the messages were not buffered"
     );

@@ -159,10 +159,9 @@ impl Lab {
 
     /// Shards each node hosts.
     pub(crate) fn hosted(&self) -> Vec<usize> {
-        let t = EntityType::new(TYPE);
         self.drivers
             .iter()
-            .map(|d| d.node().hosted_shards(&t).len())
+            .map(|d| d.node().hosted_shards(&self.entity_type).len())
             .collect()
     }
 }

@@ -13,9 +13,8 @@ use shoal_core::{Body, EntityType, Envelope, MemberId, Message, Payload, codec, 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::ROUNDS;
 use crate::nodes::{ASK, Counter, Setup, Tally, wait_for_count, wait_for_regions};
-use crate::runtime_rows::tell_rate;
+use crate::runtime_rows::{best_rates, tell_rate};
 use crate::table::{Row, Target};
 
 /// Ids of `n` entities of `counter` that `node` does not host.
@@ -231,11 +230,12 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     let mut rows = Vec::new();
     let nodes = Setup::new().cluster(3).await;
     let ids = remote_ids(&nodes[0], entities).await;
-    let (mut baseline, mut remote) = (0f64, 0f64);
-    for _ in 0..ROUNDS {
-        baseline = baseline.max(raw_tcp_rate(&ids, per_entity).await);
-        remote = remote.max(tell_rate(&nodes[0], &ids, per_entity).await);
-    }
+    let (first, ids_ref) = (&nodes[0], &ids);
+    let (baseline, remote) = best_rates(
+        |_| raw_tcp_rate(ids_ref, per_entity),
+        |_| tell_rate(first, ids_ref, per_entity),
+    )
+    .await;
     rows.push(Row::ratio(
         &format!("remote: tell throughput to {entities} entities on two other nodes"),
         format!("{:.0} k msg/s", remote / 1e3),

@@ -15,6 +15,24 @@ use crate::alloc::live_bytes;
 use crate::nodes::{ASK, Counter, Setup, Tally, wait_for_count};
 use crate::table::{Row, Target};
 
+/// Runs `baseline` and `figure` alternately [`ROUNDS`] times (each told its round) and keeps
+/// the highest rate of each.
+pub(crate) async fn best_rates<B, F>(
+    mut baseline: impl FnMut(usize) -> B,
+    mut figure: impl FnMut(usize) -> F,
+) -> (f64, f64)
+where
+    B: Future<Output = f64>,
+    F: Future<Output = f64>,
+{
+    let (mut best_baseline, mut best_figure) = (0f64, 0f64);
+    for round in 0..ROUNDS {
+        best_baseline = best_baseline.max(baseline(round).await);
+        best_figure = best_figure.max(figure(round).await);
+    }
+    (best_baseline, best_figure)
+}
+
 /// Tells `per_entity` messages to each of `entities` running entities from `node`, then asks
 /// each for its total (so every tell was handled): messages per second.
 pub(crate) async fn tell_rate(node: &Node, ids: &[String], per_entity: u64) -> f64 {
@@ -193,11 +211,12 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     let node = setup.cluster(1).await.remove(0);
     let ids: Vec<String> = (0..entities).map(|i| format!("e{i}")).collect();
 
-    let (mut baseline, mut local) = (0f64, 0f64);
-    for _ in 0..ROUNDS {
-        baseline = baseline.max(mpsc_rate(entities, per_entity).await);
-        local = local.max(tell_rate(&node, &ids, per_entity).await);
-    }
+    let (node, ids) = (&node, &ids);
+    let (baseline, local) = best_rates(
+        |_| mpsc_rate(entities, per_entity),
+        |_| tell_rate(node, ids, per_entity),
+    )
+    .await;
     rows.push(Row::ratio(
         &format!("runtime: tell throughput, one node, {entities} entities"),
         format!("{:.0} k msg/s", local / 1e3),
@@ -207,12 +226,12 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     ));
 
     let n = if quick { 5_000 } else { 50_000 };
-    let (mut baseline, mut activations) = (0f64, 0f64);
-    for round in 0..ROUNDS {
-        baseline = baseline.max(spawn_rate(n).await);
-        let tag = format!("a{round}-");
-        activations = activations.max(activation_rate(&node, &setup.tally, n, &tag).await);
-    }
+    let tally = &setup.tally;
+    let (baseline, activations) = best_rates(
+        |_| spawn_rate(n),
+        |round| async move { activation_rate(node, tally, n, &format!("a{round}-")).await },
+    )
+    .await;
     rows.push(Row::ratio(
         &format!("runtime: entity activations ({n} new entities, one message each)"),
         format!("{:.0} k/s", activations / 1e3),
@@ -222,7 +241,7 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     ));
 
     let (b50, b99) = mpsc_ask_latencies(asks).await;
-    let (p50, p99) = ask_latencies(&node, asks).await;
+    let (p50, p99) = ask_latencies(node, asks).await;
     rows.push(Row::ratio(
         "runtime: ask p50, one node",
         format!("{p50:.1?}"),
@@ -240,7 +259,7 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
 
     let n = if quick { 5_000 } else { 20_000 };
     let baseline = task_bytes_per_entity(n).await;
-    let per_entity = runtime_bytes_per_entity(&node, &setup.tally, n).await;
+    let per_entity = runtime_bytes_per_entity(node, tally, n).await;
     rows.push(Row::ratio(
         &format!("runtime: heap bytes per idle entity ({n} entities)"),
         format!("{per_entity:.0} B"),
