@@ -10,6 +10,7 @@ use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, Transmit, cod
 use crate::check::Property;
 use crate::faults::Fault;
 use crate::net::{Flight, Link};
+use crate::trace::TraceEvent;
 use crate::world::{Ev, World};
 
 impl World {
@@ -44,7 +45,9 @@ impl World {
         match self.nodes.get_mut(&n) {
             Some(node) if node.paused.is_none() => {
                 node.paused = Some(Vec::new());
-                self.log(|| format!("{n} paused"));
+                self.log(|| TraceEvent::Paused {
+                    node: n.to_string(),
+                });
                 true
             }
             _ => false,
@@ -56,7 +59,11 @@ impl World {
         let Some(deferred) = self.nodes.get_mut(&n).and_then(|node| node.paused.take()) else {
             return false;
         };
-        self.log(|| format!("{n} resumed with {} inputs waiting", deferred.len()));
+        let waiting = deferred.len();
+        self.log(|| TraceEvent::Resumed {
+            node: n.to_string(),
+            waiting,
+        });
         if !deferred.is_empty() {
             self.mark("a paused node resumed with inputs waiting");
         }
@@ -115,7 +122,11 @@ impl World {
                     if reason == shoal_core::DeadLetterReason::BufferFull {
                         self.mark("a full buffer dead-lettered a message");
                     }
-                    self.log(|| format!("{member} dead letter {entity} {reason:?}"));
+                    self.log(|| TraceEvent::DeadLetter {
+                        member: member.to_string(),
+                        entity: entity.to_string(),
+                        reason: format!("{reason:?}"),
+                    });
                     if let Some(payload) = payload {
                         self.check.dead_letter(&entity, &payload, reason);
                     }
@@ -123,20 +134,17 @@ impl World {
                 Effect::Event(Event::MembershipChanged) => {
                     rounds.clear();
                     self.views_changed += 1;
-                    if self.trace || self.sink.is_some() {
-                        let view = self
+                    if self.tracing() {
+                        let members = self
                             .nodes
                             .get(&n)
-                            .map(|node| node.driver.node().view().clone());
-                        let summary: Vec<String> = view
-                            .iter()
-                            .flat_map(|v| v.members())
-                            .map(|m| {
-                                let unreachable = if m.reachable { "" } else { "(unreachable)" };
-                                format!("{}:{:?}{unreachable}", m.id, m.status)
-                            })
-                            .collect();
-                        self.log(|| format!("{member} view [{}]", summary.join(" ")));
+                            .map(|node| crate::trace::view_entries(node.driver.node().view()))
+                            .unwrap_or_default();
+                        self.log(|| TraceEvent::View {
+                            member: member.to_string(),
+                            version: None,
+                            members,
+                        });
                     }
                 }
                 Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
@@ -149,7 +157,10 @@ impl World {
                 Effect::Event(Event::AppDeadLetter {
                     payload, reason, ..
                 }) => {
-                    self.log(|| format!("{member} reply dead-lettered {reason:?}"));
+                    self.log(|| TraceEvent::ReplyDeadLettered {
+                        member: member.to_string(),
+                        reason: format!("{reason:?}"),
+                    });
                     self.mark("an ask's reply was dead-lettered");
                     self.asks.dead_lettered(&payload);
                 }
@@ -279,10 +290,18 @@ impl World {
                 round,
             }) => {
                 self.mark("handoff begun");
+                self.log(|| TraceEvent::HandOffBegun {
+                    shard: shard.to_string(),
+                    owner: owner.to_string(),
+                });
                 let stall = self.stalls.begin_handoff(self.now, *shard, *owner, *round);
                 self.stall(stall);
             }
             Some(shoal_core::Body::HostShard { shard, .. }) => {
+                self.log(|| TraceEvent::ShardHosted {
+                    shard: shard.to_string(),
+                    region: envelope.to.to_string(),
+                });
                 self.stalls.hosting(self.now, *shard, envelope.to);
                 self.mark_rolling_allocation(envelope.to);
             }
@@ -303,15 +322,28 @@ impl World {
                 entity,
                 payload,
             }) if self.trace_all => {
-                let sent = crate::check::describe(payload);
-                self.log(|| format!("{from} -> {to} Forward {shard} {entity} {sent}"));
+                self.log(|| TraceEvent::Forwarded {
+                    from: from.to_string(),
+                    to: to.to_string(),
+                    shard: shard.to_string(),
+                    entity: entity.to_string(),
+                    message: crate::check::describe(payload),
+                });
             }
             Some(shoal_core::Body::Forward { .. }) => {}
-            Some(body) => self.log(|| format!("{from} -> {to} {body:?}")),
+            Some(body) => self.log(|| TraceEvent::Sent {
+                from: from.to_string(),
+                to: to.to_string(),
+                message: format!("{body:?}"),
+            }),
             // Membership traffic (heartbeats, gossip) only in full traces.
             None if self.trace_all => {
                 let message = &envelope.message;
-                self.log(|| format!("{from} -> {to} {message:?}"));
+                self.log(|| TraceEvent::MembershipSent {
+                    from: from.to_string(),
+                    to: to.to_string(),
+                    message: format!("{message:?}"),
+                });
             }
             None => {}
         }
@@ -338,7 +370,11 @@ impl World {
     /// the process must restart as a new incarnation; removed after leaving: it exits once the
     /// others have learned of the removal.
     fn left_cluster(&mut self, n: NodeId, downed: bool) {
-        self.log(|| format!("{n} left the cluster (downed: {downed})"));
+        let member = self
+            .nodes
+            .get(&n)
+            .map_or_else(|| n.to_string(), |node| node.id.to_string());
+        self.log(|| TraceEvent::LeftCluster { member, downed });
         let after = |w: &mut Self, lo, hi| {
             w.now
                 + w.rng_faults
@@ -364,7 +400,11 @@ impl World {
         request: shoal_core::RequestId,
         result: &Result<shoal_core::Reply, shoal_core::CommandError>,
     ) {
-        self.log(|| format!("{member} answered {request}: {result:?}"));
+        self.log(|| TraceEvent::Answered {
+            member: member.to_string(),
+            request: request.to_string(),
+            result: format!("{result:?}"),
+        });
         let timeout = self.settings.shard_region_query_timeout;
         if let Err(detail) = self
             .requests
@@ -426,7 +466,11 @@ impl World {
         gate: &shoal_core::AllocationGate,
         shards: &[shoal_core::ShardId],
     ) {
-        self.log(|| format!("{member} allocation waits for {gate:?}: {shards:?}"));
+        self.log(|| TraceEvent::AllocationWaits {
+            member: member.to_string(),
+            gate: format!("{gate:?}"),
+            shards: format!("{shards:?}"),
+        });
         let waits_for_nothing = gate.unregistered.is_empty()
             && gate.recently_removed.is_empty()
             && gate.registered >= gate.needed

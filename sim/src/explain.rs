@@ -4,10 +4,11 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter};
+use std::io::{self, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::run::{Report, run_traced};
+use crate::run::{Report, run_recorded};
+use crate::trace::{TraceEvent, TraceLine};
 
 /// Trace events shown per failure: the subject's last lifecycle events (starts, stops, views,
 /// handoffs), and the last few messages to it, which would otherwise crowd them out.
@@ -20,14 +21,14 @@ pub struct Explanation {
     /// The JSON-lines trace of the whole run.
     pub trace: PathBuf,
     /// The last trace events about the first violation's subject, up to its time.
-    pub events: Vec<String>,
+    pub events: Vec<TraceLine>,
 }
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  events that led to it:")?;
-        for e in &self.events {
-            writeln!(f, "    {e}")?;
+        for line in &self.events {
+            writeln!(f, "    [{:.6}s] {}", line.t_ns as f64 / 1e9, line.event)?;
         }
         writeln!(f, "  trace: {}", self.trace.display())
     }
@@ -37,56 +38,60 @@ impl fmt::Display for Explanation {
 /// events about its first violation.
 ///
 /// # Errors
-/// The trace file cannot be written or read back.
+/// The trace file cannot be written.
 pub fn explain(report: &Report, dir: &Path) -> io::Result<Explanation> {
     std::fs::create_dir_all(dir)?;
     let trace = dir.join(format!("seed-{}.jsonl", report.options.seed));
-    let sink = BufWriter::new(File::create(&trace)?);
-    run_traced(report.options.clone(), Some(Box::new(sink)));
-    let Some(first) = report.violations.first() else {
-        return Ok(Explanation {
-            trace,
-            events: Vec::new(),
-        });
+    let (_, lines) = run_recorded(report.options.clone());
+    let mut out = BufWriter::new(File::create(&trace)?);
+    for line in &lines {
+        serde_json::to_writer(&mut out, line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    let events = match report.violations.first() {
+        Some(first) => leading_to(&lines, first.at.as_nanos(), &first.subject),
+        None => Vec::new(),
     };
-    let until = first.at.as_nanos();
-    // (line number, text), newest last, for each kind.
+    Ok(Explanation { trace, events })
+}
+
+/// The last events about `subject` up to `until` (ns): its lifecycle and the messages to it.
+fn leading_to(lines: &[TraceLine], until: u64, subject: &str) -> Vec<TraceLine> {
+    // (position, line), newest last, for each kind.
     let mut lifecycle = VecDeque::new();
     let mut messages = VecDeque::new();
-    for (n, line) in BufReader::new(File::open(&trace)?).lines().enumerate() {
-        let line = line?;
-        let Some((t, event)) = parse_line(&line) else {
-            continue;
-        };
-        if t > until {
+    for (n, line) in lines.iter().enumerate() {
+        if line.t_ns > until {
             break;
         }
-        // Dead letters are consequences (counted and checked elsewhere), not causes.
-        if !mentions(&event, &first.subject) || event.contains(" dead letter ") {
+        // Dead letters are consequences (counted and checked elsewhere), not causes; the
+        // violations are what is being explained.
+        let consequence = matches!(
+            line.event,
+            TraceEvent::DeadLetter { .. } | TraceEvent::Violation { .. }
+        );
+        if consequence || !line.event.mentions(subject) {
             continue;
         }
-        let is_message = event.contains(" deliver ") || event.contains(" Forward ");
-        let (kept, cap) = if is_message {
+        let (kept, cap) = if line.event.is_message() {
             (&mut messages, MESSAGE_EVENTS)
         } else {
             (&mut lifecycle, LIFECYCLE_EVENTS)
         };
-        kept.push_back((n, format!("[{:.6}s] {event}", t as f64 / 1e9)));
+        kept.push_back((n, line));
         if kept.len() > cap {
             kept.pop_front();
         }
         // At the violation's instant, the first event about its subject is the one that broke
         // it; what follows at that instant is aftermath.
-        if t == until {
+        if line.t_ns == until {
             break;
         }
     }
-    let mut events: Vec<(usize, String)> = lifecycle.into_iter().chain(messages).collect();
-    events.sort();
-    Ok(Explanation {
-        trace,
-        events: events.into_iter().map(|(_, e)| e).collect(),
-    })
+    let mut events: Vec<(usize, &TraceLine)> = lifecycle.into_iter().chain(messages).collect();
+    events.sort_by_key(|(n, _)| *n);
+    events.into_iter().map(|(_, line)| line.clone()).collect()
 }
 
 /// The default trace directory: `$SIM_TRACE_DIR`, or `target/sim-traces`.
@@ -95,44 +100,63 @@ pub fn trace_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from("target/sim-traces"), PathBuf::from)
 }
 
-/// Reads `{"t_ns":<n>,"event":"<text>"}` as the trace writes it.
-pub(crate) fn parse_line(line: &str) -> Option<(u64, String)> {
-    let rest = line.strip_prefix("{\"t_ns\":")?;
-    let (t, rest) = rest.split_once(',')?;
-    let event = rest.strip_prefix("\"event\":\"")?.strip_suffix("\"}")?;
-    Some((
-        t.parse().ok()?,
-        event.replace("\\\"", "\"").replace("\\\\", "\\"),
-    ))
-}
-
-/// Whether `text` names `subject` as a whole word (`e1` does not match `e12`).
-fn mentions(text: &str, subject: &str) -> bool {
-    if subject.is_empty() {
-        return true;
-    }
-    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '#');
-    text.match_indices(subject).any(|(i, _)| {
-        !word(text[..i].chars().next_back()) && !word(text[i + subject.len()..].chars().next())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn subjects_match_whole_words_only() {
-        assert!(mentions("n1#1 start e12 (s3)", "e12"));
-        assert!(mentions("Forward { entity: EntityId(\"e1\") }", "e1"));
-        assert!(!mentions("n1#1 start e12 (s3)", "e1"));
-        assert!(!mentions("n1#12 stop", "n1#1"));
+    fn at(t_ns: u64, event: TraceEvent) -> TraceLine {
+        TraceLine { t_ns, event }
+    }
+
+    fn start(member: &str, entity: &str) -> TraceEvent {
+        TraceEvent::EntityStarted {
+            member: member.into(),
+            entity: entity.into(),
+            shard: "s1".into(),
+        }
     }
 
     #[test]
-    fn trace_lines_parse_back() {
-        let line = r#"{"t_ns":1500,"event":"n1#1 -> n2#1 \"x\""}"#;
-        assert_eq!(parse_line(line), Some((1500, "n1#1 -> n2#1 \"x\"".into())));
-        assert_eq!(parse_line("garbage"), None);
+    fn the_subjects_events_up_to_the_violation_are_kept() {
+        let deliver = |entity: &str| TraceEvent::Delivered {
+            member: "n1#1".into(),
+            entity: entity.into(),
+            message: "from n2#1 seq 1".into(),
+        };
+        let lines = vec![
+            at(1, start("n1#1", "e1")),
+            at(2, start("n1#1", "e12")),
+            at(3, deliver("e1")),
+            at(4, start("n2#1", "e1")),
+            at(4, start("n3#1", "e1")),
+            at(5, start("n4#1", "e1")),
+        ];
+        let kept = leading_to(&lines, 4, "e1");
+        let times: Vec<u64> = kept.iter().map(|l| l.t_ns).collect();
+        // e12 is another entity; the second start at t=4 is aftermath; t=5 is later.
+        assert_eq!(times, [1, 3, 4]);
+        assert!(
+            matches!(&kept[2].event, TraceEvent::EntityStarted { member, .. } if member == "n2#1")
+        );
+    }
+
+    #[test]
+    fn messages_do_not_crowd_out_lifecycle_events() {
+        let mut lines = vec![at(0, start("n1#1", "e1"))];
+        for t in 1..=50 {
+            lines.push(at(
+                t,
+                TraceEvent::Forwarded {
+                    from: "n2#1".into(),
+                    to: "n1#1".into(),
+                    shard: "s1".into(),
+                    entity: "e1".into(),
+                    message: format!("seq {t}"),
+                },
+            ));
+        }
+        let kept = leading_to(&lines, 50, "e1");
+        assert_eq!(kept.len(), 1 + MESSAGE_EVENTS);
+        assert_eq!(kept[0].t_ns, 0);
     }
 }

@@ -8,12 +8,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::options::{Family, MembershipMode, Options};
-use crate::run::run_traced;
+use crate::run::run_recorded;
+use crate::trace::{TraceEvent, TraceLine};
 
 /// When the failure happens.
 const FAULT_AT: Duration = Duration::from_secs(60);
@@ -61,7 +60,7 @@ pub fn measure() -> Failover {
     let minority = ["n4#1", "n5#1"];
     let stopped = partition
         .iter()
-        .filter(|(t, e)| *t > FAULT_AT && e.contains(" left the cluster (downed: true)"))
+        .filter(|(t, e)| *t > FAULT_AT && matches!(e, TraceEvent::LeftCluster { downed: true, .. }))
         .map(|(t, _)| *t - FAULT_AT)
         .max()
         .unwrap_or(Duration::MAX);
@@ -75,7 +74,7 @@ pub fn measure() -> Failover {
 }
 
 /// The trace (time, event) of a steady five-node run with `schedule` and default timers.
-fn trace_of(schedule: &str) -> Vec<(Duration, String)> {
+fn trace_of(schedule: &str) -> Vec<(Duration, TraceEvent)> {
     let options = Options {
         nodes: 5,
         entities: 1_000,
@@ -88,19 +87,28 @@ fn trace_of(schedule: &str) -> Vec<(Duration, String)> {
         slow_link: None,
         ..Options::for_family(7, Family::Steady).without_extras()
     };
-    let sink = SharedBuf::default();
-    run_traced(options, Some(Box::new(sink.clone())));
-    let bytes = sink.0.lock().expect("not poisoned").clone();
-    String::from_utf8_lossy(&bytes)
-        .lines()
-        .filter_map(crate::explain::parse_line)
-        .map(|(t, e)| (Duration::from_nanos(t), e))
+    let (_, lines) = run_recorded(options);
+    lines
+        .into_iter()
+        .map(|TraceLine { t_ns, event }| (Duration::from_nanos(t_ns), event))
         .collect()
+}
+
+/// The member, entity and shard of an entity start.
+fn started(event: &TraceEvent) -> Option<(&str, &str, &str)> {
+    match event {
+        TraceEvent::EntityStarted {
+            member,
+            entity,
+            shard,
+        } => Some((member, entity, shard)),
+        _ => None,
+    }
 }
 
 /// Shards whose entities ran on `members` before the fault, with one of their entities.
 fn shards_served(
-    trace: &[(Duration, String)],
+    trace: &[(Duration, TraceEvent)],
     members: &[&str],
 ) -> (BTreeSet<String>, BTreeMap<String, String>) {
     let mut shards = BTreeSet::new();
@@ -109,13 +117,9 @@ fn shards_served(
         if *t > FAULT_AT {
             break;
         }
-        if let Some((member, rest)) = e.split_once(" start ") {
-            if members.contains(&member) {
-                if let Some((ent, shard)) = rest.split_once(' ') {
-                    shards.insert(shard.to_owned());
-                    entity.insert(shard.to_owned(), ent.to_owned());
-                }
-            }
+        if let Some((_, ent, shard)) = started(e).filter(|(m, ..)| members.contains(m)) {
+            shards.insert(shard.to_owned());
+            entity.insert(shard.to_owned(), ent.to_owned());
         }
     }
     (shards, entity)
@@ -124,7 +128,7 @@ fn shards_served(
 /// For each of `shards`, how long after the fault an entity of it first started on a member
 /// other than `gone`.
 fn recovery_times(
-    trace: &[(Duration, String)],
+    trace: &[(Duration, TraceEvent)],
     shards: &BTreeSet<String>,
     gone: &[&str],
 ) -> Vec<Duration> {
@@ -133,9 +137,8 @@ fn recovery_times(
         if *t <= FAULT_AT {
             continue;
         }
-        if let Some((member, rest)) = e.split_once(" start ") {
-            let shard = rest.split_once(' ').map(|(_, s)| s);
-            if let Some(shard) = shard.filter(|s| shards.contains(*s) && !gone.contains(&member)) {
+        if let Some((member, _, shard)) = started(e) {
+            if shards.contains(shard) && !gone.contains(&member) {
                 first.entry(shard).or_insert(*t - FAULT_AT);
             }
         }
@@ -157,18 +160,4 @@ fn median(times: &[Duration]) -> Duration {
 
 fn max(times: &[Duration]) -> Duration {
     times.iter().max().copied().unwrap_or(Duration::MAX)
-}
-
-/// A trace sink the measurement reads back.
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("not poisoned").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }

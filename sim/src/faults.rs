@@ -8,6 +8,7 @@ use shoal_core::{Incarnation, NodeId};
 
 use crate::options::MembershipMode;
 use crate::schedule::{Act, Schedule, resolve};
+use crate::trace::TraceEvent;
 use crate::world::{Ev, World};
 
 /// Connectivity must stay unchanged this long before the oracle downs anyone (Akka's SBR
@@ -102,6 +103,12 @@ fn act_on(w: &mut World, act: Act) {
             if !one_way {
                 w.net.block(&b, &a);
             }
+            let names = |side: &[NodeId]| side.iter().map(ToString::to_string).collect();
+            w.log(|| TraceEvent::Partitioned {
+                side: names(&a),
+                rest: names(&b),
+                one_way,
+            });
             w.stalls.fault(w.now);
             let minority = if a.len() <= b.len() { &a } else { &b };
             if w.oldest_up().is_some_and(|o| minority.contains(&o.node)) {
@@ -113,6 +120,10 @@ fn act_on(w: &mut World, act: Act) {
         Act::Break { a, b } => {
             if let (Some(a), Some(b)) = (resolve(&running, a), resolve(&running, b)) {
                 if a != b {
+                    w.log(|| TraceEvent::ConnectionBroken {
+                        a: a.to_string(),
+                        b: b.to_string(),
+                    });
                     w.net.break_connection(a, b);
                     w.stalls.fault(w.now);
                 }
@@ -154,11 +165,17 @@ fn act_on(w: &mut World, act: Act) {
             let until = w.now + lasts;
             // The clog ends by itself: a fault from now until then.
             w.stalls.fault(until);
-            match peer.and_then(|p| resolve(&running, p)) {
+            let peer = peer.and_then(|p| resolve(&running, p));
+            match peer {
                 Some(peer) if peer != node => w.net.clog_link(node, peer, until),
-                Some(_) => {}
+                Some(_) => return,
                 None => w.net.clog_node(node, until),
             }
+            w.log(|| TraceEvent::Clogged {
+                node: node.to_string(),
+                peer: peer.map(|p| p.to_string()),
+                until_ns: until.as_nanos(),
+            });
             w.mark("messages held by a clog");
         }
         Act::Pause { node, lasts } => {
@@ -177,6 +194,11 @@ fn act_on(w: &mut World, act: Act) {
 /// Crashes `node` (its process and entities are gone) and restarts it after `restart_after`.
 fn crash(w: &mut World, node: NodeId, restart_after: Duration) {
     w.stalls.fault(w.now);
+    if let Some(member) = w.nodes.get(&node).map(|n| n.id) {
+        w.log(|| TraceEvent::Crashed {
+            member: member.to_string(),
+        });
+    }
     w.kill(node);
     w.crashed_or_downed = true;
     w.crashed.insert(node);
@@ -277,6 +299,7 @@ pub(crate) fn heal(w: &mut World) {
         return;
     }
     w.net.heal();
+    w.log(|| TraceEvent::Healed);
     w.stalls.fault(w.now);
     topology_changed(w);
 }
@@ -347,7 +370,10 @@ fn decide(w: &mut World) {
         }
     }
     let decision = w.oracle.decide(&sides);
-    w.log(|| format!("decide sides {sides:?} -> downed {:?}", decision.downed));
+    w.log(|| TraceEvent::DowningDecided {
+        sides: format!("{sides:?}"),
+        downed: decision.downed.iter().map(ToString::to_string).collect(),
+    });
     for (to, view) in decision.views {
         w.publish(&to, view);
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use shoal_core::{EntityEffect, EntityId, Input, MemberId, StopReason};
 
 use crate::check::Property;
+use crate::trace::TraceEvent;
 use crate::world::{Ev, World};
 
 impl World {
@@ -16,7 +17,11 @@ impl World {
     pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
-                self.log(|| format!("{member} start {entity} ({shard})"));
+                self.log(|| TraceEvent::EntityStarted {
+                    member: member.to_string(),
+                    entity: entity.to_string(),
+                    shard: shard.to_string(),
+                });
                 let raced = match &self.reporting_stop {
                     Some((m, e, reason)) if *m == member && *e == entity => Some(*reason),
                     _ => None,
@@ -38,8 +43,11 @@ impl World {
                 entity, payload, ..
             } => {
                 if self.trace_all {
-                    let sent = crate::check::describe(&payload);
-                    self.log(|| format!("{member} deliver {entity} {sent}"));
+                    self.log(|| TraceEvent::Delivered {
+                        member: member.to_string(),
+                        entity: entity.to_string(),
+                        message: crate::check::describe(&payload),
+                    });
                 }
                 if self.stop_requested(member, &entity) {
                     let detail = format!("{member} delivered to {entity} after stopping it");
@@ -80,7 +88,11 @@ impl World {
                 }
             }
             EntityEffect::Stop { entity, reason, .. } => {
-                self.log(|| format!("{member} stop {entity} {reason:?}"));
+                self.log(|| TraceEvent::StopRequested {
+                    member: member.to_string(),
+                    entity: entity.to_string(),
+                    reason: format!("{reason:?}"),
+                });
                 let Some(key) = self.running(member, &entity) else {
                     let detail = format!("{member} stopped {entity}, which does not run there");
                     return self

@@ -30,15 +30,13 @@ mod options;
 mod oracle;
 mod quiescence;
 mod rebalance;
+mod remembering;
 mod requests;
 mod rng;
 mod run;
 mod schedule;
-mod stall;
-// Not wired into the world yet (issue 12): only its unit tests use the store for now.
-#[cfg_attr(not(test), allow(dead_code))]
-mod remembering;
 mod speed;
+mod stall;
 mod store;
 mod trace;
 mod views;
@@ -52,9 +50,10 @@ pub use minimize::{Minimized, minimize};
 pub use options::{
     Downing, Family, Faults, Mailbox, MembershipMode, Options, Remember, SlowLink, TightTimers,
 };
-pub use run::{Outcome, Report, run, run_traced};
+pub use run::{Outcome, Report, run, run_recorded, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
 pub use speed::{Speed, measure_speed, steady_options};
+pub use trace::{TraceEvent, TraceLine, ViewEntry, read_trace};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

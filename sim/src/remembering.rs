@@ -96,7 +96,11 @@ impl World {
                 // What waits for the store (entity starts, a handoff) waits longer: a fault.
                 self.stalls.fault(now);
             }
-            self.log(|| format!("{member} store {request:?} -> {completion:?}"));
+            self.log(|| crate::trace::TraceEvent::Store {
+                member: member.to_string(),
+                request: format!("{request:?}"),
+                completion: format!("{completion:?}"),
+            });
             self.input_to(
                 member,
                 Input::StoreCompleted {

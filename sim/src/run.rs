@@ -12,6 +12,7 @@ use crate::faults::{self, Fault};
 use crate::options::Options;
 use crate::quiescence;
 use crate::schedule::Schedule;
+use crate::trace::{TraceEvent, TraceLine, TraceSink};
 use crate::workload;
 use crate::world::{Ev, World};
 
@@ -139,12 +140,26 @@ pub fn run(options: Options) -> Report {
     run_traced(options, None)
 }
 
-/// Runs the simulation, writing a JSON-lines trace of every event to `trace` if given.
+/// Runs the simulation, writing a JSON-lines trace of every event to `trace` if given (see
+/// [`TraceLine`](crate::TraceLine); [`read_trace`](crate::read_trace) reads it back).
 pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> Report {
+    run_with_sink(options, trace.map(TraceSink::Json)).0
+}
+
+/// Runs the simulation and returns its trace of every event with the report.
+pub fn run_recorded(options: Options) -> (Report, Vec<TraceLine>) {
+    match run_with_sink(options, Some(TraceSink::Memory(Vec::new()))) {
+        (report, Some(TraceSink::Memory(lines))) => (report, lines),
+        (report, _) => (report, Vec::new()),
+    }
+}
+
+/// Runs the simulation with the trace going to `sink`, and gives the sink back.
+fn run_with_sink(options: Options, sink: Option<TraceSink>) -> (Report, Option<TraceSink>) {
     // Probes are recorded per thread: drop what an earlier run on this thread left.
     shoal_core::probe::take();
     let mut w = World::new(options.clone());
-    if let Some(sink) = trace {
+    if let Some(sink) = sink {
         w.trace_to(sink);
     }
     let fault_end = Instant::ZERO + options.duration;
@@ -242,12 +257,24 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         }
     }
 
+    // The violations close the trace, each at its time.
+    for v in w.check.violations.clone() {
+        let line = TraceLine {
+            t_ns: v.at.as_nanos(),
+            event: TraceEvent::Violation {
+                property: format!("{:?}", v.property),
+                subject: v.subject,
+                detail: v.detail,
+            },
+        };
+        w.record(line);
+    }
     let outcome = match (w.check.violations.is_empty(), w.no_survivors) {
         (false, _) => Outcome::Failed,
         (true, true) => Outcome::NoProgress,
         (true, false) => Outcome::Passed,
     };
-    Report {
+    let report = Report {
         outcome,
         violations: w.check.violations.clone(),
         digest: w.digest(),
@@ -266,5 +293,6 @@ pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> R
         },
         options,
         schedule,
-    }
+    };
+    (report, w.take_sink())
 }

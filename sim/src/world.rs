@@ -20,6 +20,7 @@ use crate::nodes::{Nodes, SimNode};
 use crate::options::{Downing, MembershipMode, Options};
 use crate::oracle::Oracle;
 use crate::rng::{SimRng, Stream};
+use crate::trace::TraceEvent;
 
 /// The entity type every simulated node serves.
 pub(crate) const TYPE: &str = "sim";
@@ -63,15 +64,6 @@ pub(crate) enum Ev {
     },
     /// The remember store applies what reached it and answers (see `remembering.rs`).
     Store,
-}
-
-/// Where a JSON-lines trace goes (`sim replay <seed> --trace <file>`).
-pub(crate) struct TraceSink(pub(crate) Box<dyn std::io::Write>);
-
-impl std::fmt::Debug for TraceSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TraceSink")
-    }
 }
 
 /// The simulated cluster.
@@ -148,7 +140,9 @@ pub(crate) struct World {
     /// Also trace forwarded messages and deliveries (`SIM_TRACE=2`, or a trace file).
     pub(crate) trace_all: bool,
     /// The JSON-lines trace file, if one was asked for.
-    pub(crate) sink: Option<TraceSink>,
+    pub(crate) sink: Option<crate::trace::TraceSink>,
+    /// When the trace next samples what each region hosts.
+    pub(crate) next_sample: Instant,
     /// How often each interesting situation ("sometimes" marker) occurred.
     pub(crate) coverage: BTreeMap<&'static str, u64>,
     /// The entity whose stop is being reported in the current driver call.
@@ -263,6 +257,7 @@ impl World {
             trace: std::env::var_os("SIM_TRACE").is_some(),
             trace_all: std::env::var("SIM_TRACE").is_ok_and(|v| v == "2"),
             sink: None,
+            next_sample: Instant::ZERO,
             coverage: BTreeMap::new(),
             reporting_stop: None,
             events_processed: 0,
@@ -351,6 +346,9 @@ impl World {
             self.now = at;
             self.events_processed += 1;
             self.handle(ev);
+            if self.sink.is_some() && self.now >= self.next_sample {
+                self.sample_hosting();
+            }
         }
         self.now = self.now.max(until);
     }
@@ -410,6 +408,9 @@ impl World {
             paused: None,
         };
         self.nodes.insert(node, sim);
+        self.log(|| TraceEvent::ProcessStarted {
+            member: id.to_string(),
+        });
         self.nodes_epoch += 1;
         let last = self.last_incarnation.entry(node).or_default();
         // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
@@ -432,6 +433,9 @@ impl World {
     /// Removes a node's process (crash): its entities die at once.
     pub(crate) fn kill(&mut self, n: NodeId) -> Option<MemberId> {
         let node = self.nodes.remove(&n)?;
+        self.log(|| TraceEvent::ProcessEnded {
+            member: node.id.to_string(),
+        });
         self.nodes_epoch += 1;
         self.check.crashed(node.id);
         self.stalls.region_gone(node.id);
@@ -489,7 +493,10 @@ impl World {
                     self.incarnations.remove(&(member, entity.clone()));
                     self.mailboxes.remove(&(member, entity.clone()));
                     self.remembered_stopped(&(member, entity.clone(), incarnation));
-                    self.log(|| format!("{member} stopped {entity}"));
+                    self.log(|| TraceEvent::EntityStopped {
+                        member: member.to_string(),
+                        entity: entity.to_string(),
+                    });
                     self.check.stopped(member, &entity);
                     let entity_type = self.ty.clone();
                     self.reporting_stop = Some((member, entity.clone(), reason));
@@ -546,12 +553,11 @@ impl World {
                 };
                 if version > node.view_version {
                     node.view_version = version;
-                    let summary: Vec<String> = view
-                        .members()
-                        .iter()
-                        .map(|m| format!("{}:{:?}", m.id, m.status))
-                        .collect();
-                    self.log(|| format!("{member} view v{version} [{}]", summary.join(" ")));
+                    self.log(|| TraceEvent::View {
+                        member: member.to_string(),
+                        version: Some(version),
+                        members: crate::trace::view_entries(&view),
+                    });
                     self.input(member.node, Input::MembershipChanged(view));
                 }
             }
@@ -561,7 +567,9 @@ impl World {
             }
             Ev::Fault(fault) => {
                 self.mix(7, 0);
-                self.log(|| format!("fault {fault:?}"));
+                self.log(|| TraceEvent::Fault {
+                    fault: format!("{fault:?}"),
+                });
                 crate::faults::apply(self, fault);
             }
         }

@@ -650,7 +650,18 @@ fn failing_schedules_shrink_and_replay_from_text() {
         explanation
             .events
             .iter()
-            .all(|e| e.contains(subject.as_str()))
+            .all(|e| e.event.mentions(subject.as_str()))
+    );
+    // The trace file reads back as typed events, and closes with the violation at its time.
+    let file = std::fs::File::open(&explanation.trace).expect("trace file");
+    let trace = sim::read_trace(std::io::BufReader::new(file)).expect("a typed trace");
+    let first = &failing.violations[0];
+    assert!(trace.iter().any(|line| line.t_ns == first.at.as_nanos()
+        && matches!(&line.event, sim::TraceEvent::Violation { subject, .. } if subject == &first.subject)));
+    assert!(
+        trace
+            .iter()
+            .any(|line| matches!(line.event, sim::TraceEvent::Partitioned { .. }))
     );
     let _ = std::fs::remove_dir_all(dir);
 }
