@@ -44,10 +44,7 @@ pub fn explain(report: &Report, dir: &Path) -> io::Result<Explanation> {
     let trace = dir.join(format!("seed-{}.jsonl", report.options.seed));
     let (_, lines) = run_recorded(report.options.clone());
     let mut out = BufWriter::new(File::create(&trace)?);
-    for line in &lines {
-        serde_json::to_writer(&mut out, line)?;
-        out.write_all(b"\n")?;
-    }
+    crate::trace::write_trace(&mut out, &lines)?;
     out.flush()?;
     let events = match report.violations.first() {
         Some(first) => leading_to(&lines, first.at.as_nanos(), &first.subject),

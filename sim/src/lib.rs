@@ -28,6 +28,7 @@ mod net;
 mod nodes;
 mod options;
 mod oracle;
+mod picture;
 mod quiescence;
 mod rebalance;
 mod remembering;
@@ -50,10 +51,11 @@ pub use minimize::{Minimized, minimize};
 pub use options::{
     Downing, Family, Faults, Mailbox, MembershipMode, Options, Remember, SlowLink, TightTimers,
 };
+pub use picture::render_html;
 pub use run::{Outcome, Report, run, run_recorded, run_traced};
 pub use schedule::{Act, Action, Schedule, ScheduleError};
 pub use speed::{Speed, measure_speed, steady_options};
-pub use trace::{TraceEvent, TraceLine, ViewEntry, read_trace};
+pub use trace::{TraceEvent, TraceLine, ViewEntry, read_trace, write_trace};
 
 /// Parses a seed written in decimal, in hex (`0x…`), or as a git commit hash (its first 16 hex
 /// digits), as users paste them.

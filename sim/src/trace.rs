@@ -423,6 +423,18 @@ pub fn read_trace(reader: impl BufRead) -> io::Result<Vec<TraceLine>> {
     Ok(lines)
 }
 
+/// Writes `lines` as JSON lines, as `sim replay --trace` does.
+///
+/// # Errors
+/// The writer fails.
+pub fn write_trace(out: &mut impl io::Write, lines: &[TraceLine]) -> io::Result<()> {
+    for line in lines {
+        serde_json::to_writer(&mut *out, line)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// Where a run's trace goes.
 pub(crate) enum TraceSink {
     /// JSON lines to a writer.
@@ -482,10 +494,15 @@ impl World {
         }
     }
 
-    /// Turns on the trace to `sink` (which also records every message and delivery).
+    /// Turns on the trace to `sink` (which also records every message and delivery); it opens
+    /// with the processes already running.
     pub(crate) fn trace_to(&mut self, sink: TraceSink) {
         self.sink = Some(sink);
         self.trace_all = true;
+        let running: Vec<String> = self.nodes.values().map(|n| n.id.to_string()).collect();
+        for member in running {
+            self.log(|| TraceEvent::ProcessStarted { member });
+        }
     }
 
     /// Records how many shards each running member's region hosts, once per simulated second

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--coverage] [--reaching <text>] [--until-failure]
-//! sim replay <seed> [--trace <file>] [--coverage]
+//! sim replay <seed> [--trace <file>] [--html <file>] [--coverage]
 //! sim minimize <seed>
 //! sim failover
 //! sim bench [--nodes <n>]
@@ -66,6 +66,10 @@ enum Command {
         /// Write the run's trace to this file as JSON lines.
         #[arg(long, value_name = "FILE")]
         trace: Option<String>,
+        /// Write a picture of the run to this file: one self-contained HTML page (a timeline
+        /// per node, faults, shards, deliveries per second, the violation marked).
+        #[arg(long, value_name = "FILE")]
+        html: Option<String>,
         /// Also print the markers and core probes the run reached.
         #[arg(long)]
         coverage: bool,
@@ -177,9 +181,10 @@ fn main() -> ExitCode {
         Command::Replay {
             seed,
             trace,
+            html,
             coverage,
             run,
-        } => replay(run.options(seed), trace, coverage).unwrap_or_else(|message| {
+        } => replay(run.options(seed), trace, html, coverage).unwrap_or_else(|message| {
             eprintln!("{message}");
             ExitCode::from(2)
         }),
@@ -266,23 +271,44 @@ fn sweep(
 fn replay(
     options: Options,
     trace_path: Option<String>,
+    html_path: Option<String>,
     coverage: bool,
 ) -> Result<ExitCode, String> {
-    let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| format!("cannot create trace file {path}: {e}"))?;
-            Some(Box::new(std::io::BufWriter::new(file)))
-        }
-        None => None,
+    let create = |path: &str, what: &str| {
+        std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| format!("cannot create {what} {path}: {e}"))
     };
-    let report = run_traced(options, sink);
+    let report = match &html_path {
+        None => {
+            let sink: Option<Box<dyn std::io::Write>> = match &trace_path {
+                Some(path) => Some(Box::new(create(path, "trace file")?)),
+                None => None,
+            };
+            run_traced(options, sink)
+        }
+        Some(html) => {
+            let (report, trace) = sim::run_recorded(options);
+            std::fs::write(html, sim::render_html(&report, &trace))
+                .map_err(|e| format!("cannot write HTML page {html}: {e}"))?;
+            if let Some(path) = &trace_path {
+                let mut out = create(path, "trace file")?;
+                sim::write_trace(&mut out, &trace)
+                    .and_then(|()| std::io::Write::flush(&mut out))
+                    .map_err(|e| format!("cannot write trace file {path}: {e}"))?;
+            }
+            report
+        }
+    };
     print!("{report}");
     println!("  schedule: {}", report.schedule);
     if coverage {
         for (marker, n) in &report.coverage {
             println!("  reached {n:>5}× {marker}");
         }
+    }
+    if let Some(path) = &html_path {
+        println!("  picture: {path}");
     }
     match trace_path {
         Some(path) => println!("  trace: {path} (JSON lines)"),
