@@ -114,7 +114,7 @@ pub use letter::{StartAck, StartOutcome};
 pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
-    SeedNode,
+    SeedNode, StateDigest,
 };
 pub use message::{
     AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,

@@ -12,14 +12,17 @@ use crate::message::{AllocationGate, Body, CoordinatorState};
 use crate::time::Instant;
 
 impl Coordinator {
-    /// What the gate waits for now.
+    /// What the gate waits for now. Joining members count: the leader may have moved one Up
+    /// in views this one has not caught up with, and an earlier coordinator may have allocated
+    /// shards to it there (simulator seed 10919: a coordinator that took over allocated a
+    /// shard a member it still saw Joining was running).
     pub(super) fn gate(&self, view: &MembershipView) -> AllocationGate {
         let role = self.role.as_deref();
         let unregistered = view
             .members()
             .iter()
             .filter(|m| m.hosts_type(&self.entity_type, role))
-            .filter(|m| m.status.may_host_shards() || m.status == MemberStatus::Down)
+            .filter(|m| may_have_shards(m.status))
             .filter(|m| !self.is_registered(m.id))
             .map(|m| m.id)
             .collect();
@@ -70,13 +73,15 @@ impl Coordinator {
             self.serve_waiting(now, view, out);
             return;
         }
+        let joining = |m: &crate::id::MemberId| view.status(*m) == Some(MemberStatus::Joining);
+        if gate.unregistered.iter().any(joining) {
+            crate::probe::hit("coordinator: the gate waits for a Joining member");
+        }
         if self.next_register_request.is_some_and(|at| at <= now) {
             self.next_register_request = Some(now + self.settings.retry_interval);
             for &member in &gate.unregistered {
-                if view
-                    .status(member)
-                    .is_some_and(MemberStatus::may_host_shards)
-                {
+                let status = view.status(member);
+                if status.is_some_and(|s| s.may_host_shards() || s == MemberStatus::Joining) {
                     out.send(member, &self.entity_type, Body::RegisterRequest);
                 }
             }
@@ -121,4 +126,11 @@ impl Coordinator {
 
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Whether a member in `status` may run shards as far as any member knows: Up, Leaving or
+/// Exiting here, Joining here but perhaps Up in a view that is ahead, or Down and not yet
+/// removed (its process may still run).
+fn may_have_shards(status: MemberStatus) -> bool {
+    status.may_host_shards() || matches!(status, MemberStatus::Joining | MemberStatus::Down)
 }

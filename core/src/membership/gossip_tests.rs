@@ -107,9 +107,9 @@ fn merging_is_a_join_later_statuses_and_tombstones_win() {
 fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
     let g = three_up();
     let mut other = g.clone();
-    other.seen = [m(2)].into();
+    other.seen = BTreeSet::from([m(2)]).into();
     let mut mine = g.clone();
-    mine.seen = [m(1)].into();
+    mine.seen = BTreeSet::from([m(1)]).into();
     assert_eq!(mine.receive(m(1), other), Received::Same);
     assert_eq!(mine.seen(), &[m(1), m(2)].into());
     let mut newer = g;

@@ -9,7 +9,7 @@ use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
 use crate::membership::detector::{PhiAccrual, monitored};
 use crate::membership::downing::Downer;
-use crate::membership::gossip::{Gossip, GossipMember, Received};
+use crate::membership::gossip::{Gossip, GossipMember, Received, StateDigest, StatusMatch};
 use crate::membership::message::ClusterMessage;
 use crate::membership::settings::MembershipSettings;
 use crate::membership::view::{MemberStatus, MembershipView};
@@ -57,6 +57,9 @@ pub(crate) struct Membership {
     published: MembershipView,
     /// The gossip may have changed since the view was last built.
     dirty: bool,
+    /// The (state, seen) digests for which the leader's actions last found nothing to do:
+    /// they depend on nothing else, so they are not worked out again until either changes.
+    leader_idle: Option<(StateDigest, u64)>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.
@@ -103,6 +106,7 @@ impl Membership {
             leaving: false,
             published: MembershipView::default(),
             dirty: true,
+            leader_idle: None,
             settings,
         }
     }
@@ -224,6 +228,30 @@ impl Membership {
             ClusterMessage::Welcome(gossip) | ClusterMessage::Gossip(gossip) => {
                 self.handle_gossip(now, from, *gossip, rng, out);
             }
+            ClusterMessage::GossipStatus { state, seen } => {
+                self.handle_gossip_status(now, from, state, seen, rng, out);
+            }
+            ClusterMessage::GossipSeen {
+                state,
+                seen,
+                answer,
+            } => {
+                if self.phase != Phase::Member {
+                    return;
+                }
+                let (grew, more) = self.gossip.receive_seen(state, &seen);
+                if answer && more {
+                    let seen = ClusterMessage::GossipSeen {
+                        state,
+                        seen: self.gossip.seen().clone(),
+                        answer: false,
+                    };
+                    out.send_cluster(from, seen);
+                }
+                if grew {
+                    self.act(now, false, rng, out);
+                }
+            }
             ClusterMessage::Heartbeat { sequence } => {
                 out.send_cluster(from, ClusterMessage::HeartbeatRsp { sequence });
             }
@@ -254,13 +282,58 @@ impl Membership {
             }
             self.phase = Phase::Member;
         }
+        let sender_knew_we_saw_it = remote.seen().contains(&self.me);
         let received = self.gossip.receive(self.me, remote);
         if matches!(received, Received::Older | Received::Merged) {
             out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+        } else if received == Received::Same
+            && !sender_knew_we_saw_it
+            && self.gossip.member(from).is_some()
+        {
+            // Akka's talkback, as digests: the sender learns that we hold its state.
+            let status = ClusterMessage::GossipStatus {
+                state: self.gossip.digest(),
+                seen: self.gossip.seen_digest(),
+            };
+            out.send_cluster(from, status);
         }
         if received != Received::Same {
             self.after_change(now, rng, out);
         } else {
+            self.act(now, false, rng, out);
+        }
+    }
+
+    /// A digest exchange: equal states need nothing more (the sender has seen ours, which may
+    /// complete convergence); otherwise the sender gets our full state to merge.
+    fn handle_gossip_status(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        state: StateDigest,
+        seen: u64,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        if self.phase != Phase::Member || self.gossip.member(from).is_none() {
+            return;
+        }
+        let seen_before = self.gossip.seen().len();
+        match self.gossip.receive_status(from, state, seen) {
+            StatusMatch::InSync => {}
+            StatusMatch::SeenDiffers => {
+                let seen = ClusterMessage::GossipSeen {
+                    state,
+                    seen: self.gossip.seen().clone(),
+                    answer: true,
+                };
+                out.send_cluster(from, seen);
+            }
+            StatusMatch::StateDiffers => {
+                out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+            }
+        }
+        if self.gossip.seen().len() != seen_before {
             self.act(now, false, rng, out);
         }
     }
@@ -363,11 +436,18 @@ impl Membership {
             self.settings.min_nr_of_members,
             &self.settings.min_nr_of_members_per_role,
         );
-        if let Some(exited) = self.gossip.leader_actions(self.me, min_members, per_role) {
-            changed = true;
-            // A removed member hears it from the leader: nobody gossips to it any more.
-            for id in exited.into_iter().filter(|id| *id != self.me) {
-                out.send_cluster(id, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+        let key = (self.gossip.digest(), self.gossip.seen_digest());
+        if self.leader_idle != Some(key) {
+            match self.gossip.leader_actions(self.me, min_members, per_role) {
+                Some(exited) => {
+                    changed = true;
+                    // A removed member hears it from the leader: nobody gossips to it any more.
+                    for id in exited.into_iter().filter(|id| *id != self.me) {
+                        let gossip = ClusterMessage::Gossip(Box::new(self.gossip.clone()));
+                        out.send_cluster(id, gossip);
+                    }
+                }
+                None => self.leader_idle = Some(key),
             }
         }
         if changed {
@@ -449,7 +529,16 @@ impl Membership {
                 return;
             }
             let to = pool.swap_remove(rng.below(pool.len() as u64) as usize);
-            out.send_cluster(to, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+            // A member that has seen this state gets its digests (Akka's GossipStatus).
+            let message = if self.gossip.seen().contains(&to) {
+                ClusterMessage::GossipStatus {
+                    state: self.gossip.digest(),
+                    seen: self.gossip.seen_digest(),
+                }
+            } else {
+                ClusterMessage::Gossip(Box::new(self.gossip.clone()))
+            };
+            out.send_cluster(to, message);
         }
     }
 

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{Address, AppVersion, EntityType};
-use crate::membership::gossip::Gossip;
+use crate::id::{Address, AppVersion, EntityType, MemberId};
+use crate::membership::gossip::{Gossip, StateDigest};
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
@@ -36,6 +36,27 @@ pub enum ClusterMessage {
     /// The sender's membership state. A receiver that knows something the sender does not
     /// answers with its own.
     Gossip(Box<Gossip>),
+    /// A gossip round to a member that has seen the sender's state: digests instead of the
+    /// state (Akka's `GossipStatus`); also the answer to a gossip whose seen set lacked the
+    /// receiver, so that the sender learns it was seen. A receiver whose state differs answers
+    /// with its full `Gossip`; one whose seen set differs, with `GossipSeen`.
+    GossipStatus {
+        /// The digest of the sender's state.
+        state: StateDigest,
+        /// The digest of the sender's seen set.
+        seen: u64,
+    },
+    /// The members that have seen the state with this digest, as the sender knows them (the
+    /// answer to a `GossipStatus` whose seen digest differed), so that both ends learn the
+    /// union.
+    GossipSeen {
+        /// The digest of the sender's state.
+        state: StateDigest,
+        /// Who has seen it.
+        seen: BTreeSet<MemberId>,
+        /// The receiver should answer with the members it knows beyond `seen`, if any.
+        answer: bool,
+    },
     /// A failure-detector probe, answered by `HeartbeatRsp`.
     Heartbeat {
         /// Echoed in the answer.

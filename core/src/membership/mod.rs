@@ -8,10 +8,11 @@ mod lease;
 mod machine;
 mod message;
 mod reachability;
+mod seen;
 mod settings;
 mod view;
 
-pub use gossip::{Gossip, GossipMember};
+pub use gossip::{Gossip, GossipMember, StateDigest};
 pub use lease::{LeaseEvent, LeaseRequest, LeaseSettings};
 pub(crate) use machine::Membership;
 pub use machine::Phase;

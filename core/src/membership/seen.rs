@@ -1,0 +1,154 @@
+//! The set of members that have seen a gossip state, with a digest kept up to date as members
+//! are added, so that a digest-only gossip round (`GossipStatus`) costs the same whatever the
+//! cluster's size.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::id::MemberId;
+
+/// Members that have seen a state, and an order-independent digest of them (the xor of a
+/// 64-bit mix of each member: adding one updates it in O(1)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "BTreeSet<MemberId>")]
+pub(crate) struct Seen {
+    members: BTreeSet<MemberId>,
+    digest: u64,
+}
+
+/// A member's contribution to the digest (splitmix64's finalizer over its address and
+/// incarnation): stable across builds, as anything compared between members must be.
+fn mix(id: MemberId) -> u64 {
+    let mut z = id.node.0 ^ id.incarnation.0.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Seen {
+    /// The digest of the set.
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// The members, by id.
+    pub(crate) fn set(&self) -> &BTreeSet<MemberId> {
+        &self.members
+    }
+
+    /// Whether `id` has seen the state.
+    pub(crate) fn contains(&self, id: &MemberId) -> bool {
+        self.members.contains(id)
+    }
+
+    /// How many members have seen the state.
+    pub(crate) fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Records that `id` has seen the state.
+    pub(crate) fn insert(&mut self, id: MemberId) {
+        if self.members.insert(id) {
+            self.digest ^= mix(id);
+        }
+    }
+
+    /// Records every member of `ids`.
+    pub(crate) fn extend(&mut self, ids: impl IntoIterator<Item = MemberId>) {
+        for id in ids {
+            self.insert(id);
+        }
+    }
+
+    /// Nobody has seen the state (it changed).
+    pub(crate) fn clear(&mut self) {
+        self.members.clear();
+        self.digest = 0;
+    }
+
+    /// Keeps the members for which `keep` holds.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&MemberId) -> bool) {
+        let digest = &mut self.digest;
+        self.members.retain(|id| {
+            let kept = keep(id);
+            if !kept {
+                *digest ^= mix(*id);
+            }
+            kept
+        });
+    }
+}
+
+impl From<BTreeSet<MemberId>> for Seen {
+    fn from(members: BTreeSet<MemberId>) -> Self {
+        let digest = members.iter().fold(0, |d, id| d ^ mix(*id));
+        Self { members, digest }
+    }
+}
+
+impl Serialize for Seen {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.members.serialize(serializer)
+    }
+}
+
+impl PartialEq for Seen {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+    }
+}
+
+impl Eq for Seen {}
+
+#[cfg(feature = "arbitrary")]
+impl<'a> arbitrary::Arbitrary<'a> for Seen {
+    fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(Self::from(BTreeSet::<MemberId>::arbitrary(u)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::{Incarnation, NodeId};
+
+    fn member(node: u64, incarnation: u64) -> MemberId {
+        MemberId {
+            node: NodeId(node),
+            incarnation: Incarnation(incarnation),
+        }
+    }
+
+    #[test]
+    fn the_digest_follows_the_set_whatever_the_order() {
+        let mut a = Seen::default();
+        a.extend([member(1, 1), member(2, 1), member(3, 2)]);
+        let mut b = Seen::default();
+        b.extend([member(3, 2), member(1, 1), member(2, 1), member(1, 1)]);
+        assert_eq!(a.digest(), b.digest());
+        assert_ne!(a.digest(), 0);
+        b.retain(|id| id.node != NodeId(2));
+        assert_ne!(a.digest(), b.digest());
+        b.insert(member(2, 1));
+        assert_eq!(a.digest(), b.digest());
+        // A new incarnation is another member.
+        b.insert(member(3, 1));
+        assert_ne!(a.digest(), b.digest());
+        b.clear();
+        assert_eq!(b.digest(), 0);
+        assert_eq!(b, Seen::default());
+    }
+
+    #[test]
+    fn a_decoded_set_has_the_digest_of_its_members() {
+        let mut a = Seen::default();
+        a.extend([member(7, 3), member(9, 1)]);
+        let bytes = postcard::to_allocvec(&a).expect("encodes");
+        // On the wire it is just the set.
+        assert_eq!(bytes, postcard::to_allocvec(a.set()).expect("encodes"));
+        let b: Seen = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(b.digest(), a.digest());
+        assert_eq!(b, a);
+    }
+}
