@@ -129,5 +129,11 @@ impl Driver {
                 Effect::Store(request) => io.store(request),
             }
         }
+        // Debug builds (tests, fuzzing) check the node's internal invariants after every
+        // drain; the simulator reports them as violations in its release builds too.
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.node.check_invariants() {
+            panic!("a node's internal invariant broke: {broken}");
+        }
     }
 }

@@ -221,6 +221,14 @@ impl Shard {
         self.is_stopped()
     }
 
+    /// Letters this shard holds within the region's budget: those for stopping entities and
+    /// those waiting for a start to be durable.
+    pub(crate) fn buffered_letters(&self) -> usize {
+        let stopping = self.entities.values().filter_map(|e| e.stopping.as_ref());
+        stopping.map(|s| s.buffer.len()).sum::<usize>()
+            + self.waiting.values().map(VecDeque::len).sum::<usize>()
+    }
+
     /// Forces every entity to stop now (the member was downed or removed). Returns all
     /// buffered messages, their budget released, so the region can report them as dead letters.
     pub(crate) fn handle_terminate(

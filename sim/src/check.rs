@@ -61,6 +61,9 @@ pub enum Property {
     /// twice) after healing, a write of an old epoch accepted by the store, or two allocations
     /// of a shard at one epoch.
     Remembering,
+    /// A node's internal invariants broken after a driver call (`Node::check_invariants`:
+    /// a coordinator's table against its region lists, a region's buffer budget and timers).
+    CoreInvariant,
 }
 
 impl fmt::Display for Violation {

@@ -98,9 +98,18 @@ impl World {
 
     /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
     fn after_call(&mut self, n: NodeId, out: &mut Vec<Effect>) {
-        let Some(member) = self.nodes.get(&n).map(|node| node.id) else {
+        let Some(node) = self.nodes.get(&n) else {
             return out.clear();
         };
+        let member = node.id;
+        // Checked after every call, before its effects: the first break is reported where it
+        // happened (and once per member, not after every later call).
+        if let Err(detail) = node.driver.node().check_invariants() {
+            if self.invariants_broken.insert(member) {
+                self.check
+                    .fail(self.now, Property::CoreInvariant, member, detail);
+            }
+        }
         // A rebalance round is judged on the view it was decided on: not if this same call
         // changed the node's view afterwards (its membership timers run after the coordinator's).
         let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();

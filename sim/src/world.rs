@@ -160,6 +160,8 @@ pub(crate) struct World {
     pub(crate) views_changed: u64,
     /// Up members clients send through, as of (oracle version, nodes epoch).
     pub(crate) senders: ((u64, u64), Vec<MemberId>),
+    /// Members whose internal invariants broke (each reported once).
+    pub(crate) invariants_broken: BTreeSet<MemberId>,
     /// The effects of one driver call, reused from call to call.
     pub(crate) scratch: Vec<Effect>,
     /// The remember store and what remembering owes, when the run remembers entities.
@@ -269,6 +271,7 @@ impl World {
             nodes_epoch: 0,
             views_changed: 0,
             senders: ((u64::MAX, 0), Vec::new()),
+            invariants_broken: BTreeSet::new(),
             scratch: Vec::new(),
             remembering: None,
             digest: 0xcbf2_9ce4_8422_2325,

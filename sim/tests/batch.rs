@@ -614,6 +614,7 @@ fn coverage_markers_fire_within_the_batch() {
         "coordinator: an exited region's acknowledgement is awaited",
         "coordinator: the last words of a region that left are heard",
         "coordinator: a graceful shutdown waits for the gate",
+        "coordinator: the gate waits for a Joining member",
         "region: a repeated HostShard is acknowledged again",
         "shard: letters that raced a stop restart the entity during a handoff",
         "downing: a tie goes to the side with the lowest address",

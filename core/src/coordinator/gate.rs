@@ -79,9 +79,13 @@ impl Coordinator {
         }
         if self.next_register_request.is_some_and(|at| at <= now) {
             self.next_register_request = Some(now + self.settings.retry_interval);
+            // A Joining member's registration is refused until it is Up here: its region
+            // retries by itself, and is asked once it is Up.
             for &member in &gate.unregistered {
-                let status = view.status(member);
-                if status.is_some_and(|s| s.may_host_shards() || s == MemberStatus::Joining) {
+                if view
+                    .status(member)
+                    .is_some_and(MemberStatus::may_host_shards)
+                {
                     out.send(member, &self.entity_type, Body::RegisterRequest);
                 }
             }

@@ -18,6 +18,7 @@
 
 mod gate;
 mod handoff;
+mod invariants;
 mod placement;
 mod query;
 mod registration;

@@ -773,3 +773,28 @@ fn an_exited_region_acknowledges_through_each_owner() {
     assert_eq!(begun(&mut f, 1), [2, 3, 1], "owner 2 heard of the exit");
     assert_eq!(begun(&mut f, 2), [2, 3, 4, 1], "owner 3 did not");
 }
+
+#[test]
+fn the_table_and_the_region_lists_are_checked_against_each_other() {
+    let mut f = Fixture::with(ShardingSettings::default());
+    assert!(f.register(1, &[1, 2], &[]));
+    assert!(f.register(2, &[3], &[]));
+    assert_eq!(f.c.check_invariants(), Ok(()));
+    // A shard allocated to one region but listed under another.
+    f.c.shards.insert(s(3), m(1));
+    let broken = f.c.check_invariants().expect_err("caught");
+    assert!(broken.contains("s3 is listed under n2#1"), "{broken}");
+    f.c.shards.insert(s(3), m(2));
+    // A shard allocated but in no list.
+    f.c.shards.insert(s(9), m(2));
+    let broken = f.c.check_invariants().expect_err("caught");
+    assert!(
+        broken.contains("s9 is allocated but in no region's list"),
+        "{broken}"
+    );
+    f.c.shards.remove(&s(9));
+    // An acknowledgement awaited for a shard nobody holds.
+    f.c.unacked.set(s(7), Some(at(5)));
+    let broken = f.c.check_invariants().expect_err("caught");
+    assert!(broken.contains("s7 awaits an acknowledgement"), "{broken}");
+}

@@ -270,6 +270,25 @@ impl Node {
         self.me
     }
 
+    /// Checks the node's internal invariants, which hold after every drain whatever the
+    /// inputs were: each coordinator's allocation table against its per-region shard lists
+    /// (no shard in two lists, none allocated but unlisted, acknowledgements and handoffs only
+    /// for allocated shards), and each region's buffer budget and shard timers against what it
+    /// buffers and hosts. The simulator checks them after every driver call; debug builds
+    /// after every drain.
+    ///
+    /// # Errors
+    /// The first invariant found broken, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for roles in self.types.values() {
+            roles.region.check_invariants()?;
+            if let Some(coordinator) = &roles.coordinator {
+                coordinator.check_invariants()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Counters of dropped peer input.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

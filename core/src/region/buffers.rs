@@ -86,6 +86,11 @@ impl ShardBuffers {
         self.map.is_empty()
     }
 
+    /// How many letters are buffered, over every shard.
+    pub(crate) fn letters(&self) -> usize {
+        self.map.values().map(VecDeque::len).sum()
+    }
+
     /// Shards with buffered messages, in order.
     pub(crate) fn shards(&self) -> Vec<ShardId> {
         self.map.keys().copied().collect()

@@ -12,6 +12,7 @@
 
 mod buffers;
 mod coordination;
+mod invariants;
 mod lifecycle;
 mod pending_queries;
 mod query;

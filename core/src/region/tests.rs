@@ -660,3 +660,27 @@ fn a_hosted_shard_is_acknowledged_again_while_shutting_down() {
     );
     assert_eq!(f.take(), [send(1, Body::GracefulShutdownReq)]);
 }
+
+#[test]
+fn the_buffer_budget_and_the_timers_are_checked_against_what_is_held() {
+    let mut f = Fixture::registered();
+    f.tell(1, "a");
+    f.tell(1, "b");
+    assert_eq!(f.region.buffered(), 2);
+    assert_eq!(f.region.check_invariants(), Ok(()));
+    // Budget taken for a letter nobody buffered.
+    assert!(f.region.budget.try_take());
+    let broken = f.region.check_invariants().expect_err("caught");
+    assert!(
+        broken.contains("holds 3 letters, the buffers 2"),
+        "{broken}"
+    );
+    f.region.budget.release(1);
+    // A timer for a shard the region does not host.
+    f.region.timers.set(ShardId(3), Some(at(10)));
+    let broken = f.region.check_invariants().expect_err("caught");
+    assert!(
+        broken.contains("s3 has a timer but is not hosted"),
+        "{broken}"
+    );
+}
