@@ -228,8 +228,12 @@ impl Membership {
             ClusterMessage::Welcome(gossip) | ClusterMessage::Gossip(gossip) => {
                 self.handle_gossip(now, from, *gossip, rng, out);
             }
-            ClusterMessage::GossipStatus { state, seen } => {
-                self.handle_gossip_status(now, from, state, seen, rng, out);
+            ClusterMessage::GossipStatus {
+                state,
+                seen,
+                answer,
+            } => {
+                self.handle_gossip_status(now, from, (state, seen, answer), rng, out);
             }
             ClusterMessage::GossipSeen {
                 state,
@@ -294,6 +298,7 @@ impl Membership {
             let status = ClusterMessage::GossipStatus {
                 state: self.gossip.digest(),
                 seen: self.gossip.seen_digest(),
+                answer: false,
             };
             out.send_cluster(from, status);
         }
@@ -310,8 +315,7 @@ impl Membership {
         &mut self,
         now: Instant,
         from: MemberId,
-        state: StateDigest,
-        seen: u64,
+        (state, seen, answer): (StateDigest, u64, bool),
         rng: &mut Rng,
         out: &mut Effects,
     ) {
@@ -321,6 +325,7 @@ impl Membership {
         let seen_before = self.gossip.seen().len();
         match self.gossip.receive_status(from, state, seen) {
             StatusMatch::InSync => {}
+            _ if !answer => {}
             StatusMatch::SeenDiffers => {
                 let seen = ClusterMessage::GossipSeen {
                     state,
@@ -534,6 +539,7 @@ impl Membership {
                 ClusterMessage::GossipStatus {
                     state: self.gossip.digest(),
                     seen: self.gossip.seen_digest(),
+                    answer: true,
                 }
             } else {
                 ClusterMessage::Gossip(Box::new(self.gossip.clone()))

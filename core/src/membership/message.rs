@@ -45,6 +45,10 @@ pub enum ClusterMessage {
         state: StateDigest,
         /// The digest of the sender's seen set.
         seen: u64,
+        /// A gossip round, which a receiver holding another state or seen set answers; not
+        /// a talkback, which only tells the receiver that the sender holds that state (if the
+        /// receiver's state moved on meanwhile, answering would send it back for nothing).
+        answer: bool,
     },
     /// The members that have seen the state with this digest, as the sender knows them (the
     /// answer to a `GossipStatus` whose seen digest differed), so that both ends learn the
