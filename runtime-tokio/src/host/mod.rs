@@ -100,6 +100,7 @@ impl Host {
                 Some(envelope) = self.data_in.recv() => self.input(Input::Receive(envelope)),
             }
         }
+        self.io.transport.close().await;
         self.stop();
     }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use shoal_core::{Address, Envelope, Lane};
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 pub(crate) use counters::Counters;
 pub use counters::TransportStats;
@@ -82,7 +82,7 @@ pub(crate) struct Transport {
     shared: Arc<Shared>,
     /// Ordered, so tasks are stopped in the same order on every run (replays stay exact).
     peers: BTreeMap<Address, peer::PeerQueues>,
-    listener: AbortHandle,
+    listener: JoinHandle<()>,
 }
 
 impl Transport {
@@ -107,7 +107,7 @@ impl Transport {
         Self {
             shared,
             peers: BTreeMap::new(),
-            listener: listener.abort_handle(),
+            listener,
         }
     }
 
@@ -175,6 +175,15 @@ impl Transport {
         for peer in std::mem::take(&mut self.peers).into_values() {
             peer.task.abort();
         }
+    }
+
+    /// Stops listening and writing, and waits until the listening socket is closed: a node
+    /// started again at the same address right after this one stopped can bind it (an
+    /// aborted task drops its socket only when the runtime next gets to it).
+    pub(crate) async fn close(&mut self) {
+        self.shutdown();
+        // The task ends cancelled; its result says nothing more.
+        let _ = (&mut self.listener).await;
     }
 }
 
