@@ -29,6 +29,9 @@ pub(crate) struct SimNode {
     pub(crate) view_version: u64,
     /// While the process is paused: the inputs that reached it, replayed in order on resume.
     pub(crate) paused: Option<Vec<Input>>,
+    /// When the simulator next checks the node's internal invariants (release builds; debug
+    /// builds check after every drain in the driver).
+    pub(crate) next_invariant_check: Instant,
 }
 
 impl SimNode {

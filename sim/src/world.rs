@@ -409,6 +409,7 @@ impl World {
             wakeup: None,
             view_version: 0,
             paused: None,
+            next_invariant_check: self.now,
         };
         self.nodes.insert(node, sim);
         self.log(|| TraceEvent::ProcessStarted {
