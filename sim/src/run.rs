@@ -258,16 +258,20 @@ fn run_with_sink(options: Options, sink: Option<TraceSink>) -> (Report, Option<T
     }
 
     // The violations close the trace, each at its time.
-    for v in w.check.violations.clone() {
-        let line = TraceLine {
-            t_ns: v.at.as_nanos(),
-            event: TraceEvent::Violation {
-                property: format!("{:?}", v.property),
-                subject: v.subject,
-                detail: v.detail,
-            },
-        };
-        w.record(line);
+    if w.tracing() {
+        let lines: Vec<TraceLine> = (w.check.violations.iter())
+            .map(|v| TraceLine {
+                t_ns: v.at.as_nanos(),
+                event: TraceEvent::Violation {
+                    property: format!("{:?}", v.property),
+                    subject: v.subject.clone(),
+                    detail: v.detail.clone(),
+                },
+            })
+            .collect();
+        for line in lines {
+            w.record(line);
+        }
     }
     let outcome = match (w.check.violations.is_empty(), w.no_survivors) {
         (false, _) => Outcome::Failed,

@@ -151,31 +151,16 @@ fn timeline(
                 },
                 |c| c.1,
             );
-            let (a, b) = (x(*from), x(to.unwrap_or(end)));
-            let _ = writeln!(
-                page,
-                "<rect x=\"{a:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{band:.1}\" \
-                 fill=\"{colour}\" stroke=\"#bbb\" stroke-width=\"0.3\"><title>{} {status} \
-                 {:.3}–{:.3} s</title></rect>",
-                (b - a).max(0.5),
-                escape(node),
-                *from as f64 / 1e9,
-                to.unwrap_or(end) as f64 / 1e9
-            );
+            let attrs = format!("fill=\"{colour}\" stroke=\"#bbb\" stroke-width=\"0.3\"");
+            let title = format!("{} {status}", escape(node));
+            let span = (*from, to.unwrap_or(end));
+            draw_span(page, &x, span, (top, band, 0.5), &attrs, &title);
         }
         for (from, to, what) in &row.faults {
-            let (a, b) = (x(*from), x(to.unwrap_or(end)));
-            let _ = writeln!(
-                page,
-                "<rect class=\"fault\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
-                 fill=\"rgba(200,0,0,0.35)\"><title>{} {:.3}–{:.3} s</title></rect>",
-                top + band * 0.55,
-                (b - a).max(1.0),
-                band * 0.45,
-                escape(what),
-                *from as f64 / 1e9,
-                to.unwrap_or(end) as f64 / 1e9
-            );
+            let attrs = "class=\"fault\" fill=\"rgba(200,0,0,0.35)\"";
+            let place = (top + band * 0.55, band * 0.45, 1.0);
+            let span = (*from, to.unwrap_or(end));
+            draw_span(page, &x, span, place, attrs, &escape(what));
         }
         for (from, to, opinion) in &row.seen {
             let colour = match opinion.as_str() {
@@ -183,17 +168,10 @@ fn timeline(
                 "unreachable" => "#f90",
                 _ => continue,
             };
-            let (a, b) = (x(*from), x(to.unwrap_or(end)));
-            let _ = writeln!(
-                page,
-                "<rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"4\" fill=\"{colour}\">\
-                 <title>{} {opinion} in other members' views {:.3}–{:.3} s</title></rect>",
-                top + band,
-                (b - a).max(1.0),
-                escape(&row.current),
-                *from as f64 / 1e9,
-                to.unwrap_or(end) as f64 / 1e9
-            );
+            let title = format!("{} {opinion} in other members' views", escape(&row.current));
+            let span = (*from, to.unwrap_or(end));
+            let attrs = format!("fill=\"{colour}\"");
+            draw_span(page, &x, span, (top + band, 4.0, 1.0), &attrs, &title);
         }
         if !row.hosting.is_empty() {
             let points: Vec<String> = row
@@ -257,6 +235,27 @@ fn timeline(
         );
     }
     page.push_str("</svg>\n");
+}
+
+/// A band over `span` (from, to in nanoseconds) at `(y, height, min_width)`, with `attrs` and
+/// a hover title naming its times.
+fn draw_span(
+    page: &mut String,
+    x: &impl Fn(u64) -> f64,
+    (from, to): (u64, u64),
+    (y, height, min_width): (f64, f64, f64),
+    attrs: &str,
+    title: &str,
+) {
+    let (a, b) = (x(from), x(to));
+    let _ = writeln!(
+        page,
+        "<rect {attrs} x=\"{a:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{height:.1}\">\
+         <title>{title} {:.3}–{:.3} s</title></rect>",
+        (b - a).max(min_width),
+        from as f64 / 1e9,
+        to as f64 / 1e9
+    );
 }
 
 /// The time axis, with ticks at a round step.

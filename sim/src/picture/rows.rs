@@ -44,6 +44,13 @@ fn close(spans: &mut [Span], t: u64) {
     }
 }
 
+/// Closes at `t` every interval of `spans` still open.
+fn close_all(spans: &mut [Span], t: u64) {
+    for open in spans.iter_mut().filter(|s| s.1.is_none()) {
+        open.1 = Some(t);
+    }
+}
+
 /// Closes at `t` the latest open interval of `spans` whose text contains `what`.
 fn close_fault(spans: &mut [Span], t: u64, what: &str) {
     if let Some(open) = spans
@@ -80,9 +87,7 @@ pub(super) fn rows_of(trace: &[TraceLine], end: u64) -> BTreeMap<(u64, String), 
                 let r = row(&mut rows, node_of(member));
                 close(&mut r.statuses, t);
                 close(&mut r.seen, t);
-                for open in r.faults.iter_mut().filter(|f| f.1.is_none()) {
-                    open.1 = Some(t);
-                }
+                close_all(&mut r.faults, t);
                 r.statuses.push((t, None, "no process".into()));
             }
             TraceEvent::Crashed { member } => {
@@ -197,9 +202,7 @@ pub(super) fn rows_of(trace: &[TraceLine], end: u64) -> BTreeMap<(u64, String), 
     for r in rows.values_mut() {
         close(&mut r.statuses, end);
         close(&mut r.seen, end);
-        for open in r.faults.iter_mut().filter(|f| f.1.is_none()) {
-            open.1 = Some(end);
-        }
+        close_all(&mut r.faults, end);
     }
     rows
 }
