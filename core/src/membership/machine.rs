@@ -295,12 +295,7 @@ impl Membership {
             && self.gossip.member(from).is_some()
         {
             // Akka's talkback, as digests: the sender learns that we hold its state.
-            let status = ClusterMessage::GossipStatus {
-                state: self.gossip.digest(),
-                seen: self.gossip.seen_digest(),
-                answer: false,
-            };
-            out.send_cluster(from, status);
+            out.send_cluster(from, self.gossip_status(false));
         }
         if received != Received::Same {
             self.after_change(now, rng, out);
@@ -536,15 +531,20 @@ impl Membership {
             let to = pool.swap_remove(rng.below(pool.len() as u64) as usize);
             // A member that has seen this state gets its digests (Akka's GossipStatus).
             let message = if self.gossip.seen().contains(&to) {
-                ClusterMessage::GossipStatus {
-                    state: self.gossip.digest(),
-                    seen: self.gossip.seen_digest(),
-                    answer: true,
-                }
+                self.gossip_status(true)
             } else {
                 ClusterMessage::Gossip(Box::new(self.gossip.clone()))
             };
             out.send_cluster(to, message);
+        }
+    }
+
+    /// This member's digests, as a round (`answer`) or a talkback.
+    fn gossip_status(&mut self, answer: bool) -> ClusterMessage {
+        ClusterMessage::GossipStatus {
+            state: self.gossip.digest(),
+            seen: self.gossip.seen_digest(),
+            answer,
         }
     }
 
