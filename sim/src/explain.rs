@@ -7,7 +7,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::run::{Report, run_recorded};
+use crate::report::Report;
+use crate::run::run_recorded;
 use crate::trace::{TraceEvent, TraceLine};
 
 /// Trace events shown per failure: the subject's last lifecycle events (starts, stops, views,

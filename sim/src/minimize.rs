@@ -6,7 +6,8 @@
 
 use crate::check::Property;
 use crate::options::Options;
-use crate::run::{Report, run};
+use crate::report::Report;
+use crate::run::run;
 use crate::schedule::Schedule;
 
 /// The outcome of a minimization.

@@ -1,19 +1,19 @@
 //! Remembering entities in the simulator: the one store every node's requests go to (a
-//! [`SimStore`] driven as one more event source, its faults drawn per seed), the oracle of the
-//! entities that must be remembered (started, and not passivated since), and the checks: the
-//! store's own (no old epoch's write accepted, no two allocations at one epoch) as requests
-//! apply, and after healing that every entity that must be remembered runs exactly once.
+//! [`SimStore`] driven as one more event source, its faults drawn per seed), and the oracle of
+//! the entities that must be remembered (started, and not passivated since). The simulator
+//! checks against it (see `simulator/remembering.rs`): the store's own checks (no old epoch's
+//! write accepted, no two allocations at one epoch) as requests apply, and after healing that
+//! every entity that must be remembered runs exactly once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use shoal_core::{EntityId, Input, Instant, MemberId, StoreCompletion, StoreRequest};
+use shoal_core::{EntityId, Instant, MemberId, StoreCompletion, StoreRequest};
 
-use crate::check::Property;
+use crate::entity_host::Life;
 use crate::options::Remember;
 use crate::rng::{SimRng, Stream};
 use crate::store::{SimStore, StoreSettings, Ticket};
-use crate::world::{Ev, World};
 
 /// The simulated store and what remembering owes.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub(crate) struct Remembering {
     /// Entities started and not passivated since: after healing each must run exactly once.
     owed: BTreeSet<EntityId>,
     /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation).
-    passivating: BTreeSet<(MemberId, EntityId, u64)>,
+    passivating: BTreeSet<Life>,
 }
 
 impl Remembering {
@@ -52,186 +52,82 @@ impl Remembering {
             passivating: BTreeSet::new(),
         }
     }
-}
 
-impl World {
-    /// A node's `Effect::Store`: submitted to the store, answered later by `Ev::Store`.
-    pub(crate) fn store_request(&mut self, member: MemberId, request: StoreRequest) {
-        let now = self.now;
-        let Some(r) = &mut self.remembering else {
-            let detail = format!("{member} sent a store request without remembering: {request:?}");
-            return self.check.fail(now, Property::HostContract, member, detail);
-        };
-        let ticket = r.store.submit(now, member, request.clone());
-        r.tickets.insert(ticket, (member, request));
-        self.arm_store();
+    /// `member` sends `request` at `now`.
+    pub(crate) fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
+        let ticket = self.store.submit(now, member, request.clone());
+        self.tickets.insert(ticket, (member, request));
     }
 
-    /// `Ev::Store`: applies what reached the store and hands out the answers due.
-    pub(crate) fn handle_store_event(&mut self) {
-        let now = self.now;
-        let Some(r) = &mut self.remembering else {
-            return;
-        };
-        r.wakeup = None;
-        let stale = r.store.stale;
-        let answers = r.store.poll(now);
-        let late_refused = r.store.stale > stale;
-        for detail in r.store.take_violations() {
-            self.check.fail(now, Property::Remembering, "store", detail);
-        }
-        if late_refused {
-            self.mark("a write that timed out landed late and was refused by its sequence");
-        }
-        for (ticket, completion) in answers {
-            let Some((member, request)) = self
-                .remembering
-                .as_mut()
-                .and_then(|r| r.tickets.remove(&ticket))
-            else {
-                continue;
-            };
-            self.mark_completion(&request, &completion);
-            if matches!(completion, StoreCompletion::Failed(_)) {
-                // What waits for the store (entity starts, a handoff) waits longer: a fault.
-                self.stalls.fault(now);
-            }
-            self.log(|| crate::trace::TraceEvent::Store {
-                member: member.to_string(),
-                request: format!("{request:?}"),
-                completion: format!("{completion:?}"),
-            });
-            self.input_to(
-                member,
-                Input::StoreCompleted {
-                    request,
-                    completion,
-                },
-            );
-        }
-        self.arm_store();
-    }
-
-    fn mark_completion(&mut self, request: &StoreRequest, completion: &StoreCompletion) {
-        match (request, completion) {
-            (StoreRequest::Shards { .. }, StoreCompletion::Shards(shards))
-                if !shards.is_empty() =>
-            {
-                self.mark("a new coordinator read remembered shards from the store");
-            }
-            (_, StoreCompletion::Fenced(_)) => self.mark("the store fenced an old epoch"),
-            (_, StoreCompletion::Failed(_)) => self.mark("a remember-store request failed"),
-            (StoreRequest::Load { .. }, StoreCompletion::Loaded(ids)) if !ids.is_empty() => {
-                self.mark("a shard loaded remembered entities");
-            }
-            _ => {}
+    /// Applies what reached the store by `now`: the answers due (with who asked what), the
+    /// store's own violations, and whether a late write was refused by its sequence.
+    pub(crate) fn poll(&mut self, now: Instant) -> StorePoll {
+        self.wakeup = None;
+        let stale = self.store.stale;
+        let answers = self.store.poll(now);
+        let late_refused = self.store.stale > stale;
+        let violations = self.store.take_violations();
+        let answers = answers
+            .into_iter()
+            .filter_map(|(ticket, completion)| {
+                let (member, request) = self.tickets.remove(&ticket)?;
+                Some((member, request, completion))
+            })
+            .collect();
+        StorePoll {
+            answers,
+            violations,
+            late_refused,
         }
     }
 
-    /// Schedules `Ev::Store` for the store's next event, unless one comes earlier.
-    fn arm_store(&mut self) {
-        let now = self.now;
-        let Some(r) = &mut self.remembering else {
-            return;
-        };
-        let Some(next) = r.store.next_event() else {
-            return;
-        };
-        if r.wakeup.is_none_or(|w| next < w || w < now) {
-            r.wakeup = Some(next);
-            self.schedule(next, Ev::Store);
+    /// When the store must next be polled, if that is not armed already (at `now`).
+    pub(crate) fn arm(&mut self, now: Instant) -> Option<Instant> {
+        let next = self.store.next_event()?;
+        if self.wakeup.is_none_or(|w| next < w || w < now) {
+            self.wakeup = Some(next);
+            return Some(next);
         }
+        None
     }
 
-    /// An entity started: remembering owes it a life until it is passivated.
-    pub(crate) fn remembered_started(&mut self, entity: &EntityId) {
-        if let Some(r) = &mut self.remembering {
-            r.owed.insert(entity.clone());
-        }
+    /// An entity started: it is owed a life until it is passivated.
+    pub(crate) fn started(&mut self, entity: &EntityId) {
+        self.owed.insert(entity.clone());
     }
 
     /// The node asked the incarnation `key` to passivate.
-    pub(crate) fn remembered_passivating(&mut self, key: (MemberId, EntityId, u64)) {
-        if let Some(r) = &mut self.remembering {
-            r.passivating.insert(key);
-        }
+    pub(crate) fn passivating(&mut self, key: Life) {
+        self.passivating.insert(key);
     }
 
     /// The incarnation `key` stopped: if it was passivating, the entity is forgotten.
-    pub(crate) fn remembered_stopped(&mut self, key: &(MemberId, EntityId, u64)) {
-        if let Some(r) = &mut self.remembering {
-            if r.passivating.remove(key) {
-                r.owed.remove(&key.1);
-            }
+    pub(crate) fn stopped(&mut self, key: &Life) {
+        if self.passivating.remove(key) {
+            self.owed.remove(&key.1);
         }
     }
 
-    /// The entities remembering owes a life that do not run exactly once on the running
-    /// members, with how many times they run.
-    fn misremembered(&self) -> Vec<(EntityId, usize)> {
-        let Some(r) = &self.remembering else {
-            return Vec::new();
-        };
-        let mut lives: BTreeMap<&EntityId, usize> = r.owed.iter().map(|e| (e, 0)).collect();
-        for (member, entity) in self.incarnations.keys() {
-            if self.is_running(*member) {
-                if let Some(n) = lives.get_mut(entity) {
-                    *n += 1;
-                }
-            }
+    /// `entities` run whether or not remembering works (messaged after healing): not owed.
+    pub(crate) fn forgive(&mut self, entities: &[EntityId]) {
+        for entity in entities {
+            self.owed.remove(entity);
         }
-        lives
-            .into_iter()
-            .filter(|(_, n)| *n != 1)
-            .map(|(e, n)| (e.clone(), n))
-            .collect()
     }
 
-    /// How long a shard that starts may take to recover its remembered entities: its load, then
-    /// every recovery step (all of the run's entities in one shard, at worst), and a few hops.
-    fn recovery_bound(&self) -> Duration {
-        let steps = match self.opts.remember.as_ref().map(|r| r.recovery) {
-            Some(shoal_core::RecoveryStrategy::Constant { number, every }) => {
-                every * (self.opts.entities as usize).div_ceil(number.max(1)) as u32
-            }
-            _ => Duration::ZERO,
-        };
-        steps + crate::bounds::store_writes(&self.opts) + crate::bounds::hop(&self.opts) * 3
+    /// The entities owed a life.
+    pub(crate) fn owed(&self) -> &BTreeSet<EntityId> {
+        &self.owed
     }
+}
 
-    /// Once the cluster is quiet after healing (traffic has stopped, rebalancing has
-    /// converged): every entity that was started and not passivated runs exactly once on the
-    /// running members within the recovery bound. `probed` were messaged after healing (the
-    /// liveness probes): they run whether or not remembering works, so they are left out.
-    /// Returns the time reached.
-    pub(crate) fn await_remembered(&mut self, from: Instant, probed: &[EntityId]) -> Instant {
-        if let Some(r) = &mut self.remembering {
-            for entity in probed {
-                r.owed.remove(entity);
-            }
-        }
-        if self.remembering.as_ref().is_none_or(|r| r.owed.is_empty()) {
-            return from;
-        }
-        let deadline = from + self.recovery_bound();
-        let mut at = from;
-        let mut wrong = self.misremembered();
-        while !wrong.is_empty() && at < deadline {
-            at = (at + Duration::from_millis(500)).min(deadline);
-            self.run_until(at);
-            wrong = self.misremembered();
-        }
-        if wrong.is_empty() {
-            self.mark("every remembered entity ran again after healing");
-        }
-        for (entity, n) in wrong {
-            let detail = format!(
-                "remembered, never passivated, and running {n} times {:.1}s after the cluster \
-                 settled",
-                at.saturating_duration_since(from).as_secs_f64()
-            );
-            self.check.fail(at, Property::Remembering, &entity, detail);
-        }
-        at
-    }
+/// What one poll of the store gave.
+#[derive(Debug)]
+pub(crate) struct StorePoll {
+    /// The answers due: who asked, what, and the outcome.
+    pub(crate) answers: Vec<(MemberId, StoreRequest, StoreCompletion)>,
+    /// What the store's own checks found.
+    pub(crate) violations: Vec<String>,
+    /// A write that timed out landed late and was refused by its sequence.
+    pub(crate) late_refused: bool,
 }

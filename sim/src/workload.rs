@@ -1,22 +1,27 @@
 //! Client traffic: sequenced messages from random members to entities picked with a Zipf
-//! distribution (a few hot entities, a long tail), in occasional bursts.
+//! distribution (a few hot entities, a long tail), in occasional bursts, and now and then a
+//! command or a query. The workload draws what to send from its own random streams; the
+//! simulator sends it (see `simulator/workload.rs`).
 
 use std::time::Duration;
 
-use shoal_core::{EntityId, Input};
+use shoal_core::{
+    AllocationStrategyConfig, Command, EntityId, EntityType, MemberId, NodeId, ShardId,
+};
 
+use crate::options::Options;
 use crate::requests::Asked;
-use crate::world::{Ev, World};
+use crate::rng::{SimRng, Stream};
 
 /// Zipf(1) over `n` entities, as a cumulative table.
 #[derive(Debug)]
-pub(crate) struct Zipf {
+struct Zipf {
     cdf: Vec<f64>,
 }
 
 impl Zipf {
     /// The distribution over `n` items.
-    pub(crate) fn new(n: u32) -> Self {
+    fn new(n: u32) -> Self {
         let mut total = 0.0;
         let cdf = (1..=n.max(1))
             .map(|k| {
@@ -28,7 +33,7 @@ impl Zipf {
     }
 
     /// The item for a uniform draw `u` in `[0, 1)`.
-    pub(crate) fn sample(&self, u: f64) -> usize {
+    fn sample(&self, u: f64) -> usize {
         let target = u * self.cdf.last().copied().unwrap_or(1.0);
         self.cdf
             .partition_point(|c| *c <= target)
@@ -36,98 +41,162 @@ impl Zipf {
     }
 }
 
-/// One client message (sometimes a burst), then the next one is scheduled.
-pub(crate) fn client_message(w: &mut World) {
-    if !w.traffic {
-        return;
-    }
-    let burst = if w.rng_work.chance(0.02) {
-        w.rng_work.range(5, 50)
-    } else {
-        1
-    };
-    for _ in 0..burst {
-        send_one(w);
-    }
-    if w.opts.start_entity > 0.0 && w.rng_commands.chance(w.opts.start_entity) {
-        start_one(w);
-    }
-    if w.opts.queries > 0.0 && w.rng_queries.chance(w.opts.queries) {
-        query_one(w);
-    }
-    let mean = w.opts.message_every;
-    let next = w.rng_work.duration(mean / 2, mean * 3 / 2);
-    w.schedule(w.now + next.max(Duration::from_micros(1)), Ev::Client);
+/// What the workload needs of the run's options.
+#[derive(Clone, Debug)]
+struct WorkloadOptions {
+    message_every: Duration,
+    start_entity: f64,
+    queries: f64,
+    external_allocation: bool,
+    shards: u32,
+    nodes: u64,
 }
 
-fn send_one(w: &mut World) {
-    let Some(sender) = w.pick_sender() else {
-        return;
-    };
-    let index = w.zipf.sample(w.rng_work.unit());
-    let entity = w.entity_ids[index].clone();
-    tell(w, sender, &entity);
+/// The clients of a run.
+#[derive(Debug)]
+pub(crate) struct Workload {
+    options: WorkloadOptions,
+    /// Messages (which sender, which entity, bursts, pacing).
+    rng: SimRng,
+    /// `StartEntity` commands: a stream of their own, so the messages stay what they were.
+    rng_commands: SimRng,
+    /// Queries.
+    rng_queries: SimRng,
+    on: bool,
+    zipf: Zipf,
+    entity_ids: Vec<EntityId>,
+    /// The Up members clients send through, cached under the key it was computed for.
+    senders: ((u64, u64), Vec<MemberId>),
 }
 
-/// A client asks a random Up member to start a random entity (`StartEntity`); the checker
-/// follows its answer. Drawn from a stream of its own, so the messages stay what they were.
-fn start_one(w: &mut World) {
-    let senders = w.up_members();
-    if senders.is_empty() {
-        return;
+impl Workload {
+    /// The clients of a run with `opts`.
+    pub(crate) fn new(opts: &Options) -> Self {
+        let seed = opts.seed;
+        Self {
+            options: WorkloadOptions {
+                message_every: opts.message_every,
+                start_entity: opts.start_entity,
+                queries: opts.queries,
+                external_allocation: opts.allocation == AllocationStrategyConfig::External,
+                shards: opts.shards,
+                nodes: opts.nodes,
+            },
+            rng: SimRng::of(seed, Stream::Workload),
+            rng_commands: SimRng::of(seed, Stream::Commands),
+            rng_queries: SimRng::of(seed, Stream::Queries),
+            on: true,
+            zipf: Zipf::new(opts.entities),
+            entity_ids: (0..opts.entities)
+                .map(|i| EntityId::new(format!("e{i}")))
+                .collect(),
+            senders: ((u64::MAX, 0), Vec::new()),
+        }
     }
-    let sender = *w.rng_commands.pick(&senders);
-    let entity = w.rng_commands.pick(&w.entity_ids).clone();
-    let request = w.requests.send(w.now, sender, Asked::Start(entity.clone()));
-    let command = shoal_core::Command::StartEntity {
-        entity_type: w.ty.clone(),
-        entity,
-    };
-    w.input(sender.node, Input::Command { request, command });
-}
 
-/// A client asks a random Up member where a random entity lives or for the cluster's
-/// statistics, or, under the external allocation strategy, sometimes tells it where a random
-/// shard should live.
-fn query_one(w: &mut World) {
-    let senders = w.up_members();
-    if senders.is_empty() {
-        return;
+    /// Whether clients still send.
+    pub(crate) fn is_on(&self) -> bool {
+        self.on
     }
-    let sender = *w.rng_queries.pick(&senders);
-    let entity_type = w.ty.clone();
-    let external = w.opts.allocation == shoal_core::AllocationStrategyConfig::External;
-    let (asked, command) = if external && w.rng_queries.chance(0.3) {
-        let shard = shoal_core::ShardId(w.rng_queries.below(u64::from(w.opts.shards)) as u32);
-        let node = shoal_core::NodeId(w.rng_queries.range(1, w.opts.nodes));
-        let command = shoal_core::Command::SetShardLocation {
-            entity_type,
-            shard,
-            node,
+
+    /// Clients stop sending (the probes after healing are sent by the simulator).
+    pub(crate) fn stop(&mut self) {
+        self.on = false;
+    }
+
+    /// Every entity clients address.
+    pub(crate) fn entity_ids(&self) -> &[EntityId] {
+        &self.entity_ids
+    }
+
+    /// How many messages this round sends (usually one, sometimes a burst).
+    pub(crate) fn burst(&mut self) -> u64 {
+        if self.rng.chance(0.02) {
+            self.rng.range(5, 50)
+        } else {
+            1
+        }
+    }
+
+    /// Whether the cached Up members clients send through are older than `key` (membership
+    /// and process changes): clients send thousands of messages between changes.
+    pub(crate) fn senders_stale(&self, key: (u64, u64)) -> bool {
+        self.senders.0 != key
+    }
+
+    /// Caches `up` as the members clients send through, as of `key`.
+    pub(crate) fn set_senders(&mut self, key: (u64, u64), up: Vec<MemberId>) {
+        self.senders = (key, up);
+    }
+
+    /// A random member to send through, among the cached Up members.
+    pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
+        let senders = &self.senders.1;
+        (!senders.is_empty()).then(|| *self.rng.pick(senders))
+    }
+
+    /// The entity the next message goes to.
+    pub(crate) fn hot_entity(&mut self) -> EntityId {
+        let index = self.zipf.sample(self.rng.unit());
+        self.entity_ids[index].clone()
+    }
+
+    /// Whether this round also asks a member to start an entity.
+    pub(crate) fn wants_start(&mut self) -> bool {
+        let p = self.options.start_entity;
+        p > 0.0 && self.rng_commands.chance(p)
+    }
+
+    /// A `StartEntity` through one of `senders` (not empty): who asks, and for which entity.
+    pub(crate) fn start(&mut self, senders: &[MemberId]) -> (MemberId, EntityId) {
+        let sender = *self.rng_commands.pick(senders);
+        let entity = self.rng_commands.pick(&self.entity_ids).clone();
+        (sender, entity)
+    }
+
+    /// Whether this round also sends a query.
+    pub(crate) fn wants_query(&mut self) -> bool {
+        let p = self.options.queries;
+        p > 0.0 && self.rng_queries.chance(p)
+    }
+
+    /// A query through one of `senders` (not empty): where a random entity lives, the
+    /// cluster's statistics, or, under the external allocation strategy, sometimes where a
+    /// random shard should live.
+    pub(crate) fn query(
+        &mut self,
+        senders: &[MemberId],
+        entity_type: EntityType,
+    ) -> (MemberId, Asked, Command) {
+        let sender = *self.rng_queries.pick(senders);
+        let o = &self.options;
+        let (asked, command) = if o.external_allocation && self.rng_queries.chance(0.3) {
+            let shard = ShardId(self.rng_queries.below(u64::from(o.shards)) as u32);
+            let node = NodeId(self.rng_queries.range(1, o.nodes));
+            let command = Command::SetShardLocation {
+                entity_type,
+                shard,
+                node,
+            };
+            (Asked::SetLocation(shard), command)
+        } else if self.rng_queries.chance(0.25) {
+            let command = Command::GetClusterShardingStats { entity_type };
+            (Asked::Stats, command)
+        } else {
+            let entity = self.rng_queries.pick(&self.entity_ids).clone();
+            let command = Command::GetEntityLocation {
+                entity_type,
+                entity: entity.clone(),
+            };
+            (Asked::Locate(entity), command)
         };
-        (Asked::SetLocation(shard), command)
-    } else if w.rng_queries.chance(0.25) {
-        let command = shoal_core::Command::GetClusterShardingStats { entity_type };
-        (Asked::Stats, command)
-    } else {
-        let entity = w.rng_queries.pick(&w.entity_ids).clone();
-        let command = shoal_core::Command::GetEntityLocation {
-            entity_type,
-            entity: entity.clone(),
-        };
-        (Asked::Locate(entity), command)
-    };
-    let request = w.requests.send(w.now, sender, asked);
-    w.input(sender.node, Input::Command { request, command });
-}
+        (sender, asked, command)
+    }
 
-/// Sends the next sequenced message from `sender` to `entity`.
-pub(crate) fn tell(w: &mut World, sender: shoal_core::MemberId, entity: &EntityId) {
-    let payload = w.check.send(entity, sender);
-    let input = Input::Tell {
-        entity_type: w.ty.clone(),
-        entity: entity.clone(),
-        payload,
-    };
-    w.input(sender.node, input);
+    /// How long until the next round.
+    pub(crate) fn pause(&mut self) -> Duration {
+        let mean = self.options.message_every;
+        let next = self.rng.duration(mean / 2, mean * 3 / 2);
+        next.max(Duration::from_micros(1))
+    }
 }

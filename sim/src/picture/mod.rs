@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 mod rows;
 
-use crate::run::Report;
+use crate::report::Report;
 use crate::trace::TraceLine;
 use rows::{Row, deliveries_per_second, rows_of};
 

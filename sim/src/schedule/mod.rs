@@ -266,7 +266,7 @@ fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
         Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
     };
     let secs = Duration::from_secs;
-    let decision = crate::faults::STABLE_AFTER;
+    let decision = crate::nemesis::STABLE_AFTER;
     let mut edges = Vec::new();
     for action in actions.iter() {
         let known = o.nodes.max(2);

@@ -11,8 +11,8 @@ use shoal_core::allocation::{
 };
 use shoal_core::{AllocationStrategyConfig, EntityType, Instant, MemberId, ShardId};
 
+use super::{Simulator, TYPE};
 use crate::check::Property;
-use crate::world::{TYPE, World};
 
 /// How long rebalancing may take to converge once the liveness probes are through.
 const REBALANCE_DEADLINE: Duration = Duration::from_secs(180);
@@ -23,7 +23,7 @@ const LOOK_EVERY: Duration = Duration::from_secs(10);
 const SETTLE_AFTER_BALANCE: Duration = Duration::from_secs(3);
 
 /// The node running the coordinator.
-fn coordinator_node(w: &World) -> Option<&shoal_core::Node> {
+fn coordinator_node(w: &Simulator) -> Option<&shoal_core::Node> {
     let t = EntityType::new(TYPE);
     w.nodes
         .values()
@@ -32,7 +32,7 @@ fn coordinator_node(w: &World) -> Option<&shoal_core::Node> {
 }
 
 /// The running coordinator's allocation table.
-fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
+fn coordinator_table(w: &Simulator) -> Option<BTreeMap<ShardId, MemberId>> {
     coordinator_node(w)?
         .coordinator_allocations(&EntityType::new(TYPE))
         .cloned()
@@ -40,7 +40,7 @@ fn coordinator_table(w: &World) -> Option<BTreeMap<ShardId, MemberId>> {
 
 /// What keeps allocation from where the strategy is headed, if anything. Not while members
 /// run different application versions: a rolling update holds rebalancing back.
-fn unsettled(w: &mut World) -> Option<String> {
+fn unsettled(w: &mut Simulator) -> Option<String> {
     if w.app_versions().len() > 1 {
         return None;
     }
@@ -53,7 +53,7 @@ fn unsettled(w: &mut World) -> Option<String> {
 }
 
 /// Allocated shards not on the region the consistent-hashing ring of the Up regions names.
-fn off_ring(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
+fn off_ring(w: &Simulator, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
     let regions = w
         .up_members()
         .into_iter()
@@ -74,7 +74,7 @@ fn off_ring(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
 
 /// Shards per Up member's region, if they differ by more than one (the least-shard
 /// strategy's goal: every region holds ⌊N/R⌋ or ⌈N/R⌉ of the N allocated shards).
-fn imbalance(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
+fn imbalance(w: &Simulator, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
     let mut counts: BTreeMap<MemberId, usize> =
         w.up_members().into_iter().map(|m| (m, 0)).collect();
     for region in table.values() {
@@ -95,7 +95,7 @@ fn imbalance(w: &World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
 
 /// Allocated shards not on the node the application chose for them (`SetShardLocation`, as
 /// the coordinator's node has it), where that node runs an Up region.
-fn off_desired_location(w: &mut World, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
+fn off_desired_location(w: &mut Simulator, table: &BTreeMap<ShardId, MemberId>) -> Option<String> {
     let up = w.up_members();
     let desired = coordinator_node(w)?.desired_shard_locations(&EntityType::new(TYPE))?;
     let mut placed = false;
@@ -117,7 +117,7 @@ fn off_desired_location(w: &mut World, table: &BTreeMap<ShardId, MemberId>) -> O
 
 /// Runs on from `from` until rebalancing has converged or its deadline passed (a violation);
 /// returns the time reached.
-pub(crate) fn await_balance(w: &mut World, from: Instant) -> Instant {
+pub(crate) fn await_balance(w: &mut Simulator, from: Instant) -> Instant {
     if w.app_versions().len() > 1 {
         w.mark("a rolling update held rebalancing back");
     }
@@ -142,7 +142,7 @@ pub(crate) fn await_balance(w: &mut World, from: Instant) -> Instant {
 }
 
 /// At quiescence the coordinator's table equals what the regions host.
-pub(crate) fn check_coordinator(w: &mut World, at: Instant) {
+pub(crate) fn check_coordinator(w: &mut Simulator, at: Instant) {
     let t = EntityType::new(TYPE);
     let Some(table) = coordinator_table(w) else {
         let detail = "no coordinator runs".to_owned();

@@ -1,4 +1,4 @@
-//! Membership as the world shows it: who is Up and a member (from the nodes' own membership, or
+//! Membership as the simulator shows it: who is Up and a member (from the nodes' own membership, or
 //! the oracle's), the views the oracle publishes to nodes (each after its own detection delay),
 //! who is unreachable, and the Up members clients send through.
 
@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use shoal_core::{MemberId, MemberStatus, MembershipView, NodeId};
 
+use crate::events::Ev;
 use crate::options::MembershipMode;
 
-use crate::world::{Ev, World};
+use super::Simulator;
 
-impl World {
+impl Simulator {
     /// Running processes of current Up members that serve the entity type (those clients
     /// send through; the bystander runs none).
     pub(crate) fn up_members(&self) -> Vec<MemberId> {
@@ -78,11 +79,11 @@ impl World {
     /// membership or the set of processes changes: clients send thousands of messages between).
     pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
         let key = (self.oracle.version + self.views_changed, self.nodes_epoch);
-        if self.senders.0 != key {
-            self.senders = (key, self.up_members());
+        if self.workload.senders_stale(key) {
+            let up = self.up_members();
+            self.workload.set_senders(key, up);
         }
-        let senders = &self.senders.1;
-        (!senders.is_empty()).then(|| *self.rng_work.pick(senders))
+        self.workload.pick_sender()
     }
 
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay (with the

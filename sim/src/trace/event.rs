@@ -1,23 +1,9 @@
-//! The run's trace as typed events: readable lines on stderr (`SIM_TRACE=1`/`2`), JSON lines in
-//! the file of `sim replay --trace`, or kept in memory for the explanation of a failure, the
-//! failover measurement and the picture of a run. Nothing reads a trace back as text.
+//! What a trace line says happened: one typed event per kind, with a readable form for
+//! `SIM_TRACE` and explanations.
 
 use std::fmt;
-use std::io::{self, BufRead, Write as _};
 
 use serde::{Deserialize, Serialize};
-
-use crate::world::World;
-
-/// One trace line: when (true simulated time, nanoseconds since the run started) and what.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TraceLine {
-    /// True simulated time of the event, in nanoseconds.
-    pub t_ns: u64,
-    /// What happened.
-    #[serde(flatten)]
-    pub event: TraceEvent,
-}
 
 /// A member as the membership view saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -404,135 +390,6 @@ pub(crate) fn view_entries(view: &shoal_core::MembershipView) -> Vec<ViewEntry> 
         .collect()
 }
 
-/// Reads a JSON-lines trace as `sim replay --trace` writes it.
-///
-/// # Errors
-/// The reader fails, or a line is not a trace event (the error names the line).
-pub fn read_trace(reader: impl BufRead) -> io::Result<Vec<TraceLine>> {
-    let mut lines = Vec::new();
-    for (n, line) in reader.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed = serde_json::from_str(&line).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("line {}: {e}", n + 1))
-        })?;
-        lines.push(parsed);
-    }
-    Ok(lines)
-}
-
-/// Writes `lines` as JSON lines, as `sim replay --trace` does.
-///
-/// # Errors
-/// The writer fails.
-pub fn write_trace(out: &mut impl io::Write, lines: &[TraceLine]) -> io::Result<()> {
-    for line in lines {
-        serde_json::to_writer(&mut *out, line)?;
-        out.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
-/// Where a run's trace goes.
-pub(crate) enum TraceSink {
-    /// JSON lines to a writer.
-    Json(Box<dyn io::Write>),
-    /// Kept in memory for the caller.
-    Memory(Vec<TraceLine>),
-}
-
-impl fmt::Debug for TraceSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Json(_) => f.write_str("TraceSink::Json"),
-            Self::Memory(lines) => write!(f, "TraceSink::Memory({} lines)", lines.len()),
-        }
-    }
-}
-
-impl TraceSink {
-    fn record(&mut self, line: TraceLine) {
-        match self {
-            Self::Json(out) => {
-                // A broken trace file must not change the run.
-                let _ = serde_json::to_writer(&mut *out, &line);
-                let _ = out.write_all(b"\n");
-            }
-            Self::Memory(lines) => lines.push(line),
-        }
-    }
-}
-
-impl World {
-    /// Whether anything records the trace (so callers can skip gathering what it would say).
-    pub(crate) fn tracing(&self) -> bool {
-        self.trace || self.sink.is_some()
-    }
-
-    /// Records a trace event: to stderr with `SIM_TRACE` set, and to the trace sink if there
-    /// is one.
-    pub(crate) fn log(&mut self, event: impl FnOnce() -> TraceEvent) {
-        if !self.tracing() {
-            return;
-        }
-        let line = TraceLine {
-            t_ns: self.now.as_nanos(),
-            event: event(),
-        };
-        self.record(line);
-    }
-
-    /// Records a trace line made elsewhere (at a time of its own).
-    pub(crate) fn record(&mut self, line: TraceLine) {
-        if self.trace {
-            eprintln!("{} {}", shoal_core::Instant(line.t_ns), line.event);
-        }
-        if let Some(sink) = &mut self.sink {
-            sink.record(line);
-        }
-    }
-
-    /// Turns on the trace to `sink` (which also records every message and delivery); it opens
-    /// with the processes already running.
-    pub(crate) fn trace_to(&mut self, sink: TraceSink) {
-        self.sink = Some(sink);
-        self.trace_all = true;
-        let running: Vec<String> = self.nodes.values().map(|n| n.id.to_string()).collect();
-        for member in running {
-            self.log(|| TraceEvent::ProcessStarted { member });
-        }
-    }
-
-    /// Records how many shards each running member's region hosts, once per simulated second
-    /// (reads the nodes only, so the run is the same traced or not).
-    pub(crate) fn sample_hosting(&mut self) {
-        self.next_sample = self.now + std::time::Duration::from_secs(1);
-        let ty = &self.ty;
-        let samples: Vec<(String, usize)> = self
-            .nodes
-            .values()
-            .map(|n| (n.id.to_string(), n.driver.node().hosted_shards(ty).len()))
-            .collect();
-        for (member, shards) in samples {
-            self.log(|| TraceEvent::Hosting { member, shards });
-        }
-    }
-
-    /// Takes the trace sink back at the end of a run.
-    pub(crate) fn take_sink(&mut self) -> Option<TraceSink> {
-        if let Some(TraceSink::Json(out)) = &mut self.sink {
-            let _ = out.flush();
-        }
-        self.sink.take()
-    }
-
-    pub(crate) fn mark(&mut self, marker: &'static str) {
-        *self.coverage.entry(marker).or_default() += 1;
-    }
-}
-
 /// Whether `text` names `subject` as a whole word (`e1` does not match `e12`).
 fn mentions(text: &str, subject: &str) -> bool {
     if subject.is_empty() {
@@ -554,33 +411,5 @@ mod tests {
         assert!(mentions("Forward { entity: EntityId(\"e1\") }", "e1"));
         assert!(!mentions("n1#1 start e12 (s3)", "e1"));
         assert!(!mentions("n1#12 stop", "n1#1"));
-    }
-
-    #[test]
-    fn trace_lines_read_back_as_written() {
-        let lines = vec![
-            TraceLine {
-                t_ns: 1500,
-                event: TraceEvent::EntityStarted {
-                    member: "n1#1".into(),
-                    entity: "e\"7".into(),
-                    shard: "s3".into(),
-                },
-            },
-            TraceLine {
-                t_ns: 2000,
-                event: TraceEvent::Healed,
-            },
-        ];
-        let mut out = Vec::new();
-        for line in &lines {
-            serde_json::to_writer(&mut out, line).unwrap();
-            out.push(b'\n');
-        }
-        let text = String::from_utf8(out.clone()).unwrap();
-        assert!(text.starts_with(r#"{"t_ns":1500,"kind":"entity_started","member":"n1#1""#));
-        assert_eq!(read_trace(&out[..]).unwrap(), lines);
-        let bad = read_trace(&b"{\"t_ns\":1}\n"[..]).unwrap_err();
-        assert!(bad.to_string().contains("line 1"), "{bad}");
     }
 }

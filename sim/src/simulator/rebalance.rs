@@ -14,14 +14,14 @@ use std::collections::BTreeMap;
 
 use shoal_core::{MemberId, MemberStatus, NodeId, ShardId};
 
+use super::Simulator;
 use crate::check::Property;
-use crate::world::World;
 
 /// Akka's (and the simulator's) least-shard limits.
 const ABSOLUTE_LIMIT: usize = 20;
 const RELATIVE_LIMIT: f64 = 0.1;
 
-impl World {
+impl Simulator {
     /// The coordinator on node `n` began a rebalance round moving `shards`.
     pub(crate) fn check_rebalance(&mut self, n: NodeId, shards: &[ShardId]) {
         self.mark("a rebalance round began");

@@ -1,4 +1,4 @@
-//! How the world drives a node process: inputs (deferred while it is paused), wakeups for its
+//! How the simulator drives a node process: inputs (deferred while it is paused), wakeups for its
 //! timers, and what becomes of its effects: messages through the codec into the network, entity
 //! effects to the simulated host, dead letters to the checker; then buffer caps and busy loops
 //! are checked and the next wakeup armed.
@@ -8,15 +8,17 @@ use std::time::Duration;
 use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, Transmit, codec};
 
 use crate::check::Property;
-use crate::faults::Fault;
+use crate::events::Ev;
+use crate::nemesis::Fault;
 use crate::net::{Flight, Link};
 use crate::trace::TraceEvent;
 
+use super::Simulator;
+
 /// How often, at most, release builds check a node's internal invariants.
 const INVARIANT_CHECK_EVERY: Duration = Duration::from_millis(100);
-use crate::world::{Ev, World};
 
-impl World {
+impl Simulator {
     /// Feeds `input` to node `n` (if it runs) and handles its effects; a paused node gets it
     /// when it resumes.
     pub(crate) fn input(&mut self, n: NodeId, input: Input) {
@@ -220,7 +222,7 @@ impl World {
             .driver
             .next_wakeup()
             .map(|local| node.clock.true_time(local).max(self.now))
-            // A busy loop (reported below as a violation) must not spin the world at one instant.
+            // A busy loop (reported below as a violation) must not spin the simulator at one instant.
             .map(|at| {
                 if busy > 0 {
                     at.max(self.now + Duration::from_millis(100))
@@ -338,7 +340,7 @@ impl World {
                 shard,
                 entity,
                 payload,
-            }) if self.trace_all => {
+            }) if self.tracer.wants_all() => {
                 self.log(|| TraceEvent::Forwarded {
                     from: from.to_string(),
                     to: to.to_string(),
@@ -354,7 +356,7 @@ impl World {
                 message: format!("{body:?}"),
             }),
             // Membership traffic (heartbeats, gossip) only in full traces.
-            None if self.trace_all => {
+            None if self.tracer.wants_all() => {
                 let message = &envelope.message;
                 self.log(|| TraceEvent::MembershipSent {
                     from: from.to_string(),
@@ -392,20 +394,12 @@ impl World {
             .get(&n)
             .map_or_else(|| n.to_string(), |node| node.id.to_string());
         self.log(|| TraceEvent::LeftCluster { member, downed });
-        let after = |w: &mut Self, lo, hi| {
-            w.now
-                + w.rng_faults
-                    .duration(Duration::from_secs(lo), Duration::from_secs(hi))
-        };
         if downed {
             self.stalls.fault(self.now);
-            self.crashed_or_downed = true;
-            self.downed.insert(n);
-            let at = after(self, 5, 30);
+            let at = self.now + self.nemesis.downed(n);
             self.schedule(at, Ev::Fault(Fault::Restart(n)));
         } else {
-            self.left.insert(n);
-            let at = after(self, 3, 4);
+            let at = self.now + self.nemesis.left_cluster(n);
             self.schedule(at, Ev::Fault(Fault::Exit(n)));
         }
     }
@@ -518,9 +512,7 @@ impl World {
     /// there now.
     fn check_region_stats(&mut self, region: MemberId, shards: &[(shoal_core::ShardId, u32)]) {
         for &(shard, reported) in shards {
-            let running = self
-                .entity_ids
-                .iter()
+            let running = (self.workload.entity_ids().iter())
                 .filter(|e| shoal_core::shard_of(e, self.opts.shards) == shard)
                 .filter(|e| self.check.is_live(region, e))
                 .count();

@@ -1,0 +1,171 @@
+//! The simulator carries out entity effects with the entity host: starts are checked,
+//! deliveries recorded, stops take a while (graceful ones may be ignored until forced, and
+//! forced ones take a while too), some entities passivate themselves or stop on their own; the
+//! drive contract is checked (no delivery to an entity the node told to stop, no stop of an
+//! entity that is not running).
+
+use std::time::Duration;
+
+use shoal_core::{EntityEffect, EntityId, Input, MemberId, StopReason};
+
+use crate::check::Property;
+use crate::entity_host::{Life, StopPlan};
+use crate::events::Ev;
+use crate::trace::TraceEvent;
+
+use super::Simulator;
+
+impl Simulator {
+    /// Carries out `effect` of `member`'s node.
+    pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
+        match effect {
+            EntityEffect::Start { entity, shard, .. } => {
+                self.log(|| TraceEvent::EntityStarted {
+                    member: member.to_string(),
+                    entity: entity.to_string(),
+                    shard: shard.to_string(),
+                });
+                if let Some(reason) = self.host.raced_stop(member, &entity) {
+                    self.mark(
+                        "a stopped entity restarted at once for messages that raced its stop",
+                    );
+                    if reason == Some(StopReason::Passivation) {
+                        self.mark("passivation raced a delivery");
+                    }
+                }
+                self.check.start(self.now, member, &entity);
+                self.remembered_started(&entity);
+                self.host.started(member, entity, self.check.starts);
+            }
+            EntityEffect::Deliver {
+                entity, payload, ..
+            } => {
+                if self.tracer.wants_all() {
+                    self.log(|| TraceEvent::Delivered {
+                        member: member.to_string(),
+                        entity: entity.to_string(),
+                        message: crate::check::describe(&payload),
+                    });
+                }
+                if self.host.stop_requested(member, &entity) {
+                    let detail = format!("{member} delivered to {entity} after stopping it");
+                    self.check
+                        .fail(self.now, Property::HostContract, &entity, detail);
+                }
+                if self.host.mailbox_full(self.now, member, &entity) {
+                    self.mark("a full mailbox refused a message");
+                    self.check.refused(self.now, member, &entity);
+                    let input = Box::new(Input::MailboxFull {
+                        entity_type: self.ty.clone(),
+                        entity,
+                        payload,
+                    });
+                    return self.schedule(self.now, Ev::Refused { member, input });
+                }
+                self.check.deliver(self.now, member, &entity, &payload);
+                if let Some(delay) = self.host.reply_delay() {
+                    let reply = Ev::Reply {
+                        member,
+                        entity: entity.clone(),
+                        payload: payload.clone(),
+                    };
+                    self.schedule(self.now + delay, reply);
+                }
+                if self.host.stops_on_its_own() {
+                    self.stop_on_its_own(member, &entity);
+                }
+                if let Some(delay) = self.host.passivates() {
+                    self.schedule(self.now + delay, Ev::Passivate { member, entity });
+                }
+            }
+            EntityEffect::Stop { entity, reason, .. } => {
+                self.log(|| TraceEvent::StopRequested {
+                    member: member.to_string(),
+                    entity: entity.to_string(),
+                    reason: format!("{reason:?}"),
+                });
+                let Some(key) = self.host.running(member, &entity) else {
+                    let detail = format!("{member} stopped {entity}, which does not run there");
+                    return self
+                        .check
+                        .fail(self.now, Property::HostContract, &entity, detail);
+                };
+                if reason == StopReason::Passivation {
+                    self.remembered_passivating(key.clone());
+                }
+                match self.host.plan_stop(&key, reason) {
+                    StopPlan::Ignored => {}
+                    StopPlan::After {
+                        delay,
+                        was_ignoring,
+                    } => {
+                        if was_ignoring {
+                            self.mark("an entity that ignored its stop was forced");
+                        }
+                        self.stop_after(key, Some(reason), delay);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The running incarnation of `entity` ends by itself a little later (it was not asked to).
+    fn stop_on_its_own(&mut self, member: MemberId, entity: &EntityId) {
+        if let Some((key, delay)) = self.host.stop_by_itself(member, entity) {
+            self.mark("an entity stopped on its own");
+            self.stop_after(key, None, delay);
+        }
+    }
+
+    /// The incarnation `key` names terminates after `delay`; `reason` is the stop the node
+    /// asked for (`None`: it stops on its own).
+    fn stop_after(&mut self, key: Life, reason: Option<StopReason>, delay: Duration) {
+        let (member, entity, incarnation) = key.clone();
+        self.host.stopping(key, reason);
+        let stopped = Ev::EntityStopped {
+            member,
+            entity,
+            incarnation,
+        };
+        self.schedule(self.now + delay, stopped);
+    }
+
+    /// The incarnation `key` terminated: the checker and remembering learn of it, and its node
+    /// is told (a paused process cannot finish stopping its entities until it resumes).
+    pub(crate) fn entity_terminated(&mut self, key: Life) {
+        let (member, entity, incarnation) = key;
+        let paused = self
+            .nodes
+            .get(&member.node)
+            .is_some_and(|n| n.id == member && n.is_paused());
+        if paused {
+            let again = Ev::EntityStopped {
+                member,
+                entity,
+                incarnation,
+            };
+            return self.schedule(self.now + Duration::from_millis(50), again);
+        }
+        let key = (member, entity, incarnation);
+        let Some(reason) = self.host.terminated(&key) else {
+            return;
+        };
+        self.remembered_stopped(&key);
+        let (member, entity, _) = key;
+        self.log(|| TraceEvent::EntityStopped {
+            member: member.to_string(),
+            entity: entity.to_string(),
+        });
+        self.check.stopped(member, &entity);
+        let entity_type = self.ty.clone();
+        self.host.reporting(Some((member, entity.clone(), reason)));
+        self.input_to(
+            member,
+            Input::EntityStopped {
+                entity_type,
+                entity,
+            },
+        );
+        self.host.reporting(None);
+    }
+}

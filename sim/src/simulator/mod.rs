@@ -1,0 +1,403 @@
+//! The simulator: it owns the cluster (one core `Driver` per simulated node with its clock,
+//! the network, the membership oracle), the event queue, the nemesis (faults), the workload
+//! (clients), the entity host and the checker, and routes between them: events in time order
+//! (true time, sequence number), every message through the real codec and the network model,
+//! every entity effect through the host and the checker. Only this module knows every
+//! component; none of them knows the simulator.
+
+mod drive;
+mod faults;
+mod host;
+mod quiescence;
+mod rebalance;
+mod remembering;
+mod run;
+mod trace;
+mod views;
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use shoal_core::{
+    Config, Driver, Effect, EntityType, EntityTypeConfig, Incarnation, Input, Instant, MemberId,
+    MembershipSettings, Node, NodeId, ShardingSettings,
+};
+
+use crate::asks::Asks;
+use crate::check::Checker;
+use crate::clock::Clock;
+use crate::entity_host::EntityHost;
+use crate::events::{Ev, EventQueue};
+use crate::nemesis::{Nemesis, STABLE_AFTER};
+use crate::net::Net;
+use crate::nodes::{Nodes, SimNode};
+use crate::options::{Downing, MembershipMode, Options};
+use crate::oracle::Oracle;
+use crate::remembering::Remembering;
+use crate::requests::ClientRequests;
+use crate::rng::{SimRng, Stream};
+use crate::stall::Stalls;
+use crate::trace::{TraceEvent, Tracer};
+use crate::workload::Workload;
+
+pub(crate) use run::run_with_sink;
+
+/// The entity type every simulated node serves.
+pub(crate) const TYPE: &str = "sim";
+
+/// The simulated cluster and everything that acts on it.
+#[derive(Debug)]
+pub(crate) struct Simulator {
+    opts: Options,
+    /// True simulated time.
+    now: Instant,
+    events: EventQueue,
+    // The cluster.
+    nodes: Nodes,
+    net: Net,
+    oracle: Oracle,
+    settings: ShardingSettings,
+    /// The entity type every node serves (one name, shared as a real process shares it).
+    ty: EntityType,
+    /// Membership detection delays (the oracle's).
+    rng_membership: SimRng,
+    /// Node seeds and clock drift.
+    rng_nodes: SimRng,
+    /// Highest incarnation each address has used (every address ever started is here).
+    last_incarnation: BTreeMap<NodeId, u64>,
+    /// Bumped whenever a process starts or stops (the workload's sender cache key).
+    nodes_epoch: u64,
+    /// Bumped whenever a node's own membership view changed (real membership).
+    views_changed: u64,
+    /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
+    /// can answer on without knowing the sender's address (as a real transport does).
+    heard_from: BTreeSet<(MemberId, MemberId)>,
+    /// `(receiver, region)`: the receiver handled a graceful shutdown request of the region
+    /// (a coordinator leaves such regions out of allocation and rebalancing).
+    shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
+    /// The effects of one driver call, reused from call to call.
+    scratch: Vec<Effect>,
+    // What acts on the cluster.
+    nemesis: Nemesis,
+    workload: Workload,
+    host: EntityHost,
+    /// The remember store and what remembering owes, when the run remembers entities.
+    remembering: Option<Remembering>,
+    // What judges it.
+    check: Checker,
+    /// Graceful operations in progress, and the faults that excuse them.
+    stalls: Stalls,
+    /// Client commands and queries in flight and answered.
+    requests: ClientRequests,
+    /// Asks' replies sent and how they fared.
+    asks: Asks,
+    /// Members whose internal invariants broke (each reported once).
+    invariants_broken: BTreeSet<MemberId>,
+    /// Dead letters reported by nodes.
+    dead_letters: u64,
+    /// How often each interesting situation ("sometimes" marker) occurred.
+    coverage: BTreeMap<&'static str, u64>,
+    tracer: Tracer,
+}
+
+impl Simulator {
+    /// A simulator for `opts` with its initial nodes started and told about each other.
+    pub(crate) fn new(opts: Options) -> Self {
+        let seed = opts.seed;
+        // A shorter handoff timeout than Akka's 60 s. The removal margin covers stable-after
+        // plus the longest detection delay (the oracle's; with the real membership, the spread
+        // between the two sides' failure detectors plus the 3/4 of stable-after a minority may
+        // take before downing itself as unstable), as down-removal-margin must.
+        let detection = match opts.membership {
+            MembershipMode::Oracle => opts.detection_delay + Duration::from_secs(1),
+            MembershipMode::Real => STABLE_AFTER * 3 / 4 + Duration::from_secs(5),
+        };
+        let settings = if opts.default_timers {
+            ShardingSettings {
+                buffer_size: opts.buffer_size,
+                min_registered_regions: opts.min_registered_regions,
+                ..ShardingSettings::default()
+            }
+        } else {
+            let defaults = ShardingSettings::default();
+            let tight = opts.tight_timers;
+            ShardingSettings {
+                handoff_timeout: tight.map_or(Duration::from_secs(30), |t| t.handoff_timeout),
+                shard_start_timeout: tight
+                    .map_or(defaults.shard_start_timeout, |t| t.shard_start_timeout),
+                rebalance_interval: tight
+                    .map_or(defaults.rebalance_interval, |t| t.rebalance_interval),
+                buffer_size: opts.buffer_size,
+                down_removal_margin: STABLE_AFTER + detection,
+                broken_coordinator_gate: opts.broken_coordinator,
+                min_registered_regions: opts.min_registered_regions,
+                ..defaults
+            }
+        };
+        let stable_after = if opts.default_timers {
+            Duration::from_secs(20)
+        } else {
+            STABLE_AFTER
+        };
+        let mut w = Self {
+            stalls: Stalls::new(&opts, &settings, stable_after),
+            oracle: Oracle::new(opts.downing),
+            net: Net::new(
+                SimRng::of(seed, Stream::Network),
+                opts.faults.duplicate,
+                opts.slow_link,
+                opts.long_tail,
+                opts.outbound_cap,
+                opts.lanes,
+            ),
+            now: Instant::ZERO,
+            events: EventQueue::default(),
+            nodes: Nodes::default(),
+            check: Checker::default(),
+            nemesis: Nemesis::new(SimRng::of(seed, Stream::Faults)),
+            workload: Workload::new(&opts),
+            host: EntityHost::new(&opts),
+            requests: ClientRequests::default(),
+            shutdowns_heard: BTreeSet::new(),
+            heard_from: BTreeSet::new(),
+            asks: Asks::default(),
+            rng_membership: SimRng::of(seed, Stream::Membership),
+            rng_nodes: SimRng::of(seed, Stream::Nodes),
+            settings,
+            last_incarnation: BTreeMap::new(),
+            tracer: Tracer::from_env(),
+            coverage: BTreeMap::new(),
+            dead_letters: 0,
+            ty: EntityType::new(TYPE),
+            nodes_epoch: 0,
+            views_changed: 0,
+            invariants_broken: BTreeSet::new(),
+            scratch: Vec::new(),
+            remembering: opts.remember.as_ref().map(|r| Remembering::new(seed, r)),
+            opts,
+        };
+        if w.opts.bystander.is_some() {
+            w.mark("a member that runs no entity type");
+        }
+        for n in 1..=w.opts.nodes {
+            w.start_node(NodeId(n), Incarnation(1));
+        }
+        let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
+        w.publish(&everyone, w.oracle.view());
+        w
+    }
+
+    /// The core's membership settings in the simulator: Akka's mechanisms, with stable-after
+    /// shortened like the oracle's; every address a run may use is a seed, and the first one
+    /// forms the cluster when the run starts.
+    fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
+        let seeds = (1..=self.opts.max_nodes).map(NodeId);
+        let seeds = seeds.map(|n| shoal_core::SeedNode::new(n, crate::nodes::address_of(n)));
+        let mut s = MembershipSettings::new(seeds);
+        // Only the first bootstrap may form a cluster; a restarted first seed joins one.
+        s.may_form_cluster = incarnation == Incarnation(1);
+        // A rolling restart is a rolling update: each restart runs a newer version.
+        if self.opts.family == crate::options::Family::RollingRestart {
+            let version = u32::try_from(incarnation.0).unwrap_or(u32::MAX);
+            s.app_version = shoal_core::AppVersion(1, version, 0);
+        }
+        if self.opts.default_timers {
+            return s;
+        }
+        s.seed_node_timeout = Duration::from_secs(2);
+        s.retry_join_after = Duration::from_secs(2);
+        let stable_after = STABLE_AFTER;
+        s.downing = match self.opts.downing {
+            Downing::KeepMajority => shoal_core::Downing::KeepMajority { stable_after },
+            Downing::Auto => shoal_core::Downing::AutoDown {
+                after: stable_after,
+            },
+        };
+        s
+    }
+
+    /// Schedules `ev` at `at` (never in the past).
+    pub(crate) fn schedule(&mut self, at: Instant, ev: Ev) {
+        self.events.schedule(at.max(self.now), ev);
+    }
+
+    /// Processes events until `until` (true time).
+    pub(crate) fn run_until(&mut self, until: Instant) {
+        while let Some((at, ev)) = self.events.pop_due(until) {
+            self.now = at;
+            self.handle(ev);
+            self.sample_hosting();
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Starts (or restarts) `node` as incarnation `incarnation` and adds it to the membership.
+    pub(crate) fn start_node(&mut self, node: NodeId, incarnation: Incarnation) {
+        // The type's name is shared by every node, as a clone of `self.ty` (comparisons are
+        // pointer comparisons then, as with clones of one name in a real process).
+        let mut t = EntityTypeConfig::new(TYPE);
+        t.name = self.ty.clone();
+        t.number_of_shards = self.opts.shards;
+        t.passivate_idle_after = Some(Duration::from_secs(60));
+        t.remember = self
+            .opts
+            .remember
+            .as_ref()
+            .map(|r| shoal_core::RememberSettings {
+                recovery: r.recovery,
+                retry_min: Duration::from_millis(200),
+                retry_max: Duration::from_secs(5),
+                restart_backoff: Duration::from_secs(5),
+            });
+        t.allocation = self.opts.allocation.clone();
+        let bystander = self.opts.bystander == Some(node);
+        let mut config = Config::new(node, incarnation);
+        config.address = crate::nodes::address_of(node);
+        if !bystander {
+            config = config.with_entity_type(t);
+        }
+        config.seed = self.rng_nodes.next_u64();
+        config.settings = self.settings.clone();
+        if self.opts.membership == MembershipMode::Real {
+            config.membership = Some(self.membership_settings(incarnation));
+        }
+        let drift = i64::from(self.opts.faults.drift_ppm);
+        let skew_ppm = if drift == 0 {
+            0
+        } else {
+            self.rng_nodes.range(0, 2 * drift as u64) as i64 - drift
+        };
+        let offset = self.rng_nodes.range(0, 1_000_000_000);
+        let id = config.member_id();
+        let clock = Clock { offset, skew_ppm };
+        let local = clock.local(self.now);
+        let state = Node::new(config, local).expect("the simulator's config is valid");
+        let sim = SimNode {
+            driver: Driver::new(state, local),
+            id,
+            clock,
+            wakeup: None,
+            view_version: 0,
+            paused: None,
+            next_invariant_check: self.now,
+        };
+        self.nodes.insert(node, sim);
+        self.log(|| TraceEvent::ProcessStarted {
+            member: id.to_string(),
+        });
+        self.nodes_epoch += 1;
+        let last = self.last_incarnation.entry(node).or_default();
+        // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
+        assert!(incarnation.0 > *last, "{id} was started before");
+        *last = incarnation.0;
+        match self.opts.membership {
+            MembershipMode::Oracle => {
+                let hosts = if bystander {
+                    vec![]
+                } else {
+                    vec![self.ty.clone()]
+                };
+                self.oracle.join(id, &hosts);
+            }
+            // It starts by joining through the seeds: run its first timers now.
+            MembershipMode::Real => self.wake(node),
+        }
+    }
+
+    /// Removes a node's process (crash): its entities die at once.
+    pub(crate) fn kill(&mut self, n: NodeId) -> Option<MemberId> {
+        let node = self.nodes.remove(&n)?;
+        self.log(|| TraceEvent::ProcessEnded {
+            member: node.id.to_string(),
+        });
+        self.nodes_epoch += 1;
+        self.check.crashed(node.id);
+        self.stalls.region_gone(node.id);
+        self.host.process_gone(node.id);
+        Some(node.id)
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deliver {
+                link,
+                flight,
+                envelope,
+            } => {
+                if self.net.arrives(link, flight) {
+                    self.input(link.1, Input::Receive(envelope));
+                }
+            }
+            Ev::Wakeup(n) => {
+                if self
+                    .nodes
+                    .get(&n)
+                    .is_some_and(|node| node.wakeup == Some(self.now))
+                {
+                    self.wake(n);
+                }
+            }
+            Ev::EntityStopped {
+                member,
+                entity,
+                incarnation,
+            } => self.entity_terminated((member, entity, incarnation)),
+            Ev::Reply {
+                member,
+                entity,
+                payload,
+            } => {
+                if let Some((to, payload)) = self
+                    .is_running(member)
+                    .then(|| self.asks.reply(&entity, &payload))
+                    .flatten()
+                {
+                    self.input_to(member, Input::SendApp { to, payload });
+                }
+            }
+            Ev::Store => {
+                self.handle_store_event();
+            }
+            Ev::Refused { member, input } => {
+                self.input_to(member, *input);
+            }
+            Ev::Passivate { member, entity } => {
+                self.input_to(
+                    member,
+                    Input::Passivate {
+                        entity_type: self.ty.clone(),
+                        entity,
+                    },
+                );
+            }
+            Ev::View {
+                member,
+                version,
+                view,
+            } => {
+                let Some(node) = self.nodes.get_mut(&member.node).filter(|n| n.id == member) else {
+                    return;
+                };
+                if version > node.view_version {
+                    node.view_version = version;
+                    self.log(|| TraceEvent::View {
+                        member: member.to_string(),
+                        version: Some(version),
+                        members: crate::trace::view_entries(&view),
+                    });
+                    self.input(member.node, Input::MembershipChanged(view));
+                }
+            }
+            Ev::Client => {
+                self.client_round();
+            }
+            Ev::Fault(fault) => {
+                self.log(|| TraceEvent::Fault {
+                    fault: format!("{fault:?}"),
+                });
+                self.apply_fault(fault);
+            }
+        }
+    }
+}

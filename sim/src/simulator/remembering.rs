@@ -1,0 +1,177 @@
+//! The simulator's side of remembering entities: store requests go to the simulated store
+//! and its answers back to the nodes, and the checks of what the store and remembering owe.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use shoal_core::{EntityId, Input, Instant, MemberId, StoreCompletion, StoreRequest};
+
+use crate::check::Property;
+use crate::entity_host::Life;
+use crate::events::Ev;
+
+use super::Simulator;
+
+impl Simulator {
+    /// A node's `Effect::Store`: submitted to the store, answered later by `Ev::Store`.
+    pub(crate) fn store_request(&mut self, member: MemberId, request: StoreRequest) {
+        let now = self.now;
+        let Some(r) = &mut self.remembering else {
+            let detail = format!("{member} sent a store request without remembering: {request:?}");
+            return self.check.fail(now, Property::HostContract, member, detail);
+        };
+        r.submit(now, member, request);
+        self.arm_store();
+    }
+
+    /// `Ev::Store`: applies what reached the store and hands out the answers due.
+    pub(crate) fn handle_store_event(&mut self) {
+        let now = self.now;
+        let Some(r) = &mut self.remembering else {
+            return;
+        };
+        let poll = r.poll(now);
+        for detail in poll.violations {
+            self.check.fail(now, Property::Remembering, "store", detail);
+        }
+        if poll.late_refused {
+            self.mark("a write that timed out landed late and was refused by its sequence");
+        }
+        for (member, request, completion) in poll.answers {
+            self.mark_completion(&request, &completion);
+            if matches!(completion, StoreCompletion::Failed(_)) {
+                // What waits for the store (entity starts, a handoff) waits longer: a fault.
+                self.stalls.fault(now);
+            }
+            self.log(|| crate::trace::TraceEvent::Store {
+                member: member.to_string(),
+                request: format!("{request:?}"),
+                completion: format!("{completion:?}"),
+            });
+            self.input_to(
+                member,
+                Input::StoreCompleted {
+                    request,
+                    completion,
+                },
+            );
+        }
+        self.arm_store();
+    }
+
+    fn mark_completion(&mut self, request: &StoreRequest, completion: &StoreCompletion) {
+        match (request, completion) {
+            (StoreRequest::Shards { .. }, StoreCompletion::Shards(shards))
+                if !shards.is_empty() =>
+            {
+                self.mark("a new coordinator read remembered shards from the store");
+            }
+            (_, StoreCompletion::Fenced(_)) => self.mark("the store fenced an old epoch"),
+            (_, StoreCompletion::Failed(_)) => self.mark("a remember-store request failed"),
+            (StoreRequest::Load { .. }, StoreCompletion::Loaded(ids)) if !ids.is_empty() => {
+                self.mark("a shard loaded remembered entities");
+            }
+            _ => {}
+        }
+    }
+
+    /// Schedules `Ev::Store` for the store's next event, unless one comes earlier.
+    fn arm_store(&mut self) {
+        let now = self.now;
+        if let Some(next) = self.remembering.as_mut().and_then(|r| r.arm(now)) {
+            self.schedule(next, Ev::Store);
+        }
+    }
+
+    /// An entity started: remembering owes it a life until it is passivated.
+    pub(crate) fn remembered_started(&mut self, entity: &EntityId) {
+        if let Some(r) = &mut self.remembering {
+            r.started(entity);
+        }
+    }
+
+    /// The node asked the incarnation `key` to passivate.
+    pub(crate) fn remembered_passivating(&mut self, key: Life) {
+        if let Some(r) = &mut self.remembering {
+            r.passivating(key);
+        }
+    }
+
+    /// The incarnation `key` stopped: if it was passivating, the entity is forgotten.
+    pub(crate) fn remembered_stopped(&mut self, key: &Life) {
+        if let Some(r) = &mut self.remembering {
+            r.stopped(key);
+        }
+    }
+
+    /// The entities remembering owes a life that do not run exactly once on the running
+    /// members, with how many times they run.
+    fn misremembered(&self) -> Vec<(EntityId, usize)> {
+        let Some(r) = &self.remembering else {
+            return Vec::new();
+        };
+        let mut lives: BTreeMap<&EntityId, usize> = r.owed().iter().map(|e| (e, 0)).collect();
+        for (member, entity) in self.host.lives() {
+            if self.is_running(*member) {
+                if let Some(n) = lives.get_mut(entity) {
+                    *n += 1;
+                }
+            }
+        }
+        lives
+            .into_iter()
+            .filter(|(_, n)| *n != 1)
+            .map(|(e, n)| (e.clone(), n))
+            .collect()
+    }
+
+    /// How long a shard that starts may take to recover its remembered entities: its load, then
+    /// every recovery step (all of the run's entities in one shard, at worst), and a few hops.
+    fn recovery_bound(&self) -> Duration {
+        let steps = match self.opts.remember.as_ref().map(|r| r.recovery) {
+            Some(shoal_core::RecoveryStrategy::Constant { number, every }) => {
+                every * (self.opts.entities as usize).div_ceil(number.max(1)) as u32
+            }
+            _ => Duration::ZERO,
+        };
+        steps + crate::bounds::store_writes(&self.opts) + crate::bounds::hop(&self.opts) * 3
+    }
+
+    /// Once the cluster is quiet after healing (traffic has stopped, rebalancing has
+    /// converged): every entity that was started and not passivated runs exactly once on the
+    /// running members within the recovery bound. `probed` were messaged after healing (the
+    /// liveness probes): they run whether or not remembering works, so they are left out.
+    /// Returns the time reached.
+    pub(crate) fn await_remembered(&mut self, from: Instant, probed: &[EntityId]) -> Instant {
+        if let Some(r) = &mut self.remembering {
+            r.forgive(probed);
+        }
+        if self
+            .remembering
+            .as_ref()
+            .is_none_or(|r| r.owed().is_empty())
+        {
+            return from;
+        }
+        let deadline = from + self.recovery_bound();
+        let mut at = from;
+        let mut wrong = self.misremembered();
+        while !wrong.is_empty() && at < deadline {
+            at = (at + Duration::from_millis(500)).min(deadline);
+            self.run_until(at);
+            wrong = self.misremembered();
+        }
+        if wrong.is_empty() {
+            self.mark("every remembered entity ran again after healing");
+        }
+        for (entity, n) in wrong {
+            let detail = format!(
+                "remembered, never passivated, and running {n} times {:.1}s after the cluster \
+                 settled",
+                at.saturating_duration_since(from).as_secs_f64()
+            );
+            self.check.fail(at, Property::Remembering, &entity, detail);
+        }
+        at
+    }
+}

@@ -1,0 +1,77 @@
+//! The simulator sends what the workload draws: messages, `StartEntity` commands and queries,
+//! each through a running Up member.
+
+use shoal_core::{EntityId, Input, MemberId};
+
+use crate::events::Ev;
+use crate::requests::Asked;
+
+use super::Simulator;
+
+impl Simulator {
+    /// One client round (sometimes a burst), then the next one is scheduled.
+    pub(crate) fn client_round(&mut self) {
+        if !self.workload.is_on() {
+            return;
+        }
+        for _ in 0..self.workload.burst() {
+            self.send_one();
+        }
+        if self.workload.wants_start() {
+            self.start_one();
+        }
+        if self.workload.wants_query() {
+            self.query_one();
+        }
+        let next = self.now + self.workload.pause();
+        self.schedule(next, Ev::Client);
+    }
+
+    fn send_one(&mut self) {
+        let Some(sender) = self.pick_sender() else {
+            return;
+        };
+        let entity = self.workload.hot_entity();
+        self.tell(sender, &entity);
+    }
+
+    /// A client asks a random Up member to start a random entity (`StartEntity`); the checker
+    /// follows its answer.
+    fn start_one(&mut self) {
+        let senders = self.up_members();
+        if senders.is_empty() {
+            return;
+        }
+        let (sender, entity) = self.workload.start(&senders);
+        let request = self
+            .requests
+            .send(self.now, sender, Asked::Start(entity.clone()));
+        let command = shoal_core::Command::StartEntity {
+            entity_type: self.ty.clone(),
+            entity,
+        };
+        self.input(sender.node, Input::Command { request, command });
+    }
+
+    /// A client asks a random Up member a question (see `Workload::query`).
+    fn query_one(&mut self) {
+        let senders = self.up_members();
+        if senders.is_empty() {
+            return;
+        }
+        let (sender, asked, command) = self.workload.query(&senders, self.ty.clone());
+        let request = self.requests.send(self.now, sender, asked);
+        self.input(sender.node, Input::Command { request, command });
+    }
+
+    /// Sends the next sequenced message from `sender` to `entity`.
+    pub(crate) fn tell(&mut self, sender: MemberId, entity: &EntityId) {
+        let payload = self.check.send(entity, sender);
+        let input = Input::Tell {
+            entity_type: self.ty.clone(),
+            entity: entity.clone(),
+            payload,
+        };
+        self.input(sender.node, input);
+    }
+}
