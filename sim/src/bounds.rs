@@ -9,6 +9,10 @@ use shoal_core::ShardingSettings;
 
 use crate::options::Options;
 
+/// Connectivity must stay unchanged this long before the oracle downs anyone (Akka's SBR
+/// `stable-after`, shortened for simulation).
+pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
+
 /// The longest the network takes to deliver one message on a healthy link: the latency's
 /// long tail (0.5–2 s on 0.1 % of messages) plus the run's slowest link.
 pub(crate) fn hop(opts: &Options) -> Duration {

@@ -29,6 +29,7 @@ mod nodes;
 mod options;
 mod oracle;
 mod picture;
+mod plan;
 mod remembering;
 mod report;
 mod requests;

@@ -11,10 +11,6 @@ use shoal_core::NodeId;
 use crate::rng::SimRng;
 use crate::schedule::Act;
 
-/// Connectivity must stay unchanged this long before the oracle downs anyone (Akka's SBR
-/// `stable-after`, shortened for simulation).
-pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
-
 /// Something the fault machinery schedules: a planned action, or a consequence of one.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub(crate) enum Fault {

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use shoal_core::{Incarnation, NodeId};
 
+use crate::bounds::STABLE_AFTER;
 use crate::events::Ev;
-use crate::nemesis::{Fault, STABLE_AFTER};
+use crate::nemesis::Fault;
 use crate::options::MembershipMode;
 use crate::schedule::{Act, Schedule, resolve};
 use crate::trace::TraceEvent;

@@ -25,11 +25,12 @@ use shoal_core::{
 };
 
 use crate::asks::Asks;
+use crate::bounds::STABLE_AFTER;
 use crate::check::Checker;
 use crate::clock::Clock;
 use crate::entity_host::EntityHost;
 use crate::events::{Ev, EventQueue};
-use crate::nemesis::{Nemesis, STABLE_AFTER};
+use crate::nemesis::Nemesis;
 use crate::net::Net;
 use crate::nodes::{Nodes, SimNode};
 use crate::options::{Downing, MembershipMode, Options};
