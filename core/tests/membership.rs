@@ -1,225 +1,66 @@
-//! Membership scenarios on nodes that manage membership themselves, over an in-memory network
-//! with a fixed latency: every status change each node observes is recorded and pinned with
-//! insta (a three-node join, a graceful leave, a 2|3 partition).
+//! Membership scenarios on nodes that manage membership themselves, over the scripted cluster's
+//! network with a fixed latency: every status change each node observes is recorded and pinned
+//! with insta (a three-node join, a graceful leave, a 2|3 partition).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::time::Duration;
 
 use shoal_core::{
-    Command, Config, Downing, Driver, Effect, EntityTypeConfig, Envelope, Event, Incarnation,
-    Input, Instant, MemberId, MembershipSettings, Node, NodeId, RequestId, Transmit,
+    Command, Config, Downing, EntityTypeConfig, Incarnation, Instant, MemberId, MembershipSettings,
+    NodeId,
 };
+use sim::scripted::Cluster;
 
 const LATENCY: Duration = Duration::from_millis(2);
 
-struct Cluster {
-    now: Instant,
-    /// Downing strategy of the nodes started from now on.
-    downing: Downing,
-    nodes: BTreeMap<NodeId, Driver>,
-    network: BinaryHeap<Reverse<(Instant, u64, usize)>>,
-    in_flight: Vec<Option<Envelope>>,
-    sequence: u64,
-    /// Directed links that drop everything.
-    blocked: BTreeSet<(NodeId, NodeId)>,
-    /// What each node last saw of each member's status.
-    seen: BTreeMap<(NodeId, MemberId), String>,
-    log: Vec<String>,
+/// A cluster whose messages take 2 ms.
+fn cluster() -> Cluster {
+    let mut c = Cluster::new();
+    c.set_latency(LATENCY, LATENCY, 0);
+    c
 }
 
-fn settings(seeds: &[u64]) -> MembershipSettings {
+/// Starts node `n`, joining through `seeds`, with keep-majority downing (5 s stable-after) or
+/// `downing`.
+fn start(c: &mut Cluster, n: u64, seeds: &[u64], downing: Option<Downing>) {
     let mut s = MembershipSettings::new(seeds.iter().map(|n| NodeId(*n)));
     s.seed_node_timeout = Duration::from_secs(2);
     s.retry_join_after = Duration::from_secs(2);
-    s.downing = Downing::KeepMajority {
+    s.downing = downing.unwrap_or(Downing::KeepMajority {
         stable_after: Duration::from_secs(5),
-    };
-    s
+    });
+    let mut config =
+        Config::new(NodeId(n), Incarnation(1)).with_entity_type(EntityTypeConfig::new("t"));
+    config.membership = Some(s);
+    c.start(config);
 }
 
-impl Cluster {
-    fn new() -> Self {
-        Self {
-            now: Instant::ZERO,
-            downing: Downing::KeepMajority {
-                stable_after: Duration::from_secs(5),
-            },
-            nodes: BTreeMap::new(),
-            network: BinaryHeap::new(),
-            in_flight: Vec::new(),
-            sequence: 0,
-            blocked: BTreeSet::new(),
-            seen: BTreeMap::new(),
-            log: Vec::new(),
-        }
-    }
+/// Sends `command` to node `n`, noted in the log.
+fn command(c: &mut Cluster, n: u64, command: Command) {
+    c.note(format!("{} n{n} {command:?}", c.now()));
+    c.command(n, command);
+}
 
-    fn start(&mut self, n: u64, seeds: &[u64]) {
-        let mut config =
-            Config::new(NodeId(n), Incarnation(1)).with_entity_type(EntityTypeConfig::new("t"));
-        let mut settings = settings(seeds);
-        settings.downing = self.downing;
-        config.membership = Some(settings);
-        let node = Node::new(config, self.now).expect("valid config");
-        self.nodes.insert(NodeId(n), Driver::new(node, self.now));
-        self.wake(NodeId(n));
-    }
+/// Node `n` leaves, noted in the log.
+fn leave(c: &mut Cluster, n: u64) {
+    c.note(format!("{} n{n} leaves", c.now()));
+    c.command(n, Command::Leave);
+}
 
-    fn wake(&mut self, n: NodeId) {
-        let mut out = Vec::new();
-        if let Some(d) = self.nodes.get_mut(&n) {
-            d.handle_wakeup(self.now, &mut out);
-        }
-        self.absorb(n, out);
-    }
-
-    fn input(&mut self, n: NodeId, input: Input) {
-        let mut out = Vec::new();
-        if let Some(d) = self.nodes.get_mut(&n) {
-            d.handle_input(self.now, input, &mut out);
-        }
-        self.absorb(n, out);
-    }
-
-    fn absorb(&mut self, n: NodeId, out: Vec<Effect>) {
-        for effect in out {
-            match effect {
-                Effect::Send(Transmit { envelope, .. }) => {
-                    if self.blocked.contains(&(n, envelope.to.node)) {
-                        continue;
-                    }
-                    self.sequence += 1;
-                    self.in_flight.push(Some(envelope));
-                    let slot = self.in_flight.len() - 1;
-                    let at = self.now + LATENCY;
-                    self.network.push(Reverse((at, self.sequence, slot)));
-                }
-                Effect::Event(Event::MembershipChanged) => self.record_view(n),
-                Effect::Event(Event::LeftCluster { downed }) => {
-                    let why = if downed { "downed" } else { "removed" };
-                    self.log
-                        .push(format!("{} {n} left the cluster ({why})", self.now));
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn record_view(&mut self, n: NodeId) {
-        let view = self.nodes[&n].node().view().clone();
-        let mut now_known = BTreeSet::new();
-        for m in view.members() {
-            let status = format!(
-                "{:?}{}",
-                m.status,
-                if m.reachable { "" } else { " (unreachable)" }
-            );
-            now_known.insert(m.id);
-            let before = self.seen.insert((n, m.id), status.clone());
-            if before.as_ref() != Some(&status) {
-                let was = before.unwrap_or_else(|| "-".into());
-                self.log
-                    .push(format!("{} {n} sees {}: {was} -> {status}", self.now, m.id));
-            }
-        }
-        let gone: Vec<MemberId> = self
-            .seen
-            .keys()
-            .filter(|(o, m)| *o == n && !now_known.contains(m))
-            .map(|(_, m)| *m)
-            .collect();
-        for m in gone {
-            self.seen.remove(&(n, m));
-            self.log.push(format!("{} {n} sees {m}: removed", self.now));
-        }
-    }
-
-    /// Runs until `until`, delivering messages and firing timers in time order.
-    fn run_until(&mut self, until: Instant) {
-        loop {
-            let next_message = self.network.peek().map(|Reverse((at, _, _))| *at);
-            let next_timer = self
-                .nodes
-                .iter()
-                .filter_map(|(n, d)| d.next_wakeup().map(|at| (at, *n)))
-                .min();
-            let message_first = match (next_message, next_timer) {
-                (Some(m), Some((t, _))) => m <= t,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            if message_first {
-                let Some(Reverse((at, _, slot))) = self.network.pop().filter(|r| r.0.0 <= until)
-                else {
-                    break;
-                };
-                self.now = self.now.max(at);
-                let envelope = self.in_flight[slot].take().expect("in flight");
-                let (from, to) = (envelope.from.node, envelope.to.node);
-                if !self.blocked.contains(&(from, to)) {
-                    self.input(to, Input::Receive(envelope));
-                }
-            } else {
-                let (at, n) = next_timer.expect("a timer");
-                if at > until {
-                    break;
-                }
-                self.now = self.now.max(at);
-                self.wake(n);
-            }
-        }
-        self.now = self.now.max(until);
-    }
-
-    fn at(&mut self, secs: u64) {
-        self.run_until(Instant::ZERO + Duration::from_secs(secs));
-    }
-
-    fn partition(&mut self, side: &[u64]) {
-        let all: Vec<NodeId> = self.nodes.keys().copied().collect();
-        for a in &all {
-            for b in &all {
-                if side.contains(&a.0) != side.contains(&b.0) {
-                    self.blocked.insert((*a, *b));
-                }
-            }
-        }
-        self.log
-            .push(format!("{} partition {side:?} | rest", self.now));
-    }
-
-    fn command(&mut self, n: u64, command: Command) {
-        self.log.push(format!("{} n{n} {command:?}", self.now));
-        let input = Input::Command {
-            request: RequestId(2),
-            command,
-        };
-        self.input(NodeId(n), input);
-    }
-
-    fn leave(&mut self, n: u64) {
-        self.log.push(format!("{} n{n} leaves", self.now));
-        let leave = Input::Command {
-            request: RequestId(1),
-            command: Command::Leave,
-        };
-        self.input(NodeId(n), leave);
-    }
+fn log_of(c: &Cluster) -> String {
+    c.membership_log().join("\n")
 }
 
 #[test]
 fn three_nodes_join_through_the_first_seed() {
-    let mut c = Cluster::new();
+    let mut c = cluster();
     for n in 1..=3 {
-        c.start(n, &[1, 2, 3]);
+        start(&mut c, n, &[1, 2, 3], None);
     }
     c.at(10);
-    insta::assert_snapshot!(c.log.join("\n"));
+    insta::assert_snapshot!(log_of(&c));
     // Every member knows which entity types the others host (they joined saying so).
     let t = shoal_core::EntityType::new("t");
-    let view = c.nodes[&NodeId(1)].node().view().clone();
+    let view = c.node(1).view().clone();
     assert_eq!(view.members().len(), 3);
     for m in view.members() {
         assert_eq!(m.hosts, Some([t.clone()].into()), "{}", m.id);
@@ -229,28 +70,28 @@ fn three_nodes_join_through_the_first_seed() {
 
 #[test]
 fn a_member_leaves_gracefully() {
-    let mut c = Cluster::new();
+    let mut c = cluster();
     for n in 1..=3 {
-        c.start(n, &[1, 2, 3]);
+        start(&mut c, n, &[1, 2, 3], None);
     }
     c.at(10);
-    c.log.clear();
-    c.leave(3);
+    c.clear_membership_log();
+    leave(&mut c, 3);
     c.at(30);
-    insta::assert_snapshot!(c.log.join("\n"));
+    insta::assert_snapshot!(log_of(&c));
 }
 
 #[test]
 fn a_two_three_partition_downs_the_minority() {
-    let mut c = Cluster::new();
+    let mut c = cluster();
     for n in 1..=5 {
-        c.start(n, &[1, 2, 3, 4, 5]);
+        start(&mut c, n, &[1, 2, 3, 4, 5], None);
     }
     c.at(10);
-    c.log.clear();
+    c.clear_membership_log();
     c.partition(&[4, 5]);
     c.at(40);
-    let log = c.log.join("\n");
+    let log = log_of(&c);
     assert!(log.contains("n4 left the cluster (downed)"), "{log}");
     assert!(log.contains("n5 left the cluster (downed)"), "{log}");
     insta::assert_snapshot!(log);
@@ -260,20 +101,21 @@ fn a_two_three_partition_downs_the_minority() {
 /// leaves as if it had decided to.
 #[test]
 fn a_member_makes_another_leave() {
-    let mut c = Cluster::new();
+    let mut c = cluster();
     for n in 1..=3 {
-        c.start(n, &[1, 2, 3]);
+        start(&mut c, n, &[1, 2, 3], None);
     }
     c.at(10);
-    c.log.clear();
-    c.command(
+    c.clear_membership_log();
+    command(
+        &mut c,
         1,
         Command::LeaveMember {
             member: MemberId::new(3, 1),
         },
     );
     c.at(30);
-    let log = c.log.join("\n");
+    let log = log_of(&c);
     assert!(log.contains("n3 sees n3#1: Up -> Leaving"), "{log}");
     assert!(log.contains("n3 left the cluster (removed)"), "{log}");
     assert!(log.contains("n1 sees n3#1: removed"), "{log}");
@@ -283,36 +125,37 @@ fn a_member_makes_another_leave() {
 /// operator's `Down` removes the unreachable member, which downs itself once it hears it.
 #[test]
 fn an_operator_downs_a_member_when_downing_is_off() {
-    let mut c = Cluster::new();
-    c.downing = Downing::Off;
+    let mut c = cluster();
+    let off = Some(Downing::Off);
     for n in 1..=3 {
-        c.start(n, &[1, 2, 3]);
+        start(&mut c, n, &[1, 2, 3], off);
     }
     c.at(10);
-    c.log.clear();
+    c.clear_membership_log();
     c.partition(&[3]);
     c.at(40);
     assert!(
-        !c.log.iter().any(|l| l.contains("Down")),
+        !c.membership_log().iter().any(|l| l.contains("Down")),
         "nobody downs anyone: {:?}",
-        c.log
+        c.membership_log()
     );
-    c.command(
+    command(
+        &mut c,
         1,
         Command::Down {
             member: MemberId::new(3, 1),
         },
     );
     c.at(50);
-    let log = c.log.join("\n");
+    let log = log_of(&c);
     assert!(
         log.contains("n2 sees n3#1: Up (unreachable) -> Down (unreachable)"),
         "{log}"
     );
     assert!(log.contains("n1 sees n3#1: removed"), "{log}");
-    c.blocked.clear();
+    c.heal();
     c.at(70);
-    let log = c.log.join("\n");
+    let log = log_of(&c);
     assert!(log.contains("n3 left the cluster (downed)"), "{log}");
 }
 
@@ -322,17 +165,17 @@ fn an_operator_downs_a_member_when_downing_is_off() {
 /// 111339, where a handoff waited for that region).
 #[test]
 fn an_exiting_member_that_never_hears_of_its_removal_sees_itself_removed() {
-    let mut c = Cluster::new();
+    let mut c = cluster();
     // Cut off, it would otherwise down itself (keep-majority) before it gives up waiting.
-    c.downing = Downing::Off;
+    let off = Some(Downing::Off);
     for n in 1..=3 {
-        c.start(n, &[1, 2, 3]);
+        start(&mut c, n, &[1, 2, 3], off);
     }
     c.at(10);
-    c.leave(3);
+    leave(&mut c, 3);
     let me = MemberId::new(3, 1);
     let exiting = |c: &Cluster| {
-        let view = c.nodes[&NodeId(3)].node().view();
+        let view = c.node(3).view();
         view.member(me)
             .is_some_and(|m| m.status == shoal_core::MemberStatus::Exiting)
     };
@@ -344,12 +187,12 @@ fn an_exiting_member_that_never_hears_of_its_removal_sees_itself_removed() {
     }
     assert!(exiting(&c), "n3 became Exiting");
     for other in [1, 2] {
-        c.blocked.insert((NodeId(other), NodeId(3)));
+        c.cut_link(other, 3);
     }
-    c.log.clear();
+    c.clear_membership_log();
     c.at(40);
-    let log = c.log.join("\n");
+    let log = log_of(&c);
     assert!(log.contains("n3 sees n3#1: removed"), "{log}");
     assert!(log.contains("n3 left the cluster (removed)"), "{log}");
-    assert!(c.nodes[&NodeId(3)].node().view().member(me).is_none());
+    assert!(c.node(3).view().member(me).is_none());
 }

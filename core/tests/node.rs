@@ -1,8 +1,6 @@
 //! Node-level, multi-step tests over the in-test network: gates, fencing, caps, timers,
 //! removal margins, proxies, queries and bad input.
 
-mod support;
-
 use std::time::Duration;
 
 use shoal_core::{
@@ -11,14 +9,14 @@ use shoal_core::{
     MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId, Payload, Reply,
     RequestId, SeedNode, ShardId, StartAck, StartOutcome, StopReason,
 };
-use support::{StopPolicy, TestCluster, config, entity_in_shard, member, type_config};
+use sim::scripted::{Cluster, StopPolicy, config, entity_in_shard, member, type_config};
 
 fn counter() -> EntityType {
-    EntityType::new(support::TYPE)
+    EntityType::new(sim::scripted::TYPE)
 }
 
-fn dead_letter_reasons(c: &TestCluster) -> Vec<DeadLetterReason> {
-    c.events
+fn dead_letter_reasons(c: &Cluster) -> Vec<DeadLetterReason> {
+    c.events()
         .iter()
         .filter_map(|(_, e)| match e {
             Event::DeadLetter { reason, .. } => Some(*reason),
@@ -27,11 +25,10 @@ fn dead_letter_reasons(c: &TestCluster) -> Vec<DeadLetterReason> {
         .collect()
 }
 
-fn reply_of(c: &TestCluster, request: RequestId) -> Result<Reply, CommandError> {
-    match c.reply(request) {
-        Some(Event::Reply { result, .. }) => result.clone(),
-        other => panic!("no reply for {request:?}: {other:?}"),
-    }
+fn reply_of(c: &Cluster, request: RequestId) -> Result<Reply, CommandError> {
+    c.reply(request)
+        .unwrap_or_else(|| panic!("no reply for {request:?}"))
+        .clone()
 }
 
 #[test]
@@ -125,7 +122,7 @@ fn envelopes_leave_with_their_receivers_address() {
 
 #[test]
 fn unknown_entity_type_is_a_dead_letter_and_a_command_error() {
-    let mut c = TestCluster::with_nodes(1, 10);
+    let mut c = Cluster::with_nodes(1, 10);
     c.input(
         1,
         Input::Tell {
@@ -154,7 +151,7 @@ fn unknown_entity_type_is_a_dead_letter_and_a_command_error() {
 fn buffer_overflow_becomes_dead_letters_and_the_cap_holds() {
     let mut cfg = config(1, type_config(10));
     cfg.settings.buffer_size = 3;
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     c.add_node(cfg);
     // No membership view yet: no coordinator is known, so everything buffers.
     for i in 0..5 {
@@ -175,7 +172,7 @@ fn buffer_overflow_becomes_dead_letters_and_the_cap_holds() {
 
 #[test]
 fn min_registered_regions_gates_allocation() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     let mut cfg = config(1, type_config(10));
     cfg.settings.min_registered_regions = 2;
     c.add_node(cfg);
@@ -193,7 +190,7 @@ fn min_registered_regions_gates_allocation() {
 
 #[test]
 fn envelopes_for_another_incarnation_are_counted_and_dropped() {
-    let mut c = TestCluster::with_nodes(2, 10);
+    let mut c = Cluster::with_nodes(2, 10);
     let stale = Envelope {
         from: member(2),
         to: MemberId::new(1, 0),
@@ -213,7 +210,7 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
 
 #[test]
 fn regions_obey_only_the_coordinator_their_view_names() {
-    let mut c = TestCluster::with_nodes(2, 10);
+    let mut c = Cluster::with_nodes(2, 10);
     // Node 2 is not the coordinator; its HostShard to node 1 must be fenced off.
     let forged = Envelope {
         from: member(2),
@@ -235,7 +232,7 @@ fn regions_obey_only_the_coordinator_their_view_names() {
 
 #[test]
 fn malformed_peer_input_never_panics() {
-    let mut c = TestCluster::with_nodes(2, 10);
+    let mut c = Cluster::with_nodes(2, 10);
     let bodies = [
         Body::ShardStopped {
             shard: ShardId(999),
@@ -304,7 +301,7 @@ fn malformed_peer_input_never_panics() {
 
 #[test]
 fn start_entity_starts_without_a_message() {
-    let mut c = TestCluster::with_nodes(1, 10);
+    let mut c = Cluster::with_nodes(1, 10);
     let r = c.command(
         1,
         Command::StartEntity {
@@ -330,9 +327,9 @@ fn start_entity_starts_without_a_message() {
 /// (after its shard was allocated), from the one that dropped the request, or from a timeout.
 #[test]
 fn start_entity_is_answered_once_the_entity_runs() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let remote = entity_in_shard(1, 4);
-    let start = |c: &mut TestCluster, entity: &str| {
+    let start = |c: &mut Cluster, entity: &str| {
         let command = Command::StartEntity {
             entity_type: counter(),
             entity: EntityId::new(entity),
@@ -343,7 +340,7 @@ fn start_entity_is_answered_once_the_entity_runs() {
     c.settle();
     let home = if c.hosting()[&2].contains(&1) { 2 } else { 1 };
     assert_eq!(c.alive_on(home), std::slice::from_ref(&remote));
-    let line = |needle: &str| c.trace.iter().position(|l| l.contains(needle));
+    let line = |needle: &str| c.trace().iter().position(|l| l.contains(needle));
     let started = line(&format!("n{home} start {remote}")).expect("started");
     let answered = line("EntityStarted").expect("answered");
     assert!(started < answered, "answered only once it runs");
@@ -381,7 +378,7 @@ fn start_entity_is_answered_once_the_entity_runs() {
 /// A start request whose home cannot be reached is answered by a timeout, once.
 #[test]
 fn start_entity_times_out_when_no_region_answers() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let ids = c.one_entity_per_shard(1, 4, "one");
     let on_2 = c.alive_on(2);
     let entity = on_2.first().expect("node 2 hosts a shard").clone();
@@ -410,7 +407,7 @@ fn start_entity_times_out_when_no_region_answers() {
 
 #[test]
 fn idle_entities_are_passivated() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     let mut t = type_config(10);
     t.passivate_idle_after = Some(Duration::from_secs(10));
     c.add_node(config(1, t));
@@ -423,13 +420,17 @@ fn idle_entities_are_passivated() {
     }
     c.settle();
     assert_eq!(c.alive_on(1), ["busy"]);
-    assert!(c.trace.iter().any(|l| l.ends_with("stop idle Passivation")));
+    assert!(
+        c.trace()
+            .iter()
+            .any(|l| l.ends_with("stop idle Passivation"))
+    );
 }
 
 #[test]
 fn an_entity_ignoring_its_stop_is_forced_after_the_stop_timeout() {
-    let mut c = TestCluster::with_nodes(1, 10);
-    c.stop_policy = StopPolicy::IgnoreGraceful;
+    let mut c = Cluster::with_nodes(1, 10);
+    c.set_behaviour(StopPolicy::IgnoreGraceful);
     c.tell(1, "a", "m1");
     c.settle();
     c.passivate(1, "a");
@@ -438,7 +439,7 @@ fn an_entity_ignoring_its_stop_is_forced_after_the_stop_timeout() {
     c.advance(Duration::from_secs(2));
     assert!(c.alive_on(1).is_empty());
     let forced = c
-        .trace
+        .trace()
         .iter()
         .filter(|l| l.ends_with("stop a Forced"))
         .count();
@@ -447,7 +448,7 @@ fn an_entity_ignoring_its_stop_is_forced_after_the_stop_timeout() {
 
 #[test]
 fn removed_members_shards_move_only_after_the_removal_margin() {
-    let mut c = TestCluster::with_nodes(3, 6);
+    let mut c = Cluster::with_nodes(3, 6);
     c.one_entity_per_shard(1, 6, "one");
     let on_3 = c.alive_on(3);
     assert!(!on_3.is_empty());
@@ -480,7 +481,7 @@ fn removed_members_shards_move_only_after_the_removal_margin() {
 /// margin as if the region had crashed. A region's last words are facts about its last life.
 #[test]
 fn a_region_removed_right_after_its_shutdown_does_not_stall_its_shards() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let ids = c.one_entity_per_shard(1, 4, "one");
     let on_2 = c.alive_on(2);
     assert!(!on_2.is_empty());
@@ -499,7 +500,7 @@ fn a_region_removed_right_after_its_shutdown_does_not_stall_its_shards() {
             inbox.len(),
             2,
             "{id} served at once, not after the margin:\n{}",
-            c.trace.join("\n")
+            c.trace().join("\n")
         );
         assert_eq!(inbox[1].0, 1);
     }
@@ -510,7 +511,7 @@ fn a_region_removed_right_after_its_shutdown_does_not_stall_its_shards() {
 /// its `ShardStopped` never arrives (a broken connection), instead of after the margin.
 #[test]
 fn an_exited_members_shards_move_without_the_removal_margin() {
-    let mut c = TestCluster::with_nodes(3, 6);
+    let mut c = Cluster::with_nodes(3, 6);
     let ids = c.one_entity_per_shard(1, 6, "one");
     let on_3 = c.alive_on(3);
     assert!(!on_3.is_empty());
@@ -544,7 +545,7 @@ fn an_exited_members_shards_move_without_the_removal_margin() {
 /// run a coordinator it does not have. Membership says which types each member hosts.
 #[test]
 fn a_member_without_the_type_neither_blocks_allocation_nor_runs_its_coordinator() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     // Node 3 is the oldest member and runs no entity type at all.
     c.add_node(Config::new(NodeId(3), Incarnation(1)));
     for n in [1, 2] {
@@ -590,7 +591,7 @@ fn a_member_without_the_type_neither_blocks_allocation_nor_runs_its_coordinator(
 /// registers holds allocation back: the coordinator says so, names it, and shows it on request.
 #[test]
 fn allocation_waiting_on_a_silent_member_is_reported() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     for n in [1, 2] {
         c.add_node(config(n, type_config(6)));
     }
@@ -604,7 +605,7 @@ fn allocation_waiting_on_a_silent_member_is_reported() {
     c.advance(Duration::from_secs(5));
     assert!(c.inbox(&id).is_empty(), "allocation waits for node 3");
     let waiting: Vec<&Event> = c
-        .events
+        .events()
         .iter()
         .filter(|(n, e)| n.0 == 1 && matches!(e, Event::AllocationWaiting { .. }))
         .map(|(_, e)| e)
@@ -642,7 +643,7 @@ fn allocation_waiting_on_a_silent_member_is_reported() {
 /// only as a tombstone counts from when it learns of it.
 #[test]
 fn a_coordinator_that_joined_after_a_removal_waits_out_its_margin() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     c.add_node(Config::new(NodeId(1), Incarnation(1)));
     c.add_node(config(2, type_config(4)));
     c.publish_view();
@@ -682,7 +683,7 @@ fn a_coordinator_that_joined_after_a_removal_waits_out_its_margin() {
 
 #[test]
 fn proxies_route_but_never_host() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     c.add_node(config(1, type_config(10)));
     let mut proxy = type_config(10);
     proxy.proxy_only = true;
@@ -712,13 +713,13 @@ fn proxies_route_but_never_host() {
 
 #[test]
 fn queries_report_state_locations_regions_and_stats() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let a = entity_in_shard(0, 4);
     let b = entity_in_shard(1, 4);
     c.tell(1, &a, "m");
     c.tell(1, &b, "m");
     c.settle();
-    let home_of = |c: &TestCluster, id: &str| {
+    let home_of = |c: &Cluster, id: &str| {
         if c.alive_on(1).contains(&id.to_owned()) {
             1
         } else {
@@ -805,12 +806,12 @@ fn queries_report_state_locations_regions_and_stats() {
         .flat_map(|r| r.shards.iter().map(|(_, n)| n))
         .sum();
     assert!(
-        c.trace.iter().any(|l| l.contains("GetRegionStats")),
+        c.trace().iter().any(|l| l.contains("GetRegionStats")),
         "the coordinator asked the regions"
     );
     assert!(
-        c.trace.iter().any(|l| l.contains("LocateEntity"))
-            && c.trace.iter().any(|l| l.contains("EntityLocated"))
+        c.trace().iter().any(|l| l.contains("LocateEntity"))
+            && c.trace().iter().any(|l| l.contains("EntityLocated"))
     );
     assert_eq!(total, 2);
 
@@ -832,7 +833,7 @@ fn queries_report_state_locations_regions_and_stats() {
 
 #[test]
 fn coordinator_queries_without_a_coordinator_fail_fast() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     c.add_node(config(1, type_config(4)));
     let r = c.command(
         1,
@@ -845,9 +846,9 @@ fn coordinator_queries_without_a_coordinator_fail_fast() {
 
 #[test]
 fn late_shard_stopped_after_a_handoff_timeout_still_deallocates() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     c.one_entity_per_shard(1, 4, "one");
-    c.stop_policy = StopPolicy::Manual;
+    c.set_behaviour(StopPolicy::Manual);
     c.command(2, Command::GracefulShutdown { entity_type: None });
     // Entities of node 2 do not stop within the 60 s handoff timeout.
     c.advance(Duration::from_secs(61));
@@ -881,7 +882,7 @@ fn late_shard_stopped_after_a_handoff_timeout_still_deallocates() {
 
 #[test]
 fn coordinator_moves_when_the_oldest_leaves() {
-    let mut c = TestCluster::with_nodes(3, 6);
+    let mut c = Cluster::with_nodes(3, 6);
     let ids = c.one_entity_per_shard(3, 6, "one");
     c.command(1, Command::GracefulShutdown { entity_type: None });
     c.settle();
@@ -918,7 +919,7 @@ fn coordinator_moves_when_the_oldest_leaves() {
 
 #[test]
 fn a_downed_member_stops_its_region_and_dead_letters_new_messages() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     for s in 0..4 {
         c.tell(2, &entity_in_shard(s, 4), "m");
     }
@@ -934,7 +935,7 @@ fn a_downed_member_stops_its_region_and_dead_letters_new_messages() {
     assert_eq!(dead_letter_reasons(&c), [DeadLetterReason::RegionStopped]);
     for id in was_alive {
         assert!(
-            c.trace
+            c.trace()
                 .iter()
                 .any(|l| l.ends_with(&format!("n2 stop {id} Forced"))),
             "{id} force-stopped"
@@ -944,7 +945,7 @@ fn a_downed_member_stops_its_region_and_dead_letters_new_messages() {
 
 #[test]
 fn a_restarted_node_is_a_new_incarnation() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let ids = c.one_entity_per_shard(1, 4, "one");
     c.crash(2);
     c.publish_view();
@@ -971,7 +972,7 @@ fn a_restarted_node_is_a_new_incarnation() {
 #[test]
 fn stop_reasons_are_reported_to_the_host() {
     // Handoff stops use StopReason::HandOff (the host sends the entity's stop message).
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let id = entity_in_shard(1, 4);
     c.tell(1, &id, "m");
     c.tell(1, &entity_in_shard(0, 4), "m");
@@ -979,7 +980,7 @@ fn stop_reasons_are_reported_to_the_host() {
     c.command(2, Command::GracefulShutdown { entity_type: None });
     c.command(1, Command::GracefulShutdown { entity_type: None });
     c.settle();
-    let stops: Vec<&String> = c.trace.iter().filter(|l| l.contains(" stop ")).collect();
+    let stops: Vec<&String> = c.trace().iter().filter(|l| l.contains(" stop ")).collect();
     assert!(!stops.is_empty());
     assert!(
         stops
@@ -992,7 +993,7 @@ fn stop_reasons_are_reported_to_the_host() {
 /// coordinator moves that never-started shard elsewhere instead of waiting for it forever.
 #[test]
 fn host_shard_refused_during_shutdown_is_reallocated() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     c.tell(1, &entity_in_shard(0, 4), "first");
     c.settle();
     // The next new shard goes to node 2 (fewest shards); its HostShard is still in flight
@@ -1005,7 +1006,7 @@ fn host_shard_refused_during_shutdown_is_reallocated() {
         c.inbox(&e),
         vec![(1, "m".to_owned())],
         "{}",
-        c.trace.join("\n")
+        c.trace().join("\n")
     );
     assert!(c.node(2).is_region_stopped(&counter()));
     assert_eq!(c.dead_letters(), 0);
@@ -1013,7 +1014,7 @@ fn host_shard_refused_during_shutdown_is_reallocated() {
 
 #[test]
 fn oversized_payloads_are_dead_letters() {
-    let mut c = TestCluster::with_nodes(1, 4);
+    let mut c = Cluster::with_nodes(1, 4);
     let max = shoal_core::ShardingSettings::default().max_payload_size;
     c.input(
         1,
@@ -1050,7 +1051,7 @@ fn oversized_payloads_are_dead_letters() {
 /// keeps it), new shards go there, and the rebalance tick moves a misplaced shard there.
 #[test]
 fn external_allocation_follows_locations_set_on_any_node() {
-    let mut c = TestCluster::new();
+    let mut c = Cluster::new();
     for n in 1..=3 {
         let mut t = type_config(4);
         t.allocation = shoal_core::AllocationStrategyConfig::External;
@@ -1058,7 +1059,7 @@ fn external_allocation_follows_locations_set_on_any_node() {
     }
     c.publish_view();
     c.settle();
-    let set = |c: &mut TestCluster, shard: u32, node: u64| {
+    let set = |c: &mut Cluster, shard: u32, node: u64| {
         let command = Command::SetShardLocation {
             entity_type: counter(),
             shard: ShardId(shard),
@@ -1097,7 +1098,7 @@ fn external_allocation_follows_locations_set_on_any_node() {
             shard: ShardId(9)
         })
     );
-    assert!(c.trace.iter().any(|l| l.contains("SetShardLocations")));
+    assert!(c.trace().iter().any(|l| l.contains("SetShardLocations")));
 }
 
 /// A sharding message of the counter type from member `from` to member `to`.
@@ -1113,8 +1114,8 @@ fn from_peer(from: u64, to: u64, body: Body) -> Input {
     })
 }
 
-fn replies_to(c: &TestCluster, request: RequestId) -> Vec<Result<Reply, CommandError>> {
-    c.events
+fn replies_to(c: &Cluster, request: RequestId) -> Vec<Result<Reply, CommandError>> {
+    c.events()
         .iter()
         .filter_map(|(_, e)| match e {
             Event::Reply { request: r, result } if *r == request => Some(result.clone()),
@@ -1129,7 +1130,7 @@ fn replies_to(c: &TestCluster, request: RequestId) -> Vec<Result<Reply, CommandE
 /// request nobody asked was relayed to the application).
 #[test]
 fn remote_queries_are_answered_exactly_once() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     for shard in 0..4 {
         c.tell(1, &entity_in_shard(shard, 4), "m");
     }
@@ -1220,7 +1221,7 @@ fn remote_queries_are_answered_exactly_once() {
 /// regression: a `GetShardHome` for shard 9 of 8 was allocated and hosted).
 #[test]
 fn shards_that_do_not_fit_the_type_are_refused() {
-    let mut c = TestCluster::with_nodes(2, 8);
+    let mut c = Cluster::with_nodes(2, 8);
     c.settle();
     let rejected = c.node(1).metrics().rejected;
     c.input(1, from_peer(2, 1, Body::GetShardHome { shard: ShardId(9) }));

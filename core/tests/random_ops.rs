@@ -3,14 +3,12 @@
 //! passivation; with crashes and restarts, at most once and in order, and after healing every new
 //! message is delivered. An entity never runs in two places (the test host asserts it).
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use shoal_core::{Command, Config, EntityType, Incarnation, MemberStatus, NodeId};
-use support::{StopPolicy, TestCluster, config, type_config};
+use sim::scripted::{Cluster, StopPolicy, config, type_config};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -73,13 +71,13 @@ fn run(ops: Vec<Op>, manual_stops: bool) {
 }
 
 fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
-    let mut c = TestCluster::with_nodes(2, 8);
-    c.trace_network = std::env::var_os("TRACE_NETWORK").is_some();
-    c.stop_policy = if manual_stops {
+    let mut c = Cluster::with_nodes(2, 8);
+    c.trace_network(std::env::var_os("TRACE_NETWORK").is_some());
+    c.set_behaviour(if manual_stops {
         StopPolicy::Manual
     } else {
         StopPolicy::Immediate
-    };
+    });
     let mut next_node = 3;
     let mut leaving: Vec<u64> = Vec::new();
     let mut removed: Vec<u64> = Vec::new();
@@ -87,7 +85,7 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
     let mut incarnation: BTreeMap<u64, u64> = (1..=6).map(|n| (n, 1)).collect();
     // Per (entity, sender label): messages sent. A label names a node's incarnation.
     let mut sent: BTreeMap<(String, String), u64> = BTreeMap::new();
-    let counter = EntityType::new(support::TYPE);
+    let counter = EntityType::new(sim::scripted::TYPE);
     for op in ops {
         let active: Vec<u64> = c
             .running()
@@ -118,8 +116,12 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
             Op::ShutDown { .. } => {}
             Op::Passivate { entity } => {
                 let entity = format!("e{entity}");
-                if let Some((n, _)) = c.alive.iter().find(|(_, e)| *e == entity).cloned() {
-                    c.passivate(n.0, &entity);
+                let running = c
+                    .alive()
+                    .find(|(_, e)| e.as_str() == entity)
+                    .map(|(n, _)| n);
+                if let Some(n) = running {
+                    c.passivate(n, &entity);
                 }
             }
             Op::CompleteStops => c.complete_stops(),
@@ -154,7 +156,7 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
         }
     }
     // Heal: let every stop complete and every timer run.
-    c.stop_policy = StopPolicy::Immediate;
+    c.set_behaviour(StopPolicy::Immediate);
     for _ in 0..10 {
         c.complete_stops();
         c.advance(Duration::from_secs(15));
@@ -177,7 +179,7 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
             assert!(
                 from_sender.windows(2).all(|w| w[0] < w[1]),
                 "{entity} from {label}: at most once, in order: {from_sender:?}; trace:\n{}",
-                c.trace.join("\n")
+                c.trace().join("\n")
             );
         } else {
             let expected: Vec<u64> = (0..*count).collect();
@@ -185,7 +187,7 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
                 from_sender,
                 expected,
                 "{entity} from {label}: exactly once, in order; trace:\n{}",
-                c.trace.join("\n")
+                c.trace().join("\n")
             );
         }
     }
@@ -213,7 +215,7 @@ fn run_with(ops: Vec<Op>, manual_stops: bool, faults: bool) {
                     got,
                     1,
                     "e{entity} got final-{from} {got} times; trace:\n{}",
-                    c.trace.join("\n")
+                    c.trace().join("\n")
                 );
             }
         }

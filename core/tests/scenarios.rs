@@ -2,40 +2,38 @@
 //! Each trace lists, in order, every message that crossed the network, every entity effect
 //! and every event, stamped with virtual time.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{StopPolicy, TestCluster, config, entity_in_shard, type_config};
+use sim::scripted::{Cluster, StopPolicy, config, entity_in_shard, type_config};
 
 use shoal_core::Command;
 
 /// Seeds' Scenario 1: a message for an unknown shard that the coordinator places locally.
 #[test]
 fn scenario_1_unknown_shard_allocated_to_local_region() {
-    let mut c = TestCluster::with_nodes(2, 10);
+    let mut c = Cluster::with_nodes(2, 10);
     // The coordinator runs on node 1 (the oldest); give node 1 a shard first so that
     // least-shard places the next new shard on node 2, where the message arrives.
     c.tell(1, &entity_in_shard(0, 10), "M0");
     c.settle();
-    c.trace.clear();
+    c.clear_trace();
     let e1 = entity_in_shard(1, 10);
     c.tell(2, &e1, "M1");
     c.settle();
     c.tell(2, &e1, "M2");
     c.settle();
     assert_eq!(c.inbox(&e1), vec![(2, "M1".into()), (2, "M2".into())]);
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }
 
 /// Seeds' Scenario 2: a message for an unknown shard that lives in a remote region.
 #[test]
 fn scenario_2_unknown_shard_in_remote_region() {
-    let mut c = TestCluster::with_nodes(2, 10);
+    let mut c = Cluster::with_nodes(2, 10);
     let e1 = entity_in_shard(1, 10);
     c.tell(1, &e1, "M1");
     c.settle();
-    c.trace.clear();
+    c.clear_trace();
     // Node 1 now hosts one shard, so least-shard places the next one on node 2.
     let e2 = entity_in_shard(2, 10);
     c.tell(1, &e2, "M2");
@@ -43,7 +41,7 @@ fn scenario_2_unknown_shard_in_remote_region() {
     c.tell(1, &e2, "M3");
     c.settle();
     assert_eq!(c.inbox(&e2), vec![(2, "M2".into()), (2, "M3".into())]);
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }
 
 /// Node 1 hosts four shards; node 2 joins; the rebalance tick moves one shard to node 2
@@ -51,17 +49,17 @@ fn scenario_2_unknown_shard_in_remote_region() {
 /// entity is stopping are buffered and reach the new incarnation on node 2, in order, once.
 #[test]
 fn rebalance_handoff_moves_a_shard_without_losing_messages() {
-    let mut c = TestCluster::with_nodes(1, 4);
+    let mut c = Cluster::with_nodes(1, 4);
     c.one_entity_per_shard(1, 4, "before");
     c.add_node(config(2, type_config(4)));
     c.publish_view();
     c.settle();
-    c.stop_policy = StopPolicy::Manual;
-    c.trace.clear();
+    c.set_behaviour(StopPolicy::Manual);
+    c.clear_trace();
     c.advance(Duration::from_secs(10));
     // The handoff is waiting for the entity of the moving shard to stop.
     let moving = c
-        .trace
+        .trace()
         .iter()
         .find_map(|l| l.strip_prefix("10.000s n1 stop "))
         .map(|l| l.split(' ').next().unwrap().to_owned());
@@ -89,20 +87,20 @@ fn rebalance_handoff_moves_a_shard_without_losing_messages() {
         [3, 1]
     );
     assert_eq!(c.dead_letters(), 0);
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }
 
 /// Node 2 shuts its region down gracefully: its shards are handed off to node 1 (not limited by
 /// rebalance limits), then the region reports `RegionStopped`.
 #[test]
 fn graceful_shutdown_hands_off_every_shard() {
-    let mut c = TestCluster::with_nodes(2, 4);
+    let mut c = Cluster::with_nodes(2, 4);
     let ids = c.one_entity_per_shard(1, 4, "one");
     assert_eq!(
         c.hosting().values().map(Vec::len).collect::<Vec<_>>(),
         [2, 2]
     );
-    c.trace.clear();
+    c.clear_trace();
     c.command(2, Command::GracefulShutdown { entity_type: None });
     c.settle();
     for id in &ids {
@@ -115,7 +113,7 @@ fn graceful_shutdown_hands_off_every_shard() {
     );
     assert!(
         c.node(2)
-            .is_region_stopped(&shoal_core::EntityType::new(support::TYPE))
+            .is_region_stopped(&shoal_core::EntityType::new(sim::scripted::TYPE))
     );
     for id in &ids {
         assert_eq!(
@@ -126,18 +124,18 @@ fn graceful_shutdown_hands_off_every_shard() {
             ["one", "two"]
         );
     }
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }
 
 /// An entity passivates; messages arriving while it stops are buffered and delivered, in
 /// order, to a new incarnation once it has stopped.
 #[test]
 fn passivation_redelivers_buffered_messages() {
-    let mut c = TestCluster::with_nodes(1, 4);
+    let mut c = Cluster::with_nodes(1, 4);
     c.tell(1, "a", "m1");
     c.settle();
-    c.stop_policy = StopPolicy::Manual;
-    c.trace.clear();
+    c.set_behaviour(StopPolicy::Manual);
+    c.clear_trace();
     c.passivate(1, "a");
     c.tell(1, "a", "m2");
     c.tell(1, "a", "m3");
@@ -152,7 +150,7 @@ fn passivation_redelivers_buffered_messages() {
         ["m1", "m2", "m3"]
     );
     assert_eq!(c.alive_on(1), ["a"]);
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }
 
 /// The coordinator's node crashes. The new coordinator (node 2) rebuilds its table from the
@@ -160,13 +158,13 @@ fn passivation_redelivers_buffered_messages() {
 /// node 1 are unknown to it and are allocated only after `down-removal-margin` (20 s).
 #[test]
 fn coordinator_failover_rebuilds_table_from_registrations() {
-    let mut c = TestCluster::with_nodes(3, 6);
+    let mut c = Cluster::with_nodes(3, 6);
     let ids = c.one_entity_per_shard(3, 6, "one");
     let before = c.hosting();
     c.crash(1);
     c.publish_view();
     c.settle();
-    let t = shoal_core::EntityType::new(support::TYPE);
+    let t = shoal_core::EntityType::new(sim::scripted::TYPE);
     let table = c
         .node(2)
         .coordinator_allocations(&t)
@@ -178,7 +176,7 @@ fn coordinator_failover_rebuilds_table_from_registrations() {
         rebuilt, expected,
         "the table holds exactly what nodes 2 and 3 reported"
     );
-    c.trace.clear();
+    c.clear_trace();
     for id in &ids {
         c.tell(3, id, "two");
     }
@@ -192,5 +190,5 @@ fn coordinator_failover_rebuilds_table_from_registrations() {
         );
     }
     assert_eq!(c.hosting().values().map(Vec::len).sum::<usize>(), 6);
-    insta::assert_snapshot!(c.trace.join("\n"));
+    insta::assert_snapshot!(c.trace().join("\n"));
 }

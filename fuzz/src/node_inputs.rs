@@ -17,9 +17,9 @@ use std::time::Duration;
 use arbitrary::{Arbitrary, Unstructured};
 use shoal_core::codec;
 use shoal_core::{
-    AllocationStrategyConfig, Config, Driver, Effect, EntityEffect, EntityId, EntityType,
-    EntityTypeConfig, Envelope, Event, Incarnation, Input, Instant, Member, MemberId,
-    MembershipSettings, MembershipView, Message, Node, NodeId, RequestId, shard_of,
+    AllocationStrategyConfig, Config, Driver, EntityEffect, EntityId, EntityType, EntityTypeConfig,
+    Envelope, Event, Incarnation, Input, Instant, Io, Member, MemberId, MembershipSettings,
+    MembershipView, Message, Node, NodeId, RequestId, StoreRequest, Transmit, shard_of,
 };
 
 /// One thing that happens to the node.
@@ -129,7 +129,6 @@ pub fn check(scenario: Scenario) {
         vec![]
     };
     for step in scenario.steps {
-        let mut effects = Vec::new();
         let input = match step {
             Step::Input(input) => Some(input),
             Step::Peer { from, seq, message } => Some(Input::Receive(Envelope {
@@ -162,12 +161,9 @@ pub fn check(scenario: Scenario) {
         match input {
             Some(input) => {
                 host.fed(&input);
-                driver.handle_input(now, input, &mut effects);
+                driver.handle_input(now, input, &mut host);
             }
-            None => driver.handle_wakeup(now, &mut effects),
-        }
-        for effect in effects {
-            host.handle_effect(effect);
+            None => driver.handle_wakeup(now, &mut host),
         }
         host.check_node(&driver);
     }
@@ -227,55 +223,6 @@ impl Host {
         })
     }
 
-    fn handle_effect(&mut self, effect: Effect) {
-        match effect {
-            Effect::Send(transmit) => check_encodes(&transmit.envelope),
-            Effect::Entity(EntityEffect::Start {
-                entity_type,
-                entity,
-                shard,
-            }) => {
-                let shards = *self
-                    .types
-                    .get(&entity_type)
-                    .unwrap_or_else(|| panic!("started {entity} of unserved type {entity_type}"));
-                assert_eq!(
-                    shard,
-                    shard_of(&entity, shards),
-                    "{entity} started on {shard}"
-                );
-                let fresh = self.running.insert((entity_type, entity.clone()));
-                assert!(fresh, "{entity} started while running");
-            }
-            Effect::Entity(EntityEffect::Deliver {
-                entity_type,
-                entity,
-                ..
-            }) => assert!(
-                self.running.contains(&(entity_type, entity.clone())),
-                "delivered to {entity}, which is not running"
-            ),
-            Effect::Entity(EntityEffect::Stop {
-                entity_type,
-                entity,
-                ..
-            }) => {
-                let key = (entity_type, entity);
-                if self.running.contains(&key) && !self.stopping.contains(&key) {
-                    self.stopping.push(key);
-                }
-            }
-            Effect::Event(Event::Reply { request, .. }) => {
-                let asked = self.outstanding.get_mut(&request);
-                let asked = asked.filter(|n| **n > 0).unwrap_or_else(|| {
-                    panic!("{request} answered more often than asked, or never asked")
-                });
-                *asked -= 1;
-            }
-            _ => {}
-        }
-    }
-
     fn check_node(&self, driver: &Driver) {
         assert_eq!(driver.busy_loops(), 0, "a timer stays due after firing");
         let node = driver.node();
@@ -312,4 +259,64 @@ fn check_encodes(envelope: &Envelope) {
         .unwrap_or_else(|e| panic!("the node sent an envelope that does not encode: {e}"));
     let decoded = codec::decode(&frame).expect("a frame the node encoded decodes");
     assert_eq!(&decoded, envelope, "the wire changed an envelope");
+}
+
+/// The harness's host carries out the node's effects as they come, checking each.
+impl Io for Host {
+    fn send(&mut self, transmit: Transmit) {
+        check_encodes(&transmit.envelope);
+    }
+
+    fn entity(&mut self, effect: EntityEffect) {
+        match effect {
+            EntityEffect::Start {
+                entity_type,
+                entity,
+                shard,
+            } => {
+                let shards = *self
+                    .types
+                    .get(&entity_type)
+                    .unwrap_or_else(|| panic!("started {entity} of unserved type {entity_type}"));
+                assert_eq!(
+                    shard,
+                    shard_of(&entity, shards),
+                    "{entity} started on {shard}"
+                );
+                let fresh = self.running.insert((entity_type, entity.clone()));
+                assert!(fresh, "{entity} started while running");
+            }
+            EntityEffect::Deliver {
+                entity_type,
+                entity,
+                ..
+            } => assert!(
+                self.running.contains(&(entity_type, entity.clone())),
+                "delivered to {entity}, which is not running"
+            ),
+            EntityEffect::Stop {
+                entity_type,
+                entity,
+                ..
+            } => {
+                let key = (entity_type, entity);
+                if self.running.contains(&key) && !self.stopping.contains(&key) {
+                    self.stopping.push(key);
+                }
+            }
+        }
+    }
+
+    fn emit(&mut self, event: Event) {
+        if let Event::Reply { request, .. } = event {
+            let asked = self.outstanding.get_mut(&request);
+            let asked = asked.filter(|n| **n > 0).unwrap_or_else(|| {
+                panic!("{request} answered more often than asked, or never asked")
+            });
+            *asked -= 1;
+        }
+    }
+
+    /// No store answers: a store that never answers is one the node must survive too.
+    fn store(&mut self, _: StoreRequest) {}
 }

@@ -36,6 +36,7 @@ mod requests;
 mod rng;
 mod run;
 mod schedule;
+pub mod scripted;
 mod simulator;
 mod speed;
 mod stall;

@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use shoal_core::{Effect, Envelope, Event, Input, MemberId, NodeId, Transmit, codec};
+use shoal_core::{Envelope, Input, MemberId, NodeId, Transmit, codec};
 
 use crate::check::Property;
 use crate::events::Ev;
-use crate::nemesis::Fault;
 use crate::net::{Flight, Link};
 use crate::trace::TraceEvent;
 
 use super::Simulator;
+use super::io::{DeferIo, Deferred};
 
 /// How often, at most, release builds check a node's internal invariants.
 const INVARIANT_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -40,7 +40,8 @@ impl Simulator {
         };
         let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
-        node.driver.handle_input(local, input, &mut out);
+        node.driver
+            .handle_input(local, input, &mut DeferIo(&mut out));
         self.after_call(n, &mut out);
         self.scratch = out;
     }
@@ -90,7 +91,7 @@ impl Simulator {
         }
         let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
-        node.driver.handle_wakeup(local, &mut out);
+        node.driver.handle_wakeup(local, &mut DeferIo(&mut out));
         self.after_call(n, &mut out);
         self.scratch = out;
     }
@@ -102,7 +103,7 @@ impl Simulator {
     }
 
     /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
-    fn after_call(&mut self, n: NodeId, out: &mut Vec<Effect>) {
+    fn after_call(&mut self, n: NodeId, out: &mut Vec<Deferred>) {
         let Some(node) = self.nodes.get_mut(&n) else {
             return out.clear();
         };
@@ -125,91 +126,10 @@ impl Simulator {
         let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();
         for effect in out.drain(..) {
             match effect {
-                Effect::Send(transmit) => self.send(transmit),
-                Effect::Entity(e) => self.entity(member, e),
-                Effect::Store(request) => self.store_request(member, request),
-                Effect::Event(Event::ShardFenced { .. }) => {
-                    self.mark("a shard instance was fenced and stopped");
-                }
-                Effect::Event(Event::DeadLetter {
-                    entity,
-                    payload,
-                    reason,
-                    ..
-                }) => {
-                    self.dead_letters += 1;
-                    if reason == shoal_core::DeadLetterReason::BufferFull {
-                        self.mark("a full buffer dead-lettered a message");
-                    }
-                    self.log(|| TraceEvent::DeadLetter {
-                        member: member.to_string(),
-                        entity: entity.to_string(),
-                        reason: format!("{reason:?}"),
-                    });
-                    if let Some(payload) = payload {
-                        self.check.dead_letter(&entity, &payload, reason);
-                    }
-                }
-                Effect::Event(Event::MembershipChanged) => {
-                    rounds.clear();
-                    self.views_changed += 1;
-                    if self.tracing() {
-                        let members = self
-                            .nodes
-                            .get(&n)
-                            .map(|node| crate::trace::view_entries(node.driver.node().view()))
-                            .unwrap_or_default();
-                        self.log(|| TraceEvent::View {
-                            member: member.to_string(),
-                            version: None,
-                            members,
-                        });
-                    }
-                }
-                Effect::Event(Event::LeftCluster { downed }) => self.left_cluster(n, downed),
-                Effect::Event(Event::AppMessage { payload, .. }) => {
-                    if let Some(detail) = self.asks.arrived(member, &payload) {
-                        self.check
-                            .fail(self.now, Property::AskReply, member, detail);
-                    }
-                }
-                Effect::Event(Event::AppDeadLetter {
-                    payload, reason, ..
-                }) => {
-                    self.log(|| TraceEvent::ReplyDeadLettered {
-                        member: member.to_string(),
-                        reason: format!("{reason:?}"),
-                    });
-                    self.mark("an ask's reply was dead-lettered");
-                    self.asks.dead_lettered(&payload);
-                }
-                Effect::Event(Event::Reply { request, result })
-                    if self.requests.is_ours(request) =>
-                {
-                    self.request_answered(member, request, &result);
-                }
-                Effect::Event(Event::AllocationWaiting { gate, shards, .. }) => {
-                    self.allocation_waiting(member, &gate, &shards);
-                }
-                Effect::Event(Event::ShardStopped { shard, .. }) => {
-                    let stall = self.stalls.shard_stopped(self.now, shard, member);
-                    self.stall(stall);
-                }
-                Effect::Event(Event::ShardStarted { shard, .. }) => {
-                    let stall = self.stalls.shard_started(self.now, shard, member);
-                    self.stall(stall);
-                }
-                Effect::Event(Event::RegionStopped { .. }) => {
-                    let stall = self.stalls.region_stopped(self.now, member);
-                    self.stall(stall);
-                }
-                Effect::Event(
-                    Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. },
-                ) => {
-                    self.stalls.coordinator_changed();
-                }
-                Effect::Event(Event::Rebalance { shards, .. }) => rounds.push(shards),
-                _ => {}
+                Deferred::Send(transmit) => self.send(transmit),
+                Deferred::Entity(e) => self.entity(member, e),
+                Deferred::Store(request) => self.store_request(member, request),
+                Deferred::Event(event) => self.node_event(n, member, event, &mut rounds),
             }
         }
         for shards in rounds {
@@ -382,169 +302,6 @@ impl Simulator {
                 self.mark("a control message overtook data on its link");
             }
             self.arrive(link, flight, envelope);
-        }
-    }
-
-    /// Node `n` is out of the cluster (real membership). Downed: its entities are stopped and
-    /// the process must restart as a new incarnation; removed after leaving: it exits once the
-    /// others have learned of the removal.
-    fn left_cluster(&mut self, n: NodeId, downed: bool) {
-        let member = self
-            .nodes
-            .get(&n)
-            .map_or_else(|| n.to_string(), |node| node.id.to_string());
-        self.log(|| TraceEvent::LeftCluster { member, downed });
-        if downed {
-            self.stalls.fault(self.now);
-            let at = self.now + self.nemesis.downed(n);
-            self.schedule(at, Ev::Fault(Fault::Restart(n)));
-        } else {
-            let at = self.now + self.nemesis.left_cluster(n);
-            self.schedule(at, Ev::Fault(Fault::Exit(n)));
-        }
-    }
-
-    /// A client request was answered by `member`.
-    fn request_answered(
-        &mut self,
-        member: MemberId,
-        request: shoal_core::RequestId,
-        result: &Result<shoal_core::Reply, shoal_core::CommandError>,
-    ) {
-        self.log(|| TraceEvent::Answered {
-            member: member.to_string(),
-            request: request.to_string(),
-            result: format!("{result:?}"),
-        });
-        let timeout = self.settings.shard_region_query_timeout;
-        if let Err(detail) = self
-            .requests
-            .answer(self.now, timeout, member, request, result)
-        {
-            self.check
-                .fail(self.now, Property::CommandReply, member, detail);
-        }
-        match result {
-            // Started here: it runs here now (an acknowledgement from another member is
-            // checked when it leaves that member).
-            Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) => {
-                if *region == member {
-                    self.check_started_at(member, entity);
-                }
-                self.mark("an entity started on request was acknowledged");
-            }
-            // Answered from the shard hosted here: exactly what runs here now (a remote
-            // answer was true when the home region gave it, and may be stale on arrival).
-            Ok(shoal_core::Reply::EntityLocation {
-                entity,
-                region: Some(region),
-                alive,
-                ..
-            }) if *region == member => {
-                if *alive != self.check.is_live(member, entity) {
-                    let detail = format!(
-                        "{member} located {entity} here, alive: {alive}, but it {} run here",
-                        if *alive { "does not" } else { "does" }
-                    );
-                    self.check
-                        .fail(self.now, Property::CommandReply, entity, detail);
-                }
-                self.mark(if *alive {
-                    "a location query found its entity running locally"
-                } else {
-                    "a location query found its entity's shard here, the entity not running"
-                });
-            }
-            Ok(shoal_core::Reply::EntityLocation { alive: true, .. }) => {
-                self.mark("a location query found its entity running on another member");
-            }
-            Ok(shoal_core::Reply::ClusterShardingStats { failed, .. }) => {
-                self.mark(if failed.is_empty() {
-                    "statistics from every region"
-                } else {
-                    "statistics gave up on a region"
-                });
-            }
-            _ => {}
-        }
-    }
-
-    /// The coordinator on `member` says requests for `shards` wait on its gate: they must,
-    /// and the gate must name what it waits for.
-    fn allocation_waiting(
-        &mut self,
-        member: MemberId,
-        gate: &shoal_core::AllocationGate,
-        shards: &[shoal_core::ShardId],
-    ) {
-        self.log(|| TraceEvent::AllocationWaits {
-            member: member.to_string(),
-            gate: format!("{gate:?}"),
-            shards: format!("{shards:?}"),
-        });
-        let waits_for_nothing = gate.unregistered.is_empty()
-            && gate.recently_removed.is_empty()
-            && gate.registered >= gate.needed
-            && !gate.store_pending;
-        let needed = self.settings.min_registered_regions;
-        if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
-            let detail = format!(
-                "{member} reported allocation waiting with the gate {gate:?} for shards {shards:?}"
-            );
-            self.check
-                .fail(self.now, Property::EventReport, member, detail);
-        }
-        if !gate.unregistered.is_empty() {
-            self.mark("allocation waited for a member that had not registered");
-        }
-        if !gate.recently_removed.is_empty() {
-            self.mark("allocation waited out a recent removal");
-        }
-        if gate.registered < gate.needed {
-            self.mark("allocation waited for enough regions to register");
-        }
-        if gate.store_pending {
-            self.mark("allocation waited for the remember store's list of shards");
-        }
-    }
-
-    /// `region` reports `(shard, live entities)` for the shards it hosts: exactly what runs
-    /// there now.
-    fn check_region_stats(&mut self, region: MemberId, shards: &[(shoal_core::ShardId, u32)]) {
-        for &(shard, reported) in shards {
-            let running = (self.workload.entity_ids().iter())
-                .filter(|e| shoal_core::shard_of(e, self.opts.shards) == shard)
-                .filter(|e| self.check.is_live(region, e))
-                .count();
-            if running != reported as usize {
-                let detail = format!(
-                    "{region} reports {reported} entities in {shard}, but {running} run there"
-                );
-                self.check
-                    .fail(self.now, Property::CommandReply, region, detail);
-            }
-        }
-    }
-
-    /// `member` says `entity` runs there: it must.
-    fn check_started_at(&mut self, member: MemberId, entity: &shoal_core::EntityId) {
-        if !self.check.is_live(member, entity) {
-            let detail =
-                format!("{member} acknowledged {entity} started, but it does not run there");
-            self.check
-                .fail(self.now, Property::CommandReply, entity, detail);
-        }
-    }
-
-    /// Records a graceful operation that overran its bound.
-    fn stall(&mut self, stall: Option<crate::stall::Stall>) {
-        if let Some(stall) = stall {
-            self.check.fail(
-                self.now,
-                Property::GracefulStall,
-                stall.subject,
-                stall.detail,
-            );
         }
     }
 

@@ -8,6 +8,8 @@
 mod drive;
 mod faults;
 mod host;
+mod io;
+mod node_events;
 mod quiescence;
 mod rebalance;
 mod remembering;
@@ -20,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{
-    Config, Driver, Effect, EntityType, EntityTypeConfig, Incarnation, Input, Instant, MemberId,
+    Config, Driver, EntityType, EntityTypeConfig, Incarnation, Input, Instant, MemberId,
     MembershipSettings, Node, NodeId, ShardingSettings,
 };
 
@@ -78,7 +80,7 @@ pub(crate) struct Simulator {
     /// (a coordinator leaves such regions out of allocation and rebalancing).
     shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
     /// The effects of one driver call, reused from call to call.
-    scratch: Vec<Effect>,
+    scratch: Vec<io::Deferred>,
     // What acts on the cluster.
     nemesis: Nemesis,
     workload: Workload,

@@ -1,0 +1,273 @@
+//! What the simulator makes of a node's events: the checks each one is owed (replies,
+//! allocation gates, region statistics, graceful stalls), the coverage markers, and the faults
+//! membership decides (a member downed or removed after leaving).
+
+use shoal_core::{Event, MemberId, NodeId, ShardId};
+
+use crate::check::Property;
+use crate::events::Ev;
+use crate::nemesis::Fault;
+use crate::trace::TraceEvent;
+
+use super::Simulator;
+
+impl Simulator {
+    /// Handles `event` of node `n` (member `member`); rebalance rounds are collected in
+    /// `rounds`, to be judged once the call's effects are through.
+    pub(super) fn node_event(
+        &mut self,
+        n: NodeId,
+        member: MemberId,
+        event: Event,
+        rounds: &mut Vec<Vec<ShardId>>,
+    ) {
+        match event {
+            Event::ShardFenced { .. } => {
+                self.mark("a shard instance was fenced and stopped");
+            }
+            Event::DeadLetter {
+                entity,
+                payload,
+                reason,
+                ..
+            } => {
+                self.dead_letters += 1;
+                if reason == shoal_core::DeadLetterReason::BufferFull {
+                    self.mark("a full buffer dead-lettered a message");
+                }
+                self.log(|| TraceEvent::DeadLetter {
+                    member: member.to_string(),
+                    entity: entity.to_string(),
+                    reason: format!("{reason:?}"),
+                });
+                if let Some(payload) = payload {
+                    self.check.dead_letter(&entity, &payload, reason);
+                }
+            }
+            Event::MembershipChanged => {
+                rounds.clear();
+                self.views_changed += 1;
+                if self.tracing() {
+                    let members = self
+                        .nodes
+                        .get(&n)
+                        .map(|node| crate::trace::view_entries(node.driver.node().view()))
+                        .unwrap_or_default();
+                    self.log(|| TraceEvent::View {
+                        member: member.to_string(),
+                        version: None,
+                        members,
+                    });
+                }
+            }
+            Event::LeftCluster { downed } => self.left_cluster(n, downed),
+            Event::AppMessage { payload, .. } => {
+                if let Some(detail) = self.asks.arrived(member, &payload) {
+                    self.check
+                        .fail(self.now, Property::AskReply, member, detail);
+                }
+            }
+            Event::AppDeadLetter {
+                payload, reason, ..
+            } => {
+                self.log(|| TraceEvent::ReplyDeadLettered {
+                    member: member.to_string(),
+                    reason: format!("{reason:?}"),
+                });
+                self.mark("an ask's reply was dead-lettered");
+                self.asks.dead_lettered(&payload);
+            }
+            Event::Reply { request, result } if self.requests.is_ours(request) => {
+                self.request_answered(member, request, &result);
+            }
+            Event::AllocationWaiting { gate, shards, .. } => {
+                self.allocation_waiting(member, &gate, &shards);
+            }
+            Event::ShardStopped { shard, .. } => {
+                let stall = self.stalls.shard_stopped(self.now, shard, member);
+                self.stall(stall);
+            }
+            Event::ShardStarted { shard, .. } => {
+                let stall = self.stalls.shard_started(self.now, shard, member);
+                self.stall(stall);
+            }
+            Event::RegionStopped { .. } => {
+                let stall = self.stalls.region_stopped(self.now, member);
+                self.stall(stall);
+            }
+            Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. } => {
+                self.stalls.coordinator_changed();
+            }
+            Event::Rebalance { shards, .. } => rounds.push(shards),
+            // Not ours (request 0: the simulator's own commands), or nothing to check; events
+            // are non-exhaustive (a newer core may report more).
+            Event::Reply { .. }
+            | Event::RegionRegistered { .. }
+            | Event::RememberStoreFailed { .. } => {}
+            _ => {}
+        }
+    }
+
+    /// Node `n` is out of the cluster (real membership). Downed: its entities are stopped and
+    /// the process must restart as a new incarnation; removed after leaving: it exits once the
+    /// others have learned of the removal.
+    fn left_cluster(&mut self, n: NodeId, downed: bool) {
+        let member = self
+            .nodes
+            .get(&n)
+            .map_or_else(|| n.to_string(), |node| node.id.to_string());
+        self.log(|| TraceEvent::LeftCluster { member, downed });
+        if downed {
+            self.stalls.fault(self.now);
+            let at = self.now + self.nemesis.downed(n);
+            self.schedule(at, Ev::Fault(Fault::Restart(n)));
+        } else {
+            let at = self.now + self.nemesis.left_cluster(n);
+            self.schedule(at, Ev::Fault(Fault::Exit(n)));
+        }
+    }
+
+    /// A client request was answered by `member`.
+    fn request_answered(
+        &mut self,
+        member: MemberId,
+        request: shoal_core::RequestId,
+        result: &Result<shoal_core::Reply, shoal_core::CommandError>,
+    ) {
+        self.log(|| TraceEvent::Answered {
+            member: member.to_string(),
+            request: request.to_string(),
+            result: format!("{result:?}"),
+        });
+        let timeout = self.settings.shard_region_query_timeout;
+        if let Err(detail) = self
+            .requests
+            .answer(self.now, timeout, member, request, result)
+        {
+            self.check
+                .fail(self.now, Property::CommandReply, member, detail);
+        }
+        match result {
+            // Started here: it runs here now (an acknowledgement from another member is
+            // checked when it leaves that member).
+            Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) => {
+                if *region == member {
+                    self.check_started_at(member, entity);
+                }
+                self.mark("an entity started on request was acknowledged");
+            }
+            // Answered from the shard hosted here: exactly what runs here now (a remote
+            // answer was true when the home region gave it, and may be stale on arrival).
+            Ok(shoal_core::Reply::EntityLocation {
+                entity,
+                region: Some(region),
+                alive,
+                ..
+            }) if *region == member => {
+                if *alive != self.check.is_live(member, entity) {
+                    let detail = format!(
+                        "{member} located {entity} here, alive: {alive}, but it {} run here",
+                        if *alive { "does not" } else { "does" }
+                    );
+                    self.check
+                        .fail(self.now, Property::CommandReply, entity, detail);
+                }
+                self.mark(if *alive {
+                    "a location query found its entity running locally"
+                } else {
+                    "a location query found its entity's shard here, the entity not running"
+                });
+            }
+            Ok(shoal_core::Reply::EntityLocation { alive: true, .. }) => {
+                self.mark("a location query found its entity running on another member");
+            }
+            Ok(shoal_core::Reply::ClusterShardingStats { failed, .. }) => {
+                self.mark(if failed.is_empty() {
+                    "statistics from every region"
+                } else {
+                    "statistics gave up on a region"
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The coordinator on `member` says requests for `shards` wait on its gate: they must,
+    /// and the gate must name what it waits for.
+    fn allocation_waiting(
+        &mut self,
+        member: MemberId,
+        gate: &shoal_core::AllocationGate,
+        shards: &[ShardId],
+    ) {
+        self.log(|| TraceEvent::AllocationWaits {
+            member: member.to_string(),
+            gate: format!("{gate:?}"),
+            shards: format!("{shards:?}"),
+        });
+        let waits_for_nothing = gate.unregistered.is_empty()
+            && gate.recently_removed.is_empty()
+            && gate.registered >= gate.needed
+            && !gate.store_pending;
+        let needed = self.settings.min_registered_regions;
+        if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
+            let detail = format!(
+                "{member} reported allocation waiting with the gate {gate:?} for shards {shards:?}"
+            );
+            self.check
+                .fail(self.now, Property::EventReport, member, detail);
+        }
+        if !gate.unregistered.is_empty() {
+            self.mark("allocation waited for a member that had not registered");
+        }
+        if !gate.recently_removed.is_empty() {
+            self.mark("allocation waited out a recent removal");
+        }
+        if gate.registered < gate.needed {
+            self.mark("allocation waited for enough regions to register");
+        }
+        if gate.store_pending {
+            self.mark("allocation waited for the remember store's list of shards");
+        }
+    }
+
+    /// `region` reports `(shard, live entities)` for the shards it hosts: exactly what runs
+    /// there now.
+    pub(super) fn check_region_stats(&mut self, region: MemberId, shards: &[(ShardId, u32)]) {
+        for &(shard, reported) in shards {
+            let running = (self.workload.entity_ids().iter())
+                .filter(|e| shoal_core::shard_of(e, self.opts.shards) == shard)
+                .filter(|e| self.check.is_live(region, e))
+                .count();
+            if running != reported as usize {
+                let detail = format!(
+                    "{region} reports {reported} entities in {shard}, but {running} run there"
+                );
+                self.check
+                    .fail(self.now, Property::CommandReply, region, detail);
+            }
+        }
+    }
+
+    /// `member` says `entity` runs there: it must.
+    pub(super) fn check_started_at(&mut self, member: MemberId, entity: &shoal_core::EntityId) {
+        if !self.check.is_live(member, entity) {
+            let detail =
+                format!("{member} acknowledged {entity} started, but it does not run there");
+            self.check
+                .fail(self.now, Property::CommandReply, entity, detail);
+        }
+    }
+
+    /// Records a graceful operation that overran its bound.
+    pub(super) fn stall(&mut self, stall: Option<crate::stall::Stall>) {
+        if let Some(stall) = stall {
+            self.check.fail(
+                self.now,
+                Property::GracefulStall,
+                stall.subject,
+                stall.detail,
+            );
+        }
+    }
+}
