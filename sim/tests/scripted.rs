@@ -57,7 +57,11 @@ fn entities_react_as_their_behaviour_says() {
     // Passivation asked by the entity: it stops, but only 3 s later.
     c.tell(3, &entity, "bye");
     c.settle();
-    assert_eq!(c.alive_on(home), std::slice::from_ref(&entity), "still stopping");
+    assert_eq!(
+        c.alive_on(home),
+        std::slice::from_ref(&entity),
+        "still stopping"
+    );
     c.advance(Duration::from_secs(3));
     assert!(c.alive_on(home).is_empty(), "stopped after 3 s");
     assert!(

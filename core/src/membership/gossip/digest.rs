@@ -1,0 +1,111 @@
+//! Digests of the gossiped state, for gossip rounds that send digests instead of the state
+//! (Akka's `GossipStatus`): the state's digest (cached until the next change), the seen set's,
+//! and what an exchange of digests finds.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::Gossip;
+use crate::id::MemberId;
+
+/// A digest of a gossip's state (members, removed members, reachability; not the seen set):
+/// two 64-bit FNV-1a hashes of its wire encoding. Members that hold equal digests hold the same
+/// state, so a gossip round between them sends digests instead of the state (Akka's
+/// `GossipStatus`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Eq, Hash, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct StateDigest(pub u64, pub u64);
+
+/// A cached [`StateDigest`]: not part of the state, so any two caches compare equal.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct DigestCache(pub(super) Option<StateDigest>);
+
+impl PartialEq for DigestCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for DigestCache {}
+
+/// FNV-1a (64-bit) of `bytes`, from `basis`: stable across builds and platforms, as anything
+/// compared between members must be.
+fn fnv1a(basis: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(basis, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What a digest exchange (a received `GossipStatus`) found.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum StatusMatch {
+    /// Same state, same seen set: nothing to exchange.
+    InSync,
+    /// Same state (the sender has now been recorded as having seen it), different seen sets.
+    SeenDiffers,
+    /// Different states: the full states must be exchanged.
+    StateDiffers,
+}
+
+impl Gossip {
+    /// The digest of the state (computed once per change).
+    pub(crate) fn digest(&mut self) -> StateDigest {
+        if let Some(digest) = self.digest.0 {
+            return digest;
+        }
+        let state = (&self.members, &self.removed, &self.reachability);
+        // Encoding into memory cannot fail for these types; an empty encoding would only make
+        // every status exchange fall back to full gossip.
+        let bytes = postcard::to_allocvec(&state).unwrap_or_default();
+        let digest = StateDigest(
+            fnv1a(0xcbf2_9ce4_8422_2325, &bytes),
+            fnv1a(0x6c62_272e_07bb_0142, &bytes),
+        );
+        self.digest.0 = Some(digest);
+        digest
+    }
+
+    /// A digest of the seen set.
+    pub(crate) fn seen_digest(&self) -> u64 {
+        self.seen.digest()
+    }
+
+    /// Takes in a digest exchange from `from`: equal state digests mean `from` holds this
+    /// state, so it has seen it.
+    pub(crate) fn receive_status(
+        &mut self,
+        from: MemberId,
+        state: StateDigest,
+        seen: u64,
+    ) -> StatusMatch {
+        if self.digest() != state {
+            return StatusMatch::StateDiffers;
+        }
+        if self.members.contains_key(&from) {
+            self.seen.insert(from);
+        }
+        if self.seen_digest() == seen {
+            StatusMatch::InSync
+        } else {
+            StatusMatch::SeenDiffers
+        }
+    }
+
+    /// Takes in who has seen the state with digest `state`, if it is ours: whether our seen
+    /// set grew, and whether it holds members `seen` lacks.
+    pub(crate) fn receive_seen(
+        &mut self,
+        state: StateDigest,
+        seen: &BTreeSet<MemberId>,
+    ) -> (bool, bool) {
+        if self.digest() != state {
+            return (false, false);
+        }
+        let before = self.seen.len();
+        let members = &self.members;
+        self.seen
+            .extend(seen.iter().filter(|id| members.contains_key(id)).copied());
+        (self.seen.len() != before, self.seen.len() != seen.len())
+    }
+}

@@ -1,0 +1,93 @@
+//! A member's periodic rounds: gossip (full states to those that have not seen them, digests
+//! otherwise) and heartbeats to the monitored members, which update reachability.
+
+use super::*;
+
+impl Membership {
+    /// Sends the state to `count` random members, preferring those that have not seen it.
+    pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
+        let unreachable = self.gossip.unreachable_from(self.me);
+        let (mut unseen, mut seen): (Vec<MemberId>, Vec<MemberId>) = self
+            .gossip
+            .members()
+            .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
+            .filter(|m| !unreachable.contains(&m.id))
+            .map(|m| m.id)
+            .partition(|m| !self.gossip.seen().contains(m));
+        for _ in 0..count {
+            let pool = if unseen.is_empty() {
+                &mut seen
+            } else {
+                &mut unseen
+            };
+            if pool.is_empty() {
+                return;
+            }
+            let to = pool.swap_remove(rng.below(pool.len() as u64) as usize);
+            // A member that has seen this state gets its digests (Akka's GossipStatus).
+            let message = if self.gossip.seen().contains(&to) {
+                self.gossip_status(true)
+            } else {
+                ClusterMessage::Gossip(Box::new(self.gossip.clone()))
+            };
+            out.send_cluster(to, message);
+        }
+    }
+
+    /// This member's digests, as a round (`answer`) or a talkback.
+    pub(super) fn gossip_status(&mut self, answer: bool) -> ClusterMessage {
+        ClusterMessage::GossipStatus {
+            state: self.gossip.digest(),
+            seen: self.gossip.seen_digest(),
+            answer,
+        }
+    }
+
+    /// Heartbeats to the monitored members (and to those observed unreachable, to notice
+    /// their return); updates reachability from the detectors. Down members are monitored too:
+    /// they are removed once they are unreachable (stopped), which only a detector can tell.
+    pub(super) fn heartbeat(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
+        let members: Vec<MemberId> = self.gossip.members().map(|m| m.id).collect();
+        let mut receivers: BTreeSet<MemberId> =
+            monitored(self.me, &members, self.settings.monitored_by)
+                .into_iter()
+                .collect();
+        receivers.extend(
+            members
+                .iter()
+                .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
+        );
+        let settings = &self.settings.failure_detector;
+        self.detectors.retain(|m, _| receivers.contains(m));
+        let expect_by = now + self.settings.heartbeat_interval + settings.first_heartbeat_estimate;
+        let mut changed = false;
+        for &r in &receivers {
+            let (detector, first_due) = self
+                .detectors
+                .entry(r)
+                .or_insert_with(|| (PhiAccrual::new(settings), expect_by));
+            if self
+                .gossip
+                .member(r)
+                .is_some_and(|m| m.status == MemberStatus::Down)
+            {
+                crate::probe::hit("membership: a Down member is monitored until unreachable");
+            }
+            // A member that never answered is judged from when its first answer was due.
+            if !detector.is_monitoring() && *first_due <= now {
+                detector.heartbeat(*first_due, settings);
+            }
+            if detector.is_monitoring() && !detector.is_available(now, settings) {
+                changed |= self.gossip.observe(self.me, r, false);
+            }
+            self.heartbeat_sequence += 1;
+            let probe = ClusterMessage::Heartbeat {
+                sequence: self.heartbeat_sequence,
+            };
+            out.send_cluster(r, probe);
+        }
+        if changed {
+            self.after_change(now, rng, out);
+        }
+    }
+}
