@@ -19,6 +19,7 @@ use crate::membership::seen::Seen;
 use crate::membership::view::{Member, MemberStatus, MembershipView};
 
 mod digest;
+mod leader;
 
 use digest::DigestCache;
 pub use digest::StateDigest;
@@ -353,107 +354,6 @@ impl Gossip {
             }
         }
         unreachable
-    }
-
-    /// Whether every Up or Leaving member has seen this state and nobody is unreachable but
-    /// Down or Exiting members.
-    pub(crate) fn converged(&self) -> bool {
-        let unreachable = self.unreachable();
-        self.members.values().all(|m| {
-            let skip = matches!(m.status, MemberStatus::Down | MemberStatus::Exiting);
-            if unreachable.contains(&m.id) {
-                return skip;
-            }
-            !matches!(m.status, MemberStatus::Up | MemberStatus::Leaving)
-                || self.seen.contains(&m.id)
-        })
-    }
-
-    /// The leader as `me` sees it: the first member `me` considers reachable that is Up or
-    /// Leaving, else the first reachable member.
-    pub(crate) fn leader(&self, me: MemberId) -> Option<MemberId> {
-        let unreachable = self.unreachable();
-        let candidates: Vec<&GossipMember> = self
-            .members
-            .values()
-            .filter(|m| m.id == me || !unreachable.contains(&m.id))
-            .collect();
-        candidates
-            .iter()
-            .find(|m| matches!(m.status, MemberStatus::Up | MemberStatus::Leaving))
-            .or_else(|| candidates.first())
-            .map(|m| m.id)
-    }
-
-    /// The leader's moves at convergence: Joining → Up (once `min_members` are known, and
-    /// `min_per_role` of each role), Leaving and ready → Exiting, Exiting members that saw it
-    /// and unreachable Down or Exiting members → Removed. If anything changed, the Exiting
-    /// members it removed.
-    pub(crate) fn leader_actions(
-        &mut self,
-        me: MemberId,
-        min_members: usize,
-        min_per_role: &BTreeMap<String, usize>,
-    ) -> Option<Vec<MemberId>> {
-        if self.leader(me) != Some(me) || !self.converged() {
-            return None;
-        }
-        let unreachable = self.unreachable();
-        let mut next_up = self
-            .members
-            .values()
-            .map(|m| m.up_number)
-            .max()
-            .unwrap_or(0);
-        let with_role = |role: &String| {
-            let members = self.members.values();
-            members.filter(|m| m.roles.contains(role)).count()
-        };
-        let roles_enough = min_per_role
-            .iter()
-            .all(|(role, min)| with_role(role) >= *min);
-        if !roles_enough {
-            crate::probe::hit("membership: joining members wait for enough members of a role");
-        }
-        let enough = self.members.len() >= min_members && roles_enough;
-        let mut changed = false;
-        // Removed members, and among them those that exited (they must be told: nobody
-        // gossips to removed members).
-        let (mut removed, mut exited) = (Vec::new(), Vec::new());
-        for m in self.members.values_mut() {
-            match m.status {
-                MemberStatus::Joining if enough => {
-                    // Saturating: a peer's gossip may carry any up-number.
-                    next_up = next_up.saturating_add(1);
-                    m.status = MemberStatus::Up;
-                    m.up_number = next_up;
-                    changed = true;
-                }
-                MemberStatus::Leaving if m.ready_to_exit => {
-                    m.status = MemberStatus::Exiting;
-                    changed = true;
-                }
-                MemberStatus::Exiting
-                    if self.seen.contains(&m.id) || unreachable.contains(&m.id) =>
-                {
-                    removed.push(m.id);
-                    exited.push(m.id);
-                }
-                MemberStatus::Down if unreachable.contains(&m.id) => removed.push(m.id),
-                _ => {}
-            }
-        }
-        for id in &removed {
-            self.members.remove(id);
-            self.removed.insert(*id);
-        }
-        changed |= !removed.is_empty();
-        if !changed {
-            return None;
-        }
-        self.prune();
-        self.changed(me);
-        Some(exited)
     }
 
     /// The view the sharding roles consume, with reachability as `me` knows it.
