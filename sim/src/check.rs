@@ -7,6 +7,9 @@ use std::fmt;
 
 use shoal_core::{DeadLetterReason, EntityId, Instant, MemberId, Payload};
 
+/// A stream's key: its entity and its sender.
+type StreamKey = (Ent, MemberId);
+
 /// A broken guarantee.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Violation {
@@ -136,8 +139,11 @@ struct Stream {
 pub(crate) struct Checker {
     /// The live incarnation of each entity (by number): its member and when it started.
     live: Vec<Option<(MemberId, Instant)>>,
-    /// Per entity (by number), per sender (sorted by sender: a short list beats a map).
-    streams: Vec<Vec<(MemberId, Stream)>>,
+    /// Every (entity, sender) stream, in the order they began.
+    streams: Vec<(StreamKey, Stream)>,
+    /// Per entity (by number): its senders' streams, as (sender, index in `streams`) sorted
+    /// by sender (a short list of small entries beats a map).
+    senders: Vec<Vec<(MemberId, u32)>>,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
     /// Messages delivered so far.
@@ -158,18 +164,20 @@ impl Checker {
 
     fn stream(&mut self, ent: Ent, sender: MemberId) -> &mut Stream {
         let i = ent.0 as usize;
-        if i >= self.streams.len() {
-            self.streams.resize_with(i + 1, Vec::new);
+        if i >= self.senders.len() {
+            self.senders.resize_with(i + 1, Vec::new);
         }
-        let senders = &mut self.streams[i];
+        let senders = &mut self.senders[i];
         let at = match senders.binary_search_by_key(&sender, |(s, _)| *s) {
-            Ok(at) => at,
+            Ok(at) => senders[at].1,
             Err(at) => {
-                senders.insert(at, (sender, Stream::default()));
-                at
+                let index = u32::try_from(self.streams.len()).expect("fewer than 2^32 streams");
+                senders.insert(at, (sender, index));
+                self.streams.push(((ent, sender), Stream::default()));
+                index
             }
         };
-        &mut senders[at].1
+        &mut self.streams[at as usize].1
     }
 
     fn live_mut(&mut self, ent: Ent) -> &mut Option<(MemberId, Instant)> {
@@ -308,11 +316,10 @@ impl Checker {
     pub(crate) fn check_exactly_once(&mut self, at: Instant) {
         let mut broken = Vec::new();
         let mut first = None;
-        let streams = (0..)
-            .map(Ent)
-            .zip(&self.streams)
-            .flat_map(|(ent, senders)| senders.iter().map(move |(s, stream)| (ent, *s, stream)));
-        for (ent, sender, stream) in streams {
+        let mut streams: Vec<&(StreamKey, Stream)> = self.streams.iter().collect();
+        streams.sort_unstable_by_key(|(key, _)| *key);
+        for ((ent, sender), stream) in streams {
+            let (ent, sender) = (*ent, *sender);
             let wrong_reason = stream
                 .dead
                 .iter()
@@ -370,9 +377,9 @@ impl Checker {
     }
 
     fn find(&self, entity: &EntityId, sender: MemberId) -> Option<&Stream> {
-        let senders = self.streams.get(Ent::of(entity)?.0 as usize)?;
+        let senders = self.senders.get(Ent::of(entity)?.0 as usize)?;
         let at = senders.binary_search_by_key(&sender, |(s, _)| *s).ok()?;
-        Some(&senders[at].1)
+        Some(&self.streams[senders[at].1 as usize].1)
     }
 
     /// How many messages `sender` sent to `entity` (the next one gets this sequence number).
@@ -382,7 +389,7 @@ impl Checker {
 
     /// Messages sent so far.
     pub(crate) fn sent_total(&self) -> u64 {
-        self.streams.iter().flatten().map(|(_, s)| s.sent).sum()
+        self.streams.iter().map(|(_, s)| s.sent).sum()
     }
 }
 

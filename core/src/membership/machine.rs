@@ -63,6 +63,10 @@ pub(crate) struct Membership {
     /// The (state, seen) digests for which the leader's actions last found nothing to do:
     /// they depend on nothing else, so they are not worked out again until either changes.
     leader_idle: Option<(StateDigest, u64)>,
+    /// Whom a gossip round may go to (those that have not seen the state, those that have),
+    /// for the (state, seen) digests they were worked out for: a round every second would
+    /// otherwise look at every member.
+    gossip_targets: Option<((StateDigest, u64), Vec<MemberId>, Vec<MemberId>)>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.
@@ -110,6 +114,7 @@ impl Membership {
             published: MembershipView::default(),
             dirty: true,
             leader_idle: None,
+            gossip_targets: None,
             settings,
         }
     }

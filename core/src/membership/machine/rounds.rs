@@ -6,14 +6,7 @@ use super::*;
 impl Membership {
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
-        let unreachable = self.gossip.unreachable_from(self.me);
-        let (mut unseen, mut seen): (Vec<MemberId>, Vec<MemberId>) = self
-            .gossip
-            .members()
-            .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
-            .filter(|m| !unreachable.contains(&m.id))
-            .map(|m| m.id)
-            .partition(|m| !self.gossip.seen().contains(m));
+        let (mut unseen, mut seen) = self.gossip_targets();
         for _ in 0..count {
             let pool = if unseen.is_empty() {
                 &mut seen
@@ -32,6 +25,28 @@ impl Membership {
             };
             out.send_cluster(to, message);
         }
+    }
+
+    /// The reachable members other than this one and Down ones: those that have not seen the
+    /// state, and those that have (worked out again only when the state or the seen set
+    /// changed).
+    fn gossip_targets(&mut self) -> (Vec<MemberId>, Vec<MemberId>) {
+        let key = (self.gossip.digest(), self.gossip.seen_digest());
+        if let Some((cached, unseen, seen)) = &self.gossip_targets {
+            if *cached == key {
+                return (unseen.clone(), seen.clone());
+            }
+        }
+        let unreachable = self.gossip.unreachable_from(self.me);
+        let (unseen, seen): (Vec<MemberId>, Vec<MemberId>) = self
+            .gossip
+            .members()
+            .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
+            .filter(|m| !unreachable.contains(&m.id))
+            .map(|m| m.id)
+            .partition(|m| !self.gossip.seen().contains(m));
+        self.gossip_targets = Some((key, unseen.clone(), seen.clone()));
+        (unseen, seen)
     }
 
     /// This member's digests, as a round (`answer`) or a talkback.
