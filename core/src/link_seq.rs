@@ -11,37 +11,10 @@
 //! (a new incarnation, numbering from 1 again) replaces its old entry, so the tables are bounded
 //! by the number of addresses and nothing ever has to be forgotten while a link is in use.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 
 use crate::id::{Incarnation, MemberId, NodeId};
 use crate::message::Lane;
-
-/// Hashes a peer's address and lane with one multiply per word (FxHash's constant). The tables
-/// are looked up on every envelope and never iterated, so their order does not matter, and
-/// nothing depends on the process's randomness; addresses are the cluster's own, not an
-/// adversary's.
-#[derive(Default)]
-struct PeerHasher(u64);
-
-impl Hasher for PeerHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.write_u64(u64::from(*byte));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Links by peer address and lane.
-type Links = HashMap<(NodeId, Lane), Link, BuildHasherDefault<PeerHasher>>;
 
 /// The newest incarnation seen at one address and the last number of that link.
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +26,11 @@ struct Link {
 impl Link {
     /// This address's link for `member`: the same one if it is that incarnation, a fresh one
     /// for a newer incarnation, `None` for an older (dead) one.
-    fn of(links: &mut Links, member: MemberId, lane: Lane) -> Option<&mut Self> {
+    fn of(
+        links: &mut BTreeMap<(NodeId, Lane), Self>,
+        member: MemberId,
+        lane: Lane,
+    ) -> Option<&mut Self> {
         let fresh = Self {
             incarnation: member.incarnation,
             last: 0,
@@ -69,8 +46,8 @@ impl Link {
 /// Sent and accepted sequence numbers per peer address and lane.
 #[derive(Debug, Default)]
 pub(crate) struct LinkSequences {
-    sent: Links,
-    accepted: Links,
+    sent: BTreeMap<(NodeId, Lane), Link>,
+    accepted: BTreeMap<(NodeId, Lane), Link>,
 }
 
 impl LinkSequences {
