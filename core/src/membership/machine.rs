@@ -66,7 +66,17 @@ pub(crate) struct Membership {
     /// Whom a gossip round may go to (those that have not seen the state, those that have),
     /// for the (state, seen) digests they were worked out for: a round every second would
     /// otherwise look at every member.
-    gossip_targets: Option<((StateDigest, u64), Vec<MemberId>, Vec<MemberId>)>,
+    gossip_targets: Option<GossipTargets>,
+}
+
+/// Whom a gossip round may go to, as worked out for the (state, seen) digests `key`.
+#[derive(Debug)]
+struct GossipTargets {
+    key: (StateDigest, u64),
+    /// Members that have not seen the state (preferred).
+    unseen: Vec<MemberId>,
+    /// Members that have.
+    seen: Vec<MemberId>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.

@@ -32,10 +32,8 @@ impl Membership {
     /// changed).
     fn gossip_targets(&mut self) -> (Vec<MemberId>, Vec<MemberId>) {
         let key = (self.gossip.digest(), self.gossip.seen_digest());
-        if let Some((cached, unseen, seen)) = &self.gossip_targets {
-            if *cached == key {
-                return (unseen.clone(), seen.clone());
-            }
+        if let Some(targets) = self.gossip_targets.as_ref().filter(|t| t.key == key) {
+            return (targets.unseen.clone(), targets.seen.clone());
         }
         let unreachable = self.gossip.unreachable_from(self.me);
         let (unseen, seen): (Vec<MemberId>, Vec<MemberId>) = self
@@ -45,7 +43,11 @@ impl Membership {
             .filter(|m| !unreachable.contains(&m.id))
             .map(|m| m.id)
             .partition(|m| !self.gossip.seen().contains(m));
-        self.gossip_targets = Some((key, unseen.clone(), seen.clone()));
+        self.gossip_targets = Some(GossipTargets {
+            key,
+            unseen: unseen.clone(),
+            seen: seen.clone(),
+        });
         (unseen, seen)
     }
 
