@@ -795,10 +795,10 @@ fn the_table_and_the_region_lists_are_checked_against_each_other() {
     f.c.shards.remove(&s(9));
     // A shard listed twice.
     let list = f.c.regions.get_mut(&m(1)).expect("region 1");
-    std::sync::Arc::make_mut(list).push(s(1));
+    Arc::make_mut(list).push(s(1));
     let broken = f.c.check_invariants().expect_err("caught");
     assert!(broken.contains("s1 is listed twice"), "{broken}");
-    std::sync::Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1")).pop();
+    Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1")).pop();
     assert_eq!(f.c.check_invariants(), Ok(()));
     // An acknowledgement awaited for a shard nobody holds.
     f.c.unacked.set(s(7), Some(at(5)));
