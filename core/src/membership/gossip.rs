@@ -10,6 +10,7 @@
 //! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,9 +105,11 @@ fn rank(status: MemberStatus) -> (u8, MemberStatus) {
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Gossip {
-    members: BTreeMap<MemberId, GossipMember>,
+    /// Shared, copy on write: a gossip is cloned for every full-state message, and members
+    /// that adopt a state share it until it changes (equal shared states compare at once).
+    members: Arc<BTreeMap<MemberId, GossipMember>>,
     /// Removed members: never members again (a restarted node joins as a new incarnation).
-    removed: BTreeSet<MemberId>,
+    removed: Arc<BTreeSet<MemberId>>,
     reachability: Reachability,
     /// Members that have seen exactly this state.
     seen: Seen,
@@ -134,7 +137,7 @@ impl Gossip {
     pub(crate) fn founding(member: GossipMember) -> Self {
         let me = member.id;
         let mut g = Self::default();
-        g.members.insert(me, member);
+        Arc::make_mut(&mut g.members).insert(me, member);
         g.seen.insert(me);
         g
     }
@@ -180,8 +183,8 @@ impl Gossip {
     /// The merge of both states (seen set empty).
     fn merge(&self, other: &Self) -> Self {
         let removed: BTreeSet<MemberId> = self.removed.union(&other.removed).copied().collect();
-        let mut members = self.members.clone();
-        for (id, theirs) in &other.members {
+        let mut members = BTreeMap::clone(&self.members);
+        for (id, theirs) in other.members.iter() {
             let merged = match members.get(id) {
                 Some(ours) => ours.merge(theirs),
                 None => theirs.clone(),
@@ -190,8 +193,8 @@ impl Gossip {
         }
         members.retain(|id, _| !removed.contains(id));
         let mut g = Self {
-            members,
-            removed,
+            members: Arc::new(members),
+            removed: Arc::new(removed),
             reachability: self.reachability.merge(&other.reachability),
             seen: Seen::default(),
             digest: DigestCache::default(),
@@ -256,29 +259,33 @@ impl Gossip {
         for id in older {
             self.set_status(me, id, MemberStatus::Down);
         }
-        self.members.insert(member.id, member);
+        Arc::make_mut(&mut self.members).insert(member.id, member);
         self.changed(me);
         true
     }
 
     /// Moves `id` to `status` if that is later in its lifecycle. Whether it changed.
     pub(crate) fn set_status(&mut self, me: MemberId, id: MemberId, status: MemberStatus) -> bool {
-        let Some(m) = self.members.get_mut(&id) else {
+        let Some(m) = self.members.get(&id) else {
             return false;
         };
         if rank(status) <= rank(m.status) {
             return false;
         }
-        m.status = status;
+        if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&id) {
+            m.status = status;
+        }
         self.changed(me);
         true
     }
 
     /// Marks `me` ready to exit (it is Leaving and its regions have stopped).
     pub(crate) fn set_ready_to_exit(&mut self, me: MemberId) -> bool {
-        match self.members.get_mut(&me) {
+        match self.members.get(&me) {
             Some(m) if !m.ready_to_exit => {
-                m.ready_to_exit = true;
+                if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&me) {
+                    m.ready_to_exit = true;
+                }
                 self.changed(me);
                 true
             }

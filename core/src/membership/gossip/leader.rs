@@ -65,23 +65,16 @@ impl Gossip {
             crate::probe::hit("membership: joining members wait for enough members of a role");
         }
         let enough = self.members.len() >= min_members && roles_enough;
-        let mut changed = false;
+        // What the leader moves, worked out first: the state is shared, and copied only if
+        // something changes.
+        let (mut up, mut exiting) = (Vec::new(), Vec::new());
         // Removed members, and among them those that exited (they must be told: nobody
         // gossips to removed members).
         let (mut removed, mut exited) = (Vec::new(), Vec::new());
-        for m in self.members.values_mut() {
+        for m in self.members.values() {
             match m.status {
-                MemberStatus::Joining if enough => {
-                    // Saturating: a peer's gossip may carry any up-number.
-                    next_up = next_up.saturating_add(1);
-                    m.status = MemberStatus::Up;
-                    m.up_number = next_up;
-                    changed = true;
-                }
-                MemberStatus::Leaving if m.ready_to_exit => {
-                    m.status = MemberStatus::Exiting;
-                    changed = true;
-                }
+                MemberStatus::Joining if enough => up.push(m.id),
+                MemberStatus::Leaving if m.ready_to_exit => exiting.push(m.id),
                 MemberStatus::Exiting
                     if self.seen.contains(&m.id) || unreachable.contains(&m.id) =>
                 {
@@ -92,9 +85,26 @@ impl Gossip {
                 _ => {}
             }
         }
-        for id in &removed {
-            self.members.remove(id);
-            self.removed.insert(*id);
+        let mut changed = !up.is_empty() || !exiting.is_empty();
+        if changed || !removed.is_empty() {
+            let members = Arc::make_mut(&mut self.members);
+            for id in &up {
+                if let Some(m) = members.get_mut(id) {
+                    // Saturating: a peer's gossip may carry any up-number.
+                    next_up = next_up.saturating_add(1);
+                    m.status = MemberStatus::Up;
+                    m.up_number = next_up;
+                }
+            }
+            for id in &exiting {
+                if let Some(m) = members.get_mut(id) {
+                    m.status = MemberStatus::Exiting;
+                }
+            }
+            for id in &removed {
+                members.remove(id);
+            }
+            Arc::make_mut(&mut self.removed).extend(removed.iter().copied());
         }
         changed |= !removed.is_empty();
         if !changed {
