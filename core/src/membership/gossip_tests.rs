@@ -95,8 +95,8 @@ fn merging_is_a_join_later_statuses_and_tombstones_win() {
 
     // A removed member never comes back through an older gossip.
     let mut c = base.clone();
-    std::sync::Arc::make_mut(&mut c.members).remove(&m(3));
-    std::sync::Arc::make_mut(&mut c.removed).insert(m(3));
+    Arc::make_mut(&mut c.members).remove(&m(3));
+    Arc::make_mut(&mut c.removed).insert(m(3));
     let mut old = base.clone();
     assert_eq!(old.receive(m(2), c.clone()), Received::Newer);
     assert!(old.is_removed(m(3)) && old.member(m(3)).is_none());
