@@ -180,21 +180,68 @@ impl Gossip {
             && self.reachability == other.reachability
     }
 
-    /// The merge of both states (seen set empty).
+    /// The merge of both states (seen set empty). Where the merge equals one side's members
+    /// or removed set, it shares that side's (so the comparisons that follow are by pointer).
     fn merge(&self, other: &Self) -> Self {
-        let removed: BTreeSet<MemberId> = self.removed.union(&other.removed).copied().collect();
-        let mut members = BTreeMap::clone(&self.members);
-        for (id, theirs) in other.members.iter() {
-            let merged = match members.get(id) {
-                Some(ours) => ours.merge(theirs),
-                None => theirs.clone(),
+        let removed = if other.removed.is_subset(&self.removed) {
+            Arc::clone(&self.removed)
+        } else if self.removed.is_subset(&other.removed) {
+            Arc::clone(&other.removed)
+        } else {
+            Arc::new(self.removed.union(&other.removed).copied().collect())
+        };
+        let (mut like_ours, mut like_theirs) = (true, true);
+        let mut merged = Vec::with_capacity(self.members.len().max(other.members.len()));
+        let (mut ours, mut theirs) = (
+            self.members.iter().peekable(),
+            other.members.iter().peekable(),
+        );
+        loop {
+            // A merge join of the two member maps (both sorted by id).
+            let (id, a, b) = match (ours.peek(), theirs.peek()) {
+                (None, None) => break,
+                (Some((x, _)), Some((y, _))) if x == y => {
+                    let (id, a) = ours.next().expect("peeked");
+                    (*id, Some(a), theirs.next().map(|(_, b)| b))
+                }
+                (Some((x, _)), Some((y, _))) if y < x => {
+                    let (id, b) = theirs.next().expect("peeked");
+                    (*id, None, Some(b))
+                }
+                (Some(_), _) => {
+                    let (id, a) = ours.next().expect("peeked");
+                    (*id, Some(a), None)
+                }
+                (None, Some(_)) => {
+                    let (id, b) = theirs.next().expect("peeked");
+                    (*id, None, Some(b))
+                }
             };
-            members.insert(*id, merged);
+            if removed.contains(&id) {
+                like_ours &= a.is_none();
+                like_theirs &= b.is_none();
+                continue;
+            }
+            let member = match (a, b) {
+                (Some(a), Some(b)) => a.merge(b),
+                (Some(a), None) => a.clone(),
+                (None, Some(b)) => b.clone(),
+                (None, None) => continue,
+            };
+            like_ours &= a == Some(&member);
+            like_theirs &= b == Some(&member);
+            merged.push((id, member));
         }
-        members.retain(|id, _| !removed.contains(id));
+        let members = if like_ours {
+            Arc::clone(&self.members)
+        } else if like_theirs {
+            Arc::clone(&other.members)
+        } else {
+            Arc::new(merged.into_iter().collect())
+        };
         let mut g = Self {
-            members: Arc::new(members),
-            removed: Arc::new(removed),
+            members,
+            removed,
             reachability: self.reachability.merge(&other.reachability),
             seen: Seen::default(),
             digest: DigestCache::default(),
@@ -205,9 +252,10 @@ impl Gossip {
 
     /// Drops what refers to members that are gone.
     fn prune(&mut self) {
-        let ids: BTreeSet<MemberId> = self.members.keys().copied().collect();
-        self.reachability.retain_members(&ids);
-        self.seen.retain(|id| ids.contains(id));
+        let members = &self.members;
+        self.reachability
+            .retain_members(|id| members.contains_key(id));
+        self.seen.retain(|id| members.contains_key(id));
     }
 
     /// Takes in `remote`, received by `me`.
