@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use shoal_core::{Command, EntityId, EntityType, Input, Instant, NodeId, Payload, RequestId};
+use shoal_core::{
+    Command, Driver, EntityId, EntityType, Input, Instant, NodeId, Payload, RequestId,
+};
 
 use super::io::{LogEntry, ScriptIo};
 use super::{Cluster, TYPE, entity_in_shard};
@@ -14,40 +16,32 @@ const MAX_SETTLE_STEPS: u32 = 100_000;
 impl Cluster {
     /// Feeds one input to node `n` (if it runs) and carries out its effects.
     pub fn input(&mut self, n: u64, input: Input) {
-        let n = NodeId(n);
-        let Some(driver) = self.nodes.get_mut(&n) else {
-            return;
-        };
-        let member = driver.node().member_id();
-        let mut io = ScriptIo {
-            node: n,
-            member,
-            now: self.now,
-            network: &mut self.network,
-            host: &mut self.host,
-            store: &mut self.store,
-            record: &mut self.record,
-        };
-        driver.handle_input(self.now, input, &mut io);
-        self.after_step();
+        self.call(NodeId(n), |driver, now, io| {
+            driver.handle_input(now, input, io)
+        });
     }
 
     /// Runs node `n`'s due timers.
     pub(super) fn wake(&mut self, n: NodeId) {
+        self.call(n, |driver, now, io| driver.handle_wakeup(now, io));
+    }
+
+    /// One driver call on node `n` (if it runs), its effects carried out as they come, then
+    /// the checks.
+    fn call(&mut self, n: NodeId, call: impl FnOnce(&mut Driver, Instant, &mut ScriptIo<'_>)) {
         let Some(driver) = self.nodes.get_mut(&n) else {
             return;
         };
-        let member = driver.node().member_id();
         let mut io = ScriptIo {
             node: n,
-            member,
+            member: driver.node().member_id(),
             now: self.now,
             network: &mut self.network,
             host: &mut self.host,
             store: &mut self.store,
             record: &mut self.record,
         };
-        driver.handle_wakeup(self.now, &mut io);
+        call(driver, self.now, &mut io);
         self.after_step();
     }
 
