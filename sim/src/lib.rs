@@ -18,6 +18,7 @@ mod asks;
 mod bounds;
 mod check;
 mod clock;
+mod connections;
 mod entity_host;
 mod events;
 mod explain;

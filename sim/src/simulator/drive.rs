@@ -30,7 +30,7 @@ impl Simulator {
             return;
         }
         if let Input::Receive(envelope) = &input {
-            self.heard_from.insert((envelope.to, envelope.from));
+            self.connections.heard(envelope.to, envelope.from);
             if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
                 self.shutdowns_heard.insert((envelope.to, envelope.from));
             }
@@ -175,7 +175,7 @@ impl Simulator {
         let Transmit { address, envelope } = transmit;
         let routed_to = match &address {
             Some(address) => crate::nodes::node_at(address),
-            None if self.heard_from.contains(&(envelope.from, envelope.to)) => {
+            None if self.connections.has_heard(envelope.from, envelope.to) => {
                 Some(envelope.to.node)
             }
             // A member the sender's view does not name (named inside a message only, say a

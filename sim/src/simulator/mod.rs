@@ -30,6 +30,7 @@ use crate::asks::Asks;
 use crate::bounds::STABLE_AFTER;
 use crate::check::Checker;
 use crate::clock::Clock;
+use crate::connections::Connections;
 use crate::entity_host::EntityHost;
 use crate::events::{Ev, EventQueue};
 use crate::nemesis::Nemesis;
@@ -75,7 +76,7 @@ pub(crate) struct Simulator {
     views_changed: u64,
     /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
     /// can answer on without knowing the sender's address (as a real transport does).
-    heard_from: BTreeSet<(MemberId, MemberId)>,
+    connections: Connections,
     /// `(receiver, region)`: the receiver handled a graceful shutdown request of the region
     /// (a coordinator leaves such regions out of allocation and rebalancing).
     shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
@@ -163,7 +164,7 @@ impl Simulator {
             host: EntityHost::new(&opts),
             requests: ClientRequests::default(),
             shutdowns_heard: BTreeSet::new(),
-            heard_from: BTreeSet::new(),
+            connections: Connections::default(),
             asks: Asks::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
