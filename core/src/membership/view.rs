@@ -2,6 +2,7 @@
 //! is an input: the host (or the simulator's oracle) hands the `Node` a fresh view on change.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -98,11 +99,13 @@ impl Member {
 /// A snapshot of cluster membership, kept sorted by member id.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
 pub struct MembershipView {
-    members: Vec<Member>,
+    /// Shared: a view is handed to every role of a node and kept by each, and copying a
+    /// large cluster's members for each was much of a node's work while the cluster formed.
+    members: Arc<Vec<Member>>,
     /// Members removed from the cluster (tombstones), sorted: a node that joined after a
     /// removal learns of it here.
     #[serde(default)]
-    removed: Vec<MemberId>,
+    removed: Arc<Vec<MemberId>>,
 }
 
 impl MembershipView {
@@ -111,8 +114,8 @@ impl MembershipView {
         members.sort_by_key(|m| m.id);
         members.dedup_by_key(|m| m.id);
         Self {
-            members,
-            removed: Vec::new(),
+            members: Arc::new(members),
+            removed: Arc::default(),
         }
     }
 
@@ -121,17 +124,18 @@ impl MembershipView {
     /// at least those removed within `down_removal_margin`, so that a node that joins after a
     /// removal and comes to run a coordinator waits the margin out.
     pub fn with_removed(mut self, removed: impl IntoIterator<Item = MemberId>) -> Self {
-        self.removed = removed.into_iter().collect();
-        self.removed.sort();
-        self.removed.dedup();
+        let mut removed: Vec<MemberId> = removed.into_iter().collect();
+        removed.sort();
+        removed.dedup();
+        self.removed = Arc::new(removed);
         self
     }
 
     /// The same view with `id` removed (and listed as removed).
     pub(crate) fn without(mut self, id: MemberId) -> Self {
-        self.members.retain(|m| m.id != id);
+        Arc::make_mut(&mut self.members).retain(|m| m.id != id);
         if let Err(at) = self.removed.binary_search(&id) {
-            self.removed.insert(at, id);
+            Arc::make_mut(&mut self.removed).insert(at, id);
         }
         self
     }
