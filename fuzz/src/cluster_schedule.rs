@@ -80,34 +80,34 @@ impl FuzzRun {
     fn options(&self) -> Options {
         let mut o = Options::from_seed(self.seed);
         o.family = Family::Swarm;
-        o.nodes = 3 + u64::from(self.nodes % 3);
-        o.max_nodes = 7;
-        o.shards = 4 + u32::from(self.shards % 28);
-        o.entities = 10 + u32::from(self.entities % 90);
+        o.cluster.nodes = 3 + u64::from(self.nodes % 3);
+        o.cluster.max_nodes = 7;
+        o.cluster.shards = 4 + u32::from(self.shards % 28);
+        o.workload.entities = 10 + u32::from(self.entities % 90);
         o.duration = secs(20 + u64::from(self.duration % 60));
-        o.message_every = Duration::from_millis(10 + u64::from(self.message_every_ms % 90));
-        o.membership = if self.oracle {
+        o.workload.message_every =
+            Duration::from_millis(10 + u64::from(self.message_every_ms % 90));
+        o.cluster.membership = if self.oracle {
             MembershipMode::Oracle
         } else {
             MembershipMode::Real
         };
         if self.small_buffer {
-            o.buffer_size = 30;
+            o.cluster.buffer_size = 30;
         }
-        let f = &mut o.faults;
         // The schedule below is the run's only source of faults.
-        f.stop_recurring();
-        f.drift_ppm = u32::from(self.drift_ppm % 1000);
-        f.ignore_stop = f64::from(self.ignore_stop % 64) / 256.0;
-        f.passivate = f64::from(self.passivate % 16) / 256.0;
-        f.duplicate = f64::from(self.duplicate % 16) / 256.0;
+        o.faults.stop_recurring();
+        o.cluster.drift_ppm = u32::from(self.drift_ppm % 1000);
+        o.host.ignore_stop = f64::from(self.ignore_stop % 64) / 256.0;
+        o.host.passivate = f64::from(self.passivate % 16) / 256.0;
+        o.network.duplicate = f64::from(self.duplicate % 16) / 256.0;
         o.schedule = Some(self.schedule(&o));
         o
     }
 
     /// At most 10 actions, at whole milliseconds inside the fault phase.
     fn schedule(&self, o: &Options) -> Schedule {
-        let mut known = o.nodes;
+        let mut known = o.cluster.nodes;
         let mut actions: Vec<Action> = Vec::new();
         let phase_ms = o.duration.as_millis() as u64;
         for (when, act) in self.actions.iter().take(10) {
@@ -154,7 +154,7 @@ impl FuzzRun {
                     by: node(by, known),
                 },
                 FuzzAct::Join => {
-                    known = (known + 1).min(o.max_nodes);
+                    known = (known + 1).min(o.cluster.max_nodes);
                     Act::Join
                 }
                 FuzzAct::Clog {

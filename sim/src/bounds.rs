@@ -16,15 +16,15 @@ pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
 /// The longest the network takes to deliver one message on a healthy link: the latency's
 /// long tail (0.5–2 s on 0.1 % of messages) plus the run's slowest link.
 pub(crate) fn hop(opts: &Options) -> Duration {
-    Duration::from_millis(2_010) + opts.slow_link.map_or(Duration::ZERO, |l| l.latency)
+    Duration::from_millis(2_010) + opts.network.slow_link.map_or(Duration::ZERO, |l| l.latency)
 }
 
 /// The longest an entity takes to stop once told to, for a handoff (`handoff: true`) or a
 /// passivation: entities that ignore graceful stops run until forced, and the host takes up to
 /// `forced_stop` to carry a forced stop out.
 pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: bool) -> Duration {
-    let forced = opts.faults.forced_stop;
-    if opts.faults.ignore_stop > 0.0 {
+    let forced = opts.host.forced_stop;
+    if opts.host.ignore_stop > 0.0 {
         let timeout = if handoff {
             settings.entity_handoff_timeout()
         } else {
@@ -32,7 +32,7 @@ pub(crate) fn entity_stop(opts: &Options, settings: &ShardingSettings, handoff: 
         };
         timeout + forced
     } else {
-        opts.faults.slow_stop + forced
+        opts.host.slow_stop + forced
     }
 }
 

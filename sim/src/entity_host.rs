@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shoal_core::{EntityId, Instant, MemberId, StopReason};
 
-use crate::options::{Faults, Mailbox, Options};
+use crate::options::{HostOptions, Options};
 use crate::rng::{SimRng, Stream};
 
 /// One running incarnation of an entity: where, which, and its incarnation number.
@@ -26,9 +26,7 @@ pub(crate) enum StopPlan {
 /// The entities of every simulated process.
 #[derive(Debug)]
 pub(crate) struct EntityHost {
-    faults: Faults,
-    asks: f64,
-    mailbox: Option<Mailbox>,
+    options: HostOptions,
     /// Stop delays, ignoring stops, passivation.
     rng_entities: SimRng,
     /// Forced stops' delays and stopping on their own.
@@ -53,9 +51,7 @@ impl EntityHost {
     pub(crate) fn new(opts: &Options) -> Self {
         let seed = opts.seed;
         Self {
-            faults: opts.faults.clone(),
-            asks: opts.asks,
-            mailbox: opts.mailbox,
+            options: opts.host.clone(),
             rng_entities: SimRng::of(seed, Stream::Entities),
             rng_host: SimRng::of(seed, Stream::Host),
             rng_replies: SimRng::of(seed, Stream::Replies),
@@ -118,7 +114,7 @@ impl EntityHost {
         member: MemberId,
         entity: &EntityId,
     ) -> bool {
-        let Some(mailbox) = self.mailbox else {
+        let Some(mailbox) = self.options.mailbox else {
             return false;
         };
         let through = self
@@ -137,7 +133,7 @@ impl EntityHost {
 
     /// Whether a delivered message is answered (an ask), and after how long.
     pub(crate) fn reply_delay(&mut self) -> Option<Duration> {
-        if self.asks > 0.0 && self.rng_replies.chance(self.asks) {
+        if self.options.asks > 0.0 && self.rng_replies.chance(self.options.asks) {
             let (least, most) = (Duration::from_millis(1), Duration::from_millis(20));
             return Some(self.rng_replies.duration(least, most));
         }
@@ -146,13 +142,13 @@ impl EntityHost {
 
     /// Whether the entity a message was delivered to decides to stop on its own.
     pub(crate) fn stops_on_its_own(&mut self) -> bool {
-        let p = self.faults.self_stop;
+        let p = self.options.self_stop;
         p > 0.0 && self.rng_host.chance(p)
     }
 
     /// Whether the entity a message was delivered to asks to passivate, and after how long.
     pub(crate) fn passivates(&mut self) -> Option<Duration> {
-        let p = self.faults.passivate;
+        let p = self.options.passivate;
         if p > 0.0 && self.rng_entities.chance(p) {
             let (least, most) = (Duration::from_millis(1), Duration::from_secs(2));
             return Some(self.rng_entities.duration(least, most));
@@ -181,7 +177,7 @@ impl EntityHost {
     pub(crate) fn plan_stop(&mut self, key: &Life, reason: StopReason) -> StopPlan {
         if reason == StopReason::Forced {
             let was_ignoring = self.ignored_stops.remove(key);
-            let slowest = self.faults.forced_stop;
+            let slowest = self.options.forced_stop;
             let delay = if slowest > Duration::from_millis(1) {
                 self.rng_host.duration(Duration::from_millis(1), slowest)
             } else {
@@ -192,13 +188,13 @@ impl EntityHost {
                 was_ignoring,
             };
         }
-        if self.rng_entities.chance(self.faults.ignore_stop) {
+        if self.rng_entities.chance(self.options.ignore_stop) {
             self.ignored_stops.insert(key.clone());
             return StopPlan::Ignored;
         }
         let delay = self
             .rng_entities
-            .duration(Duration::from_millis(1), self.faults.slow_stop);
+            .duration(Duration::from_millis(1), self.options.slow_stop);
         StopPlan::After {
             delay,
             was_ignoring: false,

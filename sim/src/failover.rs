@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use crate::options::{Family, MembershipMode, Options};
+use crate::options::{
+    ClusterOptions, Family, MembershipMode, NetworkOptions, Options, WorkloadOptions,
+};
 use crate::run::run_recorded;
 use crate::trace::{TraceEvent, TraceLine};
 
@@ -75,17 +77,27 @@ pub fn measure() -> Failover {
 
 /// The trace (time, event) of a steady five-node run with `schedule` and default timers.
 fn trace_of(schedule: &str) -> Vec<(Duration, TraceEvent)> {
+    let base = Options::for_family(7, Family::Steady).without_extras();
     let options = Options {
-        nodes: 5,
-        entities: 1_000,
-        shards: 100,
         duration: Duration::from_secs(180),
-        message_every: Duration::from_millis(5),
-        membership: MembershipMode::Real,
-        default_timers: true,
         schedule: Some(schedule.parse().expect("a valid schedule")),
-        slow_link: None,
-        ..Options::for_family(7, Family::Steady).without_extras()
+        cluster: ClusterOptions {
+            nodes: 5,
+            shards: 100,
+            membership: MembershipMode::Real,
+            default_timers: true,
+            ..base.cluster.clone()
+        },
+        network: NetworkOptions {
+            slow_link: None,
+            ..base.network.clone()
+        },
+        workload: WorkloadOptions {
+            entities: 1_000,
+            message_every: Duration::from_millis(5),
+            ..base.workload.clone()
+        },
+        ..base
     };
     let (_, lines) = run_recorded(options);
     lines

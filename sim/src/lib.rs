@@ -50,7 +50,8 @@ pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
-    Downing, Family, Faults, Mailbox, MembershipMode, Options, Remember, SlowLink, TightTimers,
+    ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
+    Options, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 pub use picture::render_html;
 pub use report::{Outcome, Report};

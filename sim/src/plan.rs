@@ -46,7 +46,7 @@ impl Schedule {
         }
         times.sort();
         // Targets are drawn in time order, among the addresses that exist by then.
-        let mut known = o.nodes;
+        let mut known = o.cluster.nodes;
         let mut actions = Vec::with_capacity(times.len());
         for (at, kind) in times {
             let node = |r: &mut SimRng| NodeId(r.range(1, known));
@@ -84,7 +84,7 @@ impl Schedule {
                     by: None,
                 },
                 Kind::Join => {
-                    known = (known + 1).min(o.max_nodes);
+                    known = (known + 1).min(o.cluster.max_nodes);
                     Act::Join
                 }
                 Kind::Clog => Act::Clog {
@@ -115,7 +115,7 @@ fn plan_operators(o: &Options, actions: &mut Vec<Action>) {
             .iter()
             .filter(|a| a.at <= at && a.act == Act::Join)
             .count() as u64;
-        (o.nodes + joins).min(o.max_nodes)
+        (o.cluster.nodes + joins).min(o.cluster.max_nodes)
     };
     let mut downs = Vec::new();
     if let Some(every) = o.faults.down_every {
@@ -164,7 +164,7 @@ fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
     let decision = STABLE_AFTER;
     let mut edges = Vec::new();
     for action in actions.iter() {
-        let known = o.nodes.max(2);
+        let known = o.cluster.nodes.max(2);
         let node = |r: &mut SimRng| NodeId(r.range(1, known));
         let side = |r: &mut SimRng| -> BTreeSet<NodeId> {
             let mut side: BTreeSet<NodeId> =

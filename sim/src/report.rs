@@ -55,7 +55,7 @@ pub struct Report {
 impl Report {
     /// The command that reproduces this run.
     pub fn reproduce(&self) -> String {
-        let downing = if self.options.downing == crate::Downing::Auto {
+        let downing = if self.options.cluster.downing == crate::Downing::Auto {
             " --downing auto"
         } else {
             ""
@@ -69,7 +69,7 @@ impl Report {
             Some(s) => format!(" --schedule \"{s}\""),
             None => String::new(),
         };
-        let membership = match self.options.membership {
+        let membership = match self.options.cluster.membership {
             crate::MembershipMode::Real => "",
             crate::MembershipMode::Oracle => " --membership oracle",
         };

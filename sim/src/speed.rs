@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use crate::options::{Family, Faults, Options};
+use crate::options::{
+    ClusterOptions, Family, HostOptions, NetworkOptions, Options, WorkloadOptions,
+};
 use crate::run::run;
 
 /// One speed measurement.
@@ -37,17 +39,26 @@ impl Speed {
 pub fn steady_options(nodes: u64, duration: Duration) -> Options {
     let steady = Options::for_family(1, Family::Steady);
     Options {
-        nodes,
-        entities: 2_000,
-        shards: 200,
         duration,
-        message_every: Duration::from_millis(2),
-        faults: Faults {
+        cluster: ClusterOptions {
+            nodes,
+            shards: 200,
             drift_ppm: 0,
-            slow_stop: Duration::from_millis(10),
-            ..steady.faults.clone()
+            ..steady.cluster.clone()
         },
-        slow_link: None,
+        network: NetworkOptions {
+            slow_link: None,
+            ..steady.network.clone()
+        },
+        workload: WorkloadOptions {
+            entities: 2_000,
+            message_every: Duration::from_millis(2),
+            ..steady.workload.clone()
+        },
+        host: HostOptions {
+            slow_stop: Duration::from_millis(10),
+            ..steady.host.clone()
+        },
         ..steady
     }
 }

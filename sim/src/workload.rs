@@ -43,7 +43,7 @@ impl Zipf {
 
 /// What the workload needs of the run's options.
 #[derive(Clone, Debug)]
-struct WorkloadOptions {
+struct ClientSettings {
     message_every: Duration,
     start_entity: f64,
     queries: f64,
@@ -55,7 +55,7 @@ struct WorkloadOptions {
 /// The clients of a run.
 #[derive(Debug)]
 pub(crate) struct Workload {
-    options: WorkloadOptions,
+    options: ClientSettings,
     /// Messages (which sender, which entity, bursts, pacing).
     rng: SimRng,
     /// `StartEntity` commands: a stream of their own, so the messages stay what they were.
@@ -74,20 +74,20 @@ impl Workload {
     pub(crate) fn new(opts: &Options) -> Self {
         let seed = opts.seed;
         Self {
-            options: WorkloadOptions {
-                message_every: opts.message_every,
-                start_entity: opts.start_entity,
-                queries: opts.queries,
-                external_allocation: opts.allocation == AllocationStrategyConfig::External,
-                shards: opts.shards,
-                nodes: opts.nodes,
+            options: ClientSettings {
+                message_every: opts.workload.message_every,
+                start_entity: opts.workload.start_entity,
+                queries: opts.workload.queries,
+                external_allocation: opts.cluster.allocation == AllocationStrategyConfig::External,
+                shards: opts.cluster.shards,
+                nodes: opts.cluster.nodes,
             },
             rng: SimRng::of(seed, Stream::Workload),
             rng_commands: SimRng::of(seed, Stream::Commands),
             rng_queries: SimRng::of(seed, Stream::Queries),
             on: true,
-            zipf: Zipf::new(opts.entities),
-            entity_ids: (0..opts.entities)
+            zipf: Zipf::new(opts.workload.entities),
+            entity_ids: (0..opts.workload.entities)
                 .map(|i| EntityId::new(format!("e{i}")))
                 .collect(),
             senders: ((u64::MAX, 0), Vec::new()),

@@ -94,10 +94,9 @@ const ORACLE_BATCH: u64 = 100;
 #[test]
 fn auto_downing_produces_duplicates_that_the_checker_catches() {
     let caught = (0..200).any(|seed| {
-        let report = run(Options {
-            downing: Downing::Auto,
-            ..Options::for_seed(seed)
-        });
+        let mut options = Options::for_seed(seed);
+        options.cluster.downing = Downing::Auto;
+        let report = run(options);
         report
             .violations
             .iter()
@@ -237,11 +236,9 @@ fn before_remembering(options: Options) -> Options {
 }
 
 /// These regressions were found with the membership oracle; they keep running with it.
-fn oracle(options: Options) -> Options {
-    Options {
-        membership: MembershipMode::Oracle,
-        ..options
-    }
+fn oracle(mut options: Options) -> Options {
+    options.cluster.membership = MembershipMode::Oracle;
+    options
 }
 
 /// Failures found with explicit fault schedules, kept with their minimized schedules:
@@ -417,7 +414,7 @@ fn membership_regression_schedules() {
     ];
     for (seed, family, schedule, probe) in cases {
         let options = replaying(schedule, kept(Options::for_family(seed, family)));
-        assert_eq!(options.membership, MembershipMode::Real);
+        assert_eq!(options.cluster.membership, MembershipMode::Real);
         // Flapping-links 8's schedule no longer reaches its branch since digest-only gossip
         // rounds moved membership timing; flapping-links 22 (below) keeps it reached.
         let probes: &[&str] = if seed == 8 { &[] } else { &[probe] };
@@ -439,10 +436,8 @@ fn a_reachable_down_member_counts_against_us() {
     let schedule = "@42.044 partition n2 heal 32.231; @77.249 clog n1 2.054; @90.237 partition n1 \
                     heal 51.036; @102.959 heal; @102.959 partition n2 heal 7.534; @117.713 \
                     partition n1 heal 36.709";
-    let options = Options {
-        long_tail: 0.0191,
-        ..Options::for_family(1128, Family::Partitions).without_extras()
-    };
+    let mut options = Options::for_family(1128, Family::Partitions).without_extras();
+    options.network.long_tail = 0.0191;
     assert_holds(replaying(schedule, options), &[]);
     assert_holds(
         Options::for_family(1, Family::Partitions),
@@ -531,10 +526,9 @@ fn a_new_coordinator_replaces_the_old_ones_homes() {
 #[test]
 fn a_broken_coordinator_is_caught_within_the_default_batch() {
     let caught = (0..BATCH).find(|&seed| {
-        let report = run(Options {
-            broken_coordinator: true,
-            ..Options::for_seed(seed)
-        });
+        let mut options = Options::for_seed(seed);
+        options.cluster.broken_coordinator = true;
+        let report = run(options);
         report
             .violations
             .iter()
@@ -646,10 +640,9 @@ fn coverage_markers_fire_within_the_batch() {
 fn failing_schedules_shrink_and_replay_from_text() {
     let failing = (0..200)
         .map(|seed| {
-            run(Options {
-                downing: Downing::Auto,
-                ..Options::for_family(seed, Family::Partitions)
-            })
+            let mut options = Options::for_family(seed, Family::Partitions);
+            options.cluster.downing = Downing::Auto;
+            run(options)
         })
         .find(|r| r.outcome == Outcome::Failed)
         .expect("auto-down fails within 200 partition seeds");
@@ -731,17 +724,15 @@ fn failover_with_production_defaults() {
 #[test]
 fn a_graceful_leave_over_a_slow_link_does_not_stall() {
     for membership in [MembershipMode::Real, MembershipMode::Oracle] {
-        let options = Options {
-            nodes: 3,
-            membership,
-            slow_link: Some(SlowLink {
-                from: NodeId(3),
-                to: NodeId(1),
-                latency: Duration::from_secs(3),
-            }),
-            schedule: Some("@30 leave n3".parse().expect("a valid schedule")),
-            ..Options::for_family(1, Family::Steady)
-        };
+        let mut options = Options::for_family(1, Family::Steady);
+        options.cluster.nodes = 3;
+        options.cluster.membership = membership;
+        options.network.slow_link = Some(SlowLink {
+            from: NodeId(3),
+            to: NodeId(1),
+            latency: Duration::from_secs(3),
+        });
+        options.schedule = Some("@30 leave n3".parse().expect("a valid schedule"));
         let report = run(options);
         assert_eq!(report.outcome, Outcome::Passed, "{report}");
     }

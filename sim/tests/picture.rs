@@ -11,10 +11,8 @@ use sim::{Downing, Family, Options, Outcome, render_html, run_recorded};
 
 /// A run that must fail: auto-down splits the cluster on a partition (the negative control).
 fn failing_run() -> (sim::Report, Vec<sim::TraceLine>) {
-    let options = Options {
-        downing: Downing::Auto,
-        ..Options::for_family(1, Family::Partitions)
-    };
+    let mut options = Options::for_family(1, Family::Partitions);
+    options.cluster.downing = Downing::Auto;
     let (report, trace) = run_recorded(options);
     assert_eq!(report.outcome, Outcome::Failed, "{report}");
     (report, trace)
@@ -32,7 +30,7 @@ fn the_page_of_a_failing_run_marks_its_violation() {
     let marker = &page[page.find("id=\"violation\"").expect("marked")..];
     assert!(marker.contains(&format!("{:?} {}", first.property, first.subject)));
     // One row per node the run used, each with its status bands.
-    for node in 1..=report.options.nodes {
+    for node in 1..=report.options.cluster.nodes {
         assert!(page.contains(&format!(">n{node}</text>")), "row of n{node}");
     }
     assert!(

@@ -115,16 +115,14 @@ struct RunArgs {
 impl RunArgs {
     /// The options of `seed`'s run.
     fn options(&self, seed: u64) -> Options {
-        let base = match self.family {
+        let mut options = match self.family {
             Some(f) => Options::for_family(seed, f),
             None => Options::for_seed(seed),
         };
-        Options {
-            downing: self.downing,
-            membership: self.membership,
-            schedule: self.schedule.clone(),
-            ..base
-        }
+        options.cluster.downing = self.downing;
+        options.cluster.membership = self.membership;
+        options.schedule = self.schedule.clone();
+        options
     }
 }
 

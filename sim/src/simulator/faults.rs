@@ -122,7 +122,7 @@ impl Simulator {
                 let target = resolve(&running, node).filter(|_| members.len() > 2);
                 let by = resolve(&members, by);
                 if let (Some(node), Some(by), MembershipMode::Real) =
-                    (target, by, self.opts.membership)
+                    (target, by, self.opts.cluster.membership)
                 {
                     self.down(node, by);
                 }
@@ -130,7 +130,7 @@ impl Simulator {
             Act::Join => {
                 // A new address: never one a crashed or departed node used.
                 let next = self.last_incarnation.keys().map(|n| n.0).max().unwrap_or(0) + 1;
-                if next <= self.opts.max_nodes {
+                if next <= self.opts.cluster.max_nodes {
                     if self.nemesis.any_out() {
                         self.mark("a node joined while another was down");
                     }
@@ -194,7 +194,7 @@ impl Simulator {
             return;
         };
         self.stalls.shutdown_began(self.now, member);
-        if self.opts.membership == MembershipMode::Real {
+        if self.opts.cluster.membership == MembershipMode::Real {
             let (to, command) = match by {
                 Some(by) => {
                     self.mark("a member was asked to leave by another");
@@ -269,7 +269,7 @@ impl Simulator {
         // they forwarded before that has reached it to be routed on (messages take at most about
         // 2 s, the latency's long tail).
         self.nemesis.left(node);
-        let exit = self.now + self.opts.detection_delay + Duration::from_secs(3);
+        let exit = self.now + self.opts.cluster.detection_delay + Duration::from_secs(3);
         self.schedule(exit, Ev::Fault(Fault::Exit(node)));
     }
 
@@ -294,7 +294,7 @@ impl Simulator {
         if is_fault {
             self.stalls.fault(self.now);
         }
-        if self.opts.membership == MembershipMode::Oracle && self.oracle.is_empty() {
+        if self.opts.cluster.membership == MembershipMode::Oracle && self.oracle.is_empty() {
             // The whole cluster downed itself: a node can only form a new cluster once the old
             // members are gone (an operator restarts them all), or both would run entities.
             for n in self.nemesis.crash_downed() {
@@ -312,7 +312,7 @@ impl Simulator {
     /// failure detection tells every node who is now unreachable (from anyone, as gossip spreads it).
     fn topology_changed(&mut self) {
         let epoch = self.nemesis.topology_changed();
-        if self.opts.membership == MembershipMode::Real {
+        if self.opts.cluster.membership == MembershipMode::Real {
             return;
         }
         self.schedule(self.now + STABLE_AFTER, Ev::Fault(Fault::Decide(epoch)));

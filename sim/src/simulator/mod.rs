@@ -113,47 +113,47 @@ impl Simulator {
         // plus the longest detection delay (the oracle's; with the real membership, the spread
         // between the two sides' failure detectors plus the 3/4 of stable-after a minority may
         // take before downing itself as unstable), as down-removal-margin must.
-        let detection = match opts.membership {
-            MembershipMode::Oracle => opts.detection_delay + Duration::from_secs(1),
+        let detection = match opts.cluster.membership {
+            MembershipMode::Oracle => opts.cluster.detection_delay + Duration::from_secs(1),
             MembershipMode::Real => STABLE_AFTER * 3 / 4 + Duration::from_secs(5),
         };
-        let settings = if opts.default_timers {
+        let settings = if opts.cluster.default_timers {
             ShardingSettings {
-                buffer_size: opts.buffer_size,
-                min_registered_regions: opts.min_registered_regions,
+                buffer_size: opts.cluster.buffer_size,
+                min_registered_regions: opts.cluster.min_registered_regions,
                 ..ShardingSettings::default()
             }
         } else {
             let defaults = ShardingSettings::default();
-            let tight = opts.tight_timers;
+            let tight = opts.cluster.tight_timers;
             ShardingSettings {
                 handoff_timeout: tight.map_or(Duration::from_secs(30), |t| t.handoff_timeout),
                 shard_start_timeout: tight
                     .map_or(defaults.shard_start_timeout, |t| t.shard_start_timeout),
                 rebalance_interval: tight
                     .map_or(defaults.rebalance_interval, |t| t.rebalance_interval),
-                buffer_size: opts.buffer_size,
+                buffer_size: opts.cluster.buffer_size,
                 down_removal_margin: STABLE_AFTER + detection,
-                broken_coordinator_gate: opts.broken_coordinator,
-                min_registered_regions: opts.min_registered_regions,
+                broken_coordinator_gate: opts.cluster.broken_coordinator,
+                min_registered_regions: opts.cluster.min_registered_regions,
                 ..defaults
             }
         };
-        let stable_after = if opts.default_timers {
+        let stable_after = if opts.cluster.default_timers {
             Duration::from_secs(20)
         } else {
             STABLE_AFTER
         };
         let mut w = Self {
             stalls: Stalls::new(&opts, &settings, stable_after),
-            oracle: Oracle::new(opts.downing),
+            oracle: Oracle::new(opts.cluster.downing),
             net: Net::new(
                 SimRng::of(seed, Stream::Network),
-                opts.faults.duplicate,
-                opts.slow_link,
-                opts.long_tail,
-                opts.outbound_cap,
-                opts.lanes,
+                opts.network.duplicate,
+                opts.network.slow_link,
+                opts.network.long_tail,
+                opts.network.outbound_cap,
+                opts.network.lanes,
             ),
             now: Instant::ZERO,
             events: EventQueue::default(),
@@ -181,10 +181,10 @@ impl Simulator {
             remembering: opts.remember.as_ref().map(|r| Remembering::new(seed, r)),
             opts,
         };
-        if w.opts.bystander.is_some() {
+        if w.opts.cluster.bystander.is_some() {
             w.mark("a member that runs no entity type");
         }
-        for n in 1..=w.opts.nodes {
+        for n in 1..=w.opts.cluster.nodes {
             w.start_node(NodeId(n), Incarnation(1));
         }
         let everyone: BTreeSet<NodeId> = w.nodes.keys().copied().collect();
@@ -196,7 +196,7 @@ impl Simulator {
     /// shortened like the oracle's; every address a run may use is a seed, and the first one
     /// forms the cluster when the run starts.
     fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
-        let seeds = (1..=self.opts.max_nodes).map(NodeId);
+        let seeds = (1..=self.opts.cluster.max_nodes).map(NodeId);
         let seeds = seeds.map(|n| shoal_core::SeedNode::new(n, crate::nodes::address_of(n)));
         let mut s = MembershipSettings::new(seeds);
         // Only the first bootstrap may form a cluster; a restarted first seed joins one.
@@ -206,13 +206,13 @@ impl Simulator {
             let version = u32::try_from(incarnation.0).unwrap_or(u32::MAX);
             s.app_version = shoal_core::AppVersion(1, version, 0);
         }
-        if self.opts.default_timers {
+        if self.opts.cluster.default_timers {
             return s;
         }
         s.seed_node_timeout = Duration::from_secs(2);
         s.retry_join_after = Duration::from_secs(2);
         let stable_after = STABLE_AFTER;
-        s.downing = match self.opts.downing {
+        s.downing = match self.opts.cluster.downing {
             Downing::KeepMajority => shoal_core::Downing::KeepMajority { stable_after },
             Downing::Auto => shoal_core::Downing::AutoDown {
                 after: stable_after,
@@ -242,7 +242,7 @@ impl Simulator {
         // pointer comparisons then, as with clones of one name in a real process).
         let mut t = EntityTypeConfig::new(TYPE);
         t.name = self.ty.clone();
-        t.number_of_shards = self.opts.shards;
+        t.number_of_shards = self.opts.cluster.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
         t.remember = self
             .opts
@@ -254,8 +254,8 @@ impl Simulator {
                 retry_max: Duration::from_secs(5),
                 restart_backoff: Duration::from_secs(5),
             });
-        t.allocation = self.opts.allocation.clone();
-        let bystander = self.opts.bystander == Some(node);
+        t.allocation = self.opts.cluster.allocation.clone();
+        let bystander = self.opts.cluster.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
         config.address = crate::nodes::address_of(node);
         if !bystander {
@@ -263,10 +263,10 @@ impl Simulator {
         }
         config.seed = self.rng_nodes.next_u64();
         config.settings = self.settings.clone();
-        if self.opts.membership == MembershipMode::Real {
+        if self.opts.cluster.membership == MembershipMode::Real {
             config.membership = Some(self.membership_settings(incarnation));
         }
-        let drift = i64::from(self.opts.faults.drift_ppm);
+        let drift = i64::from(self.opts.cluster.drift_ppm);
         let skew_ppm = if drift == 0 {
             0
         } else {
@@ -295,7 +295,7 @@ impl Simulator {
         // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
         assert!(incarnation.0 > *last, "{id} was started before");
         *last = incarnation.0;
-        match self.opts.membership {
+        match self.opts.cluster.membership {
             MembershipMode::Oracle => {
                 let hosts = if bystander {
                     vec![]

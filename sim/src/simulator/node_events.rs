@@ -236,7 +236,7 @@ impl Simulator {
     pub(super) fn check_region_stats(&mut self, region: MemberId, shards: &[(ShardId, u32)]) {
         for &(shard, reported) in shards {
             let running = (self.workload.entity_ids().iter())
-                .filter(|e| shoal_core::shard_of(e, self.opts.shards) == shard)
+                .filter(|e| shoal_core::shard_of(e, self.opts.cluster.shards) == shard)
                 .filter(|e| self.check.is_live(region, e))
                 .count();
             if running != reported as usize {

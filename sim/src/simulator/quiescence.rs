@@ -45,7 +45,7 @@ fn unsettled(w: &mut Simulator) -> Option<String> {
         return None;
     }
     let table = coordinator_table(w)?;
-    match w.opts.allocation {
+    match w.opts.cluster.allocation {
         AllocationStrategyConfig::LeastShard { .. } => imbalance(w, &table),
         AllocationStrategyConfig::External => off_desired_location(w, &table),
         AllocationStrategyConfig::ConsistentHashing { .. } => off_ring(w, &table),

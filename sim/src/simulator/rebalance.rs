@@ -28,7 +28,7 @@ impl Simulator {
         // The rules below are least-shard's; the others have their own (the external strategy
         // moves every shard off its desired node at once, at any time).
         if !matches!(
-            self.opts.allocation,
+            self.opts.cluster.allocation,
             shoal_core::AllocationStrategyConfig::LeastShard { .. }
         ) {
             self.mark("a rebalance round of another strategy than least-shard began");

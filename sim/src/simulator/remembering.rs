@@ -130,7 +130,7 @@ impl Simulator {
     fn recovery_bound(&self) -> Duration {
         let steps = match self.opts.remember.as_ref().map(|r| r.recovery) {
             Some(shoal_core::RecoveryStrategy::Constant { number, every }) => {
-                every * (self.opts.entities as usize).div_ceil(number.max(1)) as u32
+                every * (self.opts.workload.entities as usize).div_ceil(number.max(1)) as u32
             }
             _ => Duration::ZERO,
         };

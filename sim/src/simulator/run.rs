@@ -39,7 +39,7 @@ pub(crate) fn run_with_sink(
         .clone()
         .unwrap_or_else(|| Schedule::plan(&options));
     w.schedule_actions(&schedule);
-    w.schedule(Instant::ZERO + options.message_every, Ev::Client);
+    w.schedule(Instant::ZERO + options.workload.message_every, Ev::Client);
     w.run_until(fault_end);
 
     // Heal: no more faults take effect; crashed and downed nodes restart.
@@ -58,7 +58,7 @@ pub(crate) fn run_with_sink(
     // and restarted nodes do not form a new cluster on their own (an operator would).
     w.nemesis.no_survivors_if(senders.is_empty());
     let probes: Vec<EntityId> = (0..10)
-        .map(|i| EntityId::new(format!("e{}", i * 7 % options.entities)))
+        .map(|i| EntityId::new(format!("e{}", i * 7 % options.workload.entities)))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

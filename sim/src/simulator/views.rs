@@ -18,7 +18,7 @@ impl Simulator {
     pub(crate) fn up_members(&self) -> Vec<MemberId> {
         self.nodes
             .values()
-            .filter(|n| self.opts.bystander != Some(n.id.node))
+            .filter(|n| self.opts.cluster.bystander != Some(n.id.node))
             .filter(|n| self.own_status(n.id) == Some(MemberStatus::Up))
             .map(|n| n.id)
             .collect()
@@ -27,7 +27,7 @@ impl Simulator {
     /// Where the coordinator runs (the oldest Up member hosting the type), as the cluster
     /// sees it.
     pub(crate) fn oldest_up(&self) -> Option<MemberId> {
-        match self.opts.membership {
+        match self.opts.cluster.membership {
             MembershipMode::Real => self
                 .nodes
                 .values()
@@ -60,7 +60,7 @@ impl Simulator {
 
     /// `id`'s status: in its own view with the real membership, in the oracle's otherwise.
     fn own_status(&self, id: MemberId) -> Option<MemberStatus> {
-        match self.opts.membership {
+        match self.opts.cluster.membership {
             MembershipMode::Real => {
                 let node = self.nodes.get(&id.node).filter(|n| n.id == id)?;
                 node.driver.node().view().status(id)
@@ -89,7 +89,7 @@ impl Simulator {
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay (with the
     /// oracle; the real membership spreads views itself).
     pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {
-        if self.opts.membership == MembershipMode::Real {
+        if self.opts.cluster.membership == MembershipMode::Real {
             return;
         }
         let version = self.oracle.version;
@@ -100,7 +100,7 @@ impl Simulator {
             let member = node.id;
             let delay = self
                 .rng_membership
-                .duration(Duration::from_millis(10), self.opts.detection_delay);
+                .duration(Duration::from_millis(10), self.opts.cluster.detection_delay);
             let ev = Ev::View {
                 member,
                 version,

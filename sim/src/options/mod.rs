@@ -1,0 +1,318 @@
+//! What one run does. Every option is drawn from the seed (swarm testing: each fault kind is
+//! switched on or off per seed, with a random intensity), or forced by the caller.
+
+use std::time::Duration;
+
+use shoal_core::AllocationStrategyConfig;
+
+use crate::schedule::Schedule;
+
+mod display;
+mod draw;
+
+/// A scenario family: a fault profile. `Swarm` draws every fault kind at random per seed.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Family {
+    /// Every fault kind switched on or off per seed, with a random intensity.
+    Swarm,
+    /// Traffic without faults (exactly-once is checked).
+    Steady,
+    /// Members leave gracefully one after another and come back as new incarnations.
+    RollingRestart,
+    /// Three nodes grow to seven.
+    ScaleOut,
+    /// Seven nodes shrink by graceful leaves.
+    ScaleIn,
+    /// Repeated network partitions (some one-way).
+    Partitions,
+    /// The coordinator's node (the oldest) crashes repeatedly.
+    CoordinatorCrash,
+    /// Connections break often and short partitions come and go.
+    FlappingLinks,
+    /// Entities passivate themselves often and some ignore stops.
+    MassPassivation,
+    /// Several members shut down gracefully at about the same time.
+    MassShutdown,
+}
+
+impl Family {
+    /// Every family, in the order the default batch cycles through them.
+    pub const ALL: [Self; 10] = [
+        Self::Swarm,
+        Self::Steady,
+        Self::RollingRestart,
+        Self::ScaleOut,
+        Self::ScaleIn,
+        Self::Partitions,
+        Self::CoordinatorCrash,
+        Self::FlappingLinks,
+        Self::MassPassivation,
+        Self::MassShutdown,
+    ];
+
+    /// The family the default batch, `sweep` and `replay` use for `seed`.
+    pub fn of_seed(seed: u64) -> Self {
+        Self::ALL[(seed % Self::ALL.len() as u64) as usize]
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Swarm => "swarm",
+            Self::Steady => "steady",
+            Self::RollingRestart => "rolling-restart",
+            Self::ScaleOut => "scale-out",
+            Self::ScaleIn => "scale-in",
+            Self::Partitions => "partitions",
+            Self::CoordinatorCrash => "coordinator-crash",
+            Self::FlappingLinks => "flapping-links",
+            Self::MassPassivation => "mass-passivation",
+            Self::MassShutdown => "mass-shutdown",
+        }
+    }
+
+    /// The family named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Where the nodes' membership comes from.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum MembershipMode {
+    /// The core's own membership: joining through seeds, gossip, heartbeats and failure
+    /// detection, downing by the split brain resolver. The default.
+    Real,
+    /// The simulator's oracle tells nodes about joins, unreachability and removals, and downs
+    /// with perfect knowledge of connectivity: isolates sharding bugs from membership.
+    Oracle,
+}
+
+/// How unreachable members are downed (by the core's split brain resolver, or the oracle).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum Downing {
+    /// Keep the side holding a majority (ties: the side with the lowest address); the other
+    /// side downs itself. Safe.
+    KeepMajority,
+    /// Each side downs every member it cannot reach. Unsafe: a negative control that must
+    /// produce duplicate entities which the checker catches.
+    Auto,
+}
+
+/// The nemesis: which fault kinds recur and how often; `None` or `false` means off.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Faults {
+    /// Mean time between node crashes (then restarts as a new incarnation).
+    pub crash_every: Option<Duration>,
+    /// Mean time between network partitions (healed after a while).
+    pub partition_every: Option<Duration>,
+    /// Mean time between connection breaks (in-flight messages on a link are lost).
+    pub break_every: Option<Duration>,
+    /// Mean time between graceful leaves (a member hands off its shards and leaves).
+    pub leave_every: Option<Duration>,
+    /// Mean time between new nodes joining (scale out).
+    pub join_every: Option<Duration>,
+    /// Mean time between crashes of the oldest member (where the coordinator runs).
+    pub crash_oldest_every: Option<Duration>,
+    /// Members that left come back as new incarnations (rolling restart).
+    pub rejoin_after_leave: bool,
+    /// Mean time between clogs (a node's or a link's messages held for a while, not lost).
+    pub clog_every: Option<Duration>,
+    /// Mean time between process pauses (a node stops running for up to a few seconds).
+    pub pause_every: Option<Duration>,
+    /// Mean time between an operator downing a member (`Command::Down`, from another member).
+    pub down_every: Option<Duration>,
+}
+
+impl Faults {
+    /// Turns off every recurring fault kind (crashes, partitions, breaks, leaves, joins,
+    /// clogs, pauses, operators' downs).
+    pub fn stop_recurring(&mut self) {
+        (
+            self.crash_every,
+            self.partition_every,
+            self.break_every,
+            self.leave_every,
+            self.join_every,
+            self.crash_oldest_every,
+            self.clog_every,
+            self.pause_every,
+            self.down_every,
+        ) = (None, None, None, None, None, None, None, None, None);
+    }
+}
+
+/// A link slower than the others (a congested or distant path): messages from `from` to `to`
+/// take `latency` longer, in order and without loss. Not a fault: graceful operations must
+/// not stall because of it.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct SlowLink {
+    /// The sending end.
+    pub from: shoal_core::NodeId,
+    /// The receiving end.
+    pub to: shoal_core::NodeId,
+    /// The extra latency of every message on it.
+    pub latency: Duration,
+}
+
+/// One run's settings, per component of the simulator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// The scenario family these options come from.
+    pub family: Family,
+    /// Length of the fault phase (then heal, then the liveness phase).
+    pub duration: Duration,
+    /// The fault actions; `None` plans them from the seed and the fault rates
+    /// ([`Schedule::plan`]).
+    pub schedule: Option<Schedule>,
+    /// The simulated cluster: its nodes and their settings.
+    pub cluster: ClusterOptions,
+    /// The network between the nodes.
+    pub network: NetworkOptions,
+    /// The clients.
+    pub workload: WorkloadOptions,
+    /// How the host's entities behave.
+    pub host: HostOptions,
+    /// The nemesis: which faults recur.
+    pub faults: Faults,
+    /// Remember entities, with a store that fails in the drawn ways (on about half the seeds).
+    pub remember: Option<Remember>,
+}
+
+/// The simulated cluster: its nodes, their sharding and membership settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterOptions {
+    /// Nodes at the start.
+    pub nodes: u64,
+    /// Joins stop adding nodes beyond this many addresses.
+    pub max_nodes: u64,
+    /// Shards of the entity type.
+    pub shards: u32,
+    /// Where membership comes from.
+    pub membership: MembershipMode,
+    /// The downing strategy.
+    pub downing: Downing,
+    /// Longest delay before a node learns of a membership or reachability change (the
+    /// oracle's).
+    pub detection_delay: Duration,
+    /// Run with the production defaults (Akka's: 20 s stable-after and down-removal-margin,
+    /// 60 s handoff timeout) instead of the simulation's shortened timers.
+    pub default_timers: bool,
+    /// Timers much shorter than the simulation's usual ones, if drawn: handoffs time out while
+    /// acknowledgements and stops are still on their way, `HostShard` is resent while the
+    /// first is in flight, and rebalancing runs often. Legal settings that widen the race
+    /// windows the defaults leave narrow.
+    pub tight_timers: Option<TightTimers>,
+    /// Negative control: run the core with its coordinator gate deliberately broken.
+    pub broken_coordinator: bool,
+    /// Each region's buffer cap (`buffer_size`); small caps make buffers overflow.
+    pub buffer_size: usize,
+    /// A member that runs no entity type (a node built for another purpose, or not yet
+    /// updated in a rolling deployment): it must neither hold allocation back nor be chosen
+    /// to run a coordinator, even as the oldest member.
+    pub bystander: Option<shoal_core::NodeId>,
+    /// The allocation strategy (least-shard on most seeds; consistent hashing or the
+    /// external strategy with `SetShardLocation` commands on some).
+    pub allocation: AllocationStrategyConfig,
+    /// `min_registered_regions`: 2 on some seeds (leaves always keep two hosting members, and
+    /// crashed or downed ones come back), so allocation waits for a second region.
+    pub min_registered_regions: usize,
+    /// Maximum clock drift per node, in parts per million.
+    pub drift_ppm: u32,
+}
+
+/// The network between the nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkOptions {
+    /// One link slower than the others, if any.
+    pub slow_link: Option<SlowLink>,
+    /// Share of messages that take 0.5–2 s longer than usual (0.1 % by default): with tight
+    /// timers, acknowledgements miss the handoff deadline and arrive in a later round.
+    pub long_tail: f64,
+    /// Each host's outbound queue to a peer holds at most this many envelopes of application
+    /// traffic on their way (a clog or a slow link fills it); the rest are refused and
+    /// dead-lettered (`Input::OutboundQueueFull`). `None`: unbounded.
+    pub outbound_cap: Option<usize>,
+    /// Control traffic (membership) may overtake data on a link, each lane FIFO on its own,
+    /// as the runtime's transport does (on most seeds); otherwise one FIFO per link.
+    pub lanes: bool,
+    /// Probability that the network delivers a message twice (the core must drop the copy).
+    pub duplicate: f64,
+}
+
+/// The clients.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadOptions {
+    /// Distinct entities the workload addresses (Zipf-distributed).
+    pub entities: u32,
+    /// Mean time between client messages, cluster-wide.
+    pub message_every: Duration,
+    /// Probability that a client message comes with a `StartEntity` command for some entity
+    /// (answered once it runs, or with the reason it could not).
+    pub start_entity: f64,
+    /// Probability that a client message comes with a query (`GetEntityLocation`,
+    /// `GetClusterShardingStats`, and `SetShardLocation` under the external strategy) whose
+    /// answer is checked.
+    pub queries: f64,
+}
+
+/// How the host's entities behave; zero means never.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostOptions {
+    /// Probability that an entity ignores a graceful stop (it is force-stopped later).
+    pub ignore_stop: f64,
+    /// Probability that an entity passivates itself after a message.
+    pub passivate: f64,
+    /// Longest time an entity takes to stop.
+    pub slow_stop: Duration,
+    /// Longest time a forced stop takes to end the entity (an abort waits for the entity to
+    /// reach a point where it can be stopped).
+    pub forced_stop: Duration,
+    /// Probability that an entity stops on its own after a message (no passivation: it just
+    /// ends, and the next message starts a new incarnation).
+    pub self_stop: f64,
+    /// Share of deliveries an entity answers with a reply to the sending member (an ask's
+    /// reply, through `Input::SendApp`); 0 on half the seeds.
+    pub asks: f64,
+    /// Entities' bounded mailboxes, if drawn: a message finding one full is dead-lettered
+    /// (`Input::MailboxFull`).
+    pub mailbox: Option<Mailbox>,
+}
+
+/// Remembering entities and its store's faults (see [`Options::remember`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remember {
+    /// How a shard restarts its remembered entities.
+    pub recovery: shoal_core::RecoveryStrategy,
+    /// Share of store requests that fail without changing anything.
+    pub failure_rate: f64,
+    /// Share of store requests whose change is applied but whose caller hears a timeout (the
+    /// write may land after a newer one).
+    pub timeout_rate: f64,
+    /// Share of store requests that take 50–500 ms instead of 1–5 ms.
+    pub tail_rate: f64,
+    /// Windows `(start, length)` from the start of the run in which the store is unavailable.
+    pub outages: Vec<(Duration, Duration)>,
+}
+
+/// An entity's mailbox in the simulated host (see [`HostOptions::mailbox`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Mailbox {
+    /// Messages it holds, the one being handled included.
+    pub capacity: u32,
+    /// How long the entity takes to handle one message.
+    pub service: Duration,
+}
+
+/// Shortened coordinator timers (see [`ClusterOptions::tight_timers`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct TightTimers {
+    /// `handoff_timeout` (and so the entities' stop deadline during a handoff).
+    pub handoff_timeout: Duration,
+    /// `shard_start_timeout`: how soon an unacknowledged `HostShard` is resent.
+    pub shard_start_timeout: Duration,
+    /// `rebalance_interval`.
+    pub rebalance_interval: Duration,
+}
