@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use shoal_core::{Instant, Lane, NodeId};
 
-use crate::options::SlowLink;
+use crate::options::{NetworkOptions, SlowLink};
 use crate::rng::SimRng;
 
 /// A directed link.
@@ -75,27 +75,19 @@ fn index(node: NodeId) -> usize {
 }
 
 impl Net {
-    /// A network drawing latencies from `rng` that duplicates messages with probability
-    /// `duplicate`, delays those on the `slow` link, and refuses application traffic beyond
-    /// `outbound_cap` on its way per link.
-    pub(crate) fn new(
-        rng: SimRng,
-        duplicate: f64,
-        slow: Option<SlowLink>,
-        long_tail: f64,
-        outbound_cap: Option<usize>,
-        lanes: bool,
-    ) -> Self {
+    /// A network as `options` describe it (duplication, the slow link, the latency tail,
+    /// bounded outbound queues, lanes), drawing from `rng`.
+    pub(crate) fn new(rng: SimRng, options: &NetworkOptions) -> Self {
         Self {
             rng,
-            long_tail,
-            outbound_cap,
-            lanes,
+            long_tail: options.long_tail,
+            outbound_cap: options.outbound_cap,
+            lanes: options.lanes,
             links: Vec::new(),
             clogged_nodes: Vec::new(),
             blocked: 0,
-            duplicate,
-            slow,
+            duplicate: options.duplicate,
+            slow: options.slow_link,
             lost: 0,
         }
     }

@@ -147,14 +147,7 @@ impl Simulator {
         let mut w = Self {
             stalls: Stalls::new(&opts, &settings, stable_after),
             oracle: Oracle::new(opts.cluster.downing),
-            net: Net::new(
-                SimRng::of(seed, Stream::Network),
-                opts.network.duplicate,
-                opts.network.slow_link,
-                opts.network.long_tail,
-                opts.network.outbound_cap,
-                opts.network.lanes,
-            ),
+            net: Net::new(SimRng::of(seed, Stream::Network), &opts.network),
             now: Instant::ZERO,
             events: EventQueue::default(),
             nodes: Nodes::default(),
