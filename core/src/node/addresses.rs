@@ -30,8 +30,12 @@ impl AddressBook {
     /// Learns the addresses `view` names (a newer view's word wins).
     pub(super) fn learn(&mut self, view: &MembershipView) {
         for member in view.members() {
+            // Views come after every membership change and rarely move anyone: only a changed
+            // address is written.
             if let Some(address) = &member.address {
-                self.by_node.insert(member.id.node, address.clone());
+                if self.by_node.get(&member.id.node) != Some(address) {
+                    self.by_node.insert(member.id.node, address.clone());
+                }
             }
         }
     }
