@@ -170,10 +170,10 @@ impl Gossip {
 
     /// The state without the seen set: what two gossips compare on.
     fn same_state(&self, other: &Self) -> bool {
+        // Both digests known (a gossip cloned in-process carries its cache): they decide, as
+        // they do in every digest exchange between members.
         if let (Some(ours), Some(theirs)) = (self.digest.0, other.digest.0) {
-            if ours != theirs {
-                return false;
-            }
+            return ours == theirs;
         }
         self.members == other.members
             && self.removed == other.removed

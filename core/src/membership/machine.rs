@@ -56,8 +56,9 @@ pub(crate) struct Membership {
     /// This member has seen itself Leaving: a removal is the end of its graceful leave. A
     /// member removed without leaving was downed by others (it never heard it was Down).
     leaving: bool,
-    /// The view last handed to the sharding roles.
+    /// The view last handed to the sharding roles, and the state digest it was built from.
     published: MembershipView,
+    published_state: Option<StateDigest>,
     /// The gossip may have changed since the view was last built.
     dirty: bool,
     /// The (state, seen) digests for which the leader's actions last found nothing to do:
@@ -122,6 +123,7 @@ impl Membership {
             exit_deadline: None,
             leaving: false,
             published: MembershipView::default(),
+            published_state: None,
             dirty: true,
             leader_idle: None,
             gossip_targets: None,
@@ -145,6 +147,13 @@ impl Membership {
         if self.phase == Phase::Joining || !std::mem::take(&mut self.dirty) {
             return None;
         }
+        // The view is a function of the state (members, removed, reachability): one the view
+        // was built from needs no new view (a gossip found older changes nothing).
+        let state = self.gossip.digest();
+        if self.published_state == Some(state) && self.phase != Phase::Removed {
+            return None;
+        }
+        self.published_state = Some(state);
         let mut view = self.gossip.view();
         if self.phase == Phase::Removed {
             // Removed by its own deadline: the gossip it last heard still lists it Exiting.
