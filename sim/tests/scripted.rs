@@ -178,3 +178,25 @@ fn replies_are_typed() {
     assert_eq!(c.replies(request).len(), 1, "answered once");
     assert!(c.alive().any(|(_, e)| e.as_str() == entity));
 }
+
+/// Entities that tell themselves without end, at no latency: time cannot move.
+struct Chatter;
+
+impl EntityBehaviour for Chatter {
+    fn on_message(&mut self, _: NodeId, entity: &EntityId, _: &Payload) -> Vec<Reaction> {
+        vec![Reaction::Tell {
+            entity: entity.clone(),
+            payload: Payload::from(&b"again"[..]),
+        }]
+    }
+}
+
+#[test]
+#[should_panic(expected = "time stopped moving")]
+fn a_run_whose_time_cannot_move_stops_with_the_trace() {
+    let mut c = Cluster::with_nodes(2, 4);
+    c.set_behaviour(Chatter);
+    c.trace_network(false);
+    c.tell(1, &entity_in_shard(0, 4), "start");
+    c.advance(Duration::from_secs(1));
+}

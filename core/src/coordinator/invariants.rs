@@ -2,6 +2,8 @@
 //! builds ([`crate::Node::check_invariants`]): the wire cannot show a table that disagrees with
 //! itself, since the coordinator still answers.
 
+use std::collections::BTreeSet;
+
 use crate::coordinator::Coordinator;
 use crate::id::ShardId;
 
@@ -17,19 +19,12 @@ impl Coordinator {
                 self.me, self.entity_type
             ))
         };
-        // Listed shards as bits: every one set is allocated (checked below), so the highest
-        // allocated shard bounds them. Checked often: no tree to build.
-        let words = self
-            .shards
-            .keys()
-            .next_back()
-            .map_or(0, |s| s.0 as usize / 64 + 1);
-        let mut listed = vec![0_u64; words];
+        let highest = self.shards.keys().next_back().map_or(0, |s| s.0);
+        let mut listed = Listed::new(highest);
         let mut count = 0;
         for (region, shards) in &self.regions {
             for shard in shards.iter() {
-                let (word, bit) = (shard.0 as usize / 64, 1_u64 << (shard.0 % 64));
-                if listed.get(word).is_some_and(|w| w & bit != 0) {
+                if listed.contains(*shard) {
                     return broken(format!("{shard} is listed twice (again under {region})"));
                 }
                 let owner = self.shards.get(shard);
@@ -38,13 +33,12 @@ impl Coordinator {
                         "{shard} is listed under {region}, allocated to {owner:?}"
                     ));
                 }
-                listed[word] |= bit;
+                listed.insert(*shard);
                 count += 1;
             }
         }
         if count != self.shards.len() {
-            let is_listed = |s: &ShardId| listed[s.0 as usize / 64] & (1_u64 << (s.0 % 64)) != 0;
-            if let Some(shard) = self.shards.keys().find(|s| !is_listed(s)) {
+            if let Some(shard) = self.shards.keys().find(|s| !listed.contains(**s)) {
                 return broken(format!("{shard} is allocated but in no region's list"));
             }
         }
@@ -57,5 +51,49 @@ impl Coordinator {
             return broken(format!("{shard} is being handed off but is not allocated"));
         }
         Ok(())
+    }
+}
+
+/// The shards found listed so far: bits up to the highest allocated shard (every shard inserted
+/// is allocated, checked first), or a set when that is far above any sane number of shards (a
+/// peer may name any shard id).
+enum Listed {
+    Bits(Vec<u64>),
+    Set(BTreeSet<ShardId>),
+}
+
+impl Listed {
+    /// Bits for up to a million shards (128 KiB); a set beyond.
+    const MAX_BITS: u32 = 1 << 20;
+
+    fn new(highest: u32) -> Self {
+        if highest < Self::MAX_BITS {
+            Self::Bits(vec![0; highest as usize / 64 + 1])
+        } else {
+            Self::Set(BTreeSet::new())
+        }
+    }
+
+    fn contains(&self, shard: ShardId) -> bool {
+        match self {
+            Self::Bits(words) => {
+                (words.get(shard.0 as usize / 64)).is_some_and(|w| w & (1 << (shard.0 % 64)) != 0)
+            }
+            Self::Set(set) => set.contains(&shard),
+        }
+    }
+
+    /// Records `shard` (an allocated one, so within the bits).
+    fn insert(&mut self, shard: ShardId) {
+        match self {
+            Self::Bits(words) => {
+                if let Some(w) = words.get_mut(shard.0 as usize / 64) {
+                    *w |= 1 << (shard.0 % 64);
+                }
+            }
+            Self::Set(set) => {
+                set.insert(shard);
+            }
+        }
     }
 }

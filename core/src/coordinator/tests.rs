@@ -800,6 +800,18 @@ fn the_table_and_the_region_lists_are_checked_against_each_other() {
     assert!(broken.contains("s1 is listed twice"), "{broken}");
     Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1")).pop();
     assert_eq!(f.c.check_invariants(), Ok(()));
+    // A shard id far above any number of shards (a peer may name any): checked all the same.
+    let far = ShardId(4_000_000_000);
+    f.c.shards.insert(far, m(1));
+    Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1")).push(far);
+    assert_eq!(f.c.check_invariants(), Ok(()));
+    Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1")).push(far);
+    let broken = f.c.check_invariants().expect_err("caught");
+    assert!(broken.contains("s4000000000 is listed twice"), "{broken}");
+    let list = Arc::make_mut(f.c.regions.get_mut(&m(1)).expect("region 1"));
+    list.retain(|s| *s != far);
+    f.c.shards.remove(&far);
+    assert_eq!(f.c.check_invariants(), Ok(()));
     // An acknowledgement awaited for a shard nobody holds.
     f.c.unacked.set(s(7), Some(at(5)));
     let broken = f.c.check_invariants().expect_err("caught");

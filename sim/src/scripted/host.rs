@@ -3,7 +3,7 @@
 //! no delivery to an entity that does not run), and lets a pluggable [`EntityBehaviour`] decide
 //! how entities answer messages and stops.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use shoal_core::{
@@ -13,7 +13,7 @@ use shoal_core::{
 /// How a scripted entity answers being told to stop.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum StopAnswer {
-    /// It terminates at once (reported to its node right after the call).
+    /// It terminates at once (its node is told once the messages due now are delivered).
     Now,
     /// It terminates after this long.
     After(Duration),
@@ -86,19 +86,21 @@ impl EntityBehaviour for StopPolicy {
 pub(crate) enum Due {
     /// Tell the node (after the messages due at the same time).
     Input(Input),
-    /// An entity terminates (after a delay, or when the script completes stops).
-    Terminate(EntityType, EntityId),
+    /// An entity's incarnation (numbered by its start) terminates (after a delay, or when the
+    /// script completes stops).
+    Terminate(EntityType, EntityId, u64),
 }
 
 /// The entities of every scripted node.
 pub(crate) struct Host {
     behaviour: Box<dyn EntityBehaviour>,
-    /// Running entities: (node, entity).
-    alive: BTreeSet<(NodeId, EntityId)>,
+    /// Running entities: (node, entity), with the number of their start (an incarnation: a
+    /// stop asked of one never ends the next).
+    alive: BTreeMap<(NodeId, EntityId), u64>,
     /// Every delivery: (node, entity, payload).
     deliveries: Vec<(NodeId, EntityId, Payload)>,
     /// Stops waiting for `complete_stops`.
-    held_stops: Vec<(NodeId, EntityType, EntityId)>,
+    held_stops: Vec<(NodeId, EntityType, EntityId, u64)>,
     /// What is due, by (time, sequence).
     due: BTreeMap<(Instant, u64), (NodeId, Due)>,
     seq: u64,
@@ -120,7 +122,7 @@ impl Host {
     pub(crate) fn new() -> Self {
         Self {
             behaviour: Box::new(StopPolicy::Immediate),
-            alive: BTreeSet::new(),
+            alive: BTreeMap::new(),
             deliveries: Vec::new(),
             held_stops: Vec::new(),
             due: BTreeMap::new(),
@@ -145,17 +147,18 @@ impl Host {
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
                 if let Some((elsewhere, _)) =
-                    self.alive.iter().find(|(m, e)| *e == entity && *m != n)
+                    self.alive.keys().find(|(m, e)| *e == entity && *m != n)
                 {
                     return Err(format!(
                         "{entity} started on n{} while alive on n{}",
                         n.0, elsewhere.0
                     ));
                 }
-                if !self.alive.insert((n, entity.clone())) {
+                if self.alive.contains_key(&(n, entity.clone())) {
                     return Err(format!("{entity} started twice on n{}", n.0));
                 }
                 self.starts += 1;
+                self.alive.insert((n, entity.clone()), self.starts);
                 Ok(vec![format!("{now} n{} start {entity} ({shard})", n.0)])
             }
             EntityEffect::Deliver {
@@ -163,7 +166,7 @@ impl Host {
                 entity,
                 payload,
             } => {
-                if !self.alive.contains(&(n, entity.clone())) {
+                if !self.alive.contains_key(&(n, entity.clone())) {
                     return Err(format!(
                         "delivery to {entity}, which does not run on n{}",
                         n.0
@@ -194,12 +197,21 @@ impl Host {
                 reason,
             } => {
                 let mut lines = vec![format!("{now} n{} stop {entity} {reason:?}", n.0)];
+                // A stop of an entity that does not run (stopped already) changes nothing.
+                let Some(&life) = self.alive.get(&(n, entity.clone())) else {
+                    return Ok(lines);
+                };
                 match self.behaviour.on_stop(n, &entity, reason) {
-                    StopAnswer::Now => lines.extend(self.terminate(now, n, entity_type, entity)),
-                    StopAnswer::After(delay) => {
-                        self.schedule(now + delay, n, Due::Terminate(entity_type, entity));
+                    StopAnswer::Now => {
+                        lines.extend(self.terminate(now, n, entity_type, entity, life));
                     }
-                    StopAnswer::WhenCompleted => self.held_stops.push((n, entity_type, entity)),
+                    StopAnswer::After(delay) => {
+                        let due = Due::Terminate(entity_type, entity, life);
+                        self.schedule(now + delay, n, due);
+                    }
+                    StopAnswer::WhenCompleted => {
+                        self.held_stops.push((n, entity_type, entity, life));
+                    }
                     StopAnswer::Ignore => {}
                 }
                 Ok(lines)
@@ -207,19 +219,23 @@ impl Host {
         }
     }
 
-    /// `entity` on `n` terminates at `now`: its node is told (after the messages due now).
-    /// An incarnation terminates once (a graceful stop followed by a forced one still ends
-    /// one), and not at all if its node crashed: then `None`, else the trace line.
+    /// Incarnation `life` of `entity` on `n` terminates at `now`: its node is told (after the
+    /// messages due now). An incarnation terminates once (a graceful stop followed by a forced
+    /// one still ends one), a later incarnation is not ended by a stop asked of an earlier
+    /// one, and nothing terminates on a crashed node: then `None`, else the trace line.
     pub(crate) fn terminate(
         &mut self,
         now: Instant,
         n: NodeId,
         entity_type: EntityType,
         entity: EntityId,
+        life: u64,
     ) -> Option<String> {
-        if !self.alive.remove(&(n, entity.clone())) {
+        let key = (n, entity.clone());
+        if self.alive.get(&key) != Some(&life) {
             return None;
         }
+        self.alive.remove(&key);
         let line = format!("{now} n{} entity {} stopped", n.0, entity);
         let stopped = Input::EntityStopped {
             entity_type,
@@ -238,7 +254,7 @@ impl Host {
     pub(crate) fn complete_stops(&mut self, now: Instant) -> Vec<String> {
         std::mem::take(&mut self.held_stops)
             .into_iter()
-            .filter_map(|(n, entity_type, entity)| self.terminate(now, n, entity_type, entity))
+            .filter_map(|(n, ty, entity, life)| self.terminate(now, n, ty, entity, life))
             .collect()
     }
 
@@ -255,12 +271,16 @@ impl Host {
 
     /// Node `n` crashed: its entities are gone.
     pub(crate) fn crashed(&mut self, n: NodeId) {
-        self.alive.retain(|(node, _)| *node != n);
+        // What its entities were about to do or say dies with them too: a node started again
+        // at the address must not hear it.
+        self.alive.retain(|(node, _), _| *node != n);
+        self.due.retain(|_, (node, _)| *node != n);
+        self.held_stops.retain(|(node, ..)| *node != n);
     }
 
     /// The running entities: (node, entity).
-    pub(crate) fn alive(&self) -> &BTreeSet<(NodeId, EntityId)> {
-        &self.alive
+    pub(crate) fn alive(&self) -> impl Iterator<Item = &(NodeId, EntityId)> + '_ {
+        self.alive.keys()
     }
 
     /// How many entity incarnations started so far.
@@ -271,5 +291,96 @@ impl Host {
     /// Every delivery so far: (node, entity, payload).
     pub(crate) fn deliveries(&self) -> &[(NodeId, EntityId, Payload)] {
         &self.deliveries
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shoal_core::ShardId;
+
+    use super::*;
+
+    /// Every stop takes 3 s.
+    struct Slow;
+
+    impl EntityBehaviour for Slow {
+        fn on_stop(&mut self, _: NodeId, _: &EntityId, _: StopReason) -> StopAnswer {
+            StopAnswer::After(Duration::from_secs(3))
+        }
+    }
+
+    fn start(entity: &EntityId) -> EntityEffect {
+        EntityEffect::Start {
+            entity_type: EntityType::new("counter"),
+            entity: entity.clone(),
+            shard: ShardId(0),
+        }
+    }
+
+    fn stop(entity: &EntityId, reason: StopReason) -> EntityEffect {
+        EntityEffect::Stop {
+            entity_type: EntityType::new("counter"),
+            entity: entity.clone(),
+            reason,
+        }
+    }
+
+    fn at(secs: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(secs)
+    }
+
+    /// Carries out what is due by `until`, as the cluster does: terminations end their
+    /// incarnation; inputs are left to the caller (here: dropped).
+    fn run_due(host: &mut Host, until: Instant) {
+        while host.next_due().is_some_and(|t| t <= until) {
+            let (t, n, due) = host.pop_due().expect("due");
+            if let Due::Terminate(ty, entity, life) = due {
+                host.terminate(t, n, ty, entity, life);
+            }
+        }
+    }
+
+    #[test]
+    fn a_stop_of_an_earlier_incarnation_never_ends_a_later_one() {
+        let (n, e) = (NodeId(1), EntityId::new("e1"));
+        let mut host = Host::new();
+        host.set_behaviour(Box::new(Slow));
+        host.run(at(0), n, start(&e)).expect("starts");
+        // A graceful stop, then a forced one a second later: both end incarnation 1.
+        host.run(at(0), n, stop(&e, StopReason::Passivation))
+            .expect("stops");
+        host.run(at(1), n, stop(&e, StopReason::Forced))
+            .expect("stops");
+        run_due(&mut host, at(3));
+        assert_eq!(host.alive().count(), 0, "incarnation 1 ended at 3 s");
+        // The node starts the entity again at once (messages raced the stop).
+        host.run(at(3), n, start(&e)).expect("starts again");
+        run_due(&mut host, at(10));
+        assert_eq!(
+            host.alive().collect::<Vec<_>>(),
+            [&(n, e.clone())],
+            "the forced stop of incarnation 1 does not end incarnation 2"
+        );
+    }
+
+    #[test]
+    fn a_crash_takes_what_its_entities_were_about_to_say() {
+        let (n, e) = (NodeId(2), EntityId::new("e7"));
+        let mut host = Host::new();
+        host.set_behaviour(Box::new(StopPolicy::Manual));
+        host.run(at(0), n, start(&e)).expect("starts");
+        host.run(at(0), n, stop(&e, StopReason::Passivation))
+            .expect("stops");
+        host.set_behaviour(Box::new(Slow));
+        host.run(at(0), NodeId(3), start(&e))
+            .expect_err("already runs on n2");
+        host.crashed(n);
+        assert!(
+            host.complete_stops(at(1)).is_empty(),
+            "the held stop died with n2"
+        );
+        assert_eq!(host.next_due(), None);
+        host.run(at(1), NodeId(3), start(&e))
+            .expect("runs nowhere else now");
     }
 }

@@ -18,7 +18,7 @@ use crate::store::{SimStore, StoreSettings, Ticket};
 #[derive(Debug)]
 pub(crate) struct Store {
     store: SimStore,
-    tickets: BTreeMap<Ticket, (NodeId, StoreRequest)>,
+    tickets: BTreeMap<Ticket, (MemberId, StoreRequest)>,
 }
 
 impl Store {
@@ -32,7 +32,7 @@ impl Store {
 
     fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
         let ticket = self.store.submit(now, member, request.clone());
-        self.tickets.insert(ticket, (member.node, request));
+        self.tickets.insert(ticket, (member, request));
     }
 
     /// When the store next answers.
@@ -40,9 +40,9 @@ impl Store {
         self.store.next_event()
     }
 
-    /// The answers due at `now`, as inputs to the nodes that asked, or what the store's own
+    /// The answers due at `now`, as inputs to the members that asked, or what the store's own
     /// checks found broken (a write of an old epoch accepted, two allocations at one epoch).
-    pub(crate) fn poll(&mut self, now: Instant) -> Result<Vec<(NodeId, Input)>, String> {
+    pub(crate) fn poll(&mut self, now: Instant) -> Result<Vec<(MemberId, Input)>, String> {
         let answers = self.store.poll(now);
         if let Some(broken) = self.store.take_violations().into_iter().next() {
             return Err(broken);

@@ -78,7 +78,11 @@ pub fn member(n: u64) -> MemberId {
 }
 
 /// The first id `e0`, `e1`, ... whose shard (of `shards`) is `shard`.
+///
+/// # Panics
+/// `shard` is not below `shards`.
 pub fn entity_in_shard(shard: u32, shards: u32) -> String {
+    assert!(shard < shards, "shard {shard} of {shards}");
     (0..)
         .map(|i| format!("e{i}"))
         .find(|id| shoal_core::shard_of(&EntityId::new(id.as_str()), shards).0 == shard)
@@ -216,7 +220,8 @@ impl Cluster {
     /// # Panics
     /// `n` does not run.
     pub fn node(&self, n: u64) -> &Node {
-        self.nodes[&NodeId(n)].node()
+        let driver = self.nodes.get(&NodeId(n));
+        driver.unwrap_or_else(|| panic!("n{n} does not run")).node()
     }
 
     /// The published member at `n`, to change its status or roles before the next
@@ -343,7 +348,7 @@ impl Cluster {
 
     /// The entities running, with their nodes.
     pub fn alive(&self) -> impl Iterator<Item = (u64, &EntityId)> + '_ {
-        self.host.alive().iter().map(|(n, e)| (n.0, e))
+        self.host.alive().map(|(n, e)| (n.0, e))
     }
 
     /// Entities running on node `n`.

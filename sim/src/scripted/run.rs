@@ -4,17 +4,19 @@
 use std::time::Duration;
 
 use shoal_core::{
-    Command, Driver, EntityId, EntityType, Input, Instant, NodeId, Payload, RequestId,
+    Command, Driver, EntityId, EntityType, Input, Instant, MemberId, NodeId, Payload, RequestId,
 };
 
 use super::io::{LogEntry, ScriptIo};
 use super::{Cluster, TYPE, entity_in_shard};
 
-/// The most steps `settle` takes before it declares the cluster unable to settle.
+/// The most steps `settle` takes, or `run_until` at one instant, before declaring that the
+/// cluster does not settle.
 const MAX_SETTLE_STEPS: u32 = 100_000;
 
 impl Cluster {
-    /// Feeds one input to node `n` (if it runs) and carries out its effects.
+    /// Feeds one input to node `n` and carries out its effects (nothing happens if no node
+    /// runs at `n`).
     pub fn input(&mut self, n: u64, input: Input) {
         self.call(NodeId(n), |driver, now, io| {
             driver.handle_input(now, input, io)
@@ -22,8 +24,23 @@ impl Cluster {
     }
 
     /// Runs node `n`'s due timers.
+    ///
+    /// # Panics
+    /// A timer stays due after firing (a busy loop in the core).
     pub(super) fn wake(&mut self, n: NodeId) {
         self.call(n, |driver, now, io| driver.handle_wakeup(now, io));
+        if self.nodes.get(&n).is_some_and(|d| d.busy_loops() > 0) {
+            self.fail(&format!("busy loop on {n}"));
+        }
+    }
+
+    /// Feeds `input` to `member` if that incarnation still runs (an answer to a process that
+    /// crashed is lost with it).
+    fn input_to(&mut self, member: MemberId, input: Input) {
+        let running = self.nodes.get(&member.node).map(|d| d.node().member_id());
+        if running == Some(member) {
+            self.input(member.node.0, input);
+        }
     }
 
     /// One driver call on node `n` (if it runs), its effects carried out as they come, then
@@ -126,7 +143,8 @@ impl Cluster {
         ids
     }
 
-    /// Sends `command` to node `n`; its answer is [`reply`](Self::reply) of the id returned.
+    /// Sends `command` to node `n`; its answer is [`reply`](Self::reply) of the id returned
+    /// (never, if no node runs at `n`).
     pub fn command(&mut self, n: u64, command: Command) -> RequestId {
         let request = RequestId(self.next_request);
         self.next_request += 1;
@@ -209,8 +227,22 @@ impl Cluster {
 
     /// Runs until `until` (virtual time since the start), in time order: at one instant,
     /// messages first, then host reports, then store answers, then timers.
+    ///
+    /// # Panics
+    /// Time stops moving: 100 000 steps at one instant (say, entities that answer each other
+    /// without end).
     pub fn run_until(&mut self, until: Instant) {
-        while self.step(until, true) {}
+        let (mut at, mut steps) = (self.now, 0);
+        while self.step(until, true) {
+            if self.now == at {
+                steps += 1;
+                if steps > MAX_SETTLE_STEPS {
+                    self.fail("time stopped moving");
+                }
+            } else {
+                (at, steps) = (self.now, 0);
+            }
+        }
         self.now = self.now.max(until);
     }
 
@@ -255,8 +287,8 @@ impl Cluster {
             1 => self.step_host(),
             2 => match self.store.poll(self.now) {
                 Ok(answers) => {
-                    for (n, input) in answers {
-                        self.input(n.0, input);
+                    for (member, input) in answers {
+                        self.input_to(member, input);
                     }
                 }
                 Err(broken) => self.fail(&broken),
@@ -276,8 +308,8 @@ impl Cluster {
         };
         match due {
             super::host::Due::Input(input) => self.input(n.0, input),
-            super::host::Due::Terminate(entity_type, entity) => {
-                let line = self.host.terminate(self.now, n, entity_type, entity);
+            super::host::Due::Terminate(entity_type, entity, life) => {
+                let line = self.host.terminate(self.now, n, entity_type, entity, life);
                 self.record.trace.extend(line);
             }
         }
