@@ -358,7 +358,7 @@ mod tests {
         run_due(&mut host, at(10));
         assert_eq!(
             host.alive().collect::<Vec<_>>(),
-            [&(n, e.clone())],
+            [&(n, e)],
             "the forced stop of incarnation 1 does not end incarnation 2"
         );
     }
