@@ -40,6 +40,21 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
     Ok(frame)
 }
 
+/// The length of `envelope`'s frame, without building it (what [`encode`] would return, the
+/// bytes not written anywhere).
+///
+/// # Errors
+/// As [`encode`]: [`CodecError::TooLarge`] if the frame would exceed [`MAX_FRAME_LEN`].
+pub fn frame_len(envelope: &Envelope) -> Result<usize, CodecError> {
+    let size = postcard::ser_flavors::Size::default();
+    let len = 1 + postcard::serialize_with_flavor(envelope, size)
+        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    if len > MAX_FRAME_LEN {
+        return Err(CodecError::TooLarge(len));
+    }
+    Ok(len)
+}
+
 /// Decodes one frame.
 ///
 /// # Errors

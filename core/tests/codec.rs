@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode};
+use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode, frame_len};
 use shoal_core::{
     AllocationGate, Body, CodecError, CoordinatorState, DeadLetterReason, EntityId, EntityType,
     Envelope, Epoch, MemberId, Message, NodeId, Payload, RegionShards, RegionStats, RequestId,
@@ -268,6 +268,7 @@ proptest! {
     fn every_message_round_trips(envelope in envelope()) {
         let frame = encode(&envelope).expect("encodes");
         prop_assert_eq!(frame[0], PROTOCOL_VERSION);
+        prop_assert_eq!(frame_len(&envelope), Ok(frame.len()), "measured as written");
         prop_assert_eq!(decode(&frame).expect("decodes"), envelope);
     }
 

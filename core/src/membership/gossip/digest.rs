@@ -29,12 +29,26 @@ impl PartialEq for DigestCache {
 
 impl Eq for DigestCache {}
 
-/// FNV-1a (64-bit) of `bytes`, from `basis`: stable across builds and platforms, as anything
-/// compared between members must be.
-fn fnv1a(basis: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(basis, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// The FNV-1a bases of the digest's two hashes.
+const BASES: (u64, u64) = (0xcbf2_9ce4_8422_2325, 0x6c62_272e_07bb_0142);
+
+/// Two 64-bit FNV-1a hashes of the bytes a postcard serializer writes, taken as they are
+/// written (a large cluster's state is not copied into a buffer to be hashed): stable across
+/// builds and platforms, as anything compared between members must be.
+struct Fnv1a(u64, u64);
+
+impl postcard::ser_flavors::Flavor for Fnv1a {
+    type Output = StateDigest;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        let mix = |h: u64| (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        (self.0, self.1) = (mix(self.0), mix(self.1));
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<StateDigest> {
+        Ok(StateDigest(self.0, self.1))
+    }
 }
 
 /// What a digest exchange (a received `GossipStatus`) found.
@@ -55,13 +69,10 @@ impl Gossip {
             return digest;
         }
         let state = (&self.members, &self.removed, &self.reachability);
-        // Encoding into memory cannot fail for these types; an empty encoding would only make
-        // every status exchange fall back to full gossip.
-        let bytes = postcard::to_allocvec(&state).unwrap_or_default();
-        let digest = StateDigest(
-            fnv1a(0xcbf2_9ce4_8422_2325, &bytes),
-            fnv1a(0x6c62_272e_07bb_0142, &bytes),
-        );
+        // Serializing these types cannot fail; the digest of no bytes would only make every
+        // status exchange fall back to full gossip.
+        let digest = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1))
+            .unwrap_or(StateDigest(BASES.0, BASES.1));
         self.digest.0 = Some(digest);
         digest
     }
@@ -107,5 +118,29 @@ impl Gossip {
         self.seen
             .extend(seen.iter().filter(|id| members.contains_key(id)).copied());
         (self.seen.len() != before, self.seen.len() != seen.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_is_fnv1a_of_the_encoding() {
+        // The state digest is compared between members: it must stay the FNV-1a of the
+        // postcard encoding, however it is computed.
+        let value = (
+            vec![1_u64, 300, u64::MAX],
+            "a member",
+            BTreeSet::from([7_u32, 9]),
+        );
+        let bytes = postcard::to_allocvec(&value).expect("encodes");
+        let fnv = |basis: u64| {
+            bytes.iter().fold(basis, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let streamed = postcard::serialize_with_flavor(&value, Fnv1a(BASES.0, BASES.1));
+        assert_eq!(streamed.ok(), Some(StateDigest(fnv(BASES.0), fnv(BASES.1))));
     }
 }
