@@ -353,12 +353,8 @@ impl Simulator {
                     self.input_to(member, Input::SendApp { to, payload });
                 }
             }
-            Ev::Store => {
-                self.handle_store_event();
-            }
-            Ev::Refused { member, input } => {
-                self.input_to(member, *input);
-            }
+            Ev::Store => self.handle_store_event(),
+            Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {
                 self.input_to(
                     member,
@@ -386,9 +382,7 @@ impl Simulator {
                     self.input(member.node, Input::MembershipChanged(view));
                 }
             }
-            Ev::Client => {
-                self.client_round();
-            }
+            Ev::Client => self.client_round(),
             Ev::Fault(fault) => {
                 self.log(|| TraceEvent::Fault {
                     fault: format!("{fault:?}"),

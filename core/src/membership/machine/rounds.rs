@@ -6,7 +6,7 @@ use super::*;
 impl Membership {
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
-        let (mut unseen, mut seen) = self.gossip_targets();
+        let (mut unseen, mut seen) = self.gossip_targets(count);
         for _ in 0..count {
             let pool = if unseen.is_empty() {
                 &mut seen
@@ -28,27 +28,28 @@ impl Membership {
     }
 
     /// The reachable members other than this one and Down ones: those that have not seen the
-    /// state, and those that have (worked out again only when the state or the seen set
-    /// changed).
-    fn gossip_targets(&mut self) -> (Vec<MemberId>, Vec<MemberId>) {
+    /// state, and those that have, which a round of `count` only needs if fewer than `count`
+    /// have not (worked out again only when the state or the seen set changed).
+    fn gossip_targets(&mut self, count: usize) -> (Vec<MemberId>, Vec<MemberId>) {
         let key = (self.gossip.digest(), self.gossip.seen_digest());
-        if let Some(targets) = self.gossip_targets.as_ref().filter(|t| t.key == key) {
-            return (targets.unseen.clone(), targets.seen.clone());
+        if self.gossip_targets.as_ref().is_none_or(|t| t.key != key) {
+            let unreachable = self.gossip.unreachable_from(self.me);
+            let (unseen, seen) = self
+                .gossip
+                .members()
+                .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
+                .filter(|m| !unreachable.contains(&m.id))
+                .map(|m| m.id)
+                .partition(|m| !self.gossip.seen().contains(m));
+            self.gossip_targets = Some(GossipTargets { key, unseen, seen });
         }
-        let unreachable = self.gossip.unreachable_from(self.me);
-        let (unseen, seen): (Vec<MemberId>, Vec<MemberId>) = self
-            .gossip
-            .members()
-            .filter(|m| m.id != self.me && m.status != MemberStatus::Down)
-            .filter(|m| !unreachable.contains(&m.id))
-            .map(|m| m.id)
-            .partition(|m| !self.gossip.seen().contains(m));
-        self.gossip_targets = Some(GossipTargets {
-            key,
-            unseen: unseen.clone(),
-            seen: seen.clone(),
-        });
-        (unseen, seen)
+        let targets = self.gossip_targets.as_ref().expect("worked out above");
+        let seen = if targets.unseen.len() < count {
+            targets.seen.clone()
+        } else {
+            Vec::new()
+        };
+        (targets.unseen.clone(), seen)
     }
 
     /// This member's digests, as a round (`answer`) or a talkback.
