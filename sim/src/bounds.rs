@@ -57,6 +57,20 @@ pub(crate) fn handoff_stop(opts: &Options, settings: &ShardingSettings) -> Durat
         + store_writes(opts)
 }
 
+/// The longest one shard's move takes in a calm cluster: every acknowledgement through the
+/// owner (three hops), `HandOff` and the entities' stop, then `ShardStopped` and `HostShard`
+/// (two hops).
+pub(crate) fn handoff(opts: &Options, settings: &ShardingSettings) -> Duration {
+    hop(opts) * 6 + handoff_stop(opts, settings)
+}
+
+/// The longest one rebalance round takes in a calm cluster: until the coordinator's next tick,
+/// then the move, or the coordinator's deadline if that is shorter than the move may take
+/// (the round is then abandoned and retried).
+pub(crate) fn rebalance_round(opts: &Options, settings: &ShardingSettings) -> Duration {
+    settings.rebalance_interval + handoff(opts, settings).max(settings.handoff_timeout)
+}
+
 /// How long after it is sent a message may wait, in a cluster without faults: for its shard's
 /// handoff to finish (and the new home to start), then for its entity's passivation at the new
 /// home (and for its start to be durable, when remembering), plus the region's retry ticks and

@@ -29,6 +29,9 @@ struct Open {
     coordinators: u64,
     /// The handoff round, for the acknowledgement phase.
     round: Option<u64>,
+    /// The shard's owner runs on the coordinator's node: `HandOff` and `ShardStopped` never
+    /// reach the wire, so the move may be past the acknowledgements unseen.
+    owner_local: bool,
 }
 
 /// Which phase of a move or shutdown.
@@ -132,7 +135,7 @@ impl Stalls {
         &mut self,
         now: Instant,
         shard: ShardId,
-        owner: MemberId,
+        (coordinator, owner): (MemberId, MemberId),
         round: u64,
     ) -> Option<Stall> {
         let previous = match self.shards.get(&shard) {
@@ -142,6 +145,7 @@ impl Stalls {
         };
         let open = Open {
             round: Some(round),
+            owner_local: coordinator.node == owner.node,
             ..self.open(now)
         };
         self.shards.insert(shard, (Phase::Acking, open));
@@ -193,6 +197,7 @@ impl Stalls {
                 since: now,
                 coordinators: UNKNOWN,
                 round: None,
+                owner_local: false,
             };
             unseen.insert((Phase::Homeless, open));
             return None;
@@ -279,6 +284,19 @@ impl Stalls {
     /// The phases still open at the end of the run that have overrun their bounds.
     pub(crate) fn overdue(&self, now: Instant) -> Vec<Stall> {
         let shards = self.shards.iter().filter_map(|(shard, (phase, open))| {
+            if open.owner_local {
+                // Still acknowledging, or stopping, or re-allocating: judged against them all
+                // (mass-passivation seed 10396883038 ended with a local shard stopping). Past
+                // the coordinator's deadline the round may also have been abandoned (tight
+                // timers, seed 10396883068): a stall only if it is one either way.
+                let bound = self.bound_through(*phase, Phase::Homeless);
+                let what = "from BeginHandOff to a new home (the owner is the coordinator's node)";
+                let moving = self.judge(now, *open, bound, shard.to_string(), what);
+                if self.abandoned(*phase, open, now) {
+                    return self.judge_abandoned(*open, *shard).and(moving);
+                }
+                return moving;
+            }
             if self.abandoned(*phase, open, now) {
                 return self.judge_abandoned(*open, *shard);
             }
@@ -315,6 +333,7 @@ impl Stalls {
             since: now,
             coordinators: self.coordinators,
             round: None,
+            owner_local: false,
         }
     }
 
@@ -378,5 +397,69 @@ fn prev(phase: Phase) -> Phase {
     match phase {
         Phase::Acking | Phase::Stopping => Phase::Acking,
         Phase::Homeless => Phase::Stopping,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shoal_core::{Instant, MemberId, ShardId, ShardingSettings};
+
+    use super::Stalls;
+    use crate::options::Options;
+
+    fn member(node: u64) -> MemberId {
+        MemberId::new(node, 1)
+    }
+
+    /// Entities that ignore their stop hold a handoff until it forces them: a move whose owner
+    /// shares the coordinator's node shows nothing on the wire after `BeginHandOff`, so it is
+    /// judged against every phase it may be in; one whose `HandOff` would have been seen is
+    /// judged against the acknowledgements alone.
+    #[test]
+    fn a_move_owned_on_the_coordinators_node_is_judged_through_its_stop() {
+        let mut opts = Options::for_seed(1);
+        opts.host.ignore_stop = 0.2;
+        let settings = ShardingSettings::default();
+        let stalls = |owner: u64| {
+            let mut stalls = Stalls::new(&opts, &settings, Duration::from_secs(7));
+            let roles = (member(1), member(owner));
+            assert!(
+                stalls
+                    .begin_handoff(Instant::from_secs(100), ShardId(3), roles, 1)
+                    .is_none()
+            );
+            stalls
+        };
+        let stopping = Instant::from_secs(100 + 20);
+        assert!(stalls(1).overdue(stopping).is_empty());
+        let remote = stalls(2).overdue(stopping);
+        assert_eq!(remote.len(), 1, "{remote:?}");
+        assert!(
+            remote[0].detail.contains("the acknowledgements"),
+            "{remote:?}"
+        );
+        let stuck = stalls(1).overdue(Instant::from_secs(100 + 600));
+        assert_eq!(stuck.len(), 1, "{stuck:?}");
+    }
+
+    /// With a handoff timeout shorter than the acknowledgements may take, a round on the
+    /// coordinator's node may have been abandoned unseen: not a stall while the timeout is
+    /// legitimately short (seed 10396883068).
+    #[test]
+    fn a_local_round_past_a_short_deadline_may_have_been_abandoned() {
+        let mut opts = Options::for_seed(1);
+        opts.host.ignore_stop = 0.2;
+        let settings = ShardingSettings {
+            handoff_timeout: Duration::from_millis(1_100),
+            ..ShardingSettings::default()
+        };
+        let mut stalls = Stalls::new(&opts, &settings, Duration::from_secs(7));
+        let roles = (member(1), member(1));
+        let begun = stalls.begin_handoff(Instant::from_secs(100), ShardId(3), roles, 1);
+        assert!(begun.is_none());
+        let late = stalls.overdue(Instant::from_secs(100 + 600));
+        assert!(late.is_empty(), "{late:?}");
     }
 }

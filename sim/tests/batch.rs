@@ -192,6 +192,26 @@ fn remembering_regression_seeds() {
     );
 }
 
+/// Mass-passivation 10396883038 (a sweep from 10396881240): after store outages, six shards
+/// had to move off the coordinator's node, one rebalance round at a time, and in each an
+/// entity ignored its stop until the handoff forced it 25 s later. The simulator gave
+/// rebalancing a fixed 180 s, shorter than the protocol takes (Rebalance), so the last move
+/// was still stopping when the run judged remembering (its entities not running) and the
+/// stalls (its acknowledgement phase, whose `HandOff` stayed on the coordinator's node, judged
+/// alone). The core was right; the checks now allow rounds while each lowers the imbalance,
+/// and judge a move owned on the coordinator's node against every phase it may be in.
+#[test]
+fn rebalancing_rounds_held_by_ignored_stops_regression() {
+    assert_holds(
+        Options::for_seed(10_396_883_038),
+        &[
+            "rebalancing converged after its first deadline, round by round",
+            "an entity that ignored its stop was forced",
+            "every remembered entity ran again after healing",
+        ],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {

@@ -234,7 +234,8 @@ impl Simulator {
                     shard: shard.to_string(),
                     owner: owner.to_string(),
                 });
-                let stall = self.stalls.begin_handoff(self.now, *shard, *owner, *round);
+                let roles = (envelope.from, *owner);
+                let stall = self.stalls.begin_handoff(self.now, *shard, roles, *round);
                 self.stall(stall);
             }
             Some(shoal_core::Body::HostShard { shard, .. }) => {
