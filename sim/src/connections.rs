@@ -5,10 +5,20 @@
 
 use shoal_core::MemberId;
 
-/// (receiver, sender) pairs, by the receiver's address.
+/// (receiver, sender) pairs, by the receiver's address, each packed into one sorted integer
+/// (see [`pair_key`]): a lookup is a binary search over plain integers.
 #[derive(Debug, Default)]
 pub(crate) struct Connections {
-    by_receiver: Vec<Vec<(MemberId, MemberId)>>,
+    by_receiver: Vec<Vec<u128>>,
+}
+
+/// The receiver's incarnation, the sender's address and the sender's incarnation, in one key
+/// (the receiver's address is the list's index). Simulated incarnations are small.
+fn pair_key(receiver: MemberId, sender: MemberId) -> u128 {
+    let small = |n: u64| u128::from(u32::try_from(n).expect("simulated incarnations are small"));
+    small(receiver.incarnation.0) << 96
+        | u128::from(sender.node.0) << 32
+        | small(sender.incarnation.0)
 }
 
 impl Connections {
@@ -19,8 +29,9 @@ impl Connections {
             self.by_receiver.resize_with(i + 1, Vec::new);
         }
         let pairs = &mut self.by_receiver[i];
-        if let Err(at) = pairs.binary_search(&(receiver, sender)) {
-            pairs.insert(at, (receiver, sender));
+        let key = pair_key(receiver, sender);
+        if let Err(at) = pairs.binary_search(&key) {
+            pairs.insert(at, key);
         }
     }
 
@@ -29,7 +40,7 @@ impl Connections {
         let i = usize::try_from(receiver.node.0).unwrap_or(usize::MAX);
         self.by_receiver
             .get(i)
-            .is_some_and(|pairs| pairs.binary_search(&(receiver, sender)).is_ok())
+            .is_some_and(|pairs| pairs.binary_search(&pair_key(receiver, sender)).is_ok())
     }
 }
 

@@ -9,6 +9,7 @@
 //! address; the first reachable member if there is none) move members along:
 //! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -119,6 +120,13 @@ pub struct Gossip {
     digest: DigestCache,
 }
 
+/// Whether a merge's members and removed set equal each side's.
+#[derive(Clone, Copy, Debug)]
+struct Likeness {
+    ours: bool,
+    theirs: bool,
+}
+
 /// What receiving a gossip did to the local state.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub(crate) enum Received {
@@ -180,18 +188,41 @@ impl Gossip {
             && self.reachability == other.reachability
     }
 
-    /// The merge of both states (seen set empty). Where the merge equals one side's members
-    /// or removed set, it shares that side's (so the comparisons that follow are by pointer).
-    fn merge(&self, other: &Self) -> Self {
-        let removed = if other.removed.is_subset(&self.removed) {
-            Arc::clone(&self.removed)
+    /// The merge of both states (seen set empty), and whether its members and removed set
+    /// equal ours and theirs. Where the merge equals one side's members or removed set, it
+    /// shares that side's (so the comparisons that follow are by pointer).
+    fn merge(&self, other: &Self) -> (Self, Likeness) {
+        let (removed, mut like) = if other.removed.is_subset(&self.removed) {
+            let same = self.removed.is_subset(&other.removed);
+            (
+                Arc::clone(&self.removed),
+                Likeness {
+                    ours: true,
+                    theirs: same,
+                },
+            )
         } else if self.removed.is_subset(&other.removed) {
-            Arc::clone(&other.removed)
+            (
+                Arc::clone(&other.removed),
+                Likeness {
+                    ours: false,
+                    theirs: true,
+                },
+            )
         } else {
-            Arc::new(self.removed.union(&other.removed).copied().collect())
+            let union = self.removed.union(&other.removed).copied().collect();
+            (
+                Arc::new(union),
+                Likeness {
+                    ours: false,
+                    theirs: false,
+                },
+            )
         };
-        let (mut like_ours, mut like_theirs) = (true, true);
-        let mut merged = Vec::with_capacity(self.members.len().max(other.members.len()));
+        // Members equal on both sides (nearly all, between states a few changes apart) are
+        // borrowed, not cloned: only a merged member is new.
+        let mut merged: Vec<(MemberId, Cow<'_, GossipMember>)> =
+            Vec::with_capacity(self.members.len().max(other.members.len()));
         let (mut ours, mut theirs) = (
             self.members.iter().peekable(),
             other.members.iter().peekable(),
@@ -218,26 +249,41 @@ impl Gossip {
                 }
             };
             if removed.contains(&id) {
-                like_ours &= a.is_none();
-                like_theirs &= b.is_none();
+                like.ours &= a.is_none();
+                like.theirs &= b.is_none();
                 continue;
             }
             let member = match (a, b) {
-                (Some(a), Some(b)) => a.merge(b),
-                (Some(a), None) => a.clone(),
-                (None, Some(b)) => b.clone(),
+                (Some(a), Some(b)) if a == b => Cow::Borrowed(a),
+                (Some(a), Some(b)) => {
+                    let m = a.merge(b);
+                    like.ours &= m == *a;
+                    like.theirs &= m == *b;
+                    Cow::Owned(m)
+                }
+                (Some(a), None) => {
+                    like.theirs = false;
+                    Cow::Borrowed(a)
+                }
+                (None, Some(b)) => {
+                    like.ours = false;
+                    Cow::Borrowed(b)
+                }
                 (None, None) => continue,
             };
-            like_ours &= a == Some(&member);
-            like_theirs &= b == Some(&member);
             merged.push((id, member));
         }
-        let members = if like_ours {
+        let members = if like.ours {
             Arc::clone(&self.members)
-        } else if like_theirs {
+        } else if like.theirs {
             Arc::clone(&other.members)
         } else {
-            Arc::new(merged.into_iter().collect())
+            Arc::new(
+                merged
+                    .into_iter()
+                    .map(|(id, m)| (id, m.into_owned()))
+                    .collect(),
+            )
         };
         let mut g = Self {
             members,
@@ -247,7 +293,7 @@ impl Gossip {
             digest: DigestCache::default(),
         };
         g.prune();
-        g
+        (g, like)
     }
 
     /// Drops what refers to members that are gone.
@@ -265,10 +311,13 @@ impl Gossip {
             self.seen.insert(me);
             return Received::Same;
         }
-        let merged = self.merge(&remote);
-        let (outcome, mut next) = if merged.same_state(&remote) {
+        let (merged, like) = self.merge(&remote);
+        // The merge equals a side when its members, removed set and reachability do (the
+        // first two are known from the merge: comparing whole member maps again would cost
+        // as much as the merge).
+        let (outcome, mut next) = if like.theirs && merged.reachability == remote.reachability {
             (Received::Newer, remote)
-        } else if merged.same_state(self) {
+        } else if like.ours && merged.reachability == self.reachability {
             (Received::Older, std::mem::take(self))
         } else {
             (Received::Merged, merged)

@@ -100,7 +100,17 @@ fn merging_is_a_join_later_statuses_and_tombstones_win() {
     let mut old = base.clone();
     assert_eq!(old.receive(m(2), c.clone()), Received::Newer);
     assert!(old.is_removed(m(3)) && old.member(m(3)).is_none());
-    assert_eq!(c.receive(m(1), base), Received::Older);
+    assert_eq!(c.receive(m(1), base.clone()), Received::Older);
+
+    // Removed sets that each hold what the other lacks merge into their union.
+    let mut d = base.clone();
+    Arc::make_mut(&mut d.removed).insert(m(9));
+    let mut both = c.clone();
+    assert_eq!(both.receive(m(1), d.clone()), Received::Merged);
+    assert!(both.is_removed(m(3)) && both.is_removed(m(9)));
+    // A state that only lacks a removal of ours is older, whoever's members are shared.
+    let mut e = d.clone();
+    assert_eq!(e.receive(m(1), base), Received::Older);
 }
 
 #[test]

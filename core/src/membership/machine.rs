@@ -68,6 +68,10 @@ pub(crate) struct Membership {
     /// for the (state, seen) digests they were worked out for: a round every second would
     /// otherwise look at every member.
     gossip_targets: Option<GossipTargets>,
+    /// Whom heartbeats go to (the monitored members and those this member observes
+    /// unreachable), for the state digest they were worked out for: the ring of every member
+    /// is hashed and sorted, which a round every second would otherwise do for nothing.
+    heartbeat_receivers: Option<(StateDigest, Vec<MemberId>)>,
 }
 
 /// Whom a gossip round may go to, as worked out for the (state, seen) digests `key`.
@@ -127,6 +131,7 @@ impl Membership {
             dirty: true,
             leader_idle: None,
             gossip_targets: None,
+            heartbeat_receivers: None,
             settings,
         }
     }

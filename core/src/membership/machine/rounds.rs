@@ -65,21 +65,13 @@ impl Membership {
     /// their return); updates reachability from the detectors. Down members are monitored too:
     /// they are removed once they are unreachable (stopped), which only a detector can tell.
     pub(super) fn heartbeat(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        let members: Vec<MemberId> = self.gossip.members().map(|m| m.id).collect();
-        let mut receivers: BTreeSet<MemberId> =
-            monitored(self.me, &members, self.settings.monitored_by)
-                .into_iter()
-                .collect();
-        receivers.extend(
-            members
-                .iter()
-                .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
-        );
+        let (state, receivers) = self.heartbeat_receivers();
         let settings = &self.settings.failure_detector;
-        self.detectors.retain(|m, _| receivers.contains(m));
+        self.detectors
+            .retain(|m, _| receivers.binary_search(m).is_ok());
         let expect_by = now + self.settings.heartbeat_interval + settings.first_heartbeat_estimate;
         let mut changed = false;
-        for &r in &receivers {
+        for &r in receivers.iter() {
             let (detector, first_due) = self
                 .detectors
                 .entry(r)
@@ -104,8 +96,29 @@ impl Membership {
             };
             out.send_cluster(r, probe);
         }
+        self.heartbeat_receivers = Some((state, receivers));
         if changed {
             self.after_change(now, rng, out);
         }
+    }
+
+    /// The monitored members and those this member observes unreachable, sorted (worked out
+    /// again only when the state changed: both depend on nothing else).
+    fn heartbeat_receivers(&mut self) -> (StateDigest, Vec<MemberId>) {
+        let state = self.gossip.digest();
+        if let Some(cached) = self.heartbeat_receivers.take().filter(|(k, _)| *k == state) {
+            return cached;
+        }
+        let members: Vec<MemberId> = self.gossip.members().map(|m| m.id).collect();
+        let mut receivers: BTreeSet<MemberId> =
+            monitored(self.me, &members, self.settings.monitored_by)
+                .into_iter()
+                .collect();
+        receivers.extend(
+            members
+                .iter()
+                .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
+        );
+        (state, receivers.into_iter().collect())
     }
 }
