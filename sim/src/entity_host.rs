@@ -99,6 +99,10 @@ impl EntityHost {
 
     /// Whether the node told the host to stop `member`'s running incarnation of `entity`.
     pub(crate) fn stop_requested(&self, member: MemberId, entity: &EntityId) -> bool {
+        // Asked for every delivery: most of the time no stop is under way anywhere.
+        if self.ignored_stops.is_empty() && self.pending_stops.is_empty() {
+            return false;
+        }
         let Some(key) = self.running(member, entity) else {
             return false;
         };

@@ -177,6 +177,7 @@ impl Gossip {
     }
 
     /// The state without the seen set: what two gossips compare on.
+    #[cfg(test)]
     fn same_state(&self, other: &Self) -> bool {
         // Both digests known (a gossip cloned in-process carries its cache): they decide, as
         // they do in every digest exchange between members.
@@ -306,21 +307,23 @@ impl Gossip {
 
     /// Takes in `remote`, received by `me`.
     pub(crate) fn receive(&mut self, me: MemberId, remote: Self) -> Received {
-        if self.same_state(&remote) {
-            self.seen.extend(remote.seen.set().iter().copied());
-            self.seen.insert(me);
-            return Received::Same;
+        // Known digests decide at once; otherwise the merge tells (comparing whole member
+        // maps first would cost as much as the merge, which a different state needs anyway).
+        let known = match (self.digest.0, remote.digest.0) {
+            (Some(ours), Some(theirs)) => Some(ours == theirs),
+            _ => None,
+        };
+        if known == Some(true) {
+            return self.adopt_seen(me, &remote);
         }
         let (merged, like) = self.merge(&remote);
-        // The merge equals a side when its members, removed set and reachability do (the
-        // first two are known from the merge: comparing whole member maps again would cost
-        // as much as the merge).
-        let (outcome, mut next) = if like.theirs && merged.reachability == remote.reachability {
-            (Received::Newer, remote)
-        } else if like.ours && merged.reachability == self.reachability {
-            (Received::Older, std::mem::take(self))
-        } else {
-            (Received::Merged, merged)
+        let theirs = like.theirs && merged.reachability == remote.reachability;
+        let ours = like.ours && merged.reachability == self.reachability;
+        let (outcome, mut next) = match (ours, theirs) {
+            (true, true) => return self.adopt_seen(me, &remote),
+            (_, true) => (Received::Newer, remote),
+            (true, false) => (Received::Older, std::mem::take(self)),
+            (false, false) => (Received::Merged, merged),
         };
         if outcome == Received::Merged {
             next.seen.clear();
@@ -332,6 +335,13 @@ impl Gossip {
         }
         *self = next;
         outcome
+    }
+
+    /// `remote` holds this same state: only the seen sets combine.
+    fn adopt_seen(&mut self, me: MemberId, remote: &Self) -> Received {
+        self.seen.extend(remote.seen.set().iter().copied());
+        self.seen.insert(me);
+        Received::Same
     }
 
     /// A local change: the state is new, seen only by `me`.

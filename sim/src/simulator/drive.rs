@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{Envelope, Input, MemberId, NodeId, Transmit, codec};
+use shoal_core::{ClusterMessage, Envelope, Input, MemberId, Message, NodeId, Transmit, codec};
 
 use crate::check::Property;
 use crate::events::Ev;
@@ -199,16 +199,25 @@ impl Simulator {
         }
         // Test builds (the default batch) encode and decode every message and check the round
         // trip. Release builds (sweeps, the bench) measure control messages' frames, whose size
-        // grows with the cluster, so one that does not fit a frame fails the run; they skip forwarded
-        // entity messages, whose frames cannot outgrow the cap (the core refuses payloads over
-        // `max_payload_size`, a quarter of it) and are most of the traffic.
+        // grows with the cluster, so one that does not fit a frame fails the run; they skip
+        // those whose frames cannot outgrow the cap: forwarded entity messages (the core refuses
+        // payloads over `max_payload_size`, a quarter of it) and the fixed-size heartbeats and
+        // gossip digests, which together are most of the traffic.
         let body = envelope.message.body();
-        let is_forward = matches!(body, Some(shoal_core::Body::Forward { .. }));
+        let bounded = matches!(body, Some(shoal_core::Body::Forward { .. }))
+            || matches!(
+                &envelope.message,
+                Message::Cluster(
+                    ClusterMessage::Heartbeat { .. }
+                        | ClusterMessage::HeartbeatRsp { .. }
+                        | ClusterMessage::GossipStatus { .. }
+                )
+            );
         if cfg!(debug_assertions) {
             let frame = codec::encode(&envelope).expect("core messages fit in a frame");
             let decoded = codec::decode(&frame).expect("frames decode");
             assert_eq!(decoded, envelope, "the codec round-trips every message");
-        } else if !is_forward {
+        } else if !bounded {
             // Only the size matters here: measured without writing the frame.
             codec::frame_len(&envelope).expect("core messages fit in a frame");
         }
