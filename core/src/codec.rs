@@ -2,7 +2,8 @@
 //! Decoding arbitrary bytes never panics; anything unexpected is a [`CodecError`].
 
 use crate::error::CodecError;
-use crate::message::{Body, Envelope};
+use crate::membership::ClusterMessage;
+use crate::message::{Body, Envelope, Message};
 
 /// The protocol version this build speaks; the first byte of every frame.
 /// Version 2 added `Envelope::seq` (link sequence numbers); version 3 the entity types each
@@ -46,9 +47,25 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
 /// # Errors
 /// As [`encode`]: [`CodecError::TooLarge`] if the frame would exceed [`MAX_FRAME_LEN`].
 pub fn frame_len(envelope: &Envelope) -> Result<usize, CodecError> {
-    let size = postcard::ser_flavors::Size::default();
-    let len = 1 + postcard::serialize_with_flavor(envelope, size)
-        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    let size = |envelope: &Envelope| {
+        let size = postcard::ser_flavors::Size::default();
+        postcard::serialize_with_flavor(envelope, size)
+            .map_err(|e| CodecError::Malformed(e.to_string()))
+    };
+    let len = 1 + match &envelope.message {
+        // A full gossip whose digest is known knows its length: the envelope around it is
+        // measured with a bodiless message in its place (both variant tags take one byte).
+        Message::Cluster(ClusterMessage::Gossip(gossip) | ClusterMessage::Welcome(gossip))
+            if gossip.encoded_len().is_some() =>
+        {
+            let around = Envelope {
+                message: Message::Cluster(ClusterMessage::InitJoinAck),
+                ..*envelope
+            };
+            size(&around)? + gossip.encoded_len().unwrap_or_default()
+        }
+        _ => size(envelope)?,
+    };
     if len > MAX_FRAME_LEN {
         return Err(CodecError::TooLarge(len));
     }

@@ -103,21 +103,21 @@ impl Coordinator {
                 );
             }
         }
-        self.report_gate(gate, out);
+        self.report_gate(&gate, out);
     }
 
     /// Tells the application what allocation waits for, when requests wait and that changed.
-    pub(super) fn report_gate(&mut self, gate: AllocationGate, out: &mut Effects) {
+    pub(super) fn report_gate(&mut self, gate: &AllocationGate, out: &mut Effects) {
         if self.gate_open
             || !self.has_waiting_requests()
-            || self.reported_gate.as_ref() == Some(&gate)
+            || self.reported_gate.as_ref() == Some(gate)
         {
             return;
         }
         self.reported_gate = Some(gate.clone());
         out.event(Event::AllocationWaiting {
             entity_type: self.entity_type.clone(),
-            gate,
+            gate: gate.clone(),
             shards: self.waiting.keys().copied().collect(),
         });
     }

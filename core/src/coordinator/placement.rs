@@ -10,7 +10,7 @@ use crate::coordinator::Coordinator;
 use crate::effect::Effects;
 use crate::id::{MemberId, ShardId};
 use crate::membership::{MemberStatus, MembershipView};
-use crate::message::Body;
+use crate::message::{AllocationGate, Body};
 use crate::time::Instant;
 
 impl Coordinator {
@@ -72,8 +72,11 @@ impl Coordinator {
 
     /// Answers requests that were waiting, now that something changed.
     pub(super) fn serve_waiting(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        // Nothing the gate depends on changes during the pass: it is worked out once (every
+        // shard of a large cluster's start may wait, and the gate looks at every member).
+        let mut gate = None;
         for (shard, requesters) in std::mem::take(&mut self.waiting) {
-            self.answer_or_defer(now, view, shard, requesters, out);
+            self.answer_or_defer_with(now, view, shard, requesters, &mut gate, out);
         }
     }
 
@@ -87,6 +90,19 @@ impl Coordinator {
         view: &MembershipView,
         shard: ShardId,
         requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
+        self.answer_or_defer_with(now, view, shard, requesters, &mut None, out);
+    }
+
+    /// [`Coordinator::answer_or_defer`], with the gate as worked out earlier in the same pass.
+    fn answer_or_defer_with(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        shard: ShardId,
+        requesters: BTreeSet<MemberId>,
+        gate: &mut Option<AllocationGate>,
         out: &mut Effects,
     ) {
         if let Some(handoff) = self.handoffs.get_mut(&shard) {
@@ -105,7 +121,7 @@ impl Coordinator {
                 let first = !self.waiting.contains_key(&shard);
                 self.waiting.entry(shard).or_default().extend(requesters);
                 if first {
-                    let gate = self.gate(view);
+                    let gate = gate.get_or_insert_with(|| self.gate(view));
                     self.report_gate(gate, out);
                 }
             }

@@ -298,11 +298,14 @@ impl Gossip {
     }
 
     /// Drops what refers to members that are gone.
-    fn prune(&mut self) {
+    /// Whether the state changed (the seen set is not part of it).
+    fn prune(&mut self) -> bool {
         let members = &self.members;
-        self.reachability
+        let changed = self
+            .reachability
             .retain_members(|id| members.contains_key(id));
         self.seen.retain(|id| members.contains_key(id));
+        changed
     }
 
     /// Takes in `remote`, received by `me`.
@@ -329,9 +332,16 @@ impl Gossip {
             next.seen.clear();
         }
         next.seen.insert(me);
-        next.prune();
-        if outcome != Received::Older {
+        let pruned = next.prune();
+        // A newer state adopted as it came keeps the digest it came with (a gossip cloned
+        // in-process carries it): the state is the same.
+        if outcome == Received::Merged || (outcome == Received::Newer && pruned) {
             next.digest = DigestCache::default();
+        } else if cfg!(debug_assertions) {
+            if let Some(kept) = next.digest.0 {
+                next.digest = DigestCache::default();
+                assert_eq!(next.digest(), kept, "a kept digest is the state's");
+            }
         }
         *self = next;
         outcome

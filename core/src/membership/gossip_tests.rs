@@ -221,3 +221,42 @@ fn the_leader_waits_for_enough_members_of_each_role() {
     assert!(g.leader_actions(m(1), 1, &min).is_some());
     assert!(g.members().all(|m| m.status == MemberStatus::Up));
 }
+
+/// A full gossip whose digest is known is measured from the length counted with the digest;
+/// the frame it measures is the frame `encode` writes, with or without the digest, for both
+/// messages that carry a state, whatever the seen set and link number.
+#[test]
+fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
+    use crate::codec::{encode, frame_len};
+    use crate::membership::ClusterMessage;
+    use crate::message::{Envelope, Message};
+
+    let mut g = three_up();
+    Arc::make_mut(&mut g.removed).insert(m(9));
+    for seen in [vec![], vec![m(1)], vec![m(1), m(2), m(3)]] {
+        g.seen = seen.into_iter().collect::<BTreeSet<_>>().into();
+        for digest_known in [false, true] {
+            let mut state = g.clone();
+            if digest_known {
+                state.digest();
+                assert!(state.encoded_len().is_some());
+            } else {
+                assert_eq!(state.encoded_len(), None);
+            }
+            let messages = [
+                ClusterMessage::Gossip(Box::new(state.clone())),
+                ClusterMessage::Welcome(Box::new(state)),
+            ];
+            for (message, seq) in messages.into_iter().zip([1, 300_000]) {
+                let envelope = Envelope {
+                    from: m(1),
+                    to: m(2),
+                    seq,
+                    message: Message::Cluster(message),
+                };
+                let written = encode(&envelope).expect("fits").len();
+                assert_eq!(frame_len(&envelope), Ok(written), "{envelope:?}");
+            }
+        }
+    }
+}

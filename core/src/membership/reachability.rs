@@ -75,11 +75,16 @@ impl Reachability {
     }
 
     /// Forgets rows of observers, and observations of subjects, that are not in `members`.
-    pub(crate) fn retain_members(&mut self, is_member: impl Fn(&MemberId) -> bool) {
+    pub(crate) fn retain_members(&mut self, is_member: impl Fn(&MemberId) -> bool) -> bool {
+        let rows = self.rows.len();
         self.rows.retain(|observer, _| is_member(observer));
+        let mut dropped = self.rows.len() != rows;
         for row in self.rows.values_mut() {
+            let subjects = row.unreachable.len();
             row.unreachable.retain(|subject| is_member(subject));
+            dropped |= row.unreachable.len() != subjects;
         }
+        dropped
     }
 }
 

@@ -17,9 +17,10 @@ use crate::id::MemberId;
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct StateDigest(pub u64, pub u64);
 
-/// A cached [`StateDigest`]: not part of the state, so any two caches compare equal.
+/// A cached [`StateDigest`], with the length of the state's encoding it was taken over: not
+/// part of the state, so any two caches compare equal.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct DigestCache(pub(super) Option<StateDigest>);
+pub(super) struct DigestCache(pub(super) Option<StateDigest>, usize);
 
 impl PartialEq for DigestCache {
     fn eq(&self, _: &Self) -> bool {
@@ -34,20 +35,21 @@ const BASES: (u64, u64) = (0xcbf2_9ce4_8422_2325, 0x6c62_272e_07bb_0142);
 
 /// Two 64-bit FNV-1a hashes of the bytes a postcard serializer writes, taken as they are
 /// written (a large cluster's state is not copied into a buffer to be hashed): stable across
-/// builds and platforms, as anything compared between members must be.
-struct Fnv1a(u64, u64);
+/// builds and platforms, as anything compared between members must be. Counts the bytes too.
+struct Fnv1a(u64, u64, usize);
 
 impl postcard::ser_flavors::Flavor for Fnv1a {
-    type Output = StateDigest;
+    type Output = (StateDigest, usize);
 
     fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
         let mix = |h: u64| (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
         (self.0, self.1) = (mix(self.0), mix(self.1));
+        self.2 += 1;
         Ok(())
     }
 
-    fn finalize(self) -> postcard::Result<StateDigest> {
-        Ok(StateDigest(self.0, self.1))
+    fn finalize(self) -> postcard::Result<(StateDigest, usize)> {
+        Ok((StateDigest(self.0, self.1), self.2))
     }
 }
 
@@ -71,10 +73,22 @@ impl Gossip {
         let state = (&self.members, &self.removed, &self.reachability);
         // Serializing these types cannot fail; the digest of no bytes would only make every
         // status exchange fall back to full gossip.
-        let digest = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1))
-            .unwrap_or(StateDigest(BASES.0, BASES.1));
-        self.digest.0 = Some(digest);
+        let (digest, len) = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1, 0))
+            .unwrap_or((StateDigest(BASES.0, BASES.1), 0));
+        self.digest = DigestCache(Some(digest), len);
         digest
+    }
+
+    /// The length of this gossip's encoding, if its digest is known (the state's length was
+    /// counted with it; only the seen set is measured): hosts that measure frames without
+    /// building them (`codec::frame_len`) need not walk a large cluster's state again.
+    pub(crate) fn encoded_len(&self) -> Option<usize> {
+        let DigestCache(Some(_), state) = self.digest else {
+            return None;
+        };
+        let seen =
+            postcard::serialize_with_flavor(&self.seen, postcard::ser_flavors::Size::default());
+        seen.ok().map(|seen| state + seen)
     }
 
     /// A digest of the seen set.
@@ -140,7 +154,12 @@ mod tests {
                 (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
             })
         };
-        let streamed = postcard::serialize_with_flavor(&value, Fnv1a(BASES.0, BASES.1));
-        assert_eq!(streamed.ok(), Some(StateDigest(fnv(BASES.0), fnv(BASES.1))));
+        let streamed = postcard::serialize_with_flavor(&value, Fnv1a(BASES.0, BASES.1, 0));
+        let expected = (StateDigest(fnv(BASES.0), fnv(BASES.1)), bytes.len());
+        assert_eq!(
+            streamed.ok(),
+            Some(expected),
+            "the digest, and the bytes counted"
+        );
     }
 }
