@@ -260,3 +260,23 @@ fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
         }
     }
 }
+
+/// In-process copies of a state share one member map; the merge skips joining a map with
+/// itself, but not when the other side removed one of its members.
+#[test]
+fn a_shared_member_map_still_loses_a_member_the_other_side_removed() {
+    let base = three_up();
+    let mut same = base.clone();
+    same.reachability = Reachability::default();
+    let mut removing = base.clone();
+    Arc::make_mut(&mut removing.removed).insert(m(3));
+    assert!(
+        Arc::ptr_eq(&removing.members, &base.members),
+        "still shared"
+    );
+    let mut mine = base.clone();
+    assert_eq!(mine.receive(m(1), removing), Received::Merged);
+    assert!(mine.member(m(3)).is_none() && mine.is_removed(m(3)));
+    let mut again = base;
+    assert_eq!(again.receive(m(1), same), Received::Same);
+}

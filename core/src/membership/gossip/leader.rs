@@ -22,16 +22,19 @@ impl Gossip {
     /// Leaving, else the first reachable member.
     pub(crate) fn leader(&self, me: MemberId) -> Option<MemberId> {
         let unreachable = self.unreachable();
-        let candidates: Vec<&GossipMember> = self
+        let mut first = None;
+        // Asked after every change: stops at the first Up member rather than listing all.
+        for m in self
             .members
             .values()
             .filter(|m| m.id == me || !unreachable.contains(&m.id))
-            .collect();
-        candidates
-            .iter()
-            .find(|m| matches!(m.status, MemberStatus::Up | MemberStatus::Leaving))
-            .or_else(|| candidates.first())
-            .map(|m| m.id)
+        {
+            if matches!(m.status, MemberStatus::Up | MemberStatus::Leaving) {
+                return Some(m.id);
+            }
+            first.get_or_insert(m.id);
+        }
+        first
     }
 
     /// The leader's moves at convergence: Joining → Up (once `min_members` are known, and
