@@ -407,8 +407,11 @@ impl Node {
         // have hosted shards a new coordinator has not heard of.
         let mut exited = BTreeSet::new();
         let mut removed = Vec::new();
+        // Both views are sorted by id: one walk finds the members gone.
+        let mut current = view.members().iter().map(|m| m.id).peekable();
         for old in self.view.members() {
-            if view.member(old.id).is_some() {
+            while current.next_if(|id| *id < old.id).is_some() {}
+            if current.peek() == Some(&old.id) {
                 continue;
             }
             self.known_removed.insert(old.id);

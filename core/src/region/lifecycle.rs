@@ -32,8 +32,9 @@ impl Region {
             None if self.seen_self => return self.terminate(view, out),
             None => {}
         }
-        self.members = view.members().iter().map(|m| m.id).collect();
-        self.homes.retain(|_, home| self.members.contains(home));
+        // The view itself (shared), not a set built from it for every change.
+        self.members = view.clone();
+        self.homes.retain(|_, home| view.member(*home).is_some());
         let expected = view.coordinator_of(&self.entity_type, self.role.as_deref());
         if expected != self.registration.coordinator {
             // Homes elsewhere are the old coordinator's word. The new one hands shards off

@@ -19,7 +19,7 @@ mod query;
 mod remembering;
 mod shard_table;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{EntityTypeConfig, ShardingSettings};
@@ -27,6 +27,7 @@ use crate::effect::{DeadLetterReason, Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
 use crate::letter::{Delivery, Letter};
+use crate::membership::MembershipView;
 use crate::message::Body;
 use crate::node::RouteCounts;
 use crate::remember::RememberSettings;
@@ -94,8 +95,8 @@ pub(crate) struct Region {
     lifecycle: Lifecycle,
     /// Set once this member appeared in a view, so that its later absence means removal.
     seen_self: bool,
-    /// Members of the latest view: homes are only ever cached on one of them.
-    members: BTreeSet<MemberId>,
+    /// The latest view: homes are only ever cached on one of its members.
+    members: MembershipView,
     /// Queries asked of other members for the application, awaiting their answer.
     queries: PendingQueries,
 }
@@ -142,7 +143,7 @@ impl Region {
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
             seen_self: false,
-            members: BTreeSet::new(),
+            members: MembershipView::default(),
             queries: PendingQueries::default(),
         }
     }
