@@ -302,8 +302,8 @@ impl Gossip {
         (g, like)
     }
 
-    /// Drops what refers to members that are gone.
-    /// Whether the state changed (the seen set is not part of it).
+    /// Drops what refers to members that are gone; whether the state changed (the seen set is
+    /// not part of it).
     fn prune(&mut self) -> bool {
         let members = &self.members;
         let changed = self
@@ -339,8 +339,8 @@ impl Gossip {
         next.seen.insert(me);
         let pruned = next.prune();
         // A newer state adopted as it came keeps the digest it came with (a gossip cloned
-        // in-process carries it): the state is the same.
-        if outcome == Received::Merged || (outcome == Received::Newer && pruned) {
+        // in-process carries it), and an older one ours: the state is the same.
+        if outcome == Received::Merged || pruned {
             next.digest = DigestCache::default();
         } else if cfg!(debug_assertions) {
             if let Some(kept) = next.digest.0 {

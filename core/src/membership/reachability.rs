@@ -74,7 +74,8 @@ impl Reachability {
         Self { rows }
     }
 
-    /// Forgets rows of observers, and observations of subjects, that are not in `members`.
+    /// Forgets rows of observers, and observations of subjects, that are not in `members`;
+    /// whether it forgot anything.
     pub(crate) fn retain_members(&mut self, is_member: impl Fn(&MemberId) -> bool) -> bool {
         let rows = self.rows.len();
         self.rows.retain(|observer, _| is_member(observer));
