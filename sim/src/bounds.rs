@@ -57,11 +57,25 @@ pub(crate) fn handoff_stop(opts: &Options, settings: &ShardingSettings) -> Durat
         + store_writes(opts)
 }
 
-/// The longest one shard's move takes in a calm cluster: every acknowledgement through the
-/// owner (three hops), `HandOff` and the entities' stop, then `ShardStopped` and `HostShard`
-/// (two hops).
+/// A move's acknowledgements: every region's travels through the owner (three hops).
+pub(crate) fn handoff_acks(opts: &Options) -> Duration {
+    hop(opts) * 3
+}
+
+/// From `HandOff` to the owner's `ShardStopped`: the hop, then the entities' stop.
+pub(crate) fn handoff_stopping(opts: &Options, settings: &ShardingSettings) -> Duration {
+    handoff_stop(opts, settings) + hop(opts)
+}
+
+/// From the owner's `ShardStopped` to a new home: `ShardStopped` to the coordinator, then
+/// `HostShard` to the new home (two hops).
+pub(crate) fn rehoming(opts: &Options) -> Duration {
+    hop(opts) * 2
+}
+
+/// The longest one shard's move takes in a calm cluster: its three phases.
 pub(crate) fn handoff(opts: &Options, settings: &ShardingSettings) -> Duration {
-    hop(opts) * 6 + handoff_stop(opts, settings)
+    handoff_acks(opts) + handoff_stopping(opts, settings) + rehoming(opts)
 }
 
 /// The longest one rebalance round takes in a calm cluster: until the coordinator's next tick,

@@ -93,17 +93,14 @@ struct Bounds {
 impl Stalls {
     pub(crate) fn new(opts: &Options, settings: &ShardingSettings, stable_after: Duration) -> Self {
         let hop = bounds::hop(opts);
-        let stop = bounds::handoff_stop(opts, settings);
         // Joins, leaves and coordinator moves spread by gossip (a round a second) before
         // regions (re-)register, with a registration backoff of up to `retry_interval`.
         let spread = Duration::from_secs(6) + settings.retry_interval;
         let bounds = Bounds {
-            // Every region's acknowledgement travels through the owner: three hops.
-            acking: hop * 3,
-            stopping: stop + hop,
-            // `ShardStopped` to the coordinator, `HostShard` to the new home.
-            homeless: hop * 2,
-            shutdown: spread + hop * 6 + stop,
+            acking: bounds::handoff_acks(opts),
+            stopping: bounds::handoff_stopping(opts, settings),
+            homeless: bounds::rehoming(opts),
+            shutdown: spread + bounds::handoff(opts, settings),
         };
         Self {
             shards: BTreeMap::new(),

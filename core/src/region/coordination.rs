@@ -222,7 +222,7 @@ impl Region {
             }
             return Handled::Accepted;
         }
-        if self.members.member(region).is_none() {
+        if self.view.member(region).is_none() {
             // A home on a member this region's view does not (or no longer) hold, e.g. a
             // crashed incarnation the coordinator has not noticed yet: forwarding there would
             // lose messages. Keep them buffered; the retry tick asks again.

@@ -33,7 +33,7 @@ impl Region {
             None => {}
         }
         // The view itself (shared), not a set built from it for every change.
-        self.members = view.clone();
+        self.view = view.clone();
         self.homes.retain(|_, home| view.member(*home).is_some());
         let expected = view.coordinator_of(&self.entity_type, self.role.as_deref());
         if expected != self.registration.coordinator {

@@ -96,7 +96,7 @@ pub(crate) struct Region {
     /// Set once this member appeared in a view, so that its later absence means removal.
     seen_self: bool,
     /// The latest view: homes are only ever cached on one of its members.
-    members: MembershipView,
+    view: MembershipView,
     /// Queries asked of other members for the application, awaiting their answer.
     queries: PendingQueries,
 }
@@ -143,7 +143,7 @@ impl Region {
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
             seen_self: false,
-            members: MembershipView::default(),
+            view: MembershipView::default(),
             queries: PendingQueries::default(),
         }
     }
