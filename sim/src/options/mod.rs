@@ -294,6 +294,8 @@ pub struct Remember {
     /// Share of store requests that take 50–500 ms instead of 1–5 ms.
     pub tail_rate: f64,
     /// Windows `(start, length)` from the start of the run in which the store is unavailable.
+    /// One may outlast the fault phase; one that would begin after it (at or past `duration`)
+    /// never happens, since healing ends every fault.
     pub outages: Vec<(Duration, Duration)>,
 }
 

@@ -171,7 +171,10 @@ impl Simulator {
             views_changed: 0,
             invariants_broken: BTreeSet::new(),
             scratch: Vec::new(),
-            remembering: opts.remember.as_ref().map(|r| Remembering::new(seed, r)),
+            remembering: opts
+                .remember
+                .as_ref()
+                .map(|r| Remembering::new(seed, r, opts.duration)),
             opts,
         };
         if w.opts.cluster.bystander.is_some() {
