@@ -212,6 +212,24 @@ fn rebalancing_rounds_held_by_ignored_stops_regression() {
     );
 }
 
+/// Rolling-restart seed 21052 (oracle membership): a shard's load failed through a store
+/// outage, letters from other regions waited in it, and the store then fenced the instance
+/// during a handoff. The letters went back in front of its region's buffer and were forwarded
+/// to the shard's new home when the region learned it, at the same moment as the senders,
+/// whose newer letters took faster links and arrived first (order). Fixed in the core: the
+/// coordinator hosts a fenced shard again on the region that holds those letters (even one
+/// shutting down), so they are delivered before anyone else learns the home.
+#[test]
+fn fenced_shard_with_letters_left_is_hosted_again_regression() {
+    assert_holds(
+        oracle(Options::for_seed(21_052)),
+        &[
+            "coordinator: a fenced shard is hosted again by its region",
+            "region: a fenced shard with letters left is hosted while shutting down",
+        ],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {

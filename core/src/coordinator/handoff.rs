@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
-use crate::id::{MemberId, ShardId};
-use crate::membership::MembershipView;
+use crate::id::{Epoch, MemberId, ShardId};
+use crate::membership::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::time::Instant;
 
@@ -199,12 +199,41 @@ impl Coordinator {
         }
     }
 
+    /// `from` stopped its instance of `shard` (the end of a handoff, or a late answer).
     pub(super) fn handle_shard_stopped(
         &mut self,
         now: Instant,
         view: &MembershipView,
         from: MemberId,
         shard: ShardId,
+        out: &mut Effects,
+    ) {
+        self.complete_stop(now, view, from, shard, false, out);
+    }
+
+    /// `from`'s instance of `shard` was fenced by the store at `current` and has stopped: later
+    /// epochs go above `current`, and the shard is hosted by `from` again.
+    pub(super) fn handle_shard_fenced(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        (shard, current): (ShardId, Epoch),
+        out: &mut Effects,
+    ) {
+        self.note_fenced(current);
+        self.complete_stop(now, view, from, shard, true, out);
+    }
+
+    /// A region's instance of `shard` stopped (after a handoff, or `fenced` by the store):
+    /// the handoff completes and the shard is allocated again.
+    fn complete_stop(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        from: MemberId,
+        shard: ShardId,
+        fenced: bool,
         out: &mut Effects,
     ) {
         if self.shards.get(&shard) != Some(&from) {
@@ -228,7 +257,28 @@ impl Coordinator {
             .map(|h| h.requesters)
             .unwrap_or_default();
         self.deallocate(shard);
-        self.allocate(now, view, shard, requesters, out);
+        if fenced && self.may_host_again(view, from) {
+            // Its instance may have stopped holding letters whose entity never started (the
+            // store refused it before the start was durable); they went back in front of its
+            // region's buffer. Hosted there again, they are delivered before anything other
+            // regions send once they learn the home. Anywhere else, they and the newer letters
+            // their senders send straight to the new home would race (seed 21052, oracle
+            // membership). A region shutting down hands it off again once it starts it.
+            crate::probe::hit("coordinator: a fenced shard is hosted again by its region");
+            self.host(now, shard, from, requesters, out);
+        } else {
+            self.allocate(now, view, shard, requesters, out);
+        }
+    }
+
+    /// Whether `region`, whose instance of a shard the store fenced, may host it again: it is
+    /// registered, not being removed, and still a member.
+    fn may_host_again(&self, view: &MembershipView, region: MemberId) -> bool {
+        self.regions.contains_key(&region)
+            && !self.terminating.contains_key(&region)
+            && view
+                .member(region)
+                .is_some_and(|m| m.status != MemberStatus::Down)
     }
 
     /// A region asks to hand off all its shards before it stops. Not limited by the

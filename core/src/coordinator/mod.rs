@@ -178,8 +178,7 @@ impl Coordinator {
             } => self.handle_handoff_ack(shard, region, round, out),
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
             Body::ShardFenced { shard, current } => {
-                self.note_fenced(current);
-                self.handle_shard_stopped(now, view, from, shard, out);
+                self.handle_shard_fenced(now, view, from, (shard, current), out)
             }
             Body::RegionExited { region } => self.handle_region_exited(view, region, from, out),
             Body::GracefulShutdownReq => self.handle_graceful_shutdown(now, from, out),
@@ -282,8 +281,7 @@ impl Coordinator {
         match body {
             Body::ShardStopped { shard } => self.handle_shard_stopped(now, view, from, shard, out),
             Body::ShardFenced { shard, current } => {
-                self.note_fenced(current);
-                self.handle_shard_stopped(now, view, from, shard, out);
+                self.handle_shard_fenced(now, view, from, (shard, current), out)
             }
             Body::RegionStopped => self.remove_region(now, view, from, out),
             other => {

@@ -42,6 +42,19 @@ impl Coordinator {
             self.waiting.entry(shard).or_default().extend(requesters);
             return;
         };
+        self.host(now, shard, region, requesters, out);
+    }
+
+    /// Allocates `shard` to `region` with a new epoch and sends it `HostShard`; `requesters`
+    /// wait for its acknowledgement.
+    pub(super) fn host(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        region: MemberId,
+        requesters: BTreeSet<MemberId>,
+        out: &mut Effects,
+    ) {
         self.assign(shard, region);
         self.unacked
             .set(shard, Some(now + self.settings.shard_start_timeout));

@@ -142,38 +142,96 @@ fn a_failed_read_is_retried_with_backoff_and_reported() {
     assert_eq!(f.taken().0.len(), 1, "the read is sent again");
 }
 
-#[test]
-fn a_fenced_shard_is_allocated_again_above_the_epoch_that_fenced_it() {
-    let mut f = Fixture::new();
+/// Allocates shard 4 and has its region acknowledge it: (shard, epoch, region).
+fn started_shard(f: &mut Fixture) -> (ShardId, Epoch, MemberId) {
     f.taken();
     f.complete(1, StoreCompletion::Shards(vec![]));
     let view = f.view.clone();
     let ask = Body::GetShardHome { shard: ShardId(4) };
     f.c.handle_message(at(2), &view, m(2), ask, &mut f.out);
     let (_, hosts) = f.taken();
-    let [(shard, first)] = hosts[..] else {
+    let [(shard, epoch)] = hosts[..] else {
         panic!("one allocation: {hosts:?}");
     };
     let region = f.c.allocations()[&shard];
-    f.c.handle_message(
-        at(2),
-        &view,
-        region,
-        Body::ShardStarted { shard },
-        &mut f.out,
-    );
+    let started = Body::ShardStarted { shard };
+    f.c.handle_message(at(2), &view, region, started, &mut f.out);
     f.taken();
-    let newer = Epoch(first.0 + (100 << TIEBREAK_BITS));
+    (shard, epoch, region)
+}
+
+/// `region` reports its instance of `shard` fenced by an epoch far above `epoch`; returns
+/// that epoch and the allocations that followed.
+fn fence(
+    f: &mut Fixture,
+    (shard, epoch, region): (ShardId, Epoch, MemberId),
+) -> (Epoch, Vec<(ShardId, Epoch)>) {
+    let newer = Epoch(epoch.0 + (100 << TIEBREAK_BITS));
     let fenced = Body::ShardFenced {
         shard,
         current: newer,
     };
+    let view = f.view.clone();
     f.c.handle_message(at(3), &view, region, fenced, &mut f.out);
-    let (_, hosts) = f.taken();
+    (newer, f.taken().1)
+}
+
+#[test]
+fn a_fenced_shard_is_hosted_again_by_its_region_above_the_epoch_that_fenced_it() {
+    let mut f = Fixture::new();
+    let started = started_shard(&mut f);
+    let (shard, _, region) = started;
+    let (newer, hosts) = fence(&mut f, started);
     assert_eq!(hosts.len(), 1, "allocated again at once");
     assert!(
         hosts[0].1 > newer,
         "{:?} is not above {newer:?}",
         hosts[0].1
     );
+    // Letters its instance could not deliver wait in that region's buffer: anywhere else
+    // they would race the newer letters their senders send to the new home.
+    assert_eq!(
+        f.c.allocations()[&shard],
+        region,
+        "hosted by the same region"
+    );
+}
+
+#[test]
+fn a_fenced_shard_is_hosted_again_by_its_region_even_while_it_shuts_down() {
+    let mut f = Fixture::new();
+    let started = started_shard(&mut f);
+    let (shard, _, region) = started;
+    let view = f.view.clone();
+    f.c.handle_message(at(3), &view, region, Body::GracefulShutdownReq, &mut f.out);
+    f.taken();
+    assert!(
+        f.c.handoffs.contains_key(&shard),
+        "the shutdown hands it off"
+    );
+    let (_, hosts) = fence(&mut f, started);
+    assert_eq!(hosts.len(), 1, "allocated again at once");
+    assert_eq!(
+        f.c.allocations()[&shard],
+        region,
+        "hosted by the same region"
+    );
+    // Once the region acknowledges it, the shutdown hands it off again.
+    let started = Body::ShardStarted { shard };
+    f.c.handle_message(at(4), &view, region, started, &mut f.out);
+    assert!(f.c.handoffs.contains_key(&shard), "handed off again");
+}
+
+#[test]
+fn a_fenced_shard_of_a_region_being_removed_is_allocated_elsewhere() {
+    let mut f = Fixture::new();
+    let started = started_shard(&mut f);
+    let (shard, _, region) = started;
+    let other = if region == m(1) { m(2) } else { m(1) };
+    f.view = MembershipView::new(vec![Member::up(other, other.node.0, &[])]);
+    let view = f.view.clone();
+    f.c.handle_membership(at(3), &view, &Default::default(), &mut f.out);
+    f.taken();
+    fence(&mut f, started);
+    assert_ne!(f.c.allocations().get(&shard), Some(&region));
 }

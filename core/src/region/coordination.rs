@@ -258,7 +258,12 @@ impl Region {
             self.send_to_coordinator(Body::ShardStarted { shard }, out);
             return Handled::Accepted;
         }
-        if self.lifecycle == Lifecycle::ShuttingDown {
+        if self.lifecycle == Lifecycle::ShuttingDown && self.left_by_fenced.contains(&shard) {
+            // Its fenced instance left letters here: they go first, then it is handed off.
+            crate::probe::hit(
+                "region: a fenced shard with letters left is hosted while shutting down",
+            );
+        } else if self.lifecycle == Lifecycle::ShuttingDown {
             crate::probe::hit("region: HostShard is refused while shutting down");
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             return Handled::Rejected;

@@ -19,7 +19,7 @@ mod query;
 mod remembering;
 mod shard_table;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::config::{EntityTypeConfig, ShardingSettings};
@@ -90,6 +90,10 @@ pub(crate) struct Region {
     remember: Option<RememberSettings>,
     /// Shards stopping because the store fenced them, with the newer epoch it holds.
     fenced: BTreeMap<ShardId, Epoch>,
+    /// Shards whose fenced instance left letters in front of their buffer: the coordinator
+    /// hosts them here again so that those letters keep their place, even while this region
+    /// shuts down.
+    left_by_fenced: BTreeSet<ShardId>,
     buffers: ShardBuffers,
     budget: BufferBudget,
     lifecycle: Lifecycle,
@@ -139,6 +143,7 @@ impl Region {
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
             fenced: BTreeMap::new(),
+            left_by_fenced: BTreeSet::new(),
             buffers: ShardBuffers::default(),
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
@@ -286,6 +291,7 @@ impl Region {
 
     /// Delivers or forwards a shard's buffered messages now that its home is known.
     fn flush(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        self.left_by_fenced.remove(&shard);
         for (entity, letter) in self.buffers.take(shard, &mut self.budget) {
             self.route(now, shard, entity, letter, out);
         }
@@ -315,9 +321,14 @@ impl Region {
     /// already gave it back, or re-route its leftover messages.
     fn finish_shard_stop(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
         if let Some(mut instance) = self.shards.remove(&shard) {
-            // Letters whose entity never started (the store did not answer in time) go back in
-            // front of what the region buffered since, so their order holds.
-            self.buffers.prepend(shard, instance.take_waiting());
+            // Letters whose entity never started (the store fenced the instance before their
+            // start was durable) go back in front of what the region buffered since, so their
+            // order holds; the coordinator hosts the shard here again for them.
+            let left = instance.take_waiting();
+            if !left.is_empty() {
+                self.left_by_fenced.insert(shard);
+            }
+            self.buffers.prepend(shard, left);
         }
         self.touch(shard);
         out.event(Event::ShardStopped {
