@@ -230,6 +230,22 @@ fn fenced_shard_with_letters_left_is_hosted_again_regression() {
     );
 }
 
+/// Rolling-restart seed 61269 (oracle membership): a restarted member asked the coordinator to
+/// shut its region down before the coordinator's view named it (ignored, as Akka's coordinator
+/// ignores unknown regions), registered, and asked again; a rebalance round gave it shards
+/// before that request arrived. The core was right; the rebalance check counted the ignored
+/// requests as heard, and now counts those that follow the region's registration.
+#[test]
+fn shutdown_requests_before_registration_are_not_heard_regression() {
+    let options = Options::for_family(61_269, Family::RollingRestart);
+    let schedule = "@13.718 leave n2; @35.989 leave n4; @57.914 leave n2; @68.880 leave n3 by n3; \
+                    @92.941 leave n1; @105.538 leave n1";
+    assert_holds(
+        replaying(schedule, oracle(options)),
+        &["a rebalance round began"],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {

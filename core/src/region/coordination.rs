@@ -234,6 +234,11 @@ impl Region {
             tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
             return Handled::Rejected;
         }
+        if self.left_by_fenced.contains(&shard) {
+            // Only after a coordinator failover between our `ShardFenced` and the re-hosting
+            // it leads to: the letters its fenced instance left may then race newer ones.
+            crate::probe::hit("region: letters a fenced instance left go to another region");
+        }
         self.homes.insert(shard, region);
         self.flush(now, shard, out);
         Handled::Accepted

@@ -32,7 +32,7 @@ impl Simulator {
         if let Input::Receive(envelope) = &input {
             self.connections.heard(envelope.to, envelope.from);
             if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
-                self.shutdowns_heard.insert((envelope.to, envelope.from));
+                self.shutdowns.heard(envelope.to, envelope.from);
             }
         }
         let Some(node) = self.nodes.get_mut(&n) else {
@@ -204,6 +204,9 @@ impl Simulator {
         // payloads over `max_payload_size`, a quarter of it) and the fixed-size heartbeats and
         // gossip digests, which together are most of the traffic.
         let body = envelope.message.body();
+        if body == Some(&shoal_core::Body::RegisterAck) {
+            self.shutdowns.registered(envelope.from, envelope.to);
+        }
         let bounded = matches!(body, Some(shoal_core::Body::Forward { .. }))
             || matches!(
                 &envelope.message,

@@ -77,9 +77,9 @@ pub(crate) struct Simulator {
     /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
     /// can answer on without knowing the sender's address (as a real transport does).
     connections: Connections,
-    /// `(receiver, region)`: the receiver handled a graceful shutdown request of the region
-    /// (a coordinator leaves such regions out of allocation and rebalancing).
-    shutdowns_heard: BTreeSet<(MemberId, MemberId)>,
+    /// Graceful shutdown requests coordinators could act on (they leave such regions out of
+    /// allocation and rebalancing).
+    shutdowns: rebalance::Shutdowns,
     /// The effects of one driver call, reused from call to call.
     scratch: Vec<io::Deferred>,
     // What acts on the cluster.
@@ -156,7 +156,7 @@ impl Simulator {
             workload: Workload::new(&opts),
             host: EntityHost::new(&opts),
             requests: ClientRequests::default(),
-            shutdowns_heard: BTreeSet::new(),
+            shutdowns: rebalance::Shutdowns::default(),
             connections: Connections::default(),
             asks: Asks::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
