@@ -225,7 +225,7 @@ fn fenced_shard_with_letters_left_is_hosted_again_regression() {
         oracle(Options::for_seed(21_052)),
         &[
             "coordinator: a fenced shard is hosted again by its region",
-            "region: a fenced shard with letters left is hosted while shutting down",
+            "region: a fenced shard is hosted again while shutting down",
         ],
     );
 }

@@ -234,7 +234,7 @@ impl Region {
             tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
             return Handled::Rejected;
         }
-        if self.left_by_fenced.contains(&shard) {
+        if self.fenced_here.contains(&shard) && self.buffers.contains(shard) {
             // Only after a coordinator failover between our `ShardFenced` and the re-hosting
             // it leads to: the letters its fenced instance left may then race newer ones.
             crate::probe::hit("region: letters a fenced instance left go to another region");
@@ -263,11 +263,11 @@ impl Region {
             self.send_to_coordinator(Body::ShardStarted { shard }, out);
             return Handled::Accepted;
         }
-        if self.lifecycle == Lifecycle::ShuttingDown && self.left_by_fenced.contains(&shard) {
-            // Its fenced instance left letters here: they go first, then it is handed off.
-            crate::probe::hit(
-                "region: a fenced shard with letters left is hosted while shutting down",
-            );
+        if self.lifecycle == Lifecycle::ShuttingDown && self.fenced_here.contains(&shard) {
+            // The coordinator hosts a fenced shard on its region again: letters its fenced
+            // instance left go first, then it is handed off (refused, it would stay unhosted:
+            // this region's shutdown is under way, so a refusal moves nothing).
+            crate::probe::hit("region: a fenced shard is hosted again while shutting down");
         } else if self.lifecycle == Lifecycle::ShuttingDown {
             crate::probe::hit("region: HostShard is refused while shutting down");
             self.send_to_coordinator(Body::GracefulShutdownReq, out);

@@ -134,7 +134,7 @@ impl Region {
         self.shards.clear();
         self.timers.clear();
         self.homes.clear();
-        self.left_by_fenced.clear();
+        self.fenced_here.clear();
         let already_stopped = self.lifecycle == Lifecycle::Stopped;
         self.lifecycle = Lifecycle::Terminated;
         for delivery in dropped {

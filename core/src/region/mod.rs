@@ -90,10 +90,10 @@ pub(crate) struct Region {
     remember: Option<RememberSettings>,
     /// Shards stopping because the store fenced them, with the newer epoch it holds.
     fenced: BTreeMap<ShardId, Epoch>,
-    /// Shards whose fenced instance left letters in front of their buffer: the coordinator
-    /// hosts them here again so that those letters keep their place, even while this region
-    /// shuts down.
-    left_by_fenced: BTreeSet<ShardId>,
+    /// Shards whose instance here the store fenced: the coordinator hosts them here again (so
+    /// that letters the instance left in front of their buffer keep their place), which this
+    /// region accepts even while it shuts down.
+    fenced_here: BTreeSet<ShardId>,
     buffers: ShardBuffers,
     budget: BufferBudget,
     lifecycle: Lifecycle,
@@ -143,7 +143,7 @@ impl Region {
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
             fenced: BTreeMap::new(),
-            left_by_fenced: BTreeSet::new(),
+            fenced_here: BTreeSet::new(),
             buffers: ShardBuffers::default(),
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
@@ -291,7 +291,7 @@ impl Region {
 
     /// Delivers or forwards a shard's buffered messages now that its home is known.
     fn flush(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
-        self.left_by_fenced.remove(&shard);
+        self.fenced_here.remove(&shard);
         for (entity, letter) in self.buffers.take(shard, &mut self.budget) {
             self.route(now, shard, entity, letter, out);
         }
@@ -324,11 +324,7 @@ impl Region {
             // Letters whose entity never started (the store fenced the instance before their
             // start was durable) go back in front of what the region buffered since, so their
             // order holds; the coordinator hosts the shard here again for them.
-            let left = instance.take_waiting();
-            if !left.is_empty() {
-                self.left_by_fenced.insert(shard);
-            }
-            self.buffers.prepend(shard, left);
+            self.buffers.prepend(shard, instance.take_waiting());
         }
         self.touch(shard);
         out.event(Event::ShardStopped {
@@ -336,7 +332,10 @@ impl Region {
             shard,
         });
         match self.fenced.remove(&shard) {
-            Some(current) => self.send_to_coordinator(Body::ShardFenced { shard, current }, out),
+            Some(current) => {
+                self.fenced_here.insert(shard);
+                self.send_to_coordinator(Body::ShardFenced { shard, current }, out);
+            }
             None => self.send_to_coordinator(Body::ShardStopped { shard }, out),
         }
         if let Some(epoch) = self.start_after_stop.remove(&shard) {

@@ -6,7 +6,6 @@ use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, StopReason, Transmit};
 use crate::membership::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Message, Payload, RegionShards};
-use crate::remember::StoreCompletion;
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -668,72 +667,6 @@ fn a_hosted_shard_is_acknowledged_again_while_shutting_down() {
     assert_eq!(f.take(), [send(1, Body::GracefulShutdownReq)]);
 }
 
-/// Seed 21052 (oracle membership): letters that waited in a shard instance the store then
-/// fenced stay first in line, because the region hosts the shard again for them, even while it
-/// shuts down.
-#[test]
-fn letters_left_by_a_fenced_instance_are_delivered_first_when_it_is_hosted_again() {
-    let mut f = Fixture::with(false, |c| c.remember = Some(Default::default()));
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
-    f.recv(1, Body::RegisterAck);
-    let (s1, first, next) = (ShardId(1), Epoch(5), Epoch(9));
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: s1,
-            epoch: first,
-        },
-    );
-    f.recv(3, forward(1, "older"));
-    f.region.handle_graceful_shutdown(&mut f.out);
-    f.take();
-    let fenced = StoreCompletion::Fenced(Epoch(7));
-    f.region
-        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
-    let reported = f.take();
-    assert!(
-        reported.contains(&send(
-            1,
-            Body::ShardFenced {
-                shard: s1,
-                current: Epoch(7)
-            }
-        )),
-        "{reported:?}"
-    );
-    f.tell(1, "newer");
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: s1,
-            epoch: next,
-        },
-    );
-    let hosted = f.take();
-    assert!(
-        hosted.contains(&send(1, Body::ShardStarted { shard: s1 })),
-        "hosted while shutting down: {hosted:?}"
-    );
-    let loaded = StoreCompletion::Loaded(vec![]);
-    f.region
-        .handle_store_completed(at(0), (s1, next, 0), loaded, &mut f.out);
-    f.region
-        .handle_store_completed(at(0), (s1, next, 1), StoreCompletion::Written, &mut f.out);
-    let delivered: Vec<Payload> = f
-        .take()
-        .into_iter()
-        .filter_map(|e| match e {
-            Effect::Entity(EntityEffect::Deliver { payload, .. }) => Some(payload),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        delivered,
-        [Payload::from(&b"older"[..]), Payload::from(&b"newer"[..])]
-    );
-}
-
 #[test]
 fn the_buffer_budget_and_the_timers_are_checked_against_what_is_held() {
     let mut f = Fixture::registered();
@@ -757,3 +690,5 @@ fn the_buffer_budget_and_the_timers_are_checked_against_what_is_held() {
         "{broken}"
     );
 }
+
+mod fenced;
