@@ -246,6 +246,25 @@ fn shutdown_requests_before_registration_are_not_heard_regression() {
     );
 }
 
+/// Flapping-links seed 10800001737 (real membership): after a heal the majority, which had
+/// downed and removed the minority's n4, still answered its heartbeats; n4 counted its side as
+/// whole again, never downed itself, and ran its entities after the majority moved its shards
+/// (single activation). Fixed in `shoal_core::membership`: a Down or removed member's
+/// heartbeat is answered with the state that says so, and it stops (not answering at all made
+/// it lose touch before it learned it was Down: flapping-links seed 303248).
+#[test]
+fn a_removed_member_s_heartbeat_is_answered_with_the_state_regression() {
+    let schedule = "@14.026 partition n1 heal 24.868; @41.191 pause n4 3.879; \
+                    @54.707 partition n2 heal 58.061; @109.085 heal; \
+                    @109.085 partition n2,n3,n5 heal 21.019; @119.207 clog n2 1.873; \
+                    @120.639 partition n2,n3,n5 heal 58.014; @129.579 clog n1 2.225; \
+                    @131.318 partition n1,n4 one-way heal 57.891";
+    assert_holds(
+        replaying(schedule, Options::for_seed(10_800_001_737)),
+        &["membership: a downed or removed member's heartbeat is answered with our state"],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {

@@ -223,6 +223,38 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
     assert!(!a.gossip.observes_unreachable(m(1), m(2)));
 }
 
+/// Found by the simulator (flapping-links seed 10800001737): a majority that had downed and
+/// removed a member kept answering its heartbeats, so that member counted its side as whole
+/// again and never downed itself. A Down member's heartbeat is answered with the state that
+/// says so.
+#[test]
+fn a_down_member_s_heartbeat_is_answered_with_the_state() {
+    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    let joiner = GossipMember::joining(
+        m(2),
+        BTreeSet::new(),
+        AppVersion::default(),
+        BTreeSet::new(),
+    );
+    a.gossip.add_joining(m(1), joiner);
+    a.act(at(0), true, &mut rng, &mut out);
+    sent(&mut out);
+    let heartbeat = ClusterMessage::Heartbeat { sequence: 7 };
+    a.handle_message(at(10), m(2), heartbeat.clone(), &mut rng, &mut out);
+    let answer = (m(2), ClusterMessage::HeartbeatRsp { sequence: 7 });
+    assert_eq!(sent(&mut out), [answer]);
+    assert!(a.gossip.set_status(m(1), m(2), MemberStatus::Down));
+    a.handle_message(at(20), m(2), heartbeat, &mut rng, &mut out);
+    match &sent(&mut out)[..] {
+        [(to, ClusterMessage::Gossip(state))] if *to == m(2) => {
+            let member = state.member(m(2)).expect("a member still");
+            assert_eq!(member.status, MemberStatus::Down, "it learns it is Down");
+        }
+        other => panic!("a Down member gets our state, not {other:?}"),
+    }
+}
+
 /// Found by the simulator (coordinator-crash seed 13): a crashed member whose new incarnation
 /// joined at once was marked Down before anyone observed it unreachable, and nobody monitored
 /// Down members, so it was never removed and its shards never moved. Down members are

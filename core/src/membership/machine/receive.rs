@@ -83,10 +83,30 @@ impl Membership {
                 }
             }
             ClusterMessage::Heartbeat { sequence } => {
+                // A member this state downed or removed is told so instead of answered: taking
+                // answers for reachability, it would restart its own split-brain decision and
+                // keep its entities past the removal margin, after which its shards run
+                // elsewhere (flapping-links seed 10800001737: the majority answered a member
+                // it had removed). Our state shows it Down or removed, and it stops.
+                if self.gossip.is_removed(from) || self.is_down(from) {
+                    crate::probe::hit(
+                        "membership: a downed or removed member's heartbeat is answered with our state",
+                    );
+                    let state = ClusterMessage::Gossip(Box::new(self.gossip.clone()));
+                    out.send_cluster(from, state);
+                    return;
+                }
                 out.send_cluster(from, ClusterMessage::HeartbeatRsp { sequence });
             }
             ClusterMessage::HeartbeatRsp { .. } => self.handle_heartbeat_rsp(now, from, rng, out),
         }
+    }
+
+    /// Whether this state has `id` as a Down member.
+    fn is_down(&self, id: MemberId) -> bool {
+        self.gossip
+            .member(id)
+            .is_some_and(|m| m.status == MemberStatus::Down)
     }
 
     fn accepts_joins(&self) -> bool {
