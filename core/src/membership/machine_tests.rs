@@ -175,8 +175,8 @@ fn a_restarted_first_seed_never_forms_a_second_cluster() {
     assert_eq!(a.phase(), Phase::Joining, "it keeps asking the other seeds");
 }
 
-#[test]
-fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
+/// Member 1 alone in its cluster, member 2 added as Joining (not acted on yet).
+fn lone_member_with_joiner() -> (Membership, Effects, Rng) {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     let joiner = GossipMember::joining(
@@ -186,6 +186,12 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
         BTreeSet::new(),
     );
     a.gossip.add_joining(m(1), joiner);
+    (a, out, rng)
+}
+
+#[test]
+fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
+    let (mut a, mut out, mut rng) = lone_member_with_joiner();
     a.gossip.mark_seen(m(2));
     a.act(at(0), true, &mut rng, &mut out);
     sent(&mut out);
@@ -229,15 +235,7 @@ fn heartbeats_feed_detectors_and_silence_makes_a_member_unreachable() {
 /// says so.
 #[test]
 fn a_down_member_s_heartbeat_is_answered_with_the_state() {
-    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
-    a.handle_timeout(at(0), &mut rng, &mut out);
-    let joiner = GossipMember::joining(
-        m(2),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    );
-    a.gossip.add_joining(m(1), joiner);
+    let (mut a, mut out, mut rng) = lone_member_with_joiner();
     a.act(at(0), true, &mut rng, &mut out);
     sent(&mut out);
     let heartbeat = ClusterMessage::Heartbeat { sequence: 7 };
@@ -261,15 +259,7 @@ fn a_down_member_s_heartbeat_is_answered_with_the_state() {
 /// monitored until they are unreachable.
 #[test]
 fn a_down_member_is_monitored_until_unreachable_and_then_removed() {
-    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
-    a.handle_timeout(at(0), &mut rng, &mut out);
-    let joiner = GossipMember::joining(
-        m(2),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    );
-    a.gossip.add_joining(m(1), joiner);
+    let (mut a, mut out, mut rng) = lone_member_with_joiner();
     a.gossip.mark_seen(m(2));
     a.act(at(0), true, &mut rng, &mut out);
     a.gossip.set_status(m(1), m(2), MemberStatus::Down);

@@ -62,7 +62,12 @@ impl Fixture {
 
     /// Member of the view, registered with member 1.
     fn registered() -> Self {
-        let mut f = Self::new(false);
+        Self::registered_with(|_| {})
+    }
+
+    /// [`Fixture::registered`], for a type `configure`d further.
+    fn registered_with(configure: impl FnOnce(&mut EntityTypeConfig)) -> Self {
+        let mut f = Self::with(false, configure);
         f.region
             .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
         f.recv(1, Body::RegisterAck);

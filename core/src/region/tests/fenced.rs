@@ -3,15 +3,17 @@
 use super::*;
 use crate::remember::StoreCompletion;
 
+/// A registered region of a type that remembers its entities.
+fn remembering() -> Fixture {
+    Fixture::registered_with(|c| c.remember = Some(Default::default()))
+}
+
 /// Seed 21052 (oracle membership): letters that waited in a shard instance the store then
 /// fenced stay first in line, because the region hosts the shard again for them, even while it
 /// shuts down.
 #[test]
 fn letters_left_by_a_fenced_instance_are_delivered_first_when_it_is_hosted_again() {
-    let mut f = Fixture::with(false, |c| c.remember = Some(Default::default()));
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
-    f.recv(1, Body::RegisterAck);
+    let mut f = remembering();
     let (s1, first, next) = (ShardId(1), Epoch(5), Epoch(9));
     f.recv(
         1,
@@ -74,10 +76,7 @@ fn letters_left_by_a_fenced_instance_are_delivered_first_when_it_is_hosted_again
 /// unhosted, since the coordinator already counts this region's shutdown as under way.
 #[test]
 fn a_fenced_shard_is_hosted_again_while_shutting_down_even_with_nothing_left() {
-    let mut f = Fixture::with(false, |c| c.remember = Some(Default::default()));
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
-    f.recv(1, Body::RegisterAck);
+    let mut f = remembering();
     let s1 = ShardId(1);
     // Another shard keeps the shutdown from completing.
     for shard in [s1, ShardId(3)] {
