@@ -265,6 +265,29 @@ fn a_removed_member_s_heartbeat_is_answered_with_the_state_regression() {
     );
 }
 
+/// Flapping-links seed 402764 (real membership): a member's failure detector learnt a 5 s
+/// and then a 9 s gap (partitions, each still under the threshold) as its peer's rhythm, and
+/// then sat through 20 s of silence; on the minority side of a one-way partition it never
+/// declared the majority unreachable itself, never downed itself in time, and ran its
+/// entities after the majority moved its shards (single activation). Fixed in
+/// `shoal_core::membership::detector`: a gap past the acceptable pause is not a sample.
+#[test]
+fn heartbeat_gaps_are_not_learnt_as_rhythm_regression() {
+    let schedule = "@8.855 clog n2 0.504; @13.826 partition n2 one-way heal 26.895; \
+                    @29.931 clog n1 2.696; @41.989 partition n2,n3 heal 17.404; \
+                    @61.406 partition n3 one-way heal 25.561; @61.476 heal; \
+                    @61.476 partition n2,n3 heal 7.962; \
+                    @71.809 partition n2,n3 one-way heal 28.422; @73.582 clog n3-n2 1.907; \
+                    @88.122 partition n1 heal 31.272; @99.935 clog n1 1.394";
+    assert_holds(
+        replaying(
+            schedule,
+            Options::for_family(402_764, Family::FlappingLinks),
+        ),
+        &["detector: a gap past the acceptable pause is not learnt"],
+    );
+}
+
 /// `options` replaying `schedule` instead of the faults planned from the seed.
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {
@@ -689,6 +712,7 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: an unreachable Down member counts against us",
         "downing: a decision waits while a monitored member goes quiet",
         "membership: a Down member is monitored until unreachable",
+        "detector: a gap past the acceptable pause is not learnt",
         "node: a removal this node never saw is waited out",
         "shard: remembered entities are recovered in throttled steps",
         "shard: a store failure during a handoff",

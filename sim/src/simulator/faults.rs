@@ -77,7 +77,7 @@ impl Simulator {
                 if self.net.partitioned() || a.is_empty() || b.is_empty() {
                     return;
                 }
-                // One-way: the rest still hears `side`, but `side` hears nothing from the rest.
+                // One-way: `side` still hears the rest, but the rest hears nothing from `side`.
                 self.net.block(&a, &b);
                 if !one_way {
                     self.net.block(&b, &a);

@@ -48,7 +48,7 @@ pub enum TraceEvent {
         /// Inputs that reached it while it was paused, handled now in order.
         waiting: usize,
     },
-    /// The network was split; `side` hears nothing from `rest` (and, unless one-way, the
+    /// The network was split; `rest` hears nothing from `side` (and, unless one-way, the
     /// other way round) until healed.
     Partitioned {
         /// One side.
