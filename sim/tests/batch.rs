@@ -251,16 +251,15 @@ fn shutdown_requests_before_registration_are_not_heard_regression() {
 /// whole again, never downed itself, and ran its entities after the majority moved its shards
 /// (single activation). Fixed in `shoal_core::membership`: a Down or removed member's
 /// heartbeat is answered with the state that says so, and it stops (not answering at all made
-/// it lose touch before it learned it was Down: flapping-links seed 303248).
+/// it lose touch before it learned it was Down: flapping-links seed 303248). Since failure
+/// detectors stopped learning partition gaps (seed 402764 below), n4 downs itself in time here
+/// even without that fix, and no sweep found another run that needs it; the seed still takes
+/// that branch, and the role test `a_down_member_s_heartbeat_is_answered_with_the_state` holds
+/// the fix itself.
 #[test]
 fn a_removed_member_s_heartbeat_is_answered_with_the_state_regression() {
-    let schedule = "@14.026 partition n1 heal 24.868; @41.191 pause n4 3.879; \
-                    @54.707 partition n2 heal 58.061; @109.085 heal; \
-                    @109.085 partition n2,n3,n5 heal 21.019; @119.207 clog n2 1.873; \
-                    @120.639 partition n2,n3,n5 heal 58.014; @129.579 clog n1 2.225; \
-                    @131.318 partition n1,n4 one-way heal 57.891";
     assert_holds(
-        replaying(schedule, Options::for_seed(10_800_001_737)),
+        Options::for_seed(10_800_001_737),
         &["membership: a downed or removed member's heartbeat is answered with our state"],
     );
 }
