@@ -147,11 +147,16 @@ impl Workload {
         p > 0.0 && self.rng_commands.chance(p)
     }
 
-    /// A `StartEntity` through one of `senders` (not empty): who asks, and for which entity.
-    pub(crate) fn start(&mut self, senders: &[MemberId]) -> (MemberId, EntityId) {
+    /// A `StartEntity` through one of the cached Up members: who asks, and for which entity
+    /// (`None` without any).
+    pub(crate) fn start(&mut self) -> Option<(MemberId, EntityId)> {
+        let senders = &self.senders.1;
+        if senders.is_empty() {
+            return None;
+        }
         let sender = *self.rng_commands.pick(senders);
         let entity = self.rng_commands.pick(&self.entity_ids).clone();
-        (sender, entity)
+        Some((sender, entity))
     }
 
     /// Whether this round also sends a query.
@@ -160,14 +165,14 @@ impl Workload {
         p > 0.0 && self.rng_queries.chance(p)
     }
 
-    /// A query through one of `senders` (not empty): where a random entity lives, the
-    /// cluster's statistics, or, under the external allocation strategy, sometimes where a
-    /// random shard should live.
-    pub(crate) fn query(
-        &mut self,
-        senders: &[MemberId],
-        entity_type: EntityType,
-    ) -> (MemberId, Asked, Command) {
+    /// A query through one of the cached Up members (`None` without any): where a random
+    /// entity lives, the cluster's statistics, or, under the external allocation strategy,
+    /// sometimes where a random shard should live.
+    pub(crate) fn query(&mut self, entity_type: EntityType) -> Option<(MemberId, Asked, Command)> {
+        let senders = &self.senders.1;
+        if senders.is_empty() {
+            return None;
+        }
         let sender = *self.rng_queries.pick(senders);
         let o = &self.options;
         let (asked, command) = if o.external_allocation && self.rng_queries.chance(0.3) {
@@ -190,7 +195,7 @@ impl Workload {
             };
             (Asked::Locate(entity), command)
         };
-        (sender, asked, command)
+        Some((sender, asked, command))
     }
 
     /// How long until the next round.

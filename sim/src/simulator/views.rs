@@ -75,15 +75,15 @@ impl Simulator {
         }
     }
 
-    /// A random running Up member for a client to send through (the list is cached until the
-    /// membership or the set of processes changes: clients send thousands of messages between).
-    pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
+    /// Brings up to date the running Up members clients send through (worked out again only
+    /// when the membership or the set of processes changed: clients send thousands of
+    /// messages, commands and queries between).
+    pub(crate) fn refresh_senders(&mut self) {
         let key = (self.oracle.version + self.views_changed, self.nodes_epoch);
         if self.workload.senders_stale(key) {
             let up = self.up_members();
             self.workload.set_senders(key, up);
         }
-        self.workload.pick_sender()
     }
 
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay (with the

@@ -28,7 +28,8 @@ impl Simulator {
     }
 
     fn send_one(&mut self) {
-        let Some(sender) = self.pick_sender() else {
+        self.refresh_senders();
+        let Some(sender) = self.workload.pick_sender() else {
             return;
         };
         let entity = self.workload.hot_entity();
@@ -38,11 +39,10 @@ impl Simulator {
     /// A client asks a random Up member to start a random entity (`StartEntity`); the checker
     /// follows its answer.
     fn start_one(&mut self) {
-        let senders = self.up_members();
-        if senders.is_empty() {
+        self.refresh_senders();
+        let Some((sender, entity)) = self.workload.start() else {
             return;
-        }
-        let (sender, entity) = self.workload.start(&senders);
+        };
         let request = self
             .requests
             .send(self.now, sender, Asked::Start(entity.clone()));
@@ -55,11 +55,10 @@ impl Simulator {
 
     /// A client asks a random Up member a question (see `Workload::query`).
     fn query_one(&mut self) {
-        let senders = self.up_members();
-        if senders.is_empty() {
+        self.refresh_senders();
+        let Some((sender, asked, command)) = self.workload.query(self.ty.clone()) else {
             return;
-        }
-        let (sender, asked, command) = self.workload.query(&senders, self.ty.clone());
+        };
         let request = self.requests.send(self.now, sender, asked);
         self.input(sender.node, Input::Command { request, command });
     }
