@@ -237,6 +237,10 @@ pub enum DeadLetterReason {
     OutboundQueueFull,
     /// The entity's mailbox in the host was full (`Input::MailboxFull`).
     MailboxFull,
+    /// The remember store fenced this member's instance of the shard, and a coordinator that
+    /// took over meanwhile placed the shard on another member: the letters held here would
+    /// reach it after newer ones their senders send there directly, out of order.
+    FencedShardMoved,
 }
 
 /// Successful answers to commands.

@@ -230,6 +230,22 @@ fn fenced_shard_with_letters_left_is_hosted_again_regression() {
     );
 }
 
+/// Swarm seed 602228 (real membership): the same race after a coordinator failover between the
+/// fencing and the re-hosting (the residual of seed 21052's fix): the new coordinator placed the
+/// shard on another region, which every sender learned at once, and the letters the fenced
+/// instance left, relayed there, arrived after newer ones (order). Fixed in the core: that
+/// region drops them, each reported as a dead letter (`FencedShardMoved`).
+#[test]
+fn letters_of_a_fenced_shard_moved_elsewhere_are_dropped_regression() {
+    let schedule = "@17.679 leave n7; @19.648 partition n3,n5 heal 16.911; \
+                    @37.004 partition n1,n3,n7 one-way heal 22.370; @37.657 join; \
+                    @47.450 leave n7; @69.592 partition n1,n3,n4,n5,n7 one-way heal 25.630";
+    assert_holds(
+        replaying(schedule, Options::for_family(602_228, Family::Swarm)),
+        &["region: letters a fenced instance left are dropped, not relayed"],
+    );
+}
+
 /// Rolling-restart seed 61269 (oracle membership): a restarted member asked the coordinator to
 /// shut its region down before the coordinator's view named it (ignored, as Akka's coordinator
 /// ignores unknown regions), registered, and asked again; a rebalance round gave it shards

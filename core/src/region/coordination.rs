@@ -234,10 +234,17 @@ impl Region {
             tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
             return Handled::Rejected;
         }
-        if self.fenced_here.contains(&shard) && self.buffers.contains(shard) {
+        if self.fenced_here.remove(&shard) && self.buffers.contains(shard) {
             // Only after a coordinator failover between our `ShardFenced` and the re-hosting
-            // it leads to: the letters its fenced instance left may then race newer ones.
-            crate::probe::hit("region: letters a fenced instance left go to another region");
+            // here it leads to. The letters the fenced instance left (and those forwarded here
+            // since) came from other regions too, which now send to the new home directly:
+            // relayed, they would arrive after those senders' newer letters (swarm seed
+            // 602228, order). Dropped instead, reported (at most once).
+            crate::probe::hit("region: letters a fenced instance left are dropped, not relayed");
+            let reason = DeadLetterReason::FencedShardMoved;
+            for delivery in self.buffers.take(shard, &mut self.budget) {
+                out.dead_letter(&self.entity_type, delivery, reason);
+            }
         }
         self.homes.insert(shard, region);
         self.flush(now, shard, out);

@@ -216,6 +216,7 @@ pub(crate) fn reason_label(reason: DeadLetterReason) -> &'static str {
         DeadLetterReason::MemberGone => "member_gone",
         DeadLetterReason::OutboundQueueFull => "outbound_queue_full",
         DeadLetterReason::MailboxFull => "mailbox_full",
+        DeadLetterReason::FencedShardMoved => "fenced_shard_moved",
         _ => "other",
     }
 }

@@ -110,3 +110,43 @@ fn a_fenced_shard_is_hosted_again_while_shutting_down_even_with_nothing_left() {
     );
     assert_eq!(f.take(), [send(1, Body::GracefulShutdownReq)]);
 }
+
+/// Swarm seed 602228: a coordinator that took over between our `ShardFenced` and the
+/// re-hosting placed the shard on another region. The letters the fenced instance left came
+/// from other regions, which send newer ones to the new home directly: relayed, they would
+/// arrive after those. They are dropped and reported; letters told afterwards go to the new
+/// home.
+#[test]
+fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere() {
+    let mut f = remembering();
+    let (s1, first) = (ShardId(1), Epoch(5));
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: s1,
+            epoch: first,
+        },
+    );
+    f.recv(3, forward(1, "older"));
+    let fenced = StoreCompletion::Fenced(Epoch(7));
+    f.region
+        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
+    f.take();
+    let home = Body::ShardHome {
+        shard: s1,
+        region: m(3),
+    };
+    assert_eq!(f.recv(1, home), Handled::Accepted);
+    assert_eq!(
+        f.take(),
+        [event(Event::DeadLetter {
+            entity_type: ty(),
+            entity: entity(1),
+            payload: Some(Payload::from(&b"older"[..])),
+            reason: DeadLetterReason::FencedShardMoved,
+        })]
+    );
+    assert_eq!(f.region.buffered(), 0, "the budget is released");
+    f.tell(1, "newer");
+    assert_eq!(f.take(), [send(3, forward(1, "newer"))]);
+}
