@@ -21,6 +21,11 @@ use sim::{
     parse_seed, run, run_traced, trace_dir,
 };
 
+/// Sweeps and the bench allocate per message and per gossip state: mimalloc keeps that cheaper
+/// than the system allocator at scale (see sim/Cargo.toml).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Failures a sweep explains and minimizes (each takes many runs).
 const MINIMIZE_FIRST: usize = 3;
 /// Runs one minimization may spend.
