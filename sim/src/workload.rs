@@ -131,8 +131,7 @@ impl Workload {
 
     /// A random member to send through, among the cached Up members.
     pub(crate) fn pick_sender(&mut self) -> Option<MemberId> {
-        let senders = &self.senders.1;
-        (!senders.is_empty()).then(|| *self.rng.pick(senders))
+        pick_member(&mut self.rng, &self.senders.1)
     }
 
     /// The entity the next message goes to.
@@ -150,11 +149,7 @@ impl Workload {
     /// A `StartEntity` through one of the cached Up members: who asks, and for which entity
     /// (`None` without any).
     pub(crate) fn start(&mut self) -> Option<(MemberId, EntityId)> {
-        let senders = &self.senders.1;
-        if senders.is_empty() {
-            return None;
-        }
-        let sender = *self.rng_commands.pick(senders);
+        let sender = pick_member(&mut self.rng_commands, &self.senders.1)?;
         let entity = self.rng_commands.pick(&self.entity_ids).clone();
         Some((sender, entity))
     }
@@ -169,11 +164,7 @@ impl Workload {
     /// entity lives, the cluster's statistics, or, under the external allocation strategy,
     /// sometimes where a random shard should live.
     pub(crate) fn query(&mut self, entity_type: EntityType) -> Option<(MemberId, Asked, Command)> {
-        let senders = &self.senders.1;
-        if senders.is_empty() {
-            return None;
-        }
-        let sender = *self.rng_queries.pick(senders);
+        let sender = pick_member(&mut self.rng_queries, &self.senders.1)?;
         let o = &self.options;
         let (asked, command) = if o.external_allocation && self.rng_queries.chance(0.3) {
             let shard = ShardId(self.rng_queries.below(u64::from(o.shards)) as u32);
@@ -204,4 +195,9 @@ impl Workload {
         let next = self.rng.duration(mean / 2, mean * 3 / 2);
         next.max(Duration::from_micros(1))
     }
+}
+
+/// A member of `members` drawn from `rng` (`None`, drawing nothing, when there is none).
+fn pick_member(rng: &mut SimRng, members: &[MemberId]) -> Option<MemberId> {
+    (!members.is_empty()).then(|| *rng.pick(members))
 }
