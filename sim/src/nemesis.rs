@@ -22,8 +22,10 @@ pub(crate) enum Fault {
     Heal,
     /// The downing decision for connectivity epoch `n` (skipped if connectivity changed since).
     Decide(u64),
-    /// Checks whether a leaving member's region has stopped; if so it is removed and exits.
+    /// Checks whether a leaving member's region has stopped; if so it becomes Exiting.
     LeaveDone(NodeId),
+    /// An Exiting member is removed, once every member has seen it Exiting.
+    Remove(NodeId),
     /// A member that left exits, once every member has seen it removed.
     Exit(NodeId),
     /// A paused node runs again.

@@ -77,12 +77,36 @@ impl Oracle {
         true
     }
 
-    /// Marks a member Leaving (it is handing off its shards).
+    /// Marks an Up member Leaving (it is handing off its shards); a status never goes back.
     pub(crate) fn leaving(&mut self, node: NodeId) {
-        if let Some(m) = self.members.get_mut(&node) {
+        if let Some(m) = self
+            .members
+            .get_mut(&node)
+            .filter(|m| m.status == MemberStatus::Up)
+        {
             m.status = MemberStatus::Leaving;
             self.version += 1;
         }
+    }
+
+    /// Marks a Leaving member Exiting: its regions have stopped (it hosts nothing any more).
+    pub(crate) fn exiting(&mut self, node: NodeId) {
+        if let Some(m) = self
+            .members
+            .get_mut(&node)
+            .filter(|m| m.status == MemberStatus::Leaving)
+        {
+            m.status = MemberStatus::Exiting;
+            self.version += 1;
+        }
+    }
+
+    /// The status of `id`, if it is a current member.
+    pub(crate) fn status(&self, id: MemberId) -> Option<MemberStatus> {
+        self.members
+            .get(&id.node)
+            .filter(|m| m.id == id)
+            .map(|m| m.status)
     }
 
     /// Removes a member that left gracefully.

@@ -289,8 +289,18 @@ impl Coordinator {
         region: MemberId,
         out: &mut Effects,
     ) {
-        if !self.regions.contains_key(&region) || !self.shutting_down.insert(region) {
+        if !self.regions.contains_key(&region) {
             return;
+        }
+        if !self.shutting_down.insert(region) {
+            // Repeated while its handoffs run (they are left alone), or after one was
+            // abandoned: that one starts again.
+            if self.regions[&region]
+                .iter()
+                .any(|shard| !self.handoffs.contains_key(shard))
+            {
+                crate::probe::hit("coordinator: a repeated shutdown request hands off again");
+            }
         }
         // A handoff needs the acks of every region that may forward to the owner; before the gate
         // opens some have not registered yet, so the handoffs start when it opens.
@@ -361,8 +371,10 @@ impl Coordinator {
             crate::probe::hit(
                 "coordinator: a handoff whose acknowledgements timed out is abandoned",
             );
-            // A graceful shutdown is retried by the region's next `GracefulShutdownReq`.
-            self.shutting_down.remove(&handoff.owner);
+            // A region shutting down stays out of allocations (rebalancing would otherwise
+            // give back shards to a region that is leaving, rolling-restart seed 8089 with the
+            // oracle); its next `GracefulShutdownReq` starts the handoff again. Akka forgets
+            // the shutdown here until that request comes.
             self.waiting
                 .entry(shard)
                 .or_default()

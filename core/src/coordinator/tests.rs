@@ -367,6 +367,34 @@ fn unacknowledged_handoffs_are_abandoned_at_the_deadline() {
     assert!(f.c.handoffs.is_empty());
 }
 
+/// Rolling-restart seed 8089 (oracle membership): a shutting-down region's handoff timed out;
+/// forgetting the shutdown until the region asked again let a rebalance round move shards to
+/// it. It stays out of allocations, and its next request starts the handoff again.
+#[test]
+fn a_shutdown_outlives_an_abandoned_handoff_and_its_next_request_resumes_it() {
+    let mut f = Fixture::ready();
+    f.host(3, 2);
+    f.recv(2, Body::GracefulShutdownReq);
+    f.sends();
+    f.timeout(60);
+    assert!(f.c.handoffs.is_empty(), "abandoned at the deadline");
+    assert!(
+        f.c.allocation_view(&f.view.clone())
+            .regions
+            .iter()
+            .all(|r| r.region != m(2)),
+        "a region shutting down receives no shards"
+    );
+    f.recv(2, Body::GracefulShutdownReq);
+    let begun: Vec<u64> = f
+        .sends()
+        .into_iter()
+        .filter(|(_, body)| matches!(body, Body::BeginHandOff { shard, .. } if *shard == s(3)))
+        .map(|(to, _)| to)
+        .collect();
+    assert_eq!(begun, [2, 3, 4, 1], "the handoff starts again");
+}
+
 #[test]
 fn a_stop_that_is_late_repeats_handoff_and_still_deallocates() {
     let mut f = Fixture::ready();

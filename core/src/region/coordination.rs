@@ -183,6 +183,19 @@ impl Region {
             entity_type: self.entity_type.clone(),
             coordinator,
         });
+        // Letters a fenced instance left wait here for the coordinator to host their shard
+        // here again; a new one (the fencing's coordinator failed over) hears of the fencing
+        // now, before it answers where the shard lives. The registration claimed the shard, so
+        // no other region got it meanwhile (rolling-restart seed 5449 with the oracle: the new
+        // coordinator placed it elsewhere, and the letters were dropped as `FencedShardMoved`).
+        for (shard, current) in self.fenced_waiting() {
+            crate::probe::hit("region: a new coordinator hears of a fenced shard's letters");
+            out.send(
+                coordinator,
+                &self.entity_type,
+                Body::ShardFenced { shard, current },
+            );
+        }
         for shard in self.buffers.shards() {
             if self.should_ask_home(shard) {
                 out.send(coordinator, &self.entity_type, Body::GetShardHome { shard });
@@ -234,7 +247,7 @@ impl Region {
             tracing::warn!(%shard, %region, "coordinator names another home for a shard hosted here");
             return Handled::Rejected;
         }
-        if self.fenced_here.remove(&shard) && self.buffers.contains(shard) {
+        if self.fenced_here.remove(&shard).is_some() && self.buffers.contains(shard) {
             // Only after a coordinator failover between our `ShardFenced` and the re-hosting
             // here it leads to. The letters the fenced instance left (and those forwarded here
             // since) came from other regions too, which now send to the new home directly:
@@ -270,7 +283,7 @@ impl Region {
             self.send_to_coordinator(Body::ShardStarted { shard }, out);
             return Handled::Accepted;
         }
-        if self.lifecycle == Lifecycle::ShuttingDown && self.fenced_here.contains(&shard) {
+        if self.lifecycle == Lifecycle::ShuttingDown && self.fenced_here.contains_key(&shard) {
             // The coordinator hosts a fenced shard on its region again: letters its fenced
             // instance left go first, then it is handed off (refused, it would stay unhosted:
             // this region's shutdown is under way, so a refusal moves nothing).

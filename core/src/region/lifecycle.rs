@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::effect::{DeadLetterReason, Effects, Event};
-use crate::id::ShardId;
+use crate::id::{Epoch, ShardId};
 use crate::membership::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::region::{Lifecycle, Region};
@@ -96,14 +96,27 @@ impl Region {
         if self.proxy {
             return Body::RegisterProxy;
         }
-        let (handing_off, shards): (Vec<ShardId>, Vec<ShardId>) = self
+        let (handing_off, mut shards): (Vec<ShardId>, Vec<ShardId>) = self
             .shards
             .keys()
             .partition(|id| self.shards[*id].is_handing_off());
+        // A fenced shard whose letters wait here is claimed too: the coordinator is to host
+        // it here again (see `handle_register_ack`).
+        shards.extend(self.fenced_waiting().map(|(shard, _)| shard));
+        shards.sort_unstable();
         Body::Register {
             shards,
             handing_off,
         }
+    }
+
+    /// Fenced shards not hosted here now whose letters wait here, with the epoch that fenced
+    /// them.
+    pub(super) fn fenced_waiting(&self) -> impl Iterator<Item = (ShardId, Epoch)> + '_ {
+        self.fenced_here
+            .iter()
+            .filter(|(shard, _)| !self.shards.contains_key(shard) && self.buffers.contains(**shard))
+            .map(|(&shard, &current)| (shard, current))
     }
 
     pub(super) fn try_complete_shutdown(&mut self, out: &mut Effects) {

@@ -19,7 +19,7 @@ mod query;
 mod remembering;
 mod shard_table;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{EntityTypeConfig, ShardingSettings};
@@ -90,10 +90,10 @@ pub(crate) struct Region {
     remember: Option<RememberSettings>,
     /// Shards stopping because the store fenced them, with the newer epoch it holds.
     fenced: BTreeMap<ShardId, Epoch>,
-    /// Shards whose instance here the store fenced: the coordinator hosts them here again (so
-    /// that letters the instance left in front of their buffer keep their place), which this
-    /// region accepts even while it shuts down.
-    fenced_here: BTreeSet<ShardId>,
+    /// Shards whose instance here the store fenced, with the newer epoch it holds: the
+    /// coordinator hosts them here again (so that letters the instance left in front of their
+    /// buffer keep their place), which this region accepts even while it shuts down.
+    fenced_here: BTreeMap<ShardId, Epoch>,
     buffers: ShardBuffers,
     budget: BufferBudget,
     lifecycle: Lifecycle,
@@ -143,7 +143,7 @@ impl Region {
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
             fenced: BTreeMap::new(),
-            fenced_here: BTreeSet::new(),
+            fenced_here: BTreeMap::new(),
             buffers: ShardBuffers::default(),
             budget: BufferBudget::new(settings.buffer_size),
             lifecycle: Lifecycle::Running,
@@ -333,7 +333,7 @@ impl Region {
         });
         match self.fenced.remove(&shard) {
             Some(current) => {
-                self.fenced_here.insert(shard);
+                self.fenced_here.insert(shard, current);
                 self.send_to_coordinator(Body::ShardFenced { shard, current }, out);
             }
             None => self.send_to_coordinator(Body::ShardStopped { shard }, out),

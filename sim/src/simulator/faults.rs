@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use shoal_core::{Incarnation, NodeId};
+use shoal_core::{Incarnation, MemberStatus, NodeId};
 
 use crate::bounds::STABLE_AFTER;
 use crate::events::Ev;
@@ -29,6 +29,7 @@ impl Simulator {
                 }
             }
             Fault::LeaveDone(node) => self.leave_done(node),
+            Fault::Remove(node) => self.remove_exiting(node),
             Fault::Exit(node) => {
                 if self.nemesis.has_left(node) {
                     self.kill(node);
@@ -241,12 +242,12 @@ impl Simulator {
         self.input(by, down);
     }
 
-    /// Once a leaving member's region stopped, it is removed from the cluster and its process exits.
+    /// Once a leaving member's region stopped, it becomes Exiting (and is removed later).
     fn leave_done(&mut self, node: NodeId) {
         let Some(sim) = self.nodes.get(&node) else {
             return;
         };
-        if !self.oracle.is_member(sim.id) {
+        if self.oracle.status(sim.id) != Some(MemberStatus::Leaving) {
             return;
         }
         if !sim
@@ -260,14 +261,37 @@ impl Simulator {
             );
             return;
         }
+        // Akka's leader moves a Leaving member whose regions have stopped to Exiting, and
+        // removes it once every member has seen that (views take at most the detection delay
+        // to arrive). Exiting tells a coordinator that the member's regions stopped, so it
+        // waits for their last acknowledgements rather than counting them as given: what
+        // they forwarded last may still be on its way (rolling-restart seed 903263 with the
+        // oracle, which removed Leaving members directly: a new coordinator moved a shard
+        // while a leaving proxy's forwards to its owner were still on a slow link, and they
+        // arrived after the owner had stopped it).
+        self.oracle.exiting(node);
+        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
+        self.publish(&everyone, self.oracle.view());
+        let at = self.now + self.opts.cluster.detection_delay;
+        self.schedule(at, Ev::Fault(Fault::Remove(node)));
+    }
+
+    /// An Exiting member is removed; its process exits once the others have seen that.
+    fn remove_exiting(&mut self, node: NodeId) {
+        let Some(id) = self.nodes.get(&node).map(|sim| sim.id) else {
+            return;
+        };
+        if self.oracle.status(id) != Some(MemberStatus::Exiting) {
+            return;
+        }
         self.oracle.remove(node);
-        // The leaver learns of its own removal last (it exits then), so it keeps routing meanwhile.
-        let others: BTreeSet<NodeId> = self.nodes.keys().copied().filter(|n| *n != node).collect();
-        self.publish(&others, self.oracle.view());
-        // Like Akka's Exiting -> Removed at convergence: the process exits only after every member
-        // has seen the removal (views take at most the detection delay to arrive), and after what
-        // they forwarded before that has reached it to be routed on (messages take at most about
-        // 2 s, the latency's long tail).
+        // The leaver hears it too, as with the real membership: its regions, stopped, then
+        // announce that they forward nothing more, which the coordinator awaits (above).
+        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
+        self.publish(&everyone, self.oracle.view());
+        // The process exits only after every member has seen the removal, and after what they
+        // forwarded before that has reached it (messages take at most about 2 s, the
+        // latency's long tail).
         self.nemesis.left(node);
         let exit = self.now + self.opts.cluster.detection_delay + Duration::from_secs(3);
         self.schedule(exit, Ev::Fault(Fault::Exit(node)));

@@ -371,20 +371,7 @@ impl Simulator {
                 member,
                 version,
                 view,
-            } => {
-                let Some(node) = self.nodes.get_mut(&member.node).filter(|n| n.id == member) else {
-                    return;
-                };
-                if version > node.view_version {
-                    node.view_version = version;
-                    self.log(|| TraceEvent::View {
-                        member: member.to_string(),
-                        version: Some(version),
-                        members: crate::trace::view_entries(&view),
-                    });
-                    self.input(member.node, Input::MembershipChanged(view));
-                }
-            }
+            } => self.deliver_view(member, version, view),
             Ev::Client => self.client_round(),
             Ev::Fault(fault) => {
                 self.log(|| TraceEvent::Fault {

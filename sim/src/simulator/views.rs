@@ -5,10 +5,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use shoal_core::{MemberId, MemberStatus, MembershipView, NodeId};
+use shoal_core::{Input, MemberId, MemberStatus, MembershipView, NodeId};
 
 use crate::events::Ev;
 use crate::options::MembershipMode;
+use crate::trace::TraceEvent;
 
 use super::Simulator;
 
@@ -107,6 +108,22 @@ impl Simulator {
                 view: view.clone(),
             };
             self.schedule(self.now + delay, ev);
+        }
+    }
+
+    /// `member` hears the oracle's view `version`, unless it has heard a newer one.
+    pub(crate) fn deliver_view(&mut self, member: MemberId, version: u64, view: MembershipView) {
+        let Some(node) = self.nodes.get_mut(&member.node).filter(|n| n.id == member) else {
+            return;
+        };
+        if version > node.view_version {
+            node.view_version = version;
+            self.log(|| TraceEvent::View {
+                member: member.to_string(),
+                version: Some(version),
+                members: crate::trace::view_entries(&view),
+            });
+            self.input(member.node, Input::MembershipChanged(view));
         }
     }
 

@@ -150,3 +150,73 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
     f.tell(1, "newer");
     assert_eq!(f.take(), [send(3, forward(1, "newer"))]);
 }
+
+/// Rolling-restart seed 5449 (oracle membership), and swarm seed 602228 again: the coordinator
+/// the region told of the fencing fails over before hosting the shard here again. The region
+/// claims the shard in its registration with the new coordinator, so that no other region gets
+/// it, and tells it of the fencing before asking anything: the new coordinator then hosts it
+/// here, and the letters keep their place.
+#[test]
+fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
+    let mut f = remembering();
+    let (s1, first) = (ShardId(1), Epoch(5));
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: s1,
+            epoch: first,
+        },
+    );
+    f.recv(3, forward(1, "older"));
+    let fenced = StoreCompletion::Fenced(Epoch(7));
+    f.region
+        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
+    f.take();
+    // Member 1 leaves; the coordinator moves to member 4, older than 2 and 3.
+    let moved = MembershipView::new(vec![
+        Member::up(m(4), 1, &[]),
+        Member::up(m(2), 2, &[]),
+        Member::up(m(3), 3, &[]),
+    ]);
+    f.region
+        .handle_membership(at(0), &moved, &mut f.rng, &mut f.out);
+    let register = Body::Register {
+        shards: vec![s1],
+        handing_off: vec![],
+    };
+    assert_eq!(f.take(), [send(4, register)]);
+    f.recv(4, Body::RegisterAck);
+    let after_ack: Vec<Effect> = f
+        .take()
+        .into_iter()
+        .filter(|e| matches!(e, Effect::Send(_)))
+        .collect();
+    let fenced = Body::ShardFenced {
+        shard: s1,
+        current: Epoch(7),
+    };
+    assert_eq!(after_ack.first(), Some(&send(4, fenced)), "{after_ack:?}");
+    assert_eq!(f.region.buffered(), 1, "the letter waits for the shard");
+    // Hosted here again: the letter is delivered, not dropped.
+    f.recv(
+        4,
+        Body::HostShard {
+            shard: s1,
+            epoch: Epoch(9),
+        },
+    );
+    let loaded = StoreCompletion::Loaded(vec![]);
+    f.region
+        .handle_store_completed(at(0), (s1, Epoch(9), 0), loaded, &mut f.out);
+    f.region.handle_store_completed(
+        at(0),
+        (s1, Epoch(9), 1),
+        StoreCompletion::Written,
+        &mut f.out,
+    );
+    let delivered = f
+        .take()
+        .into_iter()
+        .any(|e| matches!(e, Effect::Entity(EntityEffect::Deliver { .. })));
+    assert!(delivered);
+}
