@@ -77,26 +77,20 @@ impl Oracle {
         true
     }
 
-    /// Marks an Up member Leaving (it is handing off its shards); a status never goes back.
+    /// Marks an Up member Leaving (it is handing off its shards).
     pub(crate) fn leaving(&mut self, node: NodeId) {
-        if let Some(m) = self
-            .members
-            .get_mut(&node)
-            .filter(|m| m.status == MemberStatus::Up)
-        {
-            m.status = MemberStatus::Leaving;
-            self.version += 1;
-        }
+        self.advance(node, MemberStatus::Up, MemberStatus::Leaving);
     }
 
     /// Marks a Leaving member Exiting: its regions have stopped (it hosts nothing any more).
     pub(crate) fn exiting(&mut self, node: NodeId) {
-        if let Some(m) = self
-            .members
-            .get_mut(&node)
-            .filter(|m| m.status == MemberStatus::Leaving)
-        {
-            m.status = MemberStatus::Exiting;
+        self.advance(node, MemberStatus::Leaving, MemberStatus::Exiting);
+    }
+
+    /// Moves the member at `node` from status `from` to `to`; a status never goes back.
+    fn advance(&mut self, node: NodeId, from: MemberStatus, to: MemberStatus) {
+        if let Some(m) = self.members.get_mut(&node).filter(|m| m.status == from) {
+            m.status = to;
             self.version += 1;
         }
     }

@@ -27,6 +27,15 @@ fn view(down: bool) -> MembershipView {
     MembershipView::new(vec![Member::up(m(1), 1, &[]), me, Member::up(m(3), 3, &[])])
 }
 
+/// [`view`] after member 1 left: the coordinator moves to member 4, older than 2 and 3.
+fn coordinator_moved() -> MembershipView {
+    MembershipView::new(vec![
+        Member::up(m(4), 1, &[]),
+        Member::up(m(2), 2, &[]),
+        Member::up(m(3), 3, &[]),
+    ])
+}
+
 /// The first entity id of shard `s` (4 shards).
 fn entity(s: u32) -> EntityId {
     (0..)
@@ -244,14 +253,8 @@ fn a_new_coordinator_replaces_the_old_ones_homes() {
     f.recv(1, Body::ShardHomes { homes });
     f.tell(1, "m1");
     assert_eq!(f.take(), [send(3, forward(1, "m1"))]);
-    // Member 1 leaves; the coordinator moves to member 4, older than 2 and 3.
-    let moved = MembershipView::new(vec![
-        Member::up(m(4), 1, &[]),
-        Member::up(m(2), 2, &[]),
-        Member::up(m(3), 3, &[]),
-    ]);
     f.region
-        .handle_membership(at(0), &moved, &mut f.rng, &mut f.out);
+        .handle_membership(at(0), &coordinator_moved(), &mut f.rng, &mut f.out);
     f.take();
     f.tell(1, "m2");
     let sent = f.take();

@@ -136,8 +136,7 @@ impl Simulator {
                         self.mark("a node joined while another was down");
                     }
                     self.start_node(NodeId(next), Incarnation(1));
-                    let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-                    self.publish(&everyone, self.oracle.view());
+                    self.publish_to_everyone();
                 }
             }
             Act::Clog { node, peer, lasts } => {
@@ -210,8 +209,7 @@ impl Simulator {
             return self.input(to, leave);
         }
         self.oracle.leaving(node);
-        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-        self.publish(&everyone, self.oracle.view());
+        self.publish_to_everyone();
         let shutdown = shoal_core::Command::GracefulShutdown { entity_type: None };
         self.input(
             node,
@@ -270,8 +268,7 @@ impl Simulator {
         // while a leaving proxy's forwards to its owner were still on a slow link, and they
         // arrived after the owner had stopped it).
         self.oracle.exiting(node);
-        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-        self.publish(&everyone, self.oracle.view());
+        self.publish_to_everyone();
         let at = self.now + self.opts.cluster.detection_delay;
         self.schedule(at, Ev::Fault(Fault::Remove(node)));
     }
@@ -287,8 +284,7 @@ impl Simulator {
         self.oracle.remove(node);
         // The leaver hears it too, as with the real membership: its regions, stopped, then
         // announce that they forward nothing more, which the coordinator awaits (above).
-        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-        self.publish(&everyone, self.oracle.view());
+        self.publish_to_everyone();
         // The process exits only after every member has seen the removal, and after what they
         // forwarded before that has reached it (messages take at most about 2 s, the
         // latency's long tail).
@@ -328,8 +324,7 @@ impl Simulator {
         self.kill(node);
         let incarnation = self.last_incarnation.get(&node).map_or(1, |last| last + 1);
         self.start_node(node, Incarnation(incarnation));
-        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-        self.publish(&everyone, self.oracle.view());
+        self.publish_to_everyone();
     }
 
     /// Connectivity changed: downing is decided after `stable-after` without further change, and
@@ -346,8 +341,7 @@ impl Simulator {
     fn publish_reachability(&mut self) {
         let unreachable = self.unreachable();
         if self.oracle.set_unreachable(&unreachable) {
-            let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
-            self.publish(&everyone, self.oracle.view());
+            self.publish_to_everyone();
         }
     }
 

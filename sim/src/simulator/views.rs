@@ -87,6 +87,12 @@ impl Simulator {
         }
     }
 
+    /// Delivers the oracle's current view to every running node.
+    pub(crate) fn publish_to_everyone(&mut self) {
+        let everyone: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
+        self.publish(&everyone, self.oracle.view());
+    }
+
     /// Delivers `view` to each of `to` (running nodes) after its own detection delay (with the
     /// oracle; the real membership spreads views itself).
     pub(crate) fn publish(&mut self, to: &BTreeSet<NodeId>, view: MembershipView) {

@@ -8,6 +8,37 @@ fn remembering() -> Fixture {
     Fixture::registered_with(|c| c.remember = Some(Default::default()))
 }
 
+/// A registered, remembering region whose instance of shard 1 (epoch 5) the store fenced (at
+/// epoch 7) while a letter from member 3 waited in it.
+fn fenced_with_a_letter_waiting() -> (Fixture, ShardId) {
+    let mut f = remembering();
+    let (s1, first) = (ShardId(1), Epoch(5));
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: s1,
+            epoch: first,
+        },
+    );
+    f.recv(3, forward(1, "older"));
+    let fenced = StoreCompletion::Fenced(Epoch(7));
+    f.region
+        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
+    f.take();
+    (f, s1)
+}
+
+/// The instance of `shard` at `epoch` loads no remembered entity, and its first start is
+/// written.
+fn loads_nothing_remembered(f: &mut Fixture, shard: ShardId, epoch: Epoch) {
+    let loaded = StoreCompletion::Loaded(vec![]);
+    f.region
+        .handle_store_completed(at(0), (shard, epoch, 0), loaded, &mut f.out);
+    let written = StoreCompletion::Written;
+    f.region
+        .handle_store_completed(at(0), (shard, epoch, 1), written, &mut f.out);
+}
+
 /// Seed 21052 (oracle membership): letters that waited in a shard instance the store then
 /// fenced stay first in line, because the region hosts the shard again for them, even while it
 /// shuts down.
@@ -52,11 +83,7 @@ fn letters_left_by_a_fenced_instance_are_delivered_first_when_it_is_hosted_again
         hosted.contains(&send(1, Body::ShardStarted { shard: s1 })),
         "hosted while shutting down: {hosted:?}"
     );
-    let loaded = StoreCompletion::Loaded(vec![]);
-    f.region
-        .handle_store_completed(at(0), (s1, next, 0), loaded, &mut f.out);
-    f.region
-        .handle_store_completed(at(0), (s1, next, 1), StoreCompletion::Written, &mut f.out);
+    loads_nothing_remembered(&mut f, s1, next);
     let delivered: Vec<Payload> = f
         .take()
         .into_iter()
@@ -118,20 +145,7 @@ fn a_fenced_shard_is_hosted_again_while_shutting_down_even_with_nothing_left() {
 /// home.
 #[test]
 fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere() {
-    let mut f = remembering();
-    let (s1, first) = (ShardId(1), Epoch(5));
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: s1,
-            epoch: first,
-        },
-    );
-    f.recv(3, forward(1, "older"));
-    let fenced = StoreCompletion::Fenced(Epoch(7));
-    f.region
-        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
-    f.take();
+    let (mut f, s1) = fenced_with_a_letter_waiting();
     let home = Body::ShardHome {
         shard: s1,
         region: m(3),
@@ -158,28 +172,9 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
 /// here, and the letters keep their place.
 #[test]
 fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
-    let mut f = remembering();
-    let (s1, first) = (ShardId(1), Epoch(5));
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: s1,
-            epoch: first,
-        },
-    );
-    f.recv(3, forward(1, "older"));
-    let fenced = StoreCompletion::Fenced(Epoch(7));
+    let (mut f, s1) = fenced_with_a_letter_waiting();
     f.region
-        .handle_store_completed(at(0), (s1, first, 0), fenced, &mut f.out);
-    f.take();
-    // Member 1 leaves; the coordinator moves to member 4, older than 2 and 3.
-    let moved = MembershipView::new(vec![
-        Member::up(m(4), 1, &[]),
-        Member::up(m(2), 2, &[]),
-        Member::up(m(3), 3, &[]),
-    ]);
-    f.region
-        .handle_membership(at(0), &moved, &mut f.rng, &mut f.out);
+        .handle_membership(at(0), &coordinator_moved(), &mut f.rng, &mut f.out);
     let register = Body::Register {
         shards: vec![s1],
         handing_off: vec![],
@@ -205,15 +200,7 @@ fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
             epoch: Epoch(9),
         },
     );
-    let loaded = StoreCompletion::Loaded(vec![]);
-    f.region
-        .handle_store_completed(at(0), (s1, Epoch(9), 0), loaded, &mut f.out);
-    f.region.handle_store_completed(
-        at(0),
-        (s1, Epoch(9), 1),
-        StoreCompletion::Written,
-        &mut f.out,
-    );
+    loads_nothing_remembered(&mut f, s1, Epoch(9));
     let delivered = f
         .take()
         .into_iter()
