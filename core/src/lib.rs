@@ -89,6 +89,7 @@ mod link_seq;
 mod membership;
 mod message;
 mod node;
+mod node_table;
 pub mod probe;
 mod region;
 mod remember;

@@ -11,10 +11,9 @@
 //! (a new incarnation, numbering from 1 again) replaces its old entry, so the tables are bounded
 //! by the number of addresses and nothing ever has to be forgotten while a link is in use.
 
-use std::collections::BTreeMap;
-
-use crate::id::{Incarnation, MemberId, NodeId};
+use crate::id::{Incarnation, MemberId};
 use crate::message::Lane;
+use crate::node_table::NodeTable;
 
 /// The newest incarnation seen at one address and the last number of that link.
 #[derive(Clone, Copy, Debug)]
@@ -23,19 +22,19 @@ struct Link {
     last: u64,
 }
 
+/// One address's links, by lane.
+type Lanes = [Option<Link>; 2];
+
 impl Link {
     /// This address's link for `member`: the same one if it is that incarnation, a fresh one
     /// for a newer incarnation, `None` for an older (dead) one.
-    fn of(
-        links: &mut BTreeMap<(NodeId, Lane), Self>,
-        member: MemberId,
-        lane: Lane,
-    ) -> Option<&mut Self> {
+    fn of(links: &mut NodeTable<Lanes>, member: MemberId, lane: Lane) -> Option<&mut Self> {
         let fresh = Self {
             incarnation: member.incarnation,
             last: 0,
         };
-        let link = links.entry((member.node, lane)).or_insert(fresh);
+        let lanes = links.get_or_insert_with(member.node, || [None; 2]);
+        let link = lanes[lane_index(lane)].get_or_insert(fresh);
         if link.incarnation < member.incarnation {
             *link = fresh;
         }
@@ -43,11 +42,18 @@ impl Link {
     }
 }
 
+fn lane_index(lane: Lane) -> usize {
+    match lane {
+        Lane::Control => 0,
+        Lane::Data => 1,
+    }
+}
+
 /// Sent and accepted sequence numbers per peer address and lane.
 #[derive(Debug, Default)]
 pub(crate) struct LinkSequences {
-    sent: BTreeMap<(NodeId, Lane), Link>,
-    accepted: BTreeMap<(NodeId, Lane), Link>,
+    sent: NodeTable<Lanes>,
+    accepted: NodeTable<Lanes>,
 }
 
 impl LinkSequences {

@@ -1,0 +1,152 @@
+//! A table keyed by [`NodeId`] for the lookups a node makes on every envelope (the link
+//! sequence numbers, the address book). A `BTreeMap` there walks three levels of nodes spread
+//! over the heap for each lookup, and a simulated cluster of a hundred nodes keeps two hundred
+//! such maps: open addressing finds an entry in one probe, usually one cache line.
+//!
+//! Deterministic: the slot of a key depends on the key alone (Fibonacci hashing), and the table
+//! is never iterated, so nothing observable depends on the layout. Keys are the cluster's own
+//! node ids (a peer chooses its id as it chooses its address; the table holds one entry per
+//! address, as the maps it replaces did).
+
+use crate::id::NodeId;
+
+/// The smallest number of slots a table allocates.
+const MIN_SLOTS: usize = 16;
+
+/// Values by node id: open addressing with linear probing, at most half full.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeTable<V> {
+    slots: Vec<Option<(NodeId, V)>>,
+    len: usize,
+}
+
+impl<V> Default for NodeTable<V> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V> NodeTable<V> {
+    /// The value for `node`, if any.
+    pub(crate) fn get(&self, node: NodeId) -> Option<&V> {
+        let at = self.find(node).ok()?;
+        self.slots[at].as_ref().map(|(_, v)| v)
+    }
+
+    /// The value for `node`, inserted with `fresh` first if there is none.
+    pub(crate) fn get_or_insert_with(&mut self, node: NodeId, fresh: impl FnOnce() -> V) -> &mut V {
+        let at = match self.find(node) {
+            Ok(at) => at,
+            Err(at) => self.insert_at(at, node, fresh()),
+        };
+        let (_, value) = self.slots[at].as_mut().expect("found or just inserted");
+        value
+    }
+
+    /// Sets the value for `node`.
+    pub(crate) fn insert(&mut self, node: NodeId, value: V) {
+        match self.find(node) {
+            Ok(at) => self.slots[at] = Some((node, value)),
+            Err(at) => {
+                self.insert_at(at, node, value);
+            }
+        }
+    }
+
+    /// The slot holding `node` (`Ok`), or the empty slot where it belongs (`Err`); `Err(usize::MAX)`
+    /// when the table has no slots yet.
+    fn find(&self, node: NodeId) -> Result<usize, usize> {
+        if self.slots.is_empty() {
+            return Err(usize::MAX);
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = slot_of(node, self.slots.len());
+        loop {
+            match &self.slots[at] {
+                Some((key, _)) if *key == node => return Ok(at),
+                Some(_) => at = (at + 1) & mask,
+                None => return Err(at),
+            }
+        }
+    }
+
+    /// Puts a new entry in the empty slot `at` (found by `find`), growing first when the table
+    /// would be more than half full; returns the entry's slot.
+    fn insert_at(&mut self, at: usize, node: NodeId, value: V) -> usize {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+            let Err(at) = self.find(node) else {
+                unreachable!("a new key is absent after growing");
+            };
+            return self.fill(at, node, value);
+        }
+        self.fill(at, node, value)
+    }
+
+    fn fill(&mut self, at: usize, node: NodeId, value: V) -> usize {
+        self.slots[at] = Some((node, value));
+        self.len += 1;
+        at
+    }
+
+    /// Doubles the slots and places every entry again.
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(MIN_SLOTS);
+        let old = std::mem::replace(&mut self.slots, (0..size).map(|_| None).collect());
+        self.len = 0;
+        for (node, value) in old.into_iter().flatten() {
+            let Err(at) = self.find(node) else {
+                unreachable!("keys are unique");
+            };
+            self.fill(at, node, value);
+        }
+    }
+}
+
+/// The home slot of `node` in a table of `slots` slots (a power of two): the top bits of the
+/// id times 2^64 / φ, which spreads consecutive ids (the simulator numbers its nodes) evenly.
+fn slot_of(node: NodeId, slots: usize) -> usize {
+    let bits = slots.trailing_zeros();
+    let hash = node.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // `bits` is at least 4 (MIN_SLOTS), so the shift is below 64.
+    usize::try_from(hash >> (64 - bits)).expect("a slot index fits a usize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn behaves_as_a_map_through_growth() {
+        let mut table = NodeTable::default();
+        let mut model = BTreeMap::new();
+        // Consecutive ids, spread ids and colliding-looking ids (multiples of a power of two).
+        let keys = (0..300)
+            .chain((1..200).map(|i| i << 40))
+            .chain((1..50).map(|i| i * 1024));
+        for (i, key) in keys.enumerate() {
+            let node = NodeId(key);
+            assert_eq!(table.get(node), model.get(&node), "before {node:?}");
+            table.insert(node, i);
+            model.insert(node, i);
+            *table.get_or_insert_with(NodeId(key / 2), || 0) += 1;
+            *model.entry(NodeId(key / 2)).or_insert(0) += 1;
+        }
+        for key in 0..2_000 {
+            let node = NodeId(key);
+            assert_eq!(table.get(node), model.get(&node));
+        }
+        assert_eq!(table.len, model.len());
+        assert!(table.len * 2 <= table.slots.len(), "at most half full");
+    }
+
+    #[test]
+    fn an_empty_table_finds_nothing() {
+        let table: NodeTable<u8> = NodeTable::default();
+        assert_eq!(table.get(NodeId(7)), None);
+    }
+}
