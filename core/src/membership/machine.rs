@@ -146,6 +146,12 @@ impl Membership {
         self.gossip.member(self.me).map(|m| m.status)
     }
 
+    /// Whether the state may have changed since the view was last taken (every change of the
+    /// gossip marks it): nothing that depends on the state alone needs a second look otherwise.
+    pub(crate) fn may_have_changed(&self) -> bool {
+        self.dirty
+    }
+
     /// The view, if it changed since the last call.
     pub(crate) fn take_view(&mut self) -> Option<MembershipView> {
         // Asked after every input the node handles: only rebuilt when the gossip may differ.

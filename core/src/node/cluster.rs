@@ -63,6 +63,9 @@ impl Node {
         let Some(m) = &mut self.membership else {
             return;
         };
+        // Asked after every input: this member's own status (a lookup among every member) can
+        // only have moved if the state changed.
+        let changed = m.may_have_changed();
         if let Some(view) = m.take_view() {
             self.effects.event(Event::MembershipChanged);
             self.handle_membership(now, view);
@@ -72,7 +75,7 @@ impl Node {
             return;
         };
         // Told to leave by another member (`Command::LeaveMember`): hand off, as for `Leave`.
-        if !self.leaving && m.status() == Some(MemberStatus::Leaving) {
+        if !self.leaving && changed && m.status() == Some(MemberStatus::Leaving) {
             self.leaving = true;
             for t in self.types.values_mut() {
                 t.region.handle_graceful_shutdown(&mut self.effects);

@@ -6,17 +6,10 @@ use super::*;
 impl Membership {
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
-        let (mut unseen, mut seen) = self.gossip_targets(count);
-        for _ in 0..count {
-            let pool = if unseen.is_empty() {
-                &mut seen
-            } else {
-                &mut unseen
-            };
-            if pool.is_empty() {
-                return;
-            }
-            let to = pool.swap_remove(rng.below(pool.len() as u64) as usize);
+        self.refresh_gossip_targets();
+        let targets = self.gossip_targets.as_ref().expect("worked out above");
+        let chosen = draw_targets([&targets.unseen, &targets.seen], count, rng);
+        for to in chosen {
             // A member that has seen this state gets its digests (Akka's GossipStatus).
             let message = if self.gossip.seen().contains(&to) {
                 self.gossip_status(true)
@@ -27,10 +20,10 @@ impl Membership {
         }
     }
 
-    /// The reachable members other than this one and Down ones: those that have not seen the
-    /// state, and those that have, which a round of `count` only needs if fewer than `count`
-    /// have not (worked out again only when the state or the seen set changed).
-    fn gossip_targets(&mut self, count: usize) -> (Vec<MemberId>, Vec<MemberId>) {
+    /// Works out the reachable members other than this one and Down ones, split into those
+    /// that have not seen the state and those that have, again only when the state or the seen
+    /// set changed.
+    fn refresh_gossip_targets(&mut self) {
         let key = (self.gossip.digest(), self.gossip.seen_digest());
         if self.gossip_targets.as_ref().is_none_or(|t| t.key != key) {
             let unreachable = self.gossip.unreachable_from(self.me);
@@ -43,13 +36,6 @@ impl Membership {
                 .partition(|m| !self.gossip.seen().contains(m));
             self.gossip_targets = Some(GossipTargets { key, unseen, seen });
         }
-        let targets = self.gossip_targets.as_ref().expect("worked out above");
-        let seen = if targets.unseen.len() < count {
-            targets.seen.clone()
-        } else {
-            Vec::new()
-        };
-        (targets.unseen.clone(), seen)
     }
 
     /// This member's digests, as a round (`answer`) or a talkback.
@@ -120,5 +106,79 @@ impl Membership {
                 .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
         );
         (state, receivers.into_iter().collect())
+    }
+}
+
+/// Up to `count` members drawn at random from the first pool, then (once it is exhausted)
+/// from the second: each draw takes a uniform index and fills the hole with the pool's last
+/// member, as `swap_remove` on copies of the pools would, without copying them (a round of a
+/// thousand-member cluster draws one of a thousand).
+fn draw_targets(pools: [&[MemberId]; 2], count: usize, rng: &mut Rng) -> Vec<MemberId> {
+    let mut chosen = Vec::with_capacity(count);
+    for pool in pools {
+        // Slots overwritten by earlier draws from this pool, latest last.
+        let mut moved: Vec<(usize, MemberId)> = Vec::new();
+        let mut len = pool.len();
+        while chosen.len() < count && len > 0 {
+            let at = |i: usize, moved: &[(usize, MemberId)]| {
+                moved
+                    .iter()
+                    .rev()
+                    .find(|(j, _)| *j == i)
+                    .map_or(pool[i], |(_, m)| *m)
+            };
+            let i = usize::try_from(rng.below(len as u64)).expect("an index into the pool");
+            let picked = at(i, &moved);
+            let last = at(len - 1, &moved);
+            moved.push((i, last));
+            len -= 1;
+            chosen.push(picked);
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The original draw: `swap_remove` on copies of the pools.
+    fn draw_by_copying(pools: [&[MemberId]; 2], count: usize, rng: &mut Rng) -> Vec<MemberId> {
+        let (mut first, mut second) = (pools[0].to_vec(), pools[1].to_vec());
+        let mut chosen = Vec::new();
+        for _ in 0..count {
+            let pool = if first.is_empty() {
+                &mut second
+            } else {
+                &mut first
+            };
+            if pool.is_empty() {
+                break;
+            }
+            chosen.push(pool.swap_remove(rng.below(pool.len() as u64) as usize));
+        }
+        chosen
+    }
+
+    #[test]
+    fn drawing_targets_matches_swap_remove_on_copies() {
+        let ids = |range: std::ops::Range<u64>| -> Vec<MemberId> {
+            range.map(|n| MemberId::new(n, 1)).collect()
+        };
+        for seed in 0..200 {
+            let (first, second) = (ids(0..seed % 7), ids(100..100 + seed % 11));
+            let count = (seed % 9) as usize;
+            let (mut a, mut b) = (Rng::new(seed), Rng::new(seed));
+            assert_eq!(
+                draw_targets([&first, &second], count, &mut a),
+                draw_by_copying([&first, &second], count, &mut b),
+                "seed {seed}"
+            );
+            assert_eq!(
+                a.below(1 << 40),
+                b.below(1 << 40),
+                "the same draws were taken"
+            );
+        }
     }
 }
