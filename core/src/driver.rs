@@ -121,14 +121,12 @@ impl Driver {
     }
 
     fn drain(&mut self, io: &mut impl Io) {
-        while let Some(effect) = self.node.poll_effect() {
-            match effect {
-                Effect::Send(transmit) => io.send(transmit),
-                Effect::Entity(effect) => io.entity(effect),
-                Effect::Event(event) => io.emit(event),
-                Effect::Store(request) => io.store(request),
-            }
-        }
+        self.node.drain_effects(|effect| match effect {
+            Effect::Send(transmit) => io.send(transmit),
+            Effect::Entity(effect) => io.entity(effect),
+            Effect::Event(event) => io.emit(event),
+            Effect::Store(request) => io.store(request),
+        });
         // Debug builds (tests, fuzzing) check the node's internal invariants after every
         // drain; the simulator reports them as violations in its release builds too.
         #[cfg(debug_assertions)]

@@ -1,13 +1,11 @@
 //! The event queue: what is scheduled to happen, ordered by (true time, sequence number), and
 //! the run's digest, folded from every event taken from it.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use shoal_core::{EntityId, Envelope, Input, Instant, MemberId, MembershipView, NodeId};
 
 use crate::nemesis::Fault;
 use crate::net::{Flight, Link};
+use crate::quad_heap::QuadHeap;
 
 /// Something scheduled to happen.
 #[derive(Debug)]
@@ -73,7 +71,7 @@ impl Ev {
 pub(crate) struct EventQueue {
     seq: u64,
     /// Pending events by (time, sequence number), each naming its slot in `slots`.
-    heap: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    heap: QuadHeap<(Instant, u64, usize)>,
     /// Scheduled events; freed slots are reused (`free`), so scheduling rarely allocates.
     slots: Vec<Option<Ev>>,
     free: Vec<usize>,
@@ -85,7 +83,7 @@ impl Default for EventQueue {
     fn default() -> Self {
         Self {
             seq: 0,
-            heap: BinaryHeap::new(),
+            heap: QuadHeap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             taken: 0,
@@ -108,12 +106,12 @@ impl EventQueue {
                 self.slots.len() - 1
             }
         };
-        self.heap.push(Reverse((at, self.seq, slot)));
+        self.heap.push((at, self.seq, slot));
     }
 
     /// Takes the next event due by `until`, with its time, and folds it into the digest.
     pub(crate) fn pop_due(&mut self, until: Instant) -> Option<(Instant, Ev)> {
-        let &Reverse((at, _, slot)) = self.heap.peek()?;
+        let &(at, _, slot) = self.heap.peek()?;
         if at > until {
             return None;
         }

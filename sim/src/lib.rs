@@ -31,6 +31,7 @@ mod options;
 mod oracle;
 mod picture;
 mod plan;
+mod quad_heap;
 mod remembering;
 mod report;
 mod requests;

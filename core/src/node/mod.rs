@@ -234,18 +234,18 @@ impl Node {
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         let mut effect = self.effects.pop()?;
-        // Envelopes to "whoever runs at an address" (a join's first contact) go unnumbered:
-        // numbering restarts once the receiver's incarnation is known.
-        if let Effect::Send(transmit) = &mut effect {
-            let to = transmit.envelope.to;
-            if to.incarnation.0 != 0 {
-                transmit.envelope.seq = self.links.next_to(to, transmit.envelope.lane());
-            }
-            if transmit.address.is_none() {
-                transmit.address = self.addresses.address_of(to.node).cloned();
-            }
-        }
+        stamp(&mut self.links, &self.addresses, &mut effect);
         Some(effect)
+    }
+
+    /// Hands every queued effect to `each`, in order, as [`Node::poll_effect`] until `None`
+    /// would: the driver's drain. Effects are large (an envelope inline), and moving each one
+    /// out through an `Option` copied it several times per message.
+    pub(crate) fn drain_effects(&mut self, each: impl FnMut(Effect)) {
+        for effect in self.effects.queued_mut() {
+            stamp(&mut self.links, &self.addresses, effect);
+        }
+        self.effects.drain().for_each(each);
     }
 
     /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
@@ -530,6 +530,21 @@ impl Node {
     fn deliver_local(&mut self, now: Instant) {
         while let Some(envelope) = self.effects.pop_local() {
             self.dispatch(now, envelope);
+        }
+    }
+}
+
+/// Numbers an envelope leaving this node on its link and gives it its receiver's address.
+/// Envelopes to "whoever runs at an address" (a join's first contact) go unnumbered: numbering
+/// restarts once the receiver's incarnation is known.
+fn stamp(links: &mut LinkSequences, addresses: &AddressBook, effect: &mut Effect) {
+    if let Effect::Send(transmit) = effect {
+        let to = transmit.envelope.to;
+        if to.incarnation.0 != 0 {
+            transmit.envelope.seq = links.next_to(to, transmit.envelope.lane());
+        }
+        if transmit.address.is_none() {
+            transmit.address = addresses.address_of(to.node).cloned();
         }
     }
 }
