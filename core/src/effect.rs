@@ -379,7 +379,7 @@ impl Effects {
     }
 
     /// Takes every queued effect, oldest first.
-    pub(crate) fn drain(&mut self) -> impl Iterator<Item = Effect> + '_ {
+    pub(crate) fn drain_queued(&mut self) -> impl Iterator<Item = Effect> + '_ {
         self.queue.drain(..)
     }
 

@@ -354,7 +354,7 @@ impl Gossip {
 
     /// `remote` holds this same state: only the seen sets combine.
     fn adopt_seen(&mut self, me: MemberId, remote: &Self) -> Received {
-        self.seen.extend(remote.seen.set().iter().copied());
+        self.seen.union_with(&remote.seen);
         self.seen.insert(me);
         Received::Same
     }

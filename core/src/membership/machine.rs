@@ -56,8 +56,7 @@ pub(crate) struct Membership {
     /// This member has seen itself Leaving: a removal is the end of its graceful leave. A
     /// member removed without leaving was downed by others (it never heard it was Down).
     leaving: bool,
-    /// The view last handed to the sharding roles, and the state digest it was built from.
-    published: MembershipView,
+    /// The state digest the last view was built from.
     published_state: Option<StateDigest>,
     /// The gossip may have changed since the view was last built.
     dirty: bool,
@@ -126,7 +125,6 @@ impl Membership {
             downer: Downer::new(settings.downing, now),
             exit_deadline: None,
             leaving: false,
-            published: MembershipView::default(),
             published_state: None,
             dirty: true,
             leader_idle: None,
@@ -152,8 +150,9 @@ impl Membership {
         self.dirty
     }
 
-    /// The view, if it changed since the last call.
-    pub(crate) fn take_view(&mut self) -> Option<MembershipView> {
+    /// The view, if it differs from `current`, the one the node holds (the last one taken):
+    /// compared with the node's copy, so no second copy of every member is kept here.
+    pub(crate) fn take_view(&mut self, current: &MembershipView) -> Option<MembershipView> {
         // Asked after every input the node handles: only rebuilt when the gossip may differ.
         if self.phase == Phase::Joining || !std::mem::take(&mut self.dirty) {
             return None;
@@ -170,10 +169,7 @@ impl Membership {
             // Removed by its own deadline: the gossip it last heard still lists it Exiting.
             view = view.without(self.me);
         }
-        (view != self.published).then(|| {
-            self.published = view.clone();
-            view
-        })
+        (view != *current).then_some(view)
     }
 
     /// Starts leaving gracefully (the node hands off its shards meanwhile).

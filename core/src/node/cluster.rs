@@ -66,7 +66,7 @@ impl Node {
         // Asked after every input: this member's own status (a lookup among every member) can
         // only have moved if the state changed.
         let changed = m.may_have_changed();
-        if let Some(view) = m.take_view() {
+        if let Some(view) = m.take_view(&self.view) {
             self.effects.event(Event::MembershipChanged);
             self.handle_membership(now, view);
             self.deliver_local(now);
@@ -83,7 +83,7 @@ impl Node {
         }
         if self.leaving && self.types.values().all(|t| t.region.is_stopped()) {
             m.ready_to_exit(now, &mut self.rng, &mut self.effects);
-            if let Some(view) = m.take_view() {
+            if let Some(view) = m.take_view(&self.view) {
                 self.effects.event(Event::MembershipChanged);
                 self.handle_membership(now, view);
                 self.deliver_local(now);

@@ -245,7 +245,7 @@ impl Node {
         for effect in self.effects.queued_mut() {
             stamp(&mut self.links, &self.addresses, effect);
         }
-        self.effects.drain().for_each(each);
+        self.effects.drain_queued().for_each(each);
     }
 
     /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
