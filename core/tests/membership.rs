@@ -63,7 +63,12 @@ fn three_nodes_join_through_the_first_seed() {
     let view = c.node(1).view().clone();
     assert_eq!(view.members().len(), 3);
     for m in view.members() {
-        assert_eq!(m.hosts, Some([t.clone()].into()), "{}", m.id);
+        assert_eq!(
+            m.hosts,
+            Some(std::sync::Arc::new([t.clone()].into())),
+            "{}",
+            m.id
+        );
     }
     assert_eq!(view.coordinator_of(&t, None), Some(MemberId::new(1, 1)));
 }

@@ -43,8 +43,10 @@ pub struct GossipMember {
     pub app_version: AppVersion,
     /// A Leaving member whose regions have handed off every shard: it may become Exiting.
     pub ready_to_exit: bool,
-    /// The entity types it hosts (fixed for an incarnation).
-    pub hosts: BTreeSet<EntityType>,
+    /// The entity types it hosts (fixed for an incarnation). Shared: every state and view
+    /// that lists the member holds the same set, so copying a view does not copy the set and
+    /// equal members compare it by pointer (a merge compares every member of both states).
+    pub hosts: Arc<BTreeSet<EntityType>>,
     /// Where to reach it (fixed for an incarnation).
     pub address: Address,
 }
@@ -65,7 +67,7 @@ impl GossipMember {
             up_number: 0,
             app_version,
             ready_to_exit: false,
-            hosts,
+            hosts: Arc::new(hosts),
             address: Address::of_node(id.node),
         }
     }
@@ -498,7 +500,7 @@ impl Gossip {
                     up_number: m.up_number,
                     app_version: m.app_version,
                     reachable: !unreachable.contains(&m.id),
-                    hosts: Some(m.hosts.clone()),
+                    hosts: Some(Arc::clone(&m.hosts)),
                     address: Some(m.address.clone()),
                 })
                 .collect(),

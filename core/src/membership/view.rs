@@ -51,7 +51,7 @@ pub struct Member {
     /// The entity types it hosts (runs a hosting region for, not a proxy). `None` when the
     /// host that supplies views does not say: the member is then assumed to host every type
     /// its roles allow. A node that manages membership always says.
-    pub hosts: Option<BTreeSet<EntityType>>,
+    pub hosts: Option<Arc<BTreeSet<EntityType>>>,
     /// Where to reach it. `None` when the host that supplies views routes by member id itself;
     /// a node that manages membership always says.
     pub address: Option<Address>,
@@ -74,7 +74,7 @@ impl Member {
 
     /// The same member, saying that it hosts exactly `types` (builder style).
     pub fn hosting<'a>(mut self, types: impl IntoIterator<Item = &'a EntityType>) -> Self {
-        self.hosts = Some(types.into_iter().cloned().collect());
+        self.hosts = Some(Arc::new(types.into_iter().cloned().collect()));
         self
     }
 

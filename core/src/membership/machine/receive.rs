@@ -27,7 +27,7 @@ impl Membership {
                     let join = ClusterMessage::Join {
                         roles: self.joiner.roles.clone(),
                         app_version: self.joiner.app_version,
-                        hosts: self.joiner.hosts.clone(),
+                        hosts: BTreeSet::clone(&self.joiner.hosts),
                         address: self.joiner.address.clone(),
                     };
                     out.send_cluster(from, join);
