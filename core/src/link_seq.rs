@@ -15,30 +15,43 @@ use crate::id::{Incarnation, MemberId};
 use crate::message::Lane;
 use crate::node_table::NodeTable;
 
-/// The newest incarnation seen at one address and the last number of that link.
+/// The newest incarnation seen at one address and the last number of that link. A link never
+/// used is incarnation 0, number 0, and behaves exactly as a fresh one: every real incarnation
+/// is newer, so the first use replaces it.
 #[derive(Clone, Copy, Debug)]
 struct Link {
     incarnation: Incarnation,
     last: u64,
 }
 
-/// One address's links, by lane.
-type Lanes = [Option<Link>; 2];
+impl Default for Link {
+    fn default() -> Self {
+        Self {
+            incarnation: Incarnation(0),
+            last: 0,
+        }
+    }
+}
+
+/// One address's links, both ways, by lane: a node mostly hears from those it sends to
+/// (heartbeats and their answers, forwards and acknowledgements), so one entry serves both.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerLinks {
+    sent: [Link; 2],
+    accepted: [Link; 2],
+}
 
 impl Link {
-    /// This address's link for `member`: the same one if it is that incarnation, a fresh one
-    /// for a newer incarnation, `None` for an older (dead) one.
-    fn of(links: &mut NodeTable<Lanes>, member: MemberId, lane: Lane) -> Option<&mut Self> {
-        let fresh = Self {
-            incarnation: member.incarnation,
-            last: 0,
-        };
-        let lanes = links.get_or_insert_with(member.node, || [None; 2]);
-        let link = lanes[lane_index(lane)].get_or_insert(fresh);
-        if link.incarnation < member.incarnation {
-            *link = fresh;
+    /// This link, for `member`: itself if it is that incarnation's, made fresh for a newer
+    /// incarnation, `None` for an older (dead) one.
+    fn of(&mut self, member: MemberId) -> Option<&mut Self> {
+        if self.incarnation < member.incarnation {
+            *self = Self {
+                incarnation: member.incarnation,
+                last: 0,
+            };
         }
-        (link.incarnation == member.incarnation).then_some(link)
+        (self.incarnation == member.incarnation).then_some(self)
     }
 }
 
@@ -52,15 +65,15 @@ fn lane_index(lane: Lane) -> usize {
 /// Sent and accepted sequence numbers per peer address and lane.
 #[derive(Debug, Default)]
 pub(crate) struct LinkSequences {
-    sent: NodeTable<Lanes>,
-    accepted: NodeTable<Lanes>,
+    peers: NodeTable<PeerLinks>,
 }
 
 impl LinkSequences {
     /// The number of the next envelope to `to` (0, unnumbered, for an incarnation older than
     /// one already addressed: it is gone, so there is nothing to deduplicate).
     pub(crate) fn next_to(&mut self, to: MemberId, lane: Lane) -> u64 {
-        Link::of(&mut self.sent, to, lane).map_or(0, |link| {
+        let peer = self.peers.get_or_insert_with(to.node, PeerLinks::default);
+        peer.sent[lane_index(lane)].of(to).map_or(0, |link| {
             link.last += 1;
             link.last
         })
@@ -74,7 +87,8 @@ impl LinkSequences {
         if seq == 0 {
             return true;
         }
-        let Some(link) = Link::of(&mut self.accepted, from, lane) else {
+        let peer = self.peers.get_or_insert_with(from.node, PeerLinks::default);
+        let Some(link) = peer.accepted[lane_index(lane)].of(from) else {
             return true;
         };
         if seq <= link.last {

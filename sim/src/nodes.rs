@@ -27,6 +27,8 @@ pub(crate) struct SimNode {
     pub(crate) clock: Clock,
     pub(crate) wakeup: Option<Instant>,
     pub(crate) view_version: u64,
+    /// Its status in its own view, as of its last view change (real membership).
+    pub(crate) own_status: Option<shoal_core::MemberStatus>,
     /// While the process is paused: the inputs that reached it, replayed in order on resume.
     pub(crate) paused: Option<Vec<Input>>,
     /// When the simulator next checks the node's internal invariants (release builds; debug

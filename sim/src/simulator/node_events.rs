@@ -46,7 +46,12 @@ impl Simulator {
             }
             Event::MembershipChanged => {
                 rounds.clear();
-                self.views_changed += 1;
+                if let Some(node) = self.nodes.get_mut(&n) {
+                    let status = node.driver.node().view().status(member);
+                    if std::mem::replace(&mut node.own_status, status) != status {
+                        self.own_statuses_changed += 1;
+                    }
+                }
                 if self.tracing() {
                     let members = self
                         .nodes

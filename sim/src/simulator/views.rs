@@ -80,7 +80,10 @@ impl Simulator {
     /// when the membership or the set of processes changed: clients send thousands of
     /// messages, commands and queries between).
     pub(crate) fn refresh_senders(&mut self) {
-        let key = (self.oracle.version + self.views_changed, self.nodes_epoch);
+        let key = (
+            self.oracle.version + self.own_statuses_changed,
+            self.nodes_epoch,
+        );
         if self.workload.senders_stale(key) {
             let up = self.up_members();
             self.workload.set_senders(key, up);
