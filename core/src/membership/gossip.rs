@@ -346,8 +346,10 @@ impl Gossip {
             next.digest = DigestCache::default();
         } else if cfg!(debug_assertions) {
             if let Some(kept) = next.digest.0 {
+                let view = next.digest.2.take();
                 next.digest = DigestCache::default();
                 assert_eq!(next.digest(), kept, "a kept digest is the state's");
+                next.digest.2 = view;
             }
         }
         *self = next;
@@ -487,8 +489,21 @@ impl Gossip {
         unreachable
     }
 
-    /// The view the sharding roles consume, with reachability as `me` knows it.
-    pub(crate) fn view(&self) -> MembershipView {
+    /// The view the sharding roles consume, built once per state: a state adopted as it came
+    /// (an in-process copy, as in the simulator) brings the view its sender built, so a
+    /// thousand members adopting one state build its view once, not a thousand times.
+    pub(crate) fn view(&mut self) -> MembershipView {
+        if let Some(view) = &self.digest.2 {
+            debug_assert!(*view == self.build_view(), "a cached view is the state's");
+            return view.clone();
+        }
+        let view = self.build_view();
+        self.digest.2 = Some(view.clone());
+        view
+    }
+
+    /// The view of this state, built member by member.
+    fn build_view(&self) -> MembershipView {
         let unreachable = self.unreachable();
         MembershipView::new(
             self.members

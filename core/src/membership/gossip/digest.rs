@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Gossip;
 use crate::id::MemberId;
+use crate::membership::MembershipView;
 
 /// A digest of a gossip's state (members, removed members, reachability; not the seen set):
 /// two 64-bit FNV-1a hashes of its wire encoding. Members that hold equal digests hold the same
@@ -17,10 +18,15 @@ use crate::id::MemberId;
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct StateDigest(pub u64, pub u64);
 
-/// A cached [`StateDigest`], with the length of the state's encoding it was taken over: not
-/// part of the state, so any two caches compare equal.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct DigestCache(pub(super) Option<StateDigest>, usize);
+/// A cached [`StateDigest`], with the length of the state's encoding it was taken over, and
+/// the view built from the state (a function of it, as the digest is): not part of the state,
+/// so any two caches compare equal. Every change of the state clears it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct DigestCache(
+    pub(super) Option<StateDigest>,
+    usize,
+    pub(super) Option<MembershipView>,
+);
 
 impl PartialEq for DigestCache {
     fn eq(&self, _: &Self) -> bool {
@@ -75,7 +81,7 @@ impl Gossip {
         // status exchange fall back to full gossip.
         let (digest, len) = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1, 0))
             .unwrap_or((StateDigest(BASES.0, BASES.1), 0));
-        self.digest = DigestCache(Some(digest), len);
+        (self.digest.0, self.digest.1) = (Some(digest), len);
         digest
     }
 
@@ -83,7 +89,7 @@ impl Gossip {
     /// counted with it; only the seen set is measured): hosts that measure frames without
     /// building them (`codec::frame_len`) need not walk a large cluster's state again.
     pub(crate) fn encoded_len(&self) -> Option<usize> {
-        let DigestCache(Some(_), state) = self.digest else {
+        let DigestCache(Some(_), state, _) = self.digest else {
             return None;
         };
         let seen =
