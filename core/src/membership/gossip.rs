@@ -9,7 +9,6 @@
 //! address; the first reachable member if there is none) move members along:
 //! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -223,9 +222,11 @@ impl Gossip {
             )
         };
         // Members equal on both sides (nearly all, between states a few changes apart) are
-        // borrowed, not cloned: only a merged member is new.
-        let mut merged: Vec<(MemberId, Cow<'_, GossipMember>)> =
+        // borrowed, not cloned: only a merged member is new, kept apart in `owned` so that the
+        // list of a thousand members holds references, not members.
+        let mut merged: Vec<(MemberId, Result<&GossipMember, usize>)> =
             Vec::with_capacity(self.members.len().max(other.members.len()));
+        let mut owned: Vec<Option<GossipMember>> = Vec::new();
         // One shared map (in-process copies of a state) equals itself: nothing to join, unless
         // the other side removed one of its members.
         let shared = Arc::ptr_eq(&self.members, &other.members)
@@ -262,20 +263,21 @@ impl Gossip {
                 continue;
             }
             let member = match (a, b) {
-                (Some(a), Some(b)) if a == b => Cow::Borrowed(a),
+                (Some(a), Some(b)) if a == b => Ok(a),
                 (Some(a), Some(b)) => {
                     let m = a.merge(b);
                     like.ours &= m == *a;
                     like.theirs &= m == *b;
-                    Cow::Owned(m)
+                    owned.push(Some(m));
+                    Err(owned.len() - 1)
                 }
                 (Some(a), None) => {
                     like.theirs = false;
-                    Cow::Borrowed(a)
+                    Ok(a)
                 }
                 (None, Some(b)) => {
                     like.ours = false;
-                    Cow::Borrowed(b)
+                    Ok(b)
                 }
                 (None, None) => continue,
             };
@@ -289,7 +291,13 @@ impl Gossip {
             Arc::new(
                 merged
                     .into_iter()
-                    .map(|(id, m)| (id, m.into_owned()))
+                    .map(|(id, m)| {
+                        let member = match m {
+                            Ok(borrowed) => borrowed.clone(),
+                            Err(i) => owned[i].take().expect("each merged member is used once"),
+                        };
+                        (id, member)
+                    })
                     .collect(),
             )
         };
