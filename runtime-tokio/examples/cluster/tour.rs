@@ -169,8 +169,11 @@ async fn pause(run: &mut Run<'_>, index: u32, pause_for: Duration) -> Result<(),
     run.member(index)?.signal("STOP")?;
     let unreachable = run.watch.wait(Change::Unreachable, id, at, pause_for).await;
     tokio::time::sleep(pause_for.saturating_sub(at.elapsed())).await;
-    run.member(index)?.signal("CONT")?;
+    // Taken before the signal: the resumed node answers the heartbeats queued for it at once,
+    // and on loopback the others can see it reachable again before `signal` returns (a CI
+    // run missed the event that way and waited 15 s for another).
     let resumed = Instant::now();
+    run.member(index)?.signal("CONT")?;
     run.view.say(&format!("tour: SIGCONT node {index}"));
     let reachable = run
         .watch
