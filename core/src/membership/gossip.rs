@@ -109,7 +109,10 @@ fn rank(status: MemberStatus) -> (u8, MemberStatus) {
 pub struct Gossip {
     /// Shared, copy on write: a gossip is cloned for every full-state message, and members
     /// that adopt a state share it until it changes (equal shared states compare at once).
-    members: Arc<BTreeMap<MemberId, GossipMember>>,
+    /// Each member is shared too: a state differs from the one it came from in a few
+    /// members, so a merge compares the others by pointer without reading them, and a new
+    /// map copies pointers, not members.
+    members: Arc<BTreeMap<MemberId, Arc<GossipMember>>>,
     /// Removed members: never members again (a restarted node joins as a new incarnation).
     removed: Arc<BTreeSet<MemberId>>,
     reachability: Reachability,
@@ -146,19 +149,19 @@ impl Gossip {
     pub(crate) fn founding(member: GossipMember) -> Self {
         let me = member.id;
         let mut g = Self::default();
-        Arc::make_mut(&mut g.members).insert(me, member);
+        Arc::make_mut(&mut g.members).insert(me, Arc::new(member));
         g.seen.insert(me);
         g
     }
 
     /// The members (removed ones excluded), by id.
     pub(crate) fn members(&self) -> impl Iterator<Item = &GossipMember> {
-        self.members.values()
+        self.members.values().map(Arc::as_ref)
     }
 
     /// The member `id`, if it is one.
     pub(crate) fn member(&self, id: MemberId) -> Option<&GossipMember> {
-        self.members.get(&id)
+        self.members.get(&id).map(Arc::as_ref)
     }
 
     /// Whether `id` was removed.
@@ -224,7 +227,7 @@ impl Gossip {
         // Members equal on both sides (nearly all, between states a few changes apart) are
         // borrowed, not cloned: only a merged member is new, kept apart in `owned` so that the
         // list of a thousand members holds references, not members.
-        let mut merged: Vec<(MemberId, Result<&GossipMember, usize>)> =
+        let mut merged: Vec<(MemberId, Result<&Arc<GossipMember>, usize>)> =
             Vec::with_capacity(self.members.len().max(other.members.len()));
         let mut owned: Vec<Option<GossipMember>> = Vec::new();
         // One shared map (in-process copies of a state) equals itself: nothing to join, unless
@@ -266,8 +269,8 @@ impl Gossip {
                 (Some(a), Some(b)) if a == b => Ok(a),
                 (Some(a), Some(b)) => {
                     let m = a.merge(b);
-                    like.ours &= m == *a;
-                    like.theirs &= m == *b;
+                    like.ours &= m == **a;
+                    like.theirs &= m == **b;
                     owned.push(Some(m));
                     Err(owned.len() - 1)
                 }
@@ -293,8 +296,10 @@ impl Gossip {
                     .into_iter()
                     .map(|(id, m)| {
                         let member = match m {
-                            Ok(borrowed) => borrowed.clone(),
-                            Err(i) => owned[i].take().expect("each merged member is used once"),
+                            Ok(borrowed) => Arc::clone(borrowed),
+                            Err(i) => {
+                                Arc::new(owned[i].take().expect("each merged member is used once"))
+                            }
                         };
                         (id, member)
                     })
@@ -393,7 +398,7 @@ impl Gossip {
         for id in older {
             self.set_status(me, id, MemberStatus::Down);
         }
-        Arc::make_mut(&mut self.members).insert(member.id, member);
+        Arc::make_mut(&mut self.members).insert(member.id, Arc::new(member));
         self.changed(me);
         true
     }
@@ -407,7 +412,7 @@ impl Gossip {
             return false;
         }
         if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&id) {
-            m.status = status;
+            Arc::make_mut(m).status = status;
         }
         self.changed(me);
         true
@@ -418,7 +423,7 @@ impl Gossip {
         match self.members.get(&me) {
             Some(m) if !m.ready_to_exit => {
                 if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&me) {
-                    m.ready_to_exit = true;
+                    Arc::make_mut(m).ready_to_exit = true;
                 }
                 self.changed(me);
                 true
