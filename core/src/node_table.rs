@@ -76,13 +76,13 @@ impl<V> NodeTable<V> {
     /// Puts a new entry in the empty slot `at` (found by `find`), growing first when the table
     /// would be more than half full; returns the entry's slot.
     fn insert_at(&mut self, at: usize, node: NodeId, value: V) -> usize {
-        if (self.len + 1) * 2 > self.slots.len() {
+        let at = if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
-            let Err(at) = self.find(node) else {
-                unreachable!("a new key is absent after growing");
-            };
-            return self.fill(at, node, value);
-        }
+            self.find(node)
+                .expect_err("a new key is absent after growing")
+        } else {
+            at
+        };
         self.fill(at, node, value)
     }
 

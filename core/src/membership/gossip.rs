@@ -9,6 +9,7 @@
 //! address; the first reachable member if there is none) move members along:
 //! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -185,7 +186,7 @@ impl Gossip {
     fn same_state(&self, other: &Self) -> bool {
         // Both digests known (a gossip cloned in-process carries its cache): they decide, as
         // they do in every digest exchange between members.
-        if let (Some(ours), Some(theirs)) = (self.digest.0, other.digest.0) {
+        if let (Some(ours), Some(theirs)) = (self.digest.state, other.digest.state) {
             return ours == theirs;
         }
         self.members == other.members
@@ -225,11 +226,10 @@ impl Gossip {
             )
         };
         // Members equal on both sides (nearly all, between states a few changes apart) are
-        // borrowed, not cloned: only a merged member is new, kept apart in `owned` so that the
-        // list of a thousand members holds references, not members.
-        let mut merged: Vec<(MemberId, Result<&Arc<GossipMember>, usize>)> =
+        // borrowed, not shared again (no reference count touched unless the merge is kept):
+        // only a merged member is new.
+        let mut merged: Vec<(MemberId, Cow<'_, Arc<GossipMember>>)> =
             Vec::with_capacity(self.members.len().max(other.members.len()));
-        let mut owned: Vec<Option<GossipMember>> = Vec::new();
         // One shared map (in-process copies of a state) equals itself: nothing to join, unless
         // the other side removed one of its members.
         let shared = Arc::ptr_eq(&self.members, &other.members)
@@ -266,21 +266,20 @@ impl Gossip {
                 continue;
             }
             let member = match (a, b) {
-                (Some(a), Some(b)) if a == b => Ok(a),
+                (Some(a), Some(b)) if a == b => Cow::Borrowed(a),
                 (Some(a), Some(b)) => {
                     let m = a.merge(b);
                     like.ours &= m == **a;
                     like.theirs &= m == **b;
-                    owned.push(Some(m));
-                    Err(owned.len() - 1)
+                    Cow::Owned(Arc::new(m))
                 }
                 (Some(a), None) => {
                     like.theirs = false;
-                    Ok(a)
+                    Cow::Borrowed(a)
                 }
                 (None, Some(b)) => {
                     like.ours = false;
-                    Ok(b)
+                    Cow::Borrowed(b)
                 }
                 (None, None) => continue,
             };
@@ -294,15 +293,7 @@ impl Gossip {
             Arc::new(
                 merged
                     .into_iter()
-                    .map(|(id, m)| {
-                        let member = match m {
-                            Ok(borrowed) => Arc::clone(borrowed),
-                            Err(i) => {
-                                Arc::new(owned[i].take().expect("each merged member is used once"))
-                            }
-                        };
-                        (id, member)
-                    })
+                    .map(|(id, m)| (id, m.into_owned()))
                     .collect(),
             )
         };
@@ -332,7 +323,7 @@ impl Gossip {
     pub(crate) fn receive(&mut self, me: MemberId, remote: Self) -> Received {
         // Known digests decide at once; otherwise the merge tells (comparing whole member
         // maps first would cost as much as the merge, which a different state needs anyway).
-        let known = match (self.digest.0, remote.digest.0) {
+        let known = match (self.digest.state, remote.digest.state) {
             (Some(ours), Some(theirs)) => Some(ours == theirs),
             _ => None,
         };
@@ -358,11 +349,9 @@ impl Gossip {
         if outcome == Received::Merged || pruned {
             next.digest = DigestCache::default();
         } else if cfg!(debug_assertions) {
-            if let Some(kept) = next.digest.0 {
-                let view = next.digest.2.take();
-                next.digest = DigestCache::default();
+            // Worked out again (the cached view is checked whenever it is read).
+            if let Some(kept) = next.digest.state.take() {
                 assert_eq!(next.digest(), kept, "a kept digest is the state's");
-                next.digest.2 = view;
             }
         }
         *self = next;
@@ -506,12 +495,12 @@ impl Gossip {
     /// (an in-process copy, as in the simulator) brings the view its sender built, so a
     /// thousand members adopting one state build its view once, not a thousand times.
     pub(crate) fn view(&mut self) -> MembershipView {
-        if let Some(view) = &self.digest.2 {
+        if let Some(view) = &self.digest.view {
             debug_assert!(*view == self.build_view(), "a cached view is the state's");
             return view.clone();
         }
         let view = self.build_view();
-        self.digest.2 = Some(view.clone());
+        self.digest.view = Some(view.clone());
         view
     }
 

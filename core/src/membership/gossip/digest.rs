@@ -22,11 +22,14 @@ pub struct StateDigest(pub u64, pub u64);
 /// the view built from the state (a function of it, as the digest is): not part of the state,
 /// so any two caches compare equal. Every change of the state clears it.
 #[derive(Clone, Debug, Default)]
-pub(super) struct DigestCache(
-    pub(super) Option<StateDigest>,
-    usize,
-    pub(super) Option<MembershipView>,
-);
+pub(super) struct DigestCache {
+    /// The state's digest.
+    pub(super) state: Option<StateDigest>,
+    /// The length of the state's encoding, counted with the digest.
+    len: usize,
+    /// The view built from the state (`Gossip::view`).
+    pub(super) view: Option<MembershipView>,
+}
 
 impl PartialEq for DigestCache {
     fn eq(&self, _: &Self) -> bool {
@@ -73,7 +76,7 @@ pub(crate) enum StatusMatch {
 impl Gossip {
     /// The digest of the state (computed once per change).
     pub(crate) fn digest(&mut self) -> StateDigest {
-        if let Some(digest) = self.digest.0 {
+        if let Some(digest) = self.digest.state {
             return digest;
         }
         let state = (&self.members, &self.removed, &self.reachability);
@@ -81,7 +84,7 @@ impl Gossip {
         // status exchange fall back to full gossip.
         let (digest, len) = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1, 0))
             .unwrap_or((StateDigest(BASES.0, BASES.1), 0));
-        (self.digest.0, self.digest.1) = (Some(digest), len);
+        (self.digest.state, self.digest.len) = (Some(digest), len);
         digest
     }
 
@@ -89,12 +92,10 @@ impl Gossip {
     /// counted with it; only the seen set is measured): hosts that measure frames without
     /// building them (`codec::frame_len`) need not walk a large cluster's state again.
     pub(crate) fn encoded_len(&self) -> Option<usize> {
-        let DigestCache(Some(_), state, _) = self.digest else {
-            return None;
-        };
+        self.digest.state?;
         let seen =
             postcard::serialize_with_flavor(&self.seen, postcard::ser_flavors::Size::default());
-        seen.ok().map(|seen| state + seen)
+        seen.ok().map(|seen| self.digest.len + seen)
     }
 
     /// A digest of the seen set.
