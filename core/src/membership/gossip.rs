@@ -171,8 +171,8 @@ impl Gossip {
     }
 
     /// Members that have seen this state.
-    pub(crate) fn seen(&self) -> &BTreeSet<MemberId> {
-        self.seen.set()
+    pub(crate) fn seen(&self) -> &Seen {
+        &self.seen
     }
 
     /// Records that `id` has seen this state (tests drive convergence by hand).

@@ -73,13 +73,19 @@ pub(crate) struct Membership {
     heartbeat_receivers: Option<(StateDigest, Vec<MemberId>)>,
 }
 
-/// Whom a gossip round may go to, as worked out for the (state, seen) digests `key`.
+/// Whom a gossip round may go to: the members eligible under the state digest `state`, and
+/// their split by the seen set whose digest is `split_for`. While a large cluster forms, the
+/// seen set changes far more often than the state: a new split walks the eligible ids and the
+/// seen set, both sorted, without reading a member.
 #[derive(Debug)]
 struct GossipTargets {
-    key: (StateDigest, u64),
-    /// Members that have not seen the state (preferred).
+    state: StateDigest,
+    /// Reachable members other than this one and Down ones, by id.
+    eligible: Vec<MemberId>,
+    split_for: Option<u64>,
+    /// Eligible members that have not seen the state (preferred).
     unseen: Vec<MemberId>,
-    /// Members that have.
+    /// Eligible members that have.
     seen: Vec<MemberId>,
 }
 

@@ -1,6 +1,11 @@
 //! The set of members that have seen a gossip state, with a digest kept up to date as members
 //! are added, so that a digest-only gossip round (`GossipStatus`) costs the same whatever the
 //! cluster's size.
+//!
+//! Kept as a sorted vector, not a tree: every full-state message clones the set (a thousand
+//! members were a thousand tree-node entries to allocate and copy, one copy per message while a
+//! large cluster forms), and the lookups and merges walk it in order. It encodes as the sorted
+//! set it is.
 
 use std::collections::BTreeSet;
 
@@ -13,15 +18,13 @@ use crate::id::MemberId;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(from = "BTreeSet<MemberId>")]
 pub(crate) struct Seen {
-    members: BTreeSet<MemberId>,
+    /// Sorted, without repeats.
+    members: Vec<MemberId>,
     digest: u64,
 }
 
 /// A member's contribution to the digest (splitmix64's finalizer over its address and
 /// incarnation): stable across builds, as anything compared between members must be.
-/// Sets up to this size are added member by member (a merge rebuilds the whole set).
-const MERGE_ABOVE: usize = 16;
-
 fn mix(id: MemberId) -> u64 {
     let mut z = id.node.0 ^ id.incarnation.0.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -35,14 +38,19 @@ impl Seen {
         self.digest
     }
 
-    /// The members, by id.
-    pub(crate) fn set(&self) -> &BTreeSet<MemberId> {
-        &self.members
+    /// The members, in id order.
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, MemberId> {
+        self.members.iter()
+    }
+
+    /// The members as a set (the `GossipSeen` message carries one).
+    pub(crate) fn to_set(&self) -> BTreeSet<MemberId> {
+        self.members.iter().copied().collect()
     }
 
     /// Whether `id` has seen the state.
     pub(crate) fn contains(&self, id: &MemberId) -> bool {
-        self.members.contains(id)
+        self.members.binary_search(id).is_ok()
     }
 
     /// How many members have seen the state.
@@ -52,7 +60,8 @@ impl Seen {
 
     /// Records that `id` has seen the state.
     pub(crate) fn insert(&mut self, id: MemberId) {
-        if self.members.insert(id) {
+        if let Err(at) = self.members.binary_search(&id) {
+            self.members.insert(at, id);
             self.digest ^= mix(id);
         }
     }
@@ -64,14 +73,8 @@ impl Seen {
         }
     }
 
-    /// Nobody has seen the state (it changed).
-    /// Adds every member of `other`. Both sets are sorted: a large one is merged in one walk
-    /// of each rather than inserted member by member, each insert a search through the tree
-    /// (a thousand-member cluster's seen sets were a twentieth of its gossip handling).
+    /// Records every member of `other`, in one walk of both sorted sets.
     pub(crate) fn union_with(&mut self, other: &Self) {
-        if other.members.len() <= MERGE_ABOVE {
-            return self.extend(other.members.iter().copied());
-        }
         let mut digest = self.digest;
         let mut merged = Vec::with_capacity(self.members.len() + other.members.len());
         let mut ours = self.members.iter().copied().peekable();
@@ -86,18 +89,18 @@ impl Seen {
         }
         merged.extend(ours);
         if merged.len() != self.members.len() {
-            // Sorted and without duplicates: the set is built in bulk.
-            self.members = merged.into_iter().collect();
+            self.members = merged;
             self.digest = digest;
         }
     }
 
+    /// Forgets every member.
     pub(crate) fn clear(&mut self) {
         self.members.clear();
         self.digest = 0;
     }
 
-    /// Keeps the members for which `keep` holds.
+    /// Keeps only the members `keep` accepts.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&MemberId) -> bool) {
         let digest = &mut self.digest;
         self.members.retain(|id| {
@@ -113,13 +116,17 @@ impl Seen {
 impl From<BTreeSet<MemberId>> for Seen {
     fn from(members: BTreeSet<MemberId>) -> Self {
         let digest = members.iter().fold(0, |d, id| d ^ mix(*id));
-        Self { members, digest }
+        Self {
+            members: members.into_iter().collect(),
+            digest,
+        }
     }
 }
 
 impl Serialize for Seen {
+    /// As the sorted set it is (a sequence of members in id order, as a `BTreeSet` encodes).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.members.serialize(serializer)
+        serializer.collect_seq(&self.members)
     }
 }
 
@@ -176,7 +183,7 @@ mod tests {
         a.extend([member(7, 3), member(9, 1)]);
         let bytes = postcard::to_allocvec(&a).expect("encodes");
         // On the wire it is just the set.
-        assert_eq!(bytes, postcard::to_allocvec(a.set()).expect("encodes"));
+        assert_eq!(bytes, postcard::to_allocvec(&a.to_set()).expect("encodes"));
         let b: Seen = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(b.digest(), a.digest());
         assert_eq!(b, a);

@@ -20,35 +20,52 @@ impl Membership {
         }
     }
 
-    /// Works out the reachable members other than this one and Down ones, split into those
-    /// that have not seen the state and those that have, again only when the state or the seen
-    /// set changed.
+    /// Works out the reachable members other than this one and Down ones (again only when the
+    /// state changed), split into those that have not seen the state and those that have
+    /// (again only when the state or the seen set changed).
     fn refresh_gossip_targets(&mut self) {
-        let key = (self.gossip.digest(), self.gossip.seen_digest());
-        if self.gossip_targets.as_ref().is_none_or(|t| t.key != key) {
-            // Members, the unreachable and the seen set are all sorted by id: one walk of
-            // each (a lookup per member in both sets was a tenth of a thousand-member
-            // cluster's work while it formed).
+        let (state, seen_digest) = (self.gossip.digest(), self.gossip.seen_digest());
+        if self
+            .gossip_targets
+            .as_ref()
+            .is_none_or(|t| t.state != state)
+        {
+            // Members and the unreachable are both sorted by id: one walk of each (a lookup
+            // per member was a tenth of a thousand-member cluster's work while it formed).
             let unreachable = self.gossip.unreachable_from(self.me);
             let mut unreachable = unreachable.iter().peekable();
-            let mut has_seen = self.gossip.seen().iter().peekable();
-            let (mut unseen, mut seen) = (Vec::new(), Vec::new());
+            let mut eligible = Vec::new();
             for m in self.gossip.members() {
                 while unreachable.next_if(|u| **u < m.id).is_some() {}
-                while has_seen.next_if(|s| **s < m.id).is_some() {}
-                if m.id == self.me
-                    || m.status == MemberStatus::Down
-                    || unreachable.peek() == Some(&&m.id)
+                if m.id != self.me
+                    && m.status != MemberStatus::Down
+                    && unreachable.peek() != Some(&&m.id)
                 {
-                    continue;
-                }
-                if has_seen.peek() == Some(&&m.id) {
-                    seen.push(m.id);
-                } else {
-                    unseen.push(m.id);
+                    eligible.push(m.id);
                 }
             }
-            self.gossip_targets = Some(GossipTargets { key, unseen, seen });
+            self.gossip_targets = Some(GossipTargets {
+                state,
+                eligible,
+                split_for: None,
+                unseen: Vec::new(),
+                seen: Vec::new(),
+            });
+        }
+        let targets = self.gossip_targets.as_mut().expect("worked out above");
+        if targets.split_for != Some(seen_digest) {
+            let mut has_seen = self.gossip.seen().iter().peekable();
+            targets.unseen.clear();
+            targets.seen.clear();
+            for &id in &targets.eligible {
+                while has_seen.next_if(|s| **s < id).is_some() {}
+                if has_seen.peek() == Some(&&id) {
+                    targets.seen.push(id);
+                } else {
+                    targets.unseen.push(id);
+                }
+            }
+            targets.split_for = Some(seen_digest);
         }
     }
 
