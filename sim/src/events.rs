@@ -3,9 +3,9 @@
 
 use shoal_core::{EntityId, Envelope, Input, Instant, MemberId, MembershipView, NodeId};
 
+use crate::calendar::CalendarQueue;
 use crate::nemesis::Fault;
 use crate::net::{Flight, Link};
-use crate::quad_heap::QuadHeap;
 
 /// Something scheduled to happen.
 #[derive(Debug)]
@@ -71,7 +71,7 @@ impl Ev {
 pub(crate) struct EventQueue {
     seq: u64,
     /// Pending events by (time, sequence number), each naming its slot in `slots`.
-    heap: QuadHeap<(Instant, u64, usize)>,
+    queue: CalendarQueue,
     /// Scheduled events; freed slots are reused (`free`), so scheduling rarely allocates.
     slots: Vec<Option<Ev>>,
     free: Vec<usize>,
@@ -83,7 +83,7 @@ impl Default for EventQueue {
     fn default() -> Self {
         Self {
             seq: 0,
-            heap: QuadHeap::default(),
+            queue: CalendarQueue::default(),
             slots: Vec::new(),
             free: Vec::new(),
             taken: 0,
@@ -106,16 +106,12 @@ impl EventQueue {
                 self.slots.len() - 1
             }
         };
-        self.heap.push((at, self.seq, slot));
+        self.queue.push((at, self.seq, slot));
     }
 
     /// Takes the next event due by `until`, with its time, and folds it into the digest.
     pub(crate) fn pop_due(&mut self, until: Instant) -> Option<(Instant, Ev)> {
-        let &(at, _, slot) = self.heap.peek()?;
-        if at > until {
-            return None;
-        }
-        self.heap.pop();
+        let (at, _, slot) = self.queue.pop_due(until)?;
         let ev = self.slots[slot].take().expect("scheduled event");
         self.free.push(slot);
         self.taken += 1;

@@ -16,6 +16,7 @@
 
 mod asks;
 mod bounds;
+mod calendar;
 mod check;
 mod clock;
 mod connections;

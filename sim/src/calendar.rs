@@ -1,0 +1,210 @@
+//! The event queue's order: a calendar of one-millisecond buckets over the next few seconds,
+//! and a heap for what lies further ahead. Nearly every event is due within a few seconds of
+//! the present (network latencies, heartbeat and gossip rounds), so a push appends to its
+//! bucket and a take sorts a bucket once, when it comes first, then takes its keys from the
+//! end; the heap it replaces walked half a dozen levels for each. The order taken is the heap's:
+//! the smallest key first (time, then sequence number; keys are unique).
+
+use shoal_core::Instant;
+
+use crate::quad_heap::QuadHeap;
+
+/// What the queue orders: (time, sequence number, slot of the event).
+pub(crate) type Key = (Instant, u64, usize);
+
+/// A bucket spans 2^20 ns, about a millisecond.
+const BUCKET_SHIFT: u32 = 20;
+/// Buckets in the calendar, about 4.3 s ahead.
+const BUCKETS: usize = 4096;
+const WORDS: usize = BUCKETS / 64;
+
+/// Keys, smallest first. Pushed keys must not precede the last one taken (the simulator
+/// schedules nothing in the past); one that does still comes out in order, from the heap.
+#[derive(Debug)]
+pub(crate) struct CalendarQueue {
+    /// Bucket `b` (a time's nanoseconds >> `BUCKET_SHIFT`) lives at `b % BUCKETS` while
+    /// `base <= b < base + BUCKETS`.
+    buckets: Vec<Vec<Key>>,
+    /// Which buckets hold keys, a bit per bucket.
+    occupied: [u64; WORDS],
+    /// The bucket of the last key taken: no key pushed since lies before it.
+    base: u64,
+    /// The bucket whose keys are sorted, largest first (the earliest one, when it was found).
+    sorted: Option<u64>,
+    /// Keys beyond the calendar (or, never in practice, before it).
+    later: QuadHeap<Key>,
+}
+
+impl Default for CalendarQueue {
+    fn default() -> Self {
+        Self {
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            occupied: [0; WORDS],
+            base: 0,
+            sorted: None,
+            later: QuadHeap::default(),
+        }
+    }
+}
+
+fn bucket_of(key: &Key) -> u64 {
+    key.0.as_nanos() >> BUCKET_SHIFT
+}
+
+fn ring_index(bucket: u64) -> usize {
+    // BUCKETS is a power of two: the remainder is the low bits.
+    (bucket % BUCKETS as u64) as usize
+}
+
+impl CalendarQueue {
+    /// Adds `key`.
+    pub(crate) fn push(&mut self, key: Key) {
+        let bucket = bucket_of(&key);
+        if bucket < self.base || bucket - self.base >= BUCKETS as u64 {
+            return self.later.push(key);
+        }
+        let i = ring_index(bucket);
+        let keys = &mut self.buckets[i];
+        if self.sorted == Some(bucket) {
+            let at = keys.partition_point(|k| *k > key);
+            keys.insert(at, key);
+        } else {
+            keys.push(key);
+        }
+        self.occupied[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Removes and returns the smallest key if it is no later than `until`.
+    pub(crate) fn pop_due(&mut self, until: Instant) -> Option<Key> {
+        let first = self.first_bucket().map(|bucket| {
+            let keys = &mut self.buckets[ring_index(bucket)];
+            if self.sorted != Some(bucket) {
+                keys.sort_unstable_by(|a, b| b.cmp(a));
+                self.sorted = Some(bucket);
+            }
+            (bucket, *keys.last().expect("an occupied bucket holds keys"))
+        });
+        let from_heap = match (first, self.later.peek()) {
+            (None, None) => return None,
+            (Some((_, key)), Some(later)) => *later < key,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+        };
+        if from_heap {
+            let key = *self.later.peek().expect("peeked above");
+            if key.0 > until {
+                return None;
+            }
+            self.later.pop();
+            self.base = self.base.max(bucket_of(&key));
+            return Some(key);
+        }
+        let (bucket, key) = first.expect("the calendar's key is the smaller");
+        if key.0 > until {
+            return None;
+        }
+        let i = ring_index(bucket);
+        self.buckets[i].pop();
+        if self.buckets[i].is_empty() {
+            self.occupied[i / 64] &= !(1 << (i % 64));
+        }
+        self.base = bucket;
+        Some(key)
+    }
+
+    /// The earliest bucket holding keys: the first occupied one from `base`, round the ring.
+    fn first_bucket(&self) -> Option<u64> {
+        let start = ring_index(self.base);
+        let (word, bit) = (start / 64, start % 64);
+        // The start word from `bit` up, the other words in order, then the start word below
+        // `bit` (those bits are buckets a whole turn ahead).
+        let first = self.occupied[word] & (u64::MAX << bit);
+        let found = if first != 0 {
+            Some(word * 64 + first.trailing_zeros() as usize)
+        } else {
+            (1..=WORDS).find_map(|step| {
+                let w = (word + step) % WORDS;
+                let bits = self.occupied[w];
+                (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+            })
+        }?;
+        let ahead = (found + BUCKETS - start) % BUCKETS;
+        Some(self.base + ahead as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::time::Duration;
+
+    fn ns(nanos: u64) -> Instant {
+        Instant::ZERO + Duration::from_nanos(nanos)
+    }
+
+    #[test]
+    fn takes_the_order_a_binary_heap_takes() {
+        let mut calendar = CalendarQueue::default();
+        let mut binary = BinaryHeap::new();
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut now = 0_u64;
+        for seq in 0..200_000_u64 {
+            let roll = next();
+            if roll % 3 != 0 {
+                // From the present: mostly within milliseconds, some seconds ahead, a few
+                // beyond the calendar, many at equal times (the sequence number breaks ties).
+                let ahead = match roll % 10 {
+                    0..=5 => next() % 5_000_000,
+                    6 | 7 => 0,
+                    8 => next() % 3_000_000_000,
+                    _ => next() % 90_000_000_000,
+                };
+                let key = (ns(now + ahead), seq, seq as usize);
+                calendar.push(key);
+                binary.push(Reverse(key));
+            } else {
+                // Now and then a bound before the next key: nothing is taken.
+                let until = if roll % 7 == 0 { ns(now) } else { ns(u64::MAX) };
+                let expected = binary
+                    .peek()
+                    .filter(|Reverse(k)| k.0 <= until)
+                    .map(|Reverse(k)| *k);
+                if expected.is_some() {
+                    binary.pop();
+                }
+                let taken = calendar.pop_due(until);
+                assert_eq!(taken, expected, "step {seq}");
+                if let Some(key) = taken {
+                    now = key.0.as_nanos();
+                }
+            }
+        }
+        while let Some(Reverse(key)) = binary.pop() {
+            assert_eq!(calendar.pop_due(ns(u64::MAX)), Some(key));
+        }
+        assert_eq!(calendar.pop_due(ns(u64::MAX)), None);
+    }
+
+    #[test]
+    fn a_key_before_the_last_taken_still_comes_out_in_order() {
+        let mut calendar = CalendarQueue::default();
+        let at = |ms: u64| ns(ms * 1_000_000);
+        calendar.push((at(50), 1, 0));
+        calendar.push((at(70), 2, 0));
+        assert_eq!(calendar.pop_due(at(100)), Some((at(50), 1, 0)));
+        calendar.push((at(10), 3, 0));
+        calendar.push((at(60), 4, 0));
+        let order: Vec<u64> = std::iter::from_fn(|| calendar.pop_due(at(100)))
+            .map(|k| k.1)
+            .collect();
+        assert_eq!(order, [3, 4, 2]);
+    }
+}
