@@ -440,7 +440,7 @@ impl Node {
                 }
             }
         }
-        self.addresses.learn(&view);
+        self.addresses.learn(&self.view, &view);
         self.view = view;
         for t in self.types.values_mut() {
             let role = t.config.role.as_deref();
