@@ -1,9 +1,12 @@
 //! The event queue's order: a calendar of one-millisecond buckets over the next few seconds,
 //! and a heap for what lies further ahead. Nearly every event is due within a few seconds of
 //! the present (network latencies, heartbeat and gossip rounds), so a push appends to its
-//! bucket and a take sorts a bucket once, when it comes first, then takes its keys from the
-//! end; the heap it replaces walked half a dozen levels for each. The order taken is the heap's:
-//! the smallest key first (time, then sequence number; keys are unique).
+//! bucket and a take sorts a bucket once, when it comes first, then takes its keys in order;
+//! the heap it replaces walked half a dozen levels for each. Most buckets hold a few keys (a
+//! hundred nodes schedule about three a millisecond), sorted by insertion in place; the keys
+//! of the bucket being taken stay in increasing order, so a key scheduled into it (usually
+//! later than the others) is appended. The order taken is the heap's: the smallest key first
+//! (time, then sequence number; keys are unique).
 
 use shoal_core::Instant;
 
@@ -17,6 +20,8 @@ const BUCKET_SHIFT: u32 = 20;
 /// Buckets in the calendar, about 4.3 s ahead.
 const BUCKETS: usize = 4096;
 const WORDS: usize = BUCKETS / 64;
+/// Buckets up to this size are sorted by insertion (most hold one to three keys).
+const INSERTION_SORT_MAX: usize = 16;
 
 /// Keys, smallest first. Pushed keys must not precede the last one taken (the simulator
 /// schedules nothing in the past); one that does still comes out in order, from the heap.
@@ -29,8 +34,9 @@ pub(crate) struct CalendarQueue {
     occupied: [u64; WORDS],
     /// The bucket of the last key taken: no key pushed since lies before it.
     base: u64,
-    /// The bucket whose keys are sorted, largest first (the earliest one, when it was found).
-    sorted: Option<u64>,
+    /// The bucket whose keys are sorted (the earliest one, when it was found), and how many
+    /// of them were taken (they stay in front until the bucket empties or another is sorted).
+    sorted: Option<(u64, usize)>,
     /// Keys beyond the calendar (or, never in practice, before it).
     later: QuadHeap<Key>,
 }
@@ -65,11 +71,13 @@ impl CalendarQueue {
         }
         let i = ring_index(bucket);
         let keys = &mut self.buckets[i];
-        if self.sorted == Some(bucket) {
-            let at = keys.partition_point(|k| *k > key);
-            keys.insert(at, key);
-        } else {
-            keys.push(key);
+        match self.sorted {
+            Some((sorted, taken)) if sorted == bucket => {
+                // Usually the largest (scheduled later than what is due): then it is appended.
+                let at = taken + keys[taken..].partition_point(|k| *k < key);
+                keys.insert(at, key);
+            }
+            _ => keys.push(key),
         }
         self.occupied[i / 64] |= 1 << (i % 64);
     }
@@ -77,12 +85,8 @@ impl CalendarQueue {
     /// Removes and returns the smallest key if it is no later than `until`.
     pub(crate) fn pop_due(&mut self, until: Instant) -> Option<Key> {
         let first = self.first_bucket().map(|bucket| {
-            let keys = &mut self.buckets[ring_index(bucket)];
-            if self.sorted != Some(bucket) {
-                keys.sort_unstable_by(|a, b| b.cmp(a));
-                self.sorted = Some(bucket);
-            }
-            (bucket, *keys.last().expect("an occupied bucket holds keys"))
+            let taken = self.sort(bucket);
+            (bucket, self.buckets[ring_index(bucket)][taken])
         });
         let from_heap = match (first, self.later.peek()) {
             (None, None) => return None,
@@ -104,12 +108,39 @@ impl CalendarQueue {
             return None;
         }
         let i = ring_index(bucket);
-        self.buckets[i].pop();
-        if self.buckets[i].is_empty() {
+        let taken = self.sorted.map_or(0, |(_, taken)| taken) + 1;
+        if taken == self.buckets[i].len() {
+            self.buckets[i].clear();
             self.occupied[i / 64] &= !(1 << (i % 64));
+            self.sorted = Some((bucket, 0));
+        } else {
+            self.sorted = Some((bucket, taken));
         }
         self.base = bucket;
         Some(key)
+    }
+
+    /// Makes `bucket` the sorted one (dropping the keys taken from the one before); how many
+    /// of its keys were taken.
+    fn sort(&mut self, bucket: u64) -> usize {
+        match self.sorted {
+            Some((sorted, taken)) if sorted == bucket => return taken,
+            Some((sorted, taken)) => {
+                self.buckets[ring_index(sorted)].drain(..taken);
+            }
+            None => {}
+        }
+        let keys = &mut self.buckets[ring_index(bucket)];
+        if keys.len() <= INSERTION_SORT_MAX {
+            for end in 2..=keys.len() {
+                sift_down_last(&mut keys[..end]);
+            }
+        } else {
+            // Nodes started together fire their timers together: some buckets hold hundreds.
+            keys.sort_unstable();
+        }
+        self.sorted = Some((bucket, 0));
+        0
     }
 
     /// The earliest bucket holding keys: the first occupied one from `base`, round the ring.
@@ -131,6 +162,19 @@ impl CalendarQueue {
         let ahead = (found + BUCKETS - start) % BUCKETS;
         Some(self.base + ahead as u64)
     }
+}
+
+/// Moves the last key of `keys` back to its place (the others are sorted).
+fn sift_down_last(keys: &mut [Key]) {
+    let Some((&last, _)) = keys.split_last() else {
+        return;
+    };
+    let mut at = keys.len() - 1;
+    while at > 0 && keys[at - 1] > last {
+        keys[at] = keys[at - 1];
+        at -= 1;
+    }
+    keys[at] = last;
 }
 
 #[cfg(test)]
