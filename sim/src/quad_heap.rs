@@ -78,13 +78,8 @@ mod tests {
     fn takes_the_order_a_binary_heap_takes() {
         let mut quad = QuadHeap::default();
         let mut binary = BinaryHeap::new();
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::rng::SimRng::stream(7, 0);
+        let mut next = || rng.next_u64();
         for seq in 0..20_000_u64 {
             // Bursts of pushes and pops, many equal times (the sequence number breaks ties).
             if next() % 3 != 0 {

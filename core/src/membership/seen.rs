@@ -66,19 +66,26 @@ impl Seen {
         }
     }
 
-    /// Records every member of `ids`.
+    /// Records every member of `ids` (a `GossipSeen` brings a whole set: inserted one by one
+    /// into the sorted vector, each would shift the members after it).
     pub(crate) fn extend(&mut self, ids: impl IntoIterator<Item = MemberId>) {
-        for id in ids {
-            self.insert(id);
-        }
+        let mut ids: Vec<MemberId> = ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.merge_sorted(&ids);
     }
 
-    /// Records every member of `other`, in one walk of both sorted sets.
+    /// Records every member of `other`.
     pub(crate) fn union_with(&mut self, other: &Self) {
+        self.merge_sorted(&other.members);
+    }
+
+    /// Records every member of `ids` (sorted, without repeats) in one walk of both lists.
+    fn merge_sorted(&mut self, ids: &[MemberId]) {
         let mut digest = self.digest;
-        let mut merged = Vec::with_capacity(self.members.len() + other.members.len());
+        let mut merged = Vec::with_capacity(self.members.len() + ids.len());
         let mut ours = self.members.iter().copied().peekable();
-        for &id in &other.members {
+        for &id in ids {
             while let Some(smaller) = ours.next_if(|o| *o < id) {
                 merged.push(smaller);
             }

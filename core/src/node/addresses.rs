@@ -85,13 +85,8 @@ mod tests {
 
     #[test]
     fn learning_from_the_previous_view_writes_what_learning_every_member_writes() {
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = move |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut rng = crate::rng::Rng::new(7);
+        let mut next = move |below: u64| rng.below(below);
         let addresses: Vec<Address> = (0..4).map(|i| format!("a{i}").as_str().into()).collect();
         let mut config = Config::new(NodeId(0), crate::id::Incarnation(1));
         config.address = addresses[0].clone();
