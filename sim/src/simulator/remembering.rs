@@ -30,7 +30,9 @@ impl Simulator {
         let Some(r) = &mut self.remembering else {
             return;
         };
-        let poll = r.poll(now);
+        let Some(poll) = r.poll(now) else {
+            return;
+        };
         for detail in poll.violations {
             self.check.fail(now, Property::Remembering, "store", detail);
         }
