@@ -7,21 +7,24 @@ mod app;
 mod backpressure;
 mod cluster;
 mod commands;
+mod dispatch;
+mod queries;
+mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use self::addresses::AddressBook;
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
-use crate::effect::{DeadLetterReason, Effect, Effects, Event};
+use crate::effect::{DeadLetterReason, Effect, Effects};
 use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::letter::Letter;
 use crate::link_seq::LinkSequences;
-use crate::membership::{ClusterMessage, GossipMember, MemberStatus, Membership, MembershipView};
-use crate::message::{Body, Envelope, Message, Payload};
-use crate::region::{Handled, Region};
+use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
+use crate::message::{Envelope, Message, Payload};
+use crate::region::Region;
 use crate::remember::{StoreCompletion, StoreRequest};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
@@ -265,95 +268,6 @@ impl Node {
         )
     }
 
-    /// This member's id.
-    pub fn member_id(&self) -> MemberId {
-        self.me
-    }
-
-    /// Checks the node's internal invariants, which hold after every drain whatever the
-    /// inputs were: each coordinator's allocation table against its per-region shard lists
-    /// (no shard in two lists, none allocated but unlisted, acknowledgements and handoffs only
-    /// for allocated shards), and each region's buffer budget and shard timers against what it
-    /// buffers and hosts. The simulator checks them after every driver call; debug builds
-    /// after every drain.
-    ///
-    /// # Errors
-    /// The first invariant found broken, described.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        for roles in self.types.values() {
-            roles.region.check_invariants()?;
-            if let Some(coordinator) = &roles.coordinator {
-                coordinator.check_invariants()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Counters of dropped peer input.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    /// How this node's regions routed messages, summed over entity types.
-    pub fn route_counts(&self) -> RouteCounts {
-        let mut sum = RouteCounts::default();
-        for roles in self.types.values() {
-            let routes = &roles.region.routes;
-            sum.delivered += routes.delivered;
-            sum.forwarded += routes.forwarded;
-            sum.buffered += routes.buffered;
-        }
-        sum
-    }
-
-    /// The current membership view.
-    pub fn view(&self) -> &MembershipView {
-        &self.view
-    }
-
-    /// The shard locations the application asked for (`Command::SetShardLocation`), as this
-    /// node heard of them; `None` for a type it does not run.
-    pub fn desired_shard_locations(
-        &self,
-        entity_type: &EntityType,
-    ) -> Option<&BTreeMap<ShardId, NodeId>> {
-        self.types.get(entity_type).map(|t| &t.desired)
-    }
-
-    /// The coordinator's allocation table for a type, if this node runs its coordinator.
-    pub fn coordinator_allocations(
-        &self,
-        entity_type: &EntityType,
-    ) -> Option<&BTreeMap<ShardId, MemberId>> {
-        self.types
-            .get(entity_type)?
-            .coordinator
-            .as_ref()
-            .map(Coordinator::allocations)
-    }
-
-    /// Shards of a type hosted on this node (running or stopping), in order.
-    pub fn hosted_shards(&self, entity_type: &EntityType) -> Vec<ShardId> {
-        self.types
-            .get(entity_type)
-            .map(|t| t.region.hosted_shards().collect())
-            .unwrap_or_default()
-    }
-
-    /// Messages of a type buffered on this node (never more than `buffer_size`).
-    pub fn buffered(&self, entity_type: &EntityType) -> usize {
-        self.types
-            .get(entity_type)
-            .map_or(0, |t| t.region.buffered())
-    }
-
-    /// Whether the type's region has stopped (graceful shutdown done, or member downed).
-    pub fn is_region_stopped(&self, entity_type: &EntityType) -> bool {
-        self.types
-            .get(entity_type)
-            .is_some_and(|t| t.region.is_stopped())
-    }
-
     fn handle_tell(
         &mut self,
         now: Instant,
@@ -400,138 +314,6 @@ impl Node {
             }
         }
     }
-
-    fn handle_membership(&mut self, now: Instant, view: MembershipView) {
-        // A member removed after Exiting had stopped all its regions (it could not exit
-        // before): nothing of it can still run, so its removal needs no margin. Others may
-        // have hosted shards a new coordinator has not heard of.
-        let mut exited = BTreeSet::new();
-        let mut removed = Vec::new();
-        // Both views are sorted by id: one walk finds the members gone.
-        let mut current = view.members().iter().map(|m| m.id).peekable();
-        for old in self.view.members() {
-            while current.next_if(|id| *id < old.id).is_some() {}
-            if current.peek() == Some(&old.id) {
-                continue;
-            }
-            self.known_removed.insert(old.id);
-            if old.status == MemberStatus::Exiting {
-                exited.insert(old.id);
-            } else {
-                removed.push(old.id);
-            }
-        }
-        // A removal this node never saw happen (it joined afterwards) may be as recent as now:
-        // a coordinator it comes to run must wait the margin out for it too (flapping-links
-        // seed 21747: the oldest member ran no entity type, so a member that had joined after
-        // another's removal ran the coordinator and allocated that member's shards while it,
-        // cut off and not yet aware it was downed, still ran them).
-        for &id in view.removed() {
-            if self.known_removed.insert(id) {
-                crate::probe::hit("node: a removal this node never saw is waited out");
-                removed.push(id);
-            }
-        }
-        for id in removed {
-            self.removals.insert(id, now);
-            for t in self.types.values_mut() {
-                if let Some(c) = &mut t.coordinator {
-                    c.note_removal(id, now);
-                }
-            }
-        }
-        self.addresses.learn(&self.view, &view);
-        self.view = view;
-        for t in self.types.values_mut() {
-            let role = t.config.role.as_deref();
-            let should_run = self.view.coordinator_of(&t.config.name, role) == Some(self.me);
-            match (&mut t.coordinator, should_run) {
-                (None, true) => {
-                    let recent = self.removals.clone();
-                    let settings = &self.config.settings;
-                    t.coordinator = Some(Coordinator::new(
-                        self.me, &t.config, settings, &t.desired, recent, now,
-                    ));
-                    self.effects.event(Event::CoordinatorStarted {
-                        entity_type: t.config.name.clone(),
-                    });
-                }
-                (Some(_), false) => {
-                    t.coordinator = None;
-                    self.effects.event(Event::CoordinatorStopped {
-                        entity_type: t.config.name.clone(),
-                    });
-                }
-                _ => {}
-            }
-            if let Some(c) = &mut t.coordinator {
-                c.handle_membership(now, &self.view, &exited, &mut self.effects);
-            }
-            t.region
-                .handle_membership(now, &self.view, &mut self.rng, &mut self.effects);
-        }
-    }
-
-    fn dispatch(&mut self, now: Instant, envelope: Envelope) {
-        let Envelope { from, message, .. } = envelope;
-        let (entity_type, body) = match message {
-            Message::Sharding { entity_type, body } => (entity_type, body),
-            Message::Cluster(message) => return self.handle_cluster(now, from, message),
-            Message::App { payload } => {
-                return self.effects.event(Event::AppMessage { from, payload });
-            }
-        };
-        let Some(t) = self.types.get_mut(&entity_type) else {
-            self.metrics.unknown_entity_type += 1;
-            tracing::debug!(%entity_type, %from, "message for an unknown entity type");
-            if let Ok((_, delivery)) = body.into_letter() {
-                let reason = DeadLetterReason::UnknownEntityType;
-                self.effects.dead_letter(&entity_type, delivery, reason);
-            }
-            return;
-        };
-        if !body.fits(t.config.number_of_shards) {
-            self.metrics.rejected += 1;
-            tracing::warn!(%entity_type, %from, ?body, "shards that do not fit this type's number_of_shards");
-            if let Ok((_, delivery)) = body.into_letter() {
-                let reason = DeadLetterReason::ShardMismatch;
-                self.effects.dead_letter(&entity_type, delivery, reason);
-            }
-            return;
-        }
-        let out = &mut self.effects;
-        match body {
-            Body::SetShardLocations { locations } => {
-                for (shard, node) in locations {
-                    t.desired.insert(shard, node);
-                    if let Some(c) = &mut t.coordinator {
-                        c.set_desired_location(shard, node);
-                    }
-                }
-            }
-            body if is_for_coordinator(&body) => {
-                let accepted = match &mut t.coordinator {
-                    Some(c) => c.handle_message(now, &self.view, from, body, out),
-                    None => false,
-                };
-                if !accepted {
-                    self.metrics.rejected += 1;
-                }
-            }
-            body => match t.region.handle_message(now, from, body, out) {
-                Handled::Accepted => {}
-                Handled::Fenced => self.metrics.fenced += 1,
-                Handled::Rejected => self.metrics.rejected += 1,
-            },
-        }
-    }
-
-    /// Delivers messages between roles on this node until none is left.
-    fn deliver_local(&mut self, now: Instant) {
-        while let Some(envelope) = self.effects.pop_local() {
-            self.dispatch(now, envelope);
-        }
-    }
 }
 
 /// Numbers an envelope leaving this node on its link and gives it its receiver's address.
@@ -553,27 +335,6 @@ fn stamp(links: &mut LinkSequences, addresses: &AddressBook, effect: &mut Effect
 /// role and does not serve the type as a proxy only.
 fn hosts_type(config: &Config, t: &EntityTypeConfig) -> bool {
     !t.proxy_only && t.role.as_ref().is_none_or(|r| config.roles.contains(r))
-}
-
-/// Messages addressed to a coordinator rather than a region.
-fn is_for_coordinator(body: &Body) -> bool {
-    matches!(
-        body,
-        Body::Register { .. }
-            | Body::RegisterProxy
-            | Body::GetShardHome { .. }
-            | Body::ShardStarted { .. }
-            | Body::BeginHandOffAck { .. }
-            | Body::ShardStopped { .. }
-            | Body::ShardFenced { .. }
-            | Body::GracefulShutdownReq
-            | Body::RegionStopped
-            | Body::GetCurrentRegions { .. }
-            | Body::GetClusterShardingStats { .. }
-            | Body::RegionStatsReply { .. }
-            | Body::GetCoordinatorState { .. }
-            | Body::RegionExited { .. }
-    )
 }
 
 /// Whether `envelope` is a join's first contact addressed to whoever runs at this address.

@@ -1,0 +1,95 @@
+//! Where a received envelope goes: membership, the application, or an entity type's
+//! coordinator or region, after checking the type and its shards.
+
+use super::Node;
+use crate::effect::{DeadLetterReason, Event};
+use crate::message::{Body, Envelope, Message};
+use crate::region::Handled;
+use crate::time::Instant;
+
+impl Node {
+    /// Hands a received envelope (or one between roles on this node) to membership, the
+    /// application, or the type's coordinator or region; what fits none is counted and
+    /// dead-lettered.
+    pub(super) fn dispatch(&mut self, now: Instant, envelope: Envelope) {
+        let Envelope { from, message, .. } = envelope;
+        let (entity_type, body) = match message {
+            Message::Sharding { entity_type, body } => (entity_type, body),
+            Message::Cluster(message) => return self.handle_cluster(now, from, message),
+            Message::App { payload } => {
+                return self.effects.event(Event::AppMessage { from, payload });
+            }
+        };
+        let Some(t) = self.types.get_mut(&entity_type) else {
+            self.metrics.unknown_entity_type += 1;
+            tracing::debug!(%entity_type, %from, "message for an unknown entity type");
+            if let Ok((_, delivery)) = body.into_letter() {
+                let reason = DeadLetterReason::UnknownEntityType;
+                self.effects.dead_letter(&entity_type, delivery, reason);
+            }
+            return;
+        };
+        if !body.fits(t.config.number_of_shards) {
+            self.metrics.rejected += 1;
+            tracing::warn!(%entity_type, %from, ?body, "shards that do not fit this type's number_of_shards");
+            if let Ok((_, delivery)) = body.into_letter() {
+                let reason = DeadLetterReason::ShardMismatch;
+                self.effects.dead_letter(&entity_type, delivery, reason);
+            }
+            return;
+        }
+        let out = &mut self.effects;
+        match body {
+            Body::SetShardLocations { locations } => {
+                for (shard, node) in locations {
+                    t.desired.insert(shard, node);
+                    if let Some(c) = &mut t.coordinator {
+                        c.set_desired_location(shard, node);
+                    }
+                }
+            }
+            body if is_for_coordinator(&body) => {
+                let accepted = match &mut t.coordinator {
+                    Some(c) => c.handle_message(now, &self.view, from, body, out),
+                    None => false,
+                };
+                if !accepted {
+                    self.metrics.rejected += 1;
+                }
+            }
+            body => match t.region.handle_message(now, from, body, out) {
+                Handled::Accepted => {}
+                Handled::Fenced => self.metrics.fenced += 1,
+                Handled::Rejected => self.metrics.rejected += 1,
+            },
+        }
+    }
+
+    /// Delivers messages between roles on this node until none is left.
+    pub(super) fn deliver_local(&mut self, now: Instant) {
+        while let Some(envelope) = self.effects.pop_local() {
+            self.dispatch(now, envelope);
+        }
+    }
+}
+
+/// Messages addressed to a coordinator rather than a region.
+fn is_for_coordinator(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Register { .. }
+            | Body::RegisterProxy
+            | Body::GetShardHome { .. }
+            | Body::ShardStarted { .. }
+            | Body::BeginHandOffAck { .. }
+            | Body::ShardStopped { .. }
+            | Body::ShardFenced { .. }
+            | Body::GracefulShutdownReq
+            | Body::RegionStopped
+            | Body::GetCurrentRegions { .. }
+            | Body::GetClusterShardingStats { .. }
+            | Body::RegionStatsReply { .. }
+            | Body::GetCoordinatorState { .. }
+            | Body::RegionExited { .. }
+    )
+}
