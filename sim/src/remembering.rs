@@ -172,29 +172,36 @@ mod tests {
             outages: Vec::new(),
         };
         let mut r = Remembering::new(11, &options, Duration::from_secs(3600));
-        // Scheduled wakeups by (time, sequence), as the event queue orders them.
+        // Scheduled wakeups by (time, sequence number), as the event queue orders them.
         let mut wakeups = BTreeSet::new();
-        let member = MemberId::new(1, 1);
+        let mut seq = 0_u64;
+        let mut arm = |r: &mut Remembering, wakeups: &mut BTreeSet<(Instant, u64)>, now| {
+            if let Some(next) = r.arm(now) {
+                seq += 1;
+                wakeups.insert((next, seq));
+            }
+        };
         let (mut ran, mut answers) = (0, 0);
         let mut submit_at = Instant::ZERO;
-        for shard in 0..requests {
+        for shard in 0..=requests {
             submit_at += gap;
-            while let Some(&(at, seq)) = wakeups.first().filter(|(at, _)| *at <= submit_at) {
-                wakeups.remove(&(at, seq));
+            // After the last request, every wakeup left runs.
+            let until = if shard < requests {
+                submit_at
+            } else {
+                Instant::MAX
+            };
+            while let Some(&(at, n)) = wakeups.first().filter(|(at, _)| *at <= until) {
+                wakeups.remove(&(at, n));
                 ran += 1;
                 if let Some(poll) = r.poll(at) {
                     answers += poll.answers.len();
-                    wakeups.extend(r.arm(at).map(|next| (next, wakeups.len() + ran)));
+                    arm(&mut r, &mut wakeups, at);
                 }
             }
-            r.submit(submit_at, member, load(shard));
-            wakeups.extend(r.arm(submit_at).map(|next| (next, wakeups.len() + ran)));
-        }
-        while let Some((at, _)) = wakeups.pop_first() {
-            ran += 1;
-            if let Some(poll) = r.poll(at) {
-                answers += poll.answers.len();
-                wakeups.extend(r.arm(at).map(|next| (next, wakeups.len() + ran)));
+            if shard < requests {
+                r.submit(submit_at, MemberId::new(1, 1), load(shard));
+                arm(&mut r, &mut wakeups, submit_at);
             }
         }
         (ran, answers)
