@@ -253,19 +253,20 @@ impl Node {
 
     /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let margin = self.config.settings.down_removal_margin;
-        let mut next = self.removals.values().map(|at| *at + margin).min();
+        // Asked after every input: the common case (no removal waiting, one type, no
+        // coordinator here) costs a few comparisons.
+        let mut next = self.membership.as_ref().and_then(Membership::poll_timeout);
+        if !self.removals.is_empty() {
+            let margin = self.config.settings.down_removal_margin;
+            next = earliest(next, self.removals.values().map(|at| *at + margin).min());
+        }
         for t in self.types.values() {
             next = earliest(next, t.region.poll_timeout());
-            next = earliest(
-                next,
-                t.coordinator.as_ref().and_then(Coordinator::poll_timeout),
-            );
+            if let Some(c) = &t.coordinator {
+                next = earliest(next, c.poll_timeout());
+            }
         }
-        earliest(
-            next,
-            self.membership.as_ref().and_then(Membership::poll_timeout),
-        )
+        next
     }
 
     fn handle_tell(
