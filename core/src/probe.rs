@@ -6,7 +6,7 @@
 //! there guards nothing).
 //!
 //! Only the test-only `fault-injection` feature records anything (in a per-thread table, so
-//! parallel test threads do not mix their runs); otherwise [`hit`] compiles to nothing.
+//! parallel test threads do not mix their runs); otherwise `hit` compiles to nothing.
 
 #[cfg(feature = "fault-injection")]
 use std::cell::RefCell;

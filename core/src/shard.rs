@@ -22,10 +22,14 @@ use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::message::Body;
 use crate::region::BufferBudget;
 use crate::remember::Remembered;
-use crate::time::{Instant, earliest};
+use crate::time::Instant;
 
 #[path = "shard_remember.rs"]
 mod remembering;
+#[path = "shard_timers.rs"]
+mod timers;
+
+use timers::idle_check_interval;
 
 /// Shard-level settings, copied from the node config.
 #[derive(Clone, Debug)]
@@ -254,53 +258,6 @@ impl Shard {
         dropped
     }
 
-    /// Fires forced stops, idle passivation, and the store's retries and recovery steps that
-    /// are due.
-    pub(crate) fn handle_timeout(
-        &mut self,
-        now: Instant,
-        budget: &mut BufferBudget,
-        out: &mut Effects,
-    ) {
-        self.handle_remember_timeout(now, budget, out);
-        while let Some((at, id)) = self.deadlines.first().cloned().filter(|(at, _)| *at <= now) {
-            self.deadlines.remove(&(at, id.clone()));
-            if let Some(stopping) = self.entities.get_mut(&id).and_then(|e| e.stopping.as_mut()) {
-                stopping.forced = true;
-                out.entity(stop(&self.entity_type, &id, StopReason::Forced));
-            }
-        }
-        let (Some(check_at), Some(idle)) = (self.next_idle_check, self.settings.idle_after) else {
-            return;
-        };
-        if check_at > now {
-            return;
-        }
-        self.next_idle_check = Some(now + idle_check_interval(idle));
-        if self.handing_off {
-            return;
-        }
-        let idle_ids: Vec<EntityId> = self
-            .entities
-            .iter()
-            .filter(|(_, e)| {
-                e.stopping.is_none() && now.saturating_duration_since(e.last_activity) >= idle
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in idle_ids {
-            self.handle_passivate(now, &id, out);
-        }
-    }
-
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let force = self.deadlines.first().map(|(at, _)| *at);
-        let idle = self
-            .next_idle_check
-            .filter(|_| !self.entities.is_empty() && !self.handing_off);
-        earliest(earliest(force, idle), self.remember_timeout())
-    }
-
     /// This shard's id.
     pub(crate) fn id_ref(&self) -> &ShardId {
         &self.id
@@ -394,11 +351,6 @@ impl Shard {
             out.entity(stop(&self.entity_type, id, reason));
         }
     }
-}
-
-/// Akka checks idleness every `timeout / 2`.
-fn idle_check_interval(idle: Duration) -> Duration {
-    (idle / 2).max(Duration::from_millis(1))
 }
 
 fn stop(entity_type: &EntityType, entity: &EntityId, reason: StopReason) -> EntityEffect {

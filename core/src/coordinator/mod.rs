@@ -21,6 +21,7 @@ mod handoff;
 mod invariants;
 mod placement;
 mod query;
+mod rebalance;
 mod registration;
 mod remembered;
 

@@ -7,6 +7,7 @@ use std::io::{self, BufRead, Write as _};
 
 use serde::{Deserialize, Serialize};
 
+mod display;
 mod event;
 
 pub(crate) use event::view_entries;

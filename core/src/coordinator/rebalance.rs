@@ -1,0 +1,92 @@
+//! What starts handoffs: a region asking to hand off everything before it stops (graceful
+//! shutdown), and the periodic rebalance round the allocation strategy decides.
+
+use std::collections::BTreeSet;
+
+use super::Coordinator;
+use super::handoff::Handoff;
+use crate::effect::{Effects, Event};
+use crate::id::{MemberId, ShardId};
+use crate::membership::MembershipView;
+use crate::message::Body;
+use crate::time::Instant;
+
+impl Coordinator {
+    /// A region asks to hand off all its shards before it stops. Not limited by the
+    /// strategy's rebalance limits.
+    pub(super) fn handle_graceful_shutdown(
+        &mut self,
+        now: Instant,
+        region: MemberId,
+        out: &mut Effects,
+    ) {
+        if !self.regions.contains_key(&region) {
+            return;
+        }
+        if !self.shutting_down.insert(region) {
+            // Repeated while its handoffs run (they are left alone), or after one was
+            // abandoned: that one starts again.
+            if self.regions[&region]
+                .iter()
+                .any(|shard| !self.handoffs.contains_key(shard))
+            {
+                crate::probe::hit("coordinator: a repeated shutdown request hands off again");
+            }
+        }
+        // A handoff needs the acks of every region that may forward to the owner; before the gate
+        // opens some have not registered yet, so the handoffs start when it opens.
+        if self.gate_open {
+            self.hand_off_region(now, region, out);
+        } else {
+            crate::probe::hit("coordinator: a graceful shutdown waits for the gate");
+        }
+    }
+
+    /// Starts handing off every shard of a region that is shutting down.
+    pub(super) fn hand_off_region(&mut self, now: Instant, region: MemberId, out: &mut Effects) {
+        let Some(shards) = self.regions.get(&region).cloned() else {
+            return;
+        };
+        for shard in shards.iter().copied() {
+            if self.unacked.contains_key(&shard) && !self.handoffs.contains_key(&shard) {
+                // Not acknowledged, so no other region was told its home and nothing can have
+                // been forwarded there: no barrier is needed. But the region may have started
+                // it (its `ShardStarted` lost with a broken connection), so it is told to stop
+                // it like any handoff, and the shard moves on its `ShardStopped`.
+                let deadline = now + self.settings.handoff_timeout;
+                crate::probe::hit(
+                    "coordinator: a shutting-down region's unacknowledged shard is told to stop",
+                );
+                self.handoffs
+                    .insert(shard, Handoff::stopping(region, deadline));
+                out.send(region, &self.entity_type, Body::HandOff { shard });
+            } else {
+                self.start_handoff(now, shard, out);
+            }
+        }
+    }
+
+    /// The rebalance tick: ask the strategy which shards to move and start their handoffs.
+    pub(super) fn rebalance(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
+        let in_progress: BTreeSet<ShardId> = self
+            .handoffs
+            .keys()
+            .chain(self.unacked.keys())
+            .copied()
+            .collect();
+        let allocation = self.allocation_view(view);
+        let moved: Vec<ShardId> = self
+            .strategy
+            .rebalance(&allocation, &in_progress)
+            .into_iter()
+            .filter(|&shard| self.start_handoff(now, shard, out))
+            .collect();
+        if !moved.is_empty() {
+            tracing::info!(entity_type = %self.entity_type, shards = ?moved, "rebalance");
+            out.event(Event::Rebalance {
+                entity_type: self.entity_type.clone(),
+                shards: moved,
+            });
+        }
+    }
+}

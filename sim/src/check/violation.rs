@@ -1,0 +1,74 @@
+//! What the checker reports: a broken guarantee ([`Violation`]) and the property it breaks.
+
+use std::fmt;
+
+use shoal_core::Instant;
+
+/// A broken guarantee.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Violation {
+    /// When it happened (true time).
+    pub at: Instant,
+    /// Which property.
+    pub property: Property,
+    /// What it is about (an entity, a member or a shard, as the trace names it).
+    pub subject: String,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// The properties the checker enforces.
+#[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
+pub enum Property {
+    /// Two live incarnations of one entity at the same instant.
+    SingleActivation,
+    /// A message delivered to an entity that is not running there.
+    DeadIncarnation,
+    /// A sender's messages delivered out of order or twice.
+    Order,
+    /// A message lost in a run without loss, crashes or partitions.
+    ExactlyOnce,
+    /// A buffer beyond its cap.
+    BufferCap,
+    /// New messages not delivered after healing.
+    Liveness,
+    /// At quiescence the coordinator's table differs from what regions host.
+    CoordinatorConsistency,
+    /// After healing, rebalancing did not converge (least-shard: shards per region differ by
+    /// more than one; external: shards off the node the application chose).
+    Rebalance,
+    /// The core's driver detected a busy loop (a timer that stays due).
+    BusyLoop,
+    /// A graceful operation (a handoff for a rebalance, a shutdown or a leave) overran its
+    /// bound with no fault active.
+    GracefulStall,
+    /// A command answered twice, wrongly, or never (a `StartEntity` said started by a member
+    /// where the entity does not run, a location answer that is not what runs there).
+    CommandReply,
+    /// An event that misreports the state it describes (allocation said to wait with the gate
+    /// open, for no shard, or for nothing).
+    EventReport,
+    /// The node asked its host for something the drive contract forbids: a delivery to an
+    /// entity it told to stop, or a stop of an entity that is not running.
+    HostContract,
+    /// An ask's reply that reached another member or incarnation, arrived twice, or never
+    /// arrived in a run where nothing was lost.
+    AskReply,
+    /// Remembering broken: an entity started and never passivated not running (or running
+    /// twice) after healing, a write of an old epoch accepted by the store, or two allocations
+    /// of a shard at one epoch.
+    Remembering,
+    /// A node's internal invariants broken after a driver call (`Node::check_invariants`:
+    /// a coordinator's table against its region lists, a region's buffer budget and timers).
+    CoreInvariant,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}] {:?} ({}): {}",
+            self.at, self.property, self.subject, self.detail
+        )
+    }
+}
