@@ -102,25 +102,52 @@ impl PhiAccrual {
 
     /// The suspicion level at `now` (0 before the first heartbeat).
     pub(crate) fn phi(&self, now: Instant, settings: &FailureDetectorSettings) -> f64 {
-        let Some(last) = self.last else {
-            return 0.0;
-        };
+        match self.expected(now, settings) {
+            Some((elapsed, mean)) => phi(elapsed, mean, self.std_deviation(settings)),
+            None => 0.0,
+        }
+    }
+
+    /// Whether the member is considered alive at `now`: its suspicion level is under the
+    /// threshold. Asked on every heartbeat answer and for every monitored member each round,
+    /// nearly always within the expected interval, where phi is at most `log10(2)`: no
+    /// logarithm is needed to know it is under any threshold above that.
+    pub(crate) fn is_available(&self, now: Instant, settings: &FailureDetectorSettings) -> bool {
+        match self.expected(now, settings) {
+            Some((elapsed, mean)) if elapsed <= mean && settings.threshold > PHI_WITHIN_MEAN => {
+                true
+            }
+            Some((elapsed, mean)) => {
+                phi(elapsed, mean, self.std_deviation(settings)) < settings.threshold
+            }
+            None => 0.0 < settings.threshold,
+        }
+    }
+
+    /// Milliseconds since the last heartbeat, and the mean interval plus the acceptable pause
+    /// (`None` before the first heartbeat).
+    fn expected(&self, now: Instant, settings: &FailureDetectorSettings) -> Option<(f64, f64)> {
+        let last = self.last?;
+        let mean = self.sum / self.intervals.len() as f64;
+        let mean = mean + ms(settings.acceptable_heartbeat_pause.as_nanos() as u64);
+        let elapsed = ms(now.saturating_duration_since(last).as_nanos() as u64);
+        Some((elapsed, mean))
+    }
+
+    /// The standard deviation of the intervals, at least the configured minimum.
+    fn std_deviation(&self, settings: &FailureDetectorSettings) -> f64 {
         let n = self.intervals.len() as f64;
         let mean = self.sum / n;
         let variance = (self.sum_of_squares / n - mean * mean).max(0.0);
-        let std = variance
+        variance
             .sqrt()
-            .max(ms(settings.min_std_deviation.as_nanos() as u64));
-        let mean = mean + ms(settings.acceptable_heartbeat_pause.as_nanos() as u64);
-        let elapsed = ms(now.saturating_duration_since(last).as_nanos() as u64);
-        phi(elapsed, mean, std)
-    }
-
-    /// Whether the member is considered alive at `now`.
-    pub(crate) fn is_available(&self, now: Instant, settings: &FailureDetectorSettings) -> bool {
-        self.phi(now, settings) < settings.threshold
+            .max(ms(settings.min_std_deviation.as_nanos() as u64))
     }
 }
+
+/// The most [`phi`] can be while the elapsed time is at most the mean: `e >= 1` there, so
+/// `1 - 1 / (1 + e) >= 0.5` and phi `<= -log10(0.5)` (0.30103), with room for rounding.
+const PHI_WITHIN_MEAN: f64 = 0.302;
 
 fn ms(nanos: u64) -> f64 {
     nanos as f64 / 1e6
@@ -171,6 +198,36 @@ mod tests {
             2 + 10,
             "the long gap was not taken as a sample"
         );
+    }
+
+    /// `is_available` skips the logarithm within the expected interval; it must answer as
+    /// comparing phi with the threshold does, for thresholds on both sides of `log10(2)`
+    /// (a threshold of 0.25 is already crossed just before the mean) and at every moment.
+    #[test]
+    fn availability_is_phi_under_the_threshold_at_every_moment() {
+        for threshold in [0.05, 0.25, 0.3, 0.30103, 0.302, 0.31, 1.0, 8.0, 12.0] {
+            let s = FailureDetectorSettings {
+                threshold,
+                ..FailureDetectorSettings::default()
+            };
+            let mut d = PhiAccrual::new(&s);
+            for i in 0..=20 {
+                d.heartbeat(at(i * 1000 + (i * 37) % 90), &s);
+            }
+            let last = d.last.expect("heard");
+            let mut checked_before_mean = 0;
+            for step in 0..=40_000 {
+                let now = last + Duration::from_micros(step * 500);
+                let (elapsed, mean) = d.expected(now, &s).expect("heard");
+                checked_before_mean += usize::from(elapsed <= mean);
+                assert_eq!(
+                    d.is_available(now, &s),
+                    d.phi(now, &s) < threshold,
+                    "threshold {threshold}, {elapsed} ms after the last heartbeat (mean {mean})"
+                );
+            }
+            assert!(checked_before_mean > 1_000, "the shortcut was exercised");
+        }
     }
 
     /// Gaps under the threshold but past the acceptable pause (a partition or a clog)
