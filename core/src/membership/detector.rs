@@ -205,7 +205,17 @@ mod tests {
     /// (a threshold of 0.25 is already crossed just before the mean) and at every moment.
     #[test]
     fn availability_is_phi_under_the_threshold_at_every_moment() {
-        for threshold in [0.05, 0.25, 0.3, 0.30103, 0.302, 0.31, 1.0, 8.0, 12.0] {
+        for threshold in [
+            0.05,
+            0.25,
+            0.3,
+            std::f64::consts::LOG10_2,
+            0.302,
+            0.31,
+            1.0,
+            8.0,
+            12.0,
+        ] {
             let s = FailureDetectorSettings {
                 threshold,
                 ..FailureDetectorSettings::default()
