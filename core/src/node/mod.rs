@@ -9,11 +9,13 @@ mod cluster;
 mod commands;
 mod dispatch;
 mod queries;
+mod type_table;
 mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use self::addresses::AddressBook;
+use self::type_table::TypeTable;
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
 use crate::effect::{DeadLetterReason, Effect, Effects};
@@ -75,7 +77,7 @@ pub struct Node {
     me: MemberId,
     config: Config,
     view: MembershipView,
-    types: BTreeMap<EntityType, TypeRoles>,
+    types: TypeTable<TypeRoles>,
     effects: Effects,
     rng: Rng,
     /// When members left the view; coordinators starting soon after wait out the margin.
