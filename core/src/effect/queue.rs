@@ -94,16 +94,6 @@ impl Effects {
         self.queue.pop_front()
     }
 
-    /// The queued effects, oldest first, to change in place.
-    pub(crate) fn queued_mut(&mut self) -> impl Iterator<Item = &mut Effect> {
-        self.queue.iter_mut()
-    }
-
-    /// Takes every queued effect, oldest first.
-    pub(crate) fn drain_queued(&mut self) -> impl Iterator<Item = Effect> + '_ {
-        self.queue.drain(..)
-    }
-
     pub(crate) fn event(&mut self, event: Event) {
         self.push(Effect::Event(event));
     }

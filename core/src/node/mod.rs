@@ -244,13 +244,13 @@ impl Node {
     }
 
     /// Hands every queued effect to `each`, in order, as [`Node::poll_effect`] until `None`
-    /// would: the driver's drain. Effects are large (an envelope inline), and moving each one
-    /// out through an `Option` copied it several times per message.
-    pub(crate) fn drain_effects(&mut self, each: impl FnMut(Effect)) {
-        for effect in self.effects.queued_mut() {
-            stamp(&mut self.links, &self.addresses, effect);
+    /// would: the driver's drain. Popped one by one (a `VecDeque` drain's bookkeeping cost
+    /// more than the moves: 2 % of a 100-node simulation's instructions).
+    pub(crate) fn drain_effects(&mut self, mut each: impl FnMut(Effect)) {
+        while let Some(mut effect) = self.effects.pop() {
+            stamp(&mut self.links, &self.addresses, &mut effect);
+            each(effect);
         }
-        self.effects.drain_queued().for_each(each);
     }
 
     /// When [`Node::handle_timeout`] should next be called, if ever. Read after draining effects.
