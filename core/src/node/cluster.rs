@@ -64,8 +64,12 @@ impl Node {
             return;
         };
         // Asked after every input: this member's own status (a lookup among every member) can
-        // only have moved if the state changed.
+        // only have moved if the state changed. Nearly always nothing changed and nothing is
+        // under way: no view to take, no leave to follow, not out.
         let changed = m.may_have_changed();
+        if !changed && !self.leaving && matches!(m.phase(), Phase::Joining | Phase::Member) {
+            return;
+        }
         if let Some(view) = m.take_view(&self.view) {
             self.effects.event(Event::MembershipChanged);
             self.handle_membership(now, view);
