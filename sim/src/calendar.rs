@@ -1,4 +1,4 @@
-//! The event queue's order: a calendar of quarter-millisecond buckets over the next few seconds,
+//! The event queue's order: a calendar of one-millisecond buckets over the next few seconds,
 //! and a heap for what lies further ahead. Nearly every event is due within a few seconds of
 //! the present (network latencies, heartbeat and gossip rounds), so a push appends to its
 //! bucket and a take sorts a bucket once, when it comes first, then takes its keys in order;
@@ -15,13 +15,10 @@ use crate::quad_heap::QuadHeap;
 /// What the queue orders: (time, sequence number, slot of the event).
 pub(crate) type Key = (Instant, u64, usize);
 
-/// A bucket spans 2^18 ns, about a quarter of a millisecond: nodes started together fire their
-/// rounds together (a hundred nodes' heartbeats land within two milliseconds), and a bucket is
-/// sorted when it comes first, so narrower buckets sort fewer keys each (1.2 % fewer
-/// instructions at 100 nodes than millisecond buckets).
-const BUCKET_SHIFT: u32 = 18;
+/// A bucket spans 2^20 ns, about a millisecond.
+const BUCKET_SHIFT: u32 = 20;
 /// Buckets in the calendar, about 4.3 s ahead.
-const BUCKETS: usize = 16384;
+const BUCKETS: usize = 4096;
 const WORDS: usize = BUCKETS / 64;
 /// Buckets up to this size are sorted by insertion (most hold one to three keys).
 const INSERTION_SORT_MAX: usize = 16;
