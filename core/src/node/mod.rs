@@ -243,12 +243,11 @@ impl Node {
         Some(effect)
     }
 
-    /// Hands every queued effect to `each`, in order, as [`Node::poll_effect`] until `None`
-    /// would: the driver's drain. Popped one by one (a `VecDeque` drain's bookkeeping cost
-    /// more than the moves: 2 % of a 100-node simulation's instructions).
+    /// Hands every queued effect to `each`, in order: the driver's drain, [`Node::poll_effect`]
+    /// until `None` (one by one: a `VecDeque` drain's bookkeeping cost more than the moves,
+    /// 2 % of a 100-node simulation's instructions).
     pub(crate) fn drain_effects(&mut self, mut each: impl FnMut(Effect)) {
-        while let Some(mut effect) = self.effects.pop() {
-            stamp(&mut self.links, &self.addresses, &mut effect);
+        while let Some(effect) = self.poll_effect() {
             each(effect);
         }
     }
