@@ -22,11 +22,13 @@ use crate::membership::view::{Member, MemberStatus, MembershipView};
 
 mod digest;
 mod leader;
+mod members;
 mod merge;
 
 use digest::DigestCache;
 pub use digest::StateDigest;
 pub(crate) use digest::StatusMatch;
+use members::MemberMap;
 pub(crate) use merge::Received;
 
 /// One member as gossiped.
@@ -102,7 +104,7 @@ pub struct Gossip {
     /// Each member is shared too: a state differs from the one it came from in a few
     /// members, so a merge compares the others by pointer without reading them, and a new
     /// map copies pointers, not members.
-    members: Arc<BTreeMap<MemberId, Arc<GossipMember>>>,
+    members: Arc<MemberMap>,
     /// Removed members: never members again (a restarted node joins as a new incarnation).
     removed: Arc<BTreeSet<MemberId>>,
     reachability: Reachability,

@@ -1,0 +1,184 @@
+//! The members of a gossip state by id: one sorted vector of (id, shared member) pairs rather
+//! than a `BTreeMap`. A state is walked whole far more often than it changes (every merge, every
+//! view, every downing observation and gossip round walks all members of a state, while a
+//! thousand-member cluster forms, for each of the thousands of states each member receives),
+//! and a walk of a vector reads consecutive memory, where a tree's follows a pointer per node
+//! of eleven entries. Lookups are binary searches, as in the tree; inserts and removals shift
+//! the pointers after them, once per join or removal. It encodes as the map it replaces, so
+//! the wire format and the state digest are unchanged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::GossipMember;
+use crate::id::MemberId;
+
+/// Members by id, in id order, without repeats.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub(crate) struct MemberMap {
+    entries: Vec<(MemberId, Arc<GossipMember>)>,
+}
+
+impl MemberMap {
+    fn find(&self, id: &MemberId) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(key, _)| key.cmp(id))
+    }
+
+    /// The member `id`, if any.
+    pub(crate) fn get(&self, id: &MemberId) -> Option<&Arc<GossipMember>> {
+        self.find(id).ok().map(|at| &self.entries[at].1)
+    }
+
+    /// The member `id`, to change, if any.
+    pub(crate) fn get_mut(&mut self, id: &MemberId) -> Option<&mut Arc<GossipMember>> {
+        self.find(id).ok().map(|at| &mut self.entries[at].1)
+    }
+
+    /// Whether `id` is a member.
+    pub(crate) fn contains_key(&self, id: &MemberId) -> bool {
+        self.find(id).is_ok()
+    }
+
+    /// Sets the member `id` (replacing one there was).
+    pub(crate) fn insert(&mut self, id: MemberId, member: Arc<GossipMember>) {
+        match self.find(&id) {
+            Ok(at) => self.entries[at].1 = member,
+            Err(at) => self.entries.insert(at, (id, member)),
+        }
+    }
+
+    /// Drops the member `id`, if any.
+    pub(crate) fn remove(&mut self, id: &MemberId) {
+        if let Ok(at) = self.find(id) {
+            self.entries.remove(at);
+        }
+    }
+
+    /// How many members there are.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The ids, in order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &MemberId> {
+        self.entries.iter().map(|(id, _)| id)
+    }
+
+    /// The members, in id order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<GossipMember>> {
+        self.entries.iter().map(|(_, m)| m)
+    }
+
+    /// Ids and members, in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&MemberId, &Arc<GossipMember>)> {
+        self.entries.iter().map(|(id, m)| (id, m))
+    }
+}
+
+impl FromIterator<(MemberId, Arc<GossipMember>)> for MemberMap {
+    /// As a map collects: in id order, a repeated id keeping its last member. (Merges collect
+    /// their members in order already; sorting a sorted vector is one pass.)
+    fn from_iter<I: IntoIterator<Item = (MemberId, Arc<GossipMember>)>>(iter: I) -> Self {
+        let mut entries: Vec<(MemberId, Arc<GossipMember>)> = iter.into_iter().collect();
+        entries.sort_by_key(|(id, _)| *id);
+        // `dedup_by` keeps the first of equal neighbours; a map keeps the last inserted.
+        entries.reverse();
+        entries.dedup_by_key(|(id, _)| *id);
+        entries.reverse();
+        Self { entries }
+    }
+}
+
+impl Serialize for MemberMap {
+    /// As the `BTreeMap` it replaces: a map from id to member, in id order.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for MemberMap {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<MemberId, Arc<GossipMember>>::deserialize(deserializer)?;
+        Ok(Self {
+            entries: map.into_iter().collect(),
+        })
+    }
+}
+
+#[cfg(feature = "arbitrary")]
+impl<'a> arbitrary::Arbitrary<'a> for MemberMap {
+    fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+        let map = BTreeMap::<MemberId, Arc<GossipMember>>::arbitrary(u)?;
+        Ok(map.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    use crate::id::AppVersion;
+
+    fn member(node: u64, incarnation: u64) -> Arc<GossipMember> {
+        let id = MemberId::new(node, incarnation);
+        Arc::new(GossipMember::joining(
+            id,
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        ))
+    }
+
+    #[test]
+    fn behaves_as_the_map_it_replaces() {
+        let mut map = MemberMap::default();
+        let mut model = BTreeMap::new();
+        // Out of order, with repeats and several incarnations of one address.
+        for (i, node) in [5_u64, 1, 9, 5, 3, 7, 1, 2].into_iter().enumerate() {
+            let incarnation = 1 + (i as u64) % 2;
+            let (id, m) = (MemberId::new(node, incarnation), member(node, incarnation));
+            map.insert(id, Arc::clone(&m));
+            model.insert(id, m);
+            assert_eq!(map.len(), model.len());
+        }
+        map.remove(&MemberId::new(9, 1));
+        model.remove(&MemberId::new(9, 1));
+        map.remove(&MemberId::new(4, 1));
+        assert!(map.iter().eq(model.iter()), "same entries, same order");
+        for node in 0..11 {
+            for incarnation in 1..3 {
+                let id = MemberId::new(node, incarnation);
+                assert_eq!(map.get(&id), model.get(&id));
+                assert_eq!(map.contains_key(&id), model.contains_key(&id));
+            }
+        }
+        let collected: MemberMap = model
+            .iter()
+            .rev()
+            .map(|(id, m)| (*id, Arc::clone(m)))
+            .chain([(MemberId::new(3, 2), member(3, 9))])
+            .collect();
+        let mut expected = model.clone();
+        expected.insert(MemberId::new(3, 2), member(3, 9));
+        assert!(
+            collected.iter().eq(expected.iter()),
+            "collected in order, the last of a repeated id kept"
+        );
+    }
+
+    #[test]
+    fn encodes_as_the_map_it_replaces() {
+        let model: BTreeMap<MemberId, Arc<GossipMember>> = [(4, 1), (2, 3), (9, 1)]
+            .into_iter()
+            .map(|(n, i)| (MemberId::new(n, i), member(n, i)))
+            .collect();
+        let map: MemberMap = model.clone().into_iter().collect();
+        let bytes = postcard::to_allocvec(&map).expect("encodes");
+        assert_eq!(bytes, postcard::to_allocvec(&model).expect("encodes"));
+        let decoded: MemberMap = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(decoded, map);
+    }
+}
