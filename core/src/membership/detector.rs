@@ -10,26 +10,42 @@ use crate::membership::settings::FailureDetectorSettings;
 use crate::time::Instant;
 
 /// The members `me` monitors: the next `count` after it on a ring ordered by a hash of the
-/// member id, so each member is monitored by about `count` others wherever it sits.
+/// member id, so each member is monitored by about `count` others wherever it sits. `members`
+/// holds no repeats (a state's members).
 pub(crate) fn monitored(me: MemberId, members: &[MemberId], count: usize) -> Vec<MemberId> {
-    let key = |m: &MemberId| {
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&m.node.0.to_le_bytes());
-        bytes[8..].copy_from_slice(&m.incarnation.0.to_le_bytes());
-        (murmur2(&bytes), *m)
-    };
-    let mut ring: Vec<(u32, MemberId)> = members.iter().map(key).collect();
-    ring.sort_unstable();
-    ring.dedup();
-    let start = ring.partition_point(|k| *k <= key(&me));
-    ring.iter()
-        .cycle()
-        .skip(start)
-        .take(ring.len())
-        .map(|(_, m)| *m)
-        .filter(|m| *m != me)
-        .take(count)
-        .collect()
+    // Worked out by every member for every state: only the `count` nearest are ordered, not the
+    // whole ring. Going round from `me`: the keys above its key, then the others.
+    let own = ring_key(me);
+    let (after, before): (Vec<_>, Vec<_>) = members
+        .iter()
+        .filter(|m| **m != me)
+        .map(|m| ring_key(*m))
+        .partition(|k| *k > own);
+    let mut next = smallest(after, count);
+    if next.len() < count {
+        next.extend(smallest(before, count - next.len()));
+    }
+    next.into_iter().map(|(_, m)| m).collect()
+}
+
+/// A member's place on the ring: the hash of its id, the id itself breaking ties.
+fn ring_key(m: MemberId) -> (u32, MemberId) {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&m.node.0.to_le_bytes());
+    bytes[8..].copy_from_slice(&m.incarnation.0.to_le_bytes());
+    (murmur2(&bytes), m)
+}
+
+/// The `count` smallest of `keys`, in order.
+fn smallest(mut keys: Vec<(u32, MemberId)>, count: usize) -> Vec<(u32, MemberId)> {
+    if count == 0 {
+        keys.clear();
+    } else if keys.len() > count {
+        keys.select_nth_unstable(count - 1);
+        keys.truncate(count);
+    }
+    keys.sort_unstable();
+    keys
 }
 
 /// Suspicion of one monitored member, from the intervals between its heartbeats.
@@ -279,6 +295,43 @@ mod tests {
             (d.sum / 5.0 - 1000.0).abs() < 1e-6,
             "only real intervals remain"
         );
+    }
+
+    /// The ring as first written: every member sorted by its key, read round from `me`.
+    fn monitored_by_sorting(me: MemberId, members: &[MemberId], count: usize) -> Vec<MemberId> {
+        let mut ring: Vec<(u32, MemberId)> = members.iter().map(|m| ring_key(*m)).collect();
+        ring.sort_unstable();
+        ring.dedup();
+        let start = ring.partition_point(|k| *k <= ring_key(me));
+        ring.iter()
+            .cycle()
+            .skip(start)
+            .take(ring.len())
+            .map(|(_, m)| *m)
+            .filter(|m| *m != me)
+            .take(count)
+            .collect()
+    }
+
+    #[test]
+    fn the_nearest_members_on_the_ring_are_those_of_the_sorted_ring() {
+        let mut rng = crate::rng::Rng::new(11);
+        for _ in 0..500 {
+            let size = rng.below(40);
+            let members: Vec<MemberId> = (0..size)
+                .map(|n| MemberId::new(n * 3 + rng.below(3), 1 + rng.below(2)))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            // `me` among the members or not (a member not yet in its own state).
+            let me = MemberId::new(rng.below(130), 1 + rng.below(2));
+            let count = rng.below(12) as usize;
+            assert_eq!(
+                monitored(me, &members, count),
+                monitored_by_sorting(me, &members, count),
+                "{me} of {members:?}, {count}"
+            );
+        }
     }
 
     #[test]

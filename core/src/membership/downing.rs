@@ -97,10 +97,7 @@ impl Downer {
     pub(crate) fn observe(&mut self, now: Instant, me: MemberId, gossip: &Gossip) {
         let cut_off = gossip.unreachable_from(me);
         let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
-        let joining = gossip
-            .members()
-            .filter(|m| m.status == MemberStatus::Joining)
-            .count();
+        let (counted, joining) = counted_ids(gossip);
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
         self.pending = undowned > 0;
@@ -122,7 +119,7 @@ impl Downer {
         }
         let observed = Observed {
             cut_off,
-            counted: counted_ids(gossip),
+            counted,
             own: gossip.observed_unreachable_by(me),
         };
         if observed == self.observed && self.unreachable_since.is_some() {
@@ -217,12 +214,19 @@ impl Downer {
 /// The members whose arrival or departure changes a decision: all but Joining ones (a side
 /// never counts its own Joining members, and learns of the other side's only by gossip, which
 /// a partition stops).
-fn counted_ids(gossip: &Gossip) -> Vec<MemberId> {
-    gossip
-        .members()
-        .filter(|m| m.status != MemberStatus::Joining)
-        .map(|m| m.id)
-        .collect()
+/// The members a decision counts (all but Joining ones), and how many are Joining: one walk
+/// of a state every member takes for every change.
+fn counted_ids(gossip: &Gossip) -> (Vec<MemberId>, usize) {
+    let mut counted = Vec::with_capacity(gossip.member_count());
+    let mut joining = 0;
+    for m in gossip.members() {
+        if m.status == MemberStatus::Joining {
+            joining += 1;
+        } else {
+            counted.push(m.id);
+        }
+    }
+    (counted, joining)
 }
 
 /// Members `me`'s side cannot reach that are not Down yet.

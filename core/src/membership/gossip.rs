@@ -131,6 +131,11 @@ impl Gossip {
         self.members.values().map(Arc::as_ref)
     }
 
+    /// How many members there are (removed ones excluded).
+    pub(crate) fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
     /// The member `id`, if it is one.
     pub(crate) fn member(&self, id: MemberId) -> Option<&GossipMember> {
         self.members.get(&id).map(Arc::as_ref)

@@ -82,6 +82,16 @@ impl Seen {
 
     /// Records every member of `ids` (sorted, without repeats) in one walk of both lists.
     fn merge_sorted(&mut self, ids: &[MemberId]) {
+        // Most unions (a state's seen set adopted from a member that saw it, as our own
+        // grows) bring nobody new: one walk without building anything tells.
+        let mut ours = self.members.iter().peekable();
+        let has_new = ids.iter().any(|id| {
+            while ours.next_if(|o| *o < id).is_some() {}
+            ours.next_if_eq(&id).is_none()
+        });
+        if !has_new {
+            return;
+        }
         let mut digest = self.digest;
         let mut merged = Vec::with_capacity(self.members.len() + ids.len());
         let mut ours = self.members.iter().copied().peekable();

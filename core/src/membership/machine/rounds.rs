@@ -34,7 +34,7 @@ impl Membership {
             // per member was a tenth of a thousand-member cluster's work while it formed).
             let unreachable = self.gossip.unreachable_from(self.me);
             let mut unreachable = unreachable.iter().peekable();
-            let mut eligible = Vec::new();
+            let mut eligible = Vec::with_capacity(self.gossip.member_count());
             for m in self.gossip.members() {
                 while unreachable.next_if(|u| **u < m.id).is_some() {}
                 if m.id != self.me
