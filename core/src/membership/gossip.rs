@@ -9,7 +9,6 @@
 //! address; the first reachable member if there is none) move members along:
 //! Joining → Up, Leaving (ready to exit) → Exiting, Exiting / Down → Removed.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

@@ -61,6 +61,11 @@ impl MemberMap {
         self.entries.len()
     }
 
+    /// The (id, member) pairs, in id order.
+    pub(crate) fn entries(&self) -> &[(MemberId, Arc<GossipMember>)] {
+        &self.entries
+    }
+
     /// The ids, in order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &MemberId> {
         self.entries.iter().map(|(id, _)| id)

@@ -85,77 +85,51 @@ impl Gossip {
                 },
             )
         };
-        // Members equal on both sides (nearly all, between states a few changes apart) are
-        // borrowed, not shared again (no reference count touched unless the merge is kept):
-        // only a merged member is new.
-        let mut merged: Vec<(MemberId, Cow<'_, Arc<GossipMember>>)> =
-            Vec::with_capacity(self.members.len().max(other.members.len()));
         // One shared map (in-process copies of a state) equals itself: nothing to join, unless
         // the other side removed one of its members.
         let shared = Arc::ptr_eq(&self.members, &other.members)
             && removed.iter().all(|id| !self.members.contains_key(id));
-        let joined = if shared { 0 } else { usize::MAX };
-        let (mut ours, mut theirs) = (
-            self.members.iter().take(joined).peekable(),
-            other.members.iter().take(joined).peekable(),
-        );
-        loop {
-            // A merge join of the two member maps (both sorted by id).
-            let (id, a, b) = match (ours.peek(), theirs.peek()) {
-                (None, None) => break,
-                (Some((x, _)), Some((y, _))) if x == y => {
-                    let (id, a) = ours.next().expect("peeked");
-                    (*id, Some(a), theirs.next().map(|(_, b)| b))
+        if !shared {
+            // First only whether the merge equals one side (a received state is nearly always
+            // newer or older than ours, and equal members compare by pointer): the merged map
+            // is built only when it is neither (a few in a thousand merges).
+            join(&self.members, &other.members, |id, a, b| {
+                if removed.contains(&id) {
+                    like.ours &= a.is_none();
+                    like.theirs &= b.is_none();
+                } else {
+                    match (a, b) {
+                        (Some(a), Some(b)) if a == b => {}
+                        (Some(a), Some(b)) => {
+                            let m = a.merge(b);
+                            like.ours &= m == **a;
+                            like.theirs &= m == **b;
+                        }
+                        (Some(_), None) => like.theirs = false,
+                        (None, _) => like.ours = false,
+                    }
                 }
-                (Some((x, _)), Some((y, _))) if y < x => {
-                    let (id, b) = theirs.next().expect("peeked");
-                    (*id, None, Some(b))
-                }
-                (Some(_), _) => {
-                    let (id, a) = ours.next().expect("peeked");
-                    (*id, Some(a), None)
-                }
-                (None, Some(_)) => {
-                    let (id, b) = theirs.next().expect("peeked");
-                    (*id, None, Some(b))
-                }
-            };
-            if removed.contains(&id) {
-                like.ours &= a.is_none();
-                like.theirs &= b.is_none();
-                continue;
-            }
-            let member = match (a, b) {
-                (Some(a), Some(b)) if a == b => Cow::Borrowed(a),
-                (Some(a), Some(b)) => {
-                    let m = a.merge(b);
-                    like.ours &= m == **a;
-                    like.theirs &= m == **b;
-                    Cow::Owned(Arc::new(m))
-                }
-                (Some(a), None) => {
-                    like.theirs = false;
-                    Cow::Borrowed(a)
-                }
-                (None, Some(b)) => {
-                    like.ours = false;
-                    Cow::Borrowed(b)
-                }
-                (None, None) => continue,
-            };
-            merged.push((id, member));
+                like.ours || like.theirs
+            });
         }
         let members = if like.ours {
             Arc::clone(&self.members)
         } else if like.theirs {
             Arc::clone(&other.members)
         } else {
-            Arc::new(
-                merged
-                    .into_iter()
-                    .map(|(id, m)| (id, m.into_owned()))
-                    .collect(),
-            )
+            let mut merged = Vec::with_capacity(self.members.len().max(other.members.len()));
+            join(&self.members, &other.members, |id, a, b| {
+                let member = match (a, b) {
+                    _ if removed.contains(&id) => return true,
+                    (Some(a), Some(b)) if a == b => Arc::clone(a),
+                    (Some(a), Some(b)) => Arc::new(a.merge(b)),
+                    (Some(m), None) | (None, Some(m)) => Arc::clone(m),
+                    (None, None) => return true,
+                };
+                merged.push((id, member));
+                true
+            });
+            Arc::new(merged.into_iter().collect())
         };
         let mut g = Self {
             members,
@@ -223,5 +197,40 @@ impl Gossip {
         self.seen.union_with(&remote.seen);
         self.seen.insert(me);
         Received::Same
+    }
+}
+
+/// A merge join of two member maps (both sorted by id): `each` gets every id with its member
+/// on each side, in id order, until it answers `false`.
+fn join<'a>(
+    ours: &'a MemberMap,
+    theirs: &'a MemberMap,
+    mut each: impl FnMut(MemberId, Option<&'a Arc<GossipMember>>, Option<&'a Arc<GossipMember>>) -> bool,
+) {
+    let (ours, theirs) = (ours.entries(), theirs.entries());
+    let (mut i, mut j) = (0, 0);
+    while i < ours.len() || j < theirs.len() {
+        let (id, a, b) = match (ours.get(i), theirs.get(j)) {
+            (Some((x, a)), Some((y, b))) if x == y => {
+                (i, j) = (i + 1, j + 1);
+                (*x, Some(a), Some(b))
+            }
+            (Some((x, a)), Some((y, _))) if x < y => {
+                i += 1;
+                (*x, Some(a), None)
+            }
+            (Some((x, a)), None) => {
+                i += 1;
+                (*x, Some(a), None)
+            }
+            (_, Some((y, b))) => {
+                j += 1;
+                (*y, None, Some(b))
+            }
+            (None, None) => break,
+        };
+        if !each(id, a, b) {
+            return;
+        }
     }
 }
