@@ -31,16 +31,24 @@ impl AddressBook {
     /// whose word did not change since needs no lookup, and while a large cluster forms, views
     /// follow each other by the thousand and differ in a member or two.
     pub(super) fn learn(&mut self, previous: &MembershipView, view: &MembershipView) {
-        let mut before = previous.members();
-        let mut members = view.members();
-        while let Some((node, address, rest)) = last_word(members) {
-            members = rest;
-            // The previous view's word about `node`, if it had one: the book holds it still.
-            while before.first().is_some_and(|m| m.id.node < node) {
-                before = &before[1..];
+        let (before, members) = (previous.members(), view.members());
+        if std::ptr::eq(before, members) {
+            return;
+        }
+        // One walk of both views (sorted by id, so by node id), a node's members at a time.
+        let (mut i, mut j) = (0, 0);
+        while j < members.len() {
+            let node = members[j].id.node;
+            let (address, next) = last_word(members, j, node);
+            j = next;
+            while before.get(i).is_some_and(|m| m.id.node < node) {
+                i += 1;
             }
-            let said_before = last_word(before).filter(|(n, _, _)| *n == node);
-            if said_before.is_some_and(|(_, old, _)| old == address) {
+            // The previous view's word about `node`, if it had one: the book holds it still.
+            let (said_before, after) = last_word(before, i, node);
+            let listed_before = after > i;
+            i = after;
+            if listed_before && said_before == address {
                 continue;
             }
             if let Some(address) = address {
@@ -55,17 +63,18 @@ impl AddressBook {
     }
 }
 
-/// The first node id `members` (sorted by id) lists, the address its last incarnation listed
-/// with one gave (`None` if none did), and the members after that node's.
-fn last_word(members: &[Member]) -> Option<(NodeId, Option<&Address>, &[Member])> {
-    let node = members.first()?.id.node;
-    let end = members
-        .iter()
-        .position(|m| m.id.node != node)
-        .unwrap_or(members.len());
-    let (own, rest) = members.split_at(end);
-    let address = own.iter().rev().find_map(|m| m.address.as_ref());
-    Some((node, address, rest))
+/// What the members of `node` listed from `members[from]` on (a view sorted by id lists a
+/// node's incarnations together) say: the address its last incarnation listed with one gave
+/// (`None` if none did), and where the members after them begin (`from` itself when none is
+/// listed there: nothing said).
+fn last_word(members: &[Member], from: usize, node: NodeId) -> (Option<&Address>, usize) {
+    let mut address = None;
+    let mut end = from;
+    while let Some(m) = members.get(end).filter(|m| m.id.node == node) {
+        address = m.address.as_ref().or(address);
+        end += 1;
+    }
+    (address, end)
 }
 
 #[cfg(test)]

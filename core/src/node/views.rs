@@ -56,7 +56,8 @@ impl Node {
         self.view = view;
         for t in self.types.values_mut() {
             let role = t.config.role.as_deref();
-            let should_run = self.view.coordinator_of(&t.config.name, role) == Some(self.me);
+            let coordinator = self.view.coordinator_of(&t.config.name, role);
+            let should_run = coordinator == Some(self.me);
             match (&mut t.coordinator, should_run) {
                 (None, true) => {
                     let recent = self.removals.clone();
@@ -79,8 +80,13 @@ impl Node {
             if let Some(c) = &mut t.coordinator {
                 c.handle_membership(now, &self.view, &exited, &mut self.effects);
             }
-            t.region
-                .handle_membership(now, &self.view, &mut self.rng, &mut self.effects);
+            t.region.handle_membership(
+                now,
+                &self.view,
+                coordinator,
+                &mut self.rng,
+                &mut self.effects,
+            );
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::effect::{DeadLetterReason, Effects, Event};
-use crate::id::{Epoch, ShardId};
+use crate::id::{Epoch, MemberId, ShardId};
 use crate::membership::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::region::{Lifecycle, Region};
@@ -13,13 +13,14 @@ use crate::rng::Rng;
 use crate::time::Instant;
 
 impl Region {
-    /// Membership changed: follow the coordinator the view names (forgetting the homes the
-    /// old one gave), forget homes on removed members, and stop everything if this member was
-    /// downed or removed.
+    /// Membership changed: follow the coordinator the view names (`coordinator`, which the
+    /// node works out once for both its roles), forgetting the homes the old one gave; forget
+    /// homes on removed members, and stop everything if this member was downed or removed.
     pub(crate) fn handle_membership(
         &mut self,
         now: Instant,
         view: &MembershipView,
+        coordinator: Option<MemberId>,
         rng: &mut Rng,
         out: &mut Effects,
     ) {
@@ -35,7 +36,12 @@ impl Region {
         // The view itself (shared), not a set built from it for every change.
         self.view = view.clone();
         self.homes.retain(|_, home| view.member(*home).is_some());
-        let expected = view.coordinator_of(&self.entity_type, self.role.as_deref());
+        // Where the type's coordinator runs in `view` (the node works it out for both roles).
+        let expected = coordinator;
+        debug_assert_eq!(
+            expected,
+            view.coordinator_of(&self.entity_type, self.role.as_deref())
+        );
         if expected != self.registration.coordinator {
             // Homes elsewhere are the old coordinator's word. The new one hands shards off
             // with acknowledgements from the regions registered with it; a region still

@@ -77,8 +77,13 @@ impl Fixture {
     /// [`Fixture::registered`], for a type `configure`d further.
     fn registered_with(configure: impl FnOnce(&mut EntityTypeConfig)) -> Self {
         let mut f = Self::with(false, configure);
-        f.region
-            .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+        f.region.handle_membership(
+            at(0),
+            &view(false),
+            coordinator_in(&f.region, &view(false)),
+            &mut f.rng,
+            &mut f.out,
+        );
         f.recv(1, Body::RegisterAck);
         f.out.take();
         f
@@ -128,8 +133,13 @@ fn event(e: Event) -> Effect {
 #[test]
 fn registers_with_the_coordinator_the_view_names() {
     let mut f = Fixture::new(false);
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &view(false),
+        coordinator_in(&f.region, &view(false)),
+        &mut f.rng,
+        &mut f.out,
+    );
     assert_eq!(
         f.take(),
         [send(
@@ -153,8 +163,13 @@ fn registers_with_the_coordinator_the_view_names() {
 #[test]
 fn registration_is_retried_with_growing_delays_up_to_the_retry_interval() {
     let mut f = Fixture::new(false);
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &view(false),
+        coordinator_in(&f.region, &view(false)),
+        &mut f.rng,
+        &mut f.out,
+    );
     f.take();
     let mut attempts = Vec::new();
     let mut now = at(0);
@@ -197,8 +212,13 @@ fn an_unknown_shard_is_buffered_and_asked_for_once() {
 #[test]
 fn nothing_is_asked_before_registration_then_everything_is() {
     let mut f = Fixture::new(false);
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &view(false),
+        coordinator_in(&f.region, &view(false)),
+        &mut f.rng,
+        &mut f.out,
+    );
     f.take();
     f.tell(1, "m1");
     f.tell(2, "m1");
@@ -253,8 +273,13 @@ fn a_new_coordinator_replaces_the_old_ones_homes() {
     f.recv(1, Body::ShardHomes { homes });
     f.tell(1, "m1");
     assert_eq!(f.take(), [send(3, forward(1, "m1"))]);
-    f.region
-        .handle_membership(at(0), &coordinator_moved(), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &coordinator_moved(),
+        coordinator_in(&f.region, &coordinator_moved()),
+        &mut f.rng,
+        &mut f.out,
+    );
     f.take();
     f.tell(1, "m2");
     let sent = f.take();
@@ -501,8 +526,13 @@ fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     f.tell(1, "m1");
     f.tell(2, "waiting");
     f.take();
-    f.region
-        .handle_membership(at(0), &view(true), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &view(true),
+        coordinator_in(&f.region, &view(true)),
+        &mut f.rng,
+        &mut f.out,
+    );
     let dead = |s, payload: &str| {
         event(Event::DeadLetter {
             entity_type: ty(),
@@ -563,8 +593,13 @@ fn a_region_that_exits_after_stopping_gracefully_announces_it_through_the_owners
             Member::up(m(3), 3, &[]),
             other_type,
         ]);
-        f.region
-            .handle_membership(at(1), &without_me, &mut f.rng, &mut f.out);
+        f.region.handle_membership(
+            at(1),
+            &without_me,
+            coordinator_in(&f.region, &without_me),
+            &mut f.rng,
+            &mut f.out,
+        );
         let relay = Body::RelayExit { coordinator: m(1) };
         if graceful {
             assert_eq!(f.take(), [send(1, relay.clone()), send(3, relay)]);
@@ -583,8 +618,13 @@ fn a_region_that_exits_after_stopping_gracefully_announces_it_through_the_owners
 #[test]
 fn a_proxy_never_hosts() {
     let mut f = Fixture::new(true);
-    f.region
-        .handle_membership(at(0), &view(false), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &view(false),
+        coordinator_in(&f.region, &view(false)),
+        &mut f.rng,
+        &mut f.out,
+    );
     assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
     f.recv(1, Body::RegisterAck);
     f.take();
@@ -700,3 +740,8 @@ fn the_buffer_budget_and_the_timers_are_checked_against_what_is_held() {
 }
 
 mod fenced;
+
+/// Where `view` puts the coordinator of `region`'s type (the node works it out for its region).
+fn coordinator_in(region: &Region, view: &MembershipView) -> Option<MemberId> {
+    view.coordinator_of(&region.entity_type, region.role.as_deref())
+}

@@ -173,8 +173,13 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
 #[test]
 fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
     let (mut f, s1) = fenced_with_a_letter_waiting();
-    f.region
-        .handle_membership(at(0), &coordinator_moved(), &mut f.rng, &mut f.out);
+    f.region.handle_membership(
+        at(0),
+        &coordinator_moved(),
+        coordinator_in(&f.region, &coordinator_moved()),
+        &mut f.rng,
+        &mut f.out,
+    );
     let register = Body::Register {
         shards: vec![s1],
         handing_off: vec![],
