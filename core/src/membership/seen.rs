@@ -43,6 +43,11 @@ impl Seen {
         self.members.iter()
     }
 
+    /// The members, in id order, as a slice.
+    pub(crate) fn as_slice(&self) -> &[MemberId] {
+        &self.members
+    }
+
     /// The members as a set (the `GossipSeen` message carries one).
     pub(crate) fn to_set(&self) -> BTreeSet<MemberId> {
         self.members.iter().copied().collect()

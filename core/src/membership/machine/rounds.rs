@@ -54,12 +54,17 @@ impl Membership {
         }
         let targets = self.gossip_targets.as_mut().expect("worked out above");
         if targets.split_for != Some(seen_digest) {
-            let mut has_seen = self.gossip.seen().iter().peekable();
+            // Redone for every round while a cluster forms (the seen set grows between rounds):
+            // one indexed walk of both sorted lists.
+            let has_seen = self.gossip.seen().as_slice();
             targets.unseen.clear();
             targets.seen.clear();
+            let mut k = 0;
             for &id in &targets.eligible {
-                while has_seen.next_if(|s| **s < id).is_some() {}
-                if has_seen.peek() == Some(&&id) {
+                while has_seen.get(k).is_some_and(|s| *s < id) {
+                    k += 1;
+                }
+                if has_seen.get(k) == Some(&id) {
                     targets.seen.push(id);
                 } else {
                     targets.unseen.push(id);
