@@ -19,11 +19,15 @@ impl Node {
         // have hosted shards a new coordinator has not heard of.
         let mut exited = BTreeSet::new();
         let mut removed = Vec::new();
-        // Both views are sorted by id: one walk finds the members gone.
-        let mut current = view.members().iter().map(|m| m.id).peekable();
+        // Both views are sorted by id: one indexed walk finds the members gone (every member
+        // walks its whole view for each of the thousands of views a large cluster forms with).
+        let current = view.members();
+        let mut k = 0;
         for old in self.view.members() {
-            while current.next_if(|id| *id < old.id).is_some() {}
-            if current.peek() == Some(&old.id) {
+            while current.get(k).is_some_and(|m| m.id < old.id) {
+                k += 1;
+            }
+            if current.get(k).is_some_and(|m| m.id == old.id) {
                 continue;
             }
             self.known_removed.insert(old.id);
