@@ -38,11 +38,6 @@ impl Seen {
         self.digest
     }
 
-    /// The members, in id order.
-    pub(crate) fn iter(&self) -> std::slice::Iter<'_, MemberId> {
-        self.members.iter()
-    }
-
     /// The members, in id order, as a slice.
     pub(crate) fn as_slice(&self) -> &[MemberId] {
         &self.members
