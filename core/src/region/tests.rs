@@ -51,6 +51,14 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// The region gets `view`, with the coordinator's place the node works out for it.
+    fn handle_view(&mut self, now: Instant, view: &MembershipView) {
+        let r = &self.region;
+        let coordinator = view.coordinator_of(&r.entity_type, r.role.as_deref());
+        self.region
+            .handle_membership(now, view, coordinator, &mut self.rng, &mut self.out);
+    }
+
     fn new(proxy: bool) -> Self {
         Self::with(proxy, |_| {})
     }
@@ -77,13 +85,7 @@ impl Fixture {
     /// [`Fixture::registered`], for a type `configure`d further.
     fn registered_with(configure: impl FnOnce(&mut EntityTypeConfig)) -> Self {
         let mut f = Self::with(false, configure);
-        f.region.handle_membership(
-            at(0),
-            &view(false),
-            coordinator_in(&f.region, &view(false)),
-            &mut f.rng,
-            &mut f.out,
-        );
+        f.handle_view(at(0), &view(false));
         f.recv(1, Body::RegisterAck);
         f.out.take();
         f
@@ -133,13 +135,7 @@ fn event(e: Event) -> Effect {
 #[test]
 fn registers_with_the_coordinator_the_view_names() {
     let mut f = Fixture::new(false);
-    f.region.handle_membership(
-        at(0),
-        &view(false),
-        coordinator_in(&f.region, &view(false)),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &view(false));
     assert_eq!(
         f.take(),
         [send(
@@ -163,13 +159,7 @@ fn registers_with_the_coordinator_the_view_names() {
 #[test]
 fn registration_is_retried_with_growing_delays_up_to_the_retry_interval() {
     let mut f = Fixture::new(false);
-    f.region.handle_membership(
-        at(0),
-        &view(false),
-        coordinator_in(&f.region, &view(false)),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &view(false));
     f.take();
     let mut attempts = Vec::new();
     let mut now = at(0);
@@ -212,13 +202,7 @@ fn an_unknown_shard_is_buffered_and_asked_for_once() {
 #[test]
 fn nothing_is_asked_before_registration_then_everything_is() {
     let mut f = Fixture::new(false);
-    f.region.handle_membership(
-        at(0),
-        &view(false),
-        coordinator_in(&f.region, &view(false)),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &view(false));
     f.take();
     f.tell(1, "m1");
     f.tell(2, "m1");
@@ -273,13 +257,7 @@ fn a_new_coordinator_replaces_the_old_ones_homes() {
     f.recv(1, Body::ShardHomes { homes });
     f.tell(1, "m1");
     assert_eq!(f.take(), [send(3, forward(1, "m1"))]);
-    f.region.handle_membership(
-        at(0),
-        &coordinator_moved(),
-        coordinator_in(&f.region, &coordinator_moved()),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &coordinator_moved());
     f.take();
     f.tell(1, "m2");
     let sent = f.take();
@@ -526,13 +504,7 @@ fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
     f.tell(1, "m1");
     f.tell(2, "waiting");
     f.take();
-    f.region.handle_membership(
-        at(0),
-        &view(true),
-        coordinator_in(&f.region, &view(true)),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &view(true));
     let dead = |s, payload: &str| {
         event(Event::DeadLetter {
             entity_type: ty(),
@@ -593,13 +565,7 @@ fn a_region_that_exits_after_stopping_gracefully_announces_it_through_the_owners
             Member::up(m(3), 3, &[]),
             other_type,
         ]);
-        f.region.handle_membership(
-            at(1),
-            &without_me,
-            coordinator_in(&f.region, &without_me),
-            &mut f.rng,
-            &mut f.out,
-        );
+        f.handle_view(at(1), &without_me);
         let relay = Body::RelayExit { coordinator: m(1) };
         if graceful {
             assert_eq!(f.take(), [send(1, relay.clone()), send(3, relay)]);
@@ -618,13 +584,7 @@ fn a_region_that_exits_after_stopping_gracefully_announces_it_through_the_owners
 #[test]
 fn a_proxy_never_hosts() {
     let mut f = Fixture::new(true);
-    f.region.handle_membership(
-        at(0),
-        &view(false),
-        coordinator_in(&f.region, &view(false)),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &view(false));
     assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
     f.recv(1, Body::RegisterAck);
     f.take();
@@ -740,8 +700,3 @@ fn the_buffer_budget_and_the_timers_are_checked_against_what_is_held() {
 }
 
 mod fenced;
-
-/// Where `view` puts the coordinator of `region`'s type (the node works it out for its region).
-fn coordinator_in(region: &Region, view: &MembershipView) -> Option<MemberId> {
-    view.coordinator_of(&region.entity_type, region.role.as_deref())
-}

@@ -173,13 +173,7 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
 #[test]
 fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
     let (mut f, s1) = fenced_with_a_letter_waiting();
-    f.region.handle_membership(
-        at(0),
-        &coordinator_moved(),
-        coordinator_in(&f.region, &coordinator_moved()),
-        &mut f.rng,
-        &mut f.out,
-    );
+    f.handle_view(at(0), &coordinator_moved());
     let register = Body::Register {
         shards: vec![s1],
         handing_off: vec![],
