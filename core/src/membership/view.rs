@@ -140,6 +140,38 @@ impl MembershipView {
         self
     }
 
+    /// How many members at the front and at the back of this view and `next` are the same
+    /// ids at the same addresses, cut back to whole node ids (a node's incarnations are listed
+    /// together): views that follow each other differ in a few members, and what lies in both
+    /// ends needs no walk.
+    pub(crate) fn unchanged_ends(&self, next: &Self) -> (usize, usize) {
+        let (before, after) = (self.members(), next.members());
+        let same = |(a, b): &(&Member, &Member)| a.id == b.id && a.address == b.address;
+        let views = [before, after];
+        let mut front = before.iter().zip(after).take_while(same).count();
+        // A node whose members go on past the front in either view is not skipped.
+        while front > 0
+            && views.iter().any(|v| {
+                v.get(front)
+                    .is_some_and(|m| m.id.node == v[front - 1].id.node)
+            })
+        {
+            front -= 1;
+        }
+        let shorter = before.len().min(after.len());
+        let pairs = before.iter().rev().zip(after.iter().rev());
+        let mut back = pairs.take(shorter - front).take_while(same).count();
+        while back > 0
+            && views.iter().any(|v| {
+                let at = v.len() - back;
+                at > 0 && v[at - 1].id.node == v[at].id.node
+            })
+        {
+            back -= 1;
+        }
+        (front, back)
+    }
+
     /// Members removed from the cluster (tombstones), sorted.
     pub fn removed(&self) -> &[MemberId] {
         &self.removed

@@ -35,7 +35,12 @@ impl AddressBook {
         if std::ptr::eq(before, members) {
             return;
         }
-        // One walk of both views (sorted by id, so by node id), a node's members at a time.
+        // The node ids at both ends listed alike in both views say what they said.
+        let (front, back) = previous.unchanged_ends(view);
+        let before = &before[front..before.len() - back];
+        let members = &members[front..members.len() - back];
+        // One walk of the rest of both views (sorted by id, so by node id), a node's members
+        // at a time.
         let (mut i, mut j) = (0, 0);
         while j < members.len() {
             let node = members[j].id.node;
@@ -102,16 +107,23 @@ mod tests {
         let mut book = AddressBook::new(&config);
         let mut reference = AddressBook::new(&config).by_node;
         let mut previous = MembershipView::default();
-        for _ in 0..2_000 {
+        for _ in 0..5_000 {
             // Few nodes and incarnations, so that members come, go, move and share a node id.
-            let members: Vec<Member> = (0..next(6))
-                .map(|_| {
-                    let id = MemberId::new(next(5), 1 + next(3));
-                    let mut member = Member::up(id, 1, &[]);
-                    member.address = (next(4) != 0).then(|| addresses[next(4) as usize].clone());
-                    member
-                })
-                .collect();
+            let mut random_member = |next: &mut dyn FnMut(u64) -> u64| {
+                let id = MemberId::new(next(5), 1 + next(3));
+                let mut member = Member::up(id, 1, &[]);
+                member.address = (next(4) != 0).then(|| addresses[next(4) as usize].clone());
+                member
+            };
+            // A new view, or (as views follow each other) the previous one a member apart.
+            let mut members: Vec<Member> = previous.members().to_vec();
+            match next(4) {
+                0 => members = (0..next(8)).map(|_| random_member(&mut next)).collect(),
+                1 if !members.is_empty() => {
+                    members.remove(next(members.len() as u64) as usize);
+                }
+                _ => members.insert(0, random_member(&mut next)),
+            }
             let view = MembershipView::new(members);
             book.learn(&previous, &view);
             learn_all(&mut reference, &view);

@@ -21,9 +21,12 @@ impl Node {
         let mut removed = Vec::new();
         // Both views are sorted by id: one indexed walk finds the members gone (every member
         // walks its whole view for each of the thousands of views a large cluster forms with).
-        let current = view.members();
+        // Members at both ends listed alike in both views are not gone.
+        let (front, back) = self.view.unchanged_ends(&view);
+        let (old, current) = (self.view.members(), view.members());
+        let current = &current[front..current.len() - back];
         let mut k = 0;
-        for old in self.view.members() {
+        for old in &old[front..old.len() - back] {
             while current.get(k).is_some_and(|m| m.id < old.id) {
                 k += 1;
             }
