@@ -109,7 +109,7 @@ mod tests {
         let mut previous = MembershipView::default();
         for _ in 0..5_000 {
             // Few nodes and incarnations, so that members come, go, move and share a node id.
-            let mut random_member = |next: &mut dyn FnMut(u64) -> u64| {
+            let random_member = |next: &mut dyn FnMut(u64) -> u64| {
                 let id = MemberId::new(next(5), 1 + next(3));
                 let mut member = Member::up(id, 1, &[]);
                 member.address = (next(4) != 0).then(|| addresses[next(4) as usize].clone());
