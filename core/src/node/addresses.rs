@@ -29,14 +29,19 @@ impl AddressBook {
     /// Learns the addresses `view` names (a newer view's word wins; within a view, the last
     /// incarnation listed with an address). `previous` is the view learned before: a node id
     /// whose word did not change since needs no lookup, and while a large cluster forms, views
-    /// follow each other by the thousand and differ in a member or two.
-    pub(super) fn learn(&mut self, previous: &MembershipView, view: &MembershipView) {
+    /// follow each other by the thousand and differ in a member or two. The last argument is
+    /// `previous.unchanged_ends(view)` (the node works it out once, for this and for the members
+    /// gone): the node ids at both ends that both views list alike say what they said.
+    pub(super) fn learn(
+        &mut self,
+        previous: &MembershipView,
+        view: &MembershipView,
+        (front, back): (usize, usize),
+    ) {
         let (before, members) = (previous.members(), view.members());
         if std::ptr::eq(before, members) {
             return;
         }
-        // The node ids at both ends listed alike in both views say what they said.
-        let (front, back) = previous.unchanged_ends(view);
         let before = &before[front..before.len() - back];
         let members = &members[front..members.len() - back];
         // One walk of the rest of both views (sorted by id, so by node id), a node's members
@@ -125,7 +130,7 @@ mod tests {
                 _ => members.insert(0, random_member(&mut next)),
             }
             let view = MembershipView::new(members);
-            book.learn(&previous, &view);
+            book.learn(&previous, &view, previous.unchanged_ends(&view));
             learn_all(&mut reference, &view);
             for node in 0..5 {
                 assert_eq!(

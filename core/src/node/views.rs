@@ -22,7 +22,8 @@ impl Node {
         // Both views are sorted by id: one indexed walk finds the members gone (every member
         // walks its whole view for each of the thousands of views a large cluster forms with).
         // Members at both ends listed alike in both views are not gone.
-        let (front, back) = self.view.unchanged_ends(&view);
+        let ends = self.view.unchanged_ends(&view);
+        let (front, back) = ends;
         let (old, current) = (self.view.members(), view.members());
         let current = &current[front..current.len() - back];
         let mut k = 0;
@@ -59,7 +60,7 @@ impl Node {
                 }
             }
         }
-        self.addresses.learn(&self.view, &view);
+        self.addresses.learn(&self.view, &view, ends);
         self.view = view;
         for t in self.types.values_mut() {
             let role = t.config.role.as_deref();
