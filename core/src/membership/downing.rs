@@ -213,9 +213,7 @@ impl Downer {
 
 /// The members whose arrival or departure changes a decision: all but Joining ones (a side
 /// never counts its own Joining members, and learns of the other side's only by gossip, which
-/// a partition stops).
-/// The members a decision counts (all but Joining ones), and how many are Joining: one walk
-/// of a state every member takes for every change.
+/// a partition stops); and how many are Joining. One walk: every member observes every change.
 fn counted_ids(gossip: &Gossip) -> (Vec<MemberId>, usize) {
     let mut counted = Vec::with_capacity(gossip.member_count());
     let mut joining = 0;
