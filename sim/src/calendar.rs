@@ -3,10 +3,11 @@
 //! the present (network latencies, heartbeat and gossip rounds), so a push appends to its
 //! bucket and a take sorts a bucket once, when it comes first, then takes its keys in order;
 //! the heap it replaces walked half a dozen levels for each. Most buckets hold a few keys (a
-//! hundred nodes schedule about three a millisecond), sorted by insertion in place; the keys
-//! of the bucket being taken stay in increasing order, so a key scheduled into it (usually
-//! later than the others) is appended. The order taken is the heap's: the smallest key first
-//! (time, then sequence number; keys are unique).
+//! hundred nodes schedule about three a millisecond), sorted by insertion in place. A key
+//! scheduled into the bucket being taken goes to the heap instead: a cluster's nodes fire
+//! their timers together, so that bucket often holds hundreds of keys (thousands at 1,000
+//! nodes), and inserting in order moved about half of them each time. The order taken is the
+//! heap's: the smallest key first (time, then sequence number; keys are unique).
 
 use shoal_core::Instant;
 
@@ -37,7 +38,8 @@ pub(crate) struct CalendarQueue {
     /// The bucket whose keys are sorted (the earliest one, when it was found), and how many
     /// of them were taken (they stay in front until the bucket empties or another is sorted).
     sorted: Option<(u64, usize)>,
-    /// Keys beyond the calendar (or, never in practice, before it).
+    /// Keys beyond the calendar, scheduled into the bucket being taken, or (never in
+    /// practice) before the calendar.
     later: QuadHeap<Key>,
 }
 
@@ -66,19 +68,12 @@ impl CalendarQueue {
     /// Adds `key`.
     pub(crate) fn push(&mut self, key: Key) {
         let bucket = bucket_of(&key);
-        if bucket < self.base || bucket - self.base >= BUCKETS as u64 {
+        let taking = self.sorted.is_some_and(|(sorted, _)| sorted == bucket);
+        if taking || bucket < self.base || bucket - self.base >= BUCKETS as u64 {
             return self.later.push(key);
         }
         let i = ring_index(bucket);
-        let keys = &mut self.buckets[i];
-        match self.sorted {
-            Some((sorted, taken)) if sorted == bucket => {
-                // Usually the largest (scheduled later than what is due): then it is appended.
-                let at = taken + keys[taken..].partition_point(|k| *k < key);
-                keys.insert(at, key);
-            }
-            _ => keys.push(key),
-        }
+        self.buckets[i].push(key);
         self.occupied[i / 64] |= 1 << (i % 64);
     }
 
