@@ -91,7 +91,14 @@ impl Effects {
     }
 
     pub(crate) fn pop(&mut self) -> Option<Effect> {
-        self.queue.pop_front()
+        let effect = self.queue.pop_front();
+        if effect.is_none() {
+            // Drained: the next call's effects go to the front of the buffer again (a ring
+            // buffer goes round all its slots otherwise, each a cache line to fetch; across
+            // a thousand simulated nodes, lines long evicted).
+            self.queue.clear();
+        }
+        effect
     }
 
     pub(crate) fn event(&mut self, event: Event) {
