@@ -13,7 +13,6 @@
 
 use crate::id::{Incarnation, MemberId};
 use crate::message::Lane;
-use crate::node_table::NodeTable;
 
 /// The newest incarnation seen at one address and the last number of that link. A link never
 /// used is incarnation 0, number 0, and behaves exactly as a fresh one: every real incarnation
@@ -33,10 +32,11 @@ impl Default for Link {
     }
 }
 
-/// One address's links, both ways, by lane: a node mostly hears from those it sends to
+/// One peer address's links, both ways, by lane: a node mostly hears from those it sends to
 /// (heartbeats and their answers, forwards and acknowledgements), so one entry serves both.
+/// A node keeps one per peer address, with the address (see `node/peers.rs`).
 #[derive(Clone, Copy, Debug, Default)]
-struct PeerLinks {
+pub(crate) struct PeerLinks {
     sent: [Link; 2],
     accepted: [Link; 2],
 }
@@ -62,33 +62,23 @@ fn lane_index(lane: Lane) -> usize {
     }
 }
 
-/// Sent and accepted sequence numbers per peer address and lane.
-#[derive(Debug, Default)]
-pub(crate) struct LinkSequences {
-    peers: NodeTable<PeerLinks>,
-}
-
-impl LinkSequences {
-    /// The number of the next envelope to `to` (0, unnumbered, for an incarnation older than
-    /// one already addressed: it is gone, so there is nothing to deduplicate).
+impl PeerLinks {
+    /// The number of the next envelope to `to` at this address (0, unnumbered, for an
+    /// incarnation older than one already addressed: it is gone, so there is nothing to
+    /// deduplicate).
     pub(crate) fn next_to(&mut self, to: MemberId, lane: Lane) -> u64 {
-        let peer = self.peers.get_or_insert_with(to.node, PeerLinks::default);
-        peer.sent[lane_index(lane)].of(to).map_or(0, |link| {
+        self.sent[lane_index(lane)].of(to).map_or(0, |link| {
             link.last += 1;
             link.last
         })
     }
 
-    /// Whether an envelope numbered `seq` from `from` is new (and records it if so). Zero
-    /// means unnumbered (envelopes a host or test injects itself) and is always accepted, as is
-    /// anything from an incarnation older than the newest seen (the membership view decides
-    /// what becomes of those).
+    /// Whether an envelope numbered `seq` (not 0: unnumbered envelopes are not looked up)
+    /// from `from` at this address is new, and records it if so. Anything from an incarnation
+    /// older than the newest seen is accepted (the membership view decides what becomes of
+    /// those).
     pub(crate) fn accept(&mut self, from: MemberId, lane: Lane, seq: u64) -> bool {
-        if seq == 0 {
-            return true;
-        }
-        let peer = self.peers.get_or_insert_with(from.node, PeerLinks::default);
-        let Some(link) = peer.accepted[lane_index(lane)].of(from) else {
+        let Some(link) = self.accepted[lane_index(lane)].of(from) else {
             return true;
         };
         if seq <= link.last {
@@ -102,7 +92,26 @@ impl LinkSequences {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node_table::NodeTable;
     use Lane::{Control, Data};
+
+    /// Links per peer address, as a node keeps them.
+    #[derive(Default)]
+    struct LinkSequences(NodeTable<PeerLinks>);
+
+    impl LinkSequences {
+        fn peer(&mut self, member: MemberId) -> &mut PeerLinks {
+            self.0.get_or_insert_with(member.node, PeerLinks::default)
+        }
+
+        fn next_to(&mut self, to: MemberId, lane: Lane) -> u64 {
+            self.peer(to).next_to(to, lane)
+        }
+
+        fn accept(&mut self, from: MemberId, lane: Lane, seq: u64) -> bool {
+            self.peer(from).accept(from, lane, seq)
+        }
+    }
 
     #[test]
     fn lanes_are_numbered_and_deduplicated_apart() {
@@ -151,10 +160,6 @@ mod tests {
             "the old incarnation is not deduplicated any more"
         );
         assert!(links.accept(b, Data, 1));
-        assert!(
-            links.accept(a, Data, 0) && links.accept(a, Data, 0),
-            "unnumbered envelopes"
-        );
     }
 
     #[test]

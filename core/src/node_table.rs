@@ -46,16 +46,6 @@ impl<V> NodeTable<V> {
         value
     }
 
-    /// Sets the value for `node`.
-    pub(crate) fn insert(&mut self, node: NodeId, value: V) {
-        match self.find(node) {
-            Ok(at) => self.slots[at] = Some((node, value)),
-            Err(at) => {
-                self.insert_at(at, node, value);
-            }
-        }
-    }
-
     /// The slot holding `node` (`Ok`), or the empty slot where it belongs (`Err`); `Err(usize::MAX)`
     /// when the table has no slots yet.
     fn find(&self, node: NodeId) -> Result<usize, usize> {
@@ -131,7 +121,7 @@ mod tests {
         for (i, key) in keys.enumerate() {
             let node = NodeId(key);
             assert_eq!(table.get(node), model.get(&node), "before {node:?}");
-            table.insert(node, i);
+            *table.get_or_insert_with(node, || i) = i;
             model.insert(node, i);
             *table.get_or_insert_with(NodeId(key / 2), || 0) += 1;
             *model.entry(NodeId(key / 2)).or_insert(0) += 1;

@@ -2,19 +2,19 @@
 //! member is the oldest Up member with the type's role) a coordinator; routes inputs to them;
 //! delivers messages between roles on this node in FIFO order; and owns the effect queue.
 
-mod addresses;
 mod app;
 mod backpressure;
 mod cluster;
 mod commands;
 mod dispatch;
+mod peers;
 mod queries;
 mod type_table;
 mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use self::addresses::AddressBook;
+use self::peers::Peers;
 use self::type_table::TypeTable;
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
@@ -23,7 +23,6 @@ use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::letter::Letter;
-use crate::link_seq::LinkSequences;
 use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
 use crate::message::{Envelope, Message, Payload};
 use crate::region::Region;
@@ -84,10 +83,10 @@ pub struct Node {
     removals: BTreeMap<MemberId, Instant>,
     /// Removed members this node knows of (seen leaving the view, or as tombstones).
     known_removed: BTreeSet<MemberId>,
-    /// Numbers envelopes per link so that copies from the transport are dropped.
-    links: LinkSequences,
-    /// Where members can be reached; every envelope leaves with its receiver's address.
-    addresses: AddressBook,
+    /// Where members can be reached (every envelope leaves with its receiver's address), and
+    /// the numbers of the envelopes on each link, so that copies from the transport are
+    /// dropped.
+    peers: Peers,
     /// Membership, when this node manages it (`Config::membership`); otherwise the host
     /// supplies views.
     membership: Option<Membership>,
@@ -133,7 +132,7 @@ impl Node {
                 .at(config.address.clone());
             Membership::new(me, joiner, settings, now)
         });
-        let addresses = AddressBook::new(&config);
+        let peers = Peers::new(&config);
         Ok(Self {
             me,
             rng: Rng::new(config.seed),
@@ -143,8 +142,7 @@ impl Node {
             effects: Effects::new(me),
             removals: BTreeMap::new(),
             known_removed: BTreeSet::new(),
-            links: LinkSequences::default(),
-            addresses,
+            peers,
             membership,
             leaving: false,
             left: false,
@@ -160,7 +158,7 @@ impl Node {
                     self.metrics.misaddressed += 1;
                     tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
                 } else if !self
-                    .links
+                    .peers
                     .accept(envelope.from, envelope.lane(), envelope.seq)
                 {
                     self.metrics.duplicates += 1;
@@ -239,7 +237,9 @@ impl Node {
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         let mut effect = self.effects.pop()?;
-        stamp(&mut self.links, &self.addresses, &mut effect);
+        if let Effect::Send(transmit) = &mut effect {
+            self.peers.stamp(transmit);
+        }
         Some(effect)
     }
 
@@ -314,21 +314,6 @@ impl Node {
                 t.region
                     .handle_store_completed(now, instance, completion, &mut self.effects)
             }
-        }
-    }
-}
-
-/// Numbers an envelope leaving this node on its link and gives it its receiver's address.
-/// Envelopes to "whoever runs at an address" (a join's first contact) go unnumbered: numbering
-/// restarts once the receiver's incarnation is known.
-fn stamp(links: &mut LinkSequences, addresses: &AddressBook, effect: &mut Effect) {
-    if let Effect::Send(transmit) = effect {
-        let to = transmit.envelope.to;
-        if to.incarnation.0 != 0 {
-            transmit.envelope.seq = links.next_to(to, transmit.envelope.lane());
-        }
-        if transmit.address.is_none() {
-            transmit.address = addresses.address_of(to.node).cloned();
         }
     }
 }

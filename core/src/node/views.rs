@@ -60,7 +60,7 @@ impl Node {
                 }
             }
         }
-        self.addresses.learn(&self.view, &view, ends);
+        self.peers.learn(&self.view, &view, ends);
         self.view = view;
         for t in self.types.values_mut() {
             let role = t.config.role.as_deref();
