@@ -1,20 +1,21 @@
 //! Which member heard from which: a member that received from another holds a connection it
 //! can answer on without knowing the other's address, as a real transport does. Recorded for
-//! every envelope received, which nearly always repeats its link's last pair: a table by
-//! (receiver address, sender address) holds that pair and answers in one read; every pair
-//! heard is also kept per receiving address in a short sorted list.
+//! every envelope received, which nearly always comes from the newest incarnation at its
+//! address to the newest at its own: a bit per (receiver address, sender address) says
+//! whether that pair was heard (125 KB at 1,000 nodes, where a table of a word per link
+//! missed the cache for every envelope); every pair heard is also kept per receiving
+//! address in a short sorted list.
 
 use shoal_core::MemberId;
 
-/// No pair heard on a link yet (simulated incarnations are far below `u32::MAX`).
-const NONE: u64 = u64::MAX;
-
-/// (receiver, sender) pairs, by the receiver's address: the last one per link, and all of
-/// them packed into sorted integers (see [`pair_key`]).
+/// (receiver, sender) pairs: whether the newest incarnations at two addresses were heard, and
+/// all pairs, by the receiver's address, packed into sorted integers (see [`pair_key`]).
 #[derive(Debug, Default)]
 pub(crate) struct Connections {
-    /// `[receiver][sender]` by address: the link's last pair (see [`incarnations`]).
-    last: Vec<Vec<u64>>,
+    /// Per address, the newest incarnation seen there (receiving or sending).
+    newest: Vec<u64>,
+    /// `[receiver]`, a bit per sender address: the newest incarnations at both were heard.
+    newest_heard: Vec<Vec<u64>>,
     by_receiver: Vec<Vec<u128>>,
 }
 
@@ -34,28 +35,25 @@ fn pair_key(receiver: MemberId, sender: MemberId) -> u128 {
         | u128::from(small(sender.incarnation.0))
 }
 
-/// The two incarnations of a pair whose addresses are known.
-fn incarnations(receiver: MemberId, sender: MemberId) -> u64 {
-    u64::from(small(receiver.incarnation.0)) << 32 | u64::from(small(sender.incarnation.0))
+/// The word and bit of address `j` in a row of [`Connections::newest_heard`].
+fn bit(j: usize) -> (usize, u64) {
+    (j / 64, 1 << (j % 64))
 }
 
 impl Connections {
     /// `receiver` heard from `sender`.
     pub(crate) fn heard(&mut self, receiver: MemberId, sender: MemberId) {
         let (i, j) = (index(receiver), index(sender));
-        if i >= self.last.len() {
-            self.last.resize_with(i + 1, Vec::new);
-            self.by_receiver.resize_with(i + 1, Vec::new);
-        }
-        let row = &mut self.last[i];
-        if j >= row.len() {
-            row.resize(j + 1, NONE);
-        }
-        let pair = incarnations(receiver, sender);
-        if row[j] == pair {
+        self.note(receiver);
+        self.note(sender);
+        let newest = self.is_newest_pair(receiver, sender);
+        let (word, mask) = bit(j);
+        if newest && self.newest_heard[i][word] & mask != 0 {
             return;
         }
-        row[j] = pair;
+        if newest {
+            self.newest_heard[i][word] |= mask;
+        }
         let pairs = &mut self.by_receiver[i];
         let key = pair_key(receiver, sender);
         if let Err(at) = pairs.binary_search(&key) {
@@ -68,12 +66,44 @@ impl Connections {
         let Ok(i) = usize::try_from(receiver.node.0) else {
             return false;
         };
-        let last = self.last.get(i).and_then(|row| row.get(index(sender)));
-        last == Some(&incarnations(receiver, sender))
+        let (word, mask) = bit(index(sender));
+        let newest_heard = self.is_newest_pair(receiver, sender)
+            && self.newest_heard[i]
+                .get(word)
+                .is_some_and(|w| w & mask != 0);
+        newest_heard
             || self
                 .by_receiver
                 .get(i)
                 .is_some_and(|pairs| pairs.binary_search(&pair_key(receiver, sender)).is_ok())
+    }
+
+    fn is_newest_pair(&self, receiver: MemberId, sender: MemberId) -> bool {
+        let newest = |m: MemberId| self.newest.get(index(m)) == Some(&m.incarnation.0);
+        newest(receiver) && newest(sender)
+    }
+
+    /// Makes room for `member`'s address; a newer incarnation there clears the bits of the
+    /// address's row and column (they were about the older one).
+    fn note(&mut self, member: MemberId) {
+        let i = index(member);
+        if i >= self.newest.len() {
+            self.newest.resize(i + 1, 0);
+            self.newest_heard.resize_with(i + 1, Vec::new);
+            self.by_receiver.resize_with(i + 1, Vec::new);
+            let words = self.newest.len().div_ceil(64);
+            for row in &mut self.newest_heard {
+                row.resize(words, 0);
+            }
+        }
+        if member.incarnation.0 > self.newest[i] {
+            self.newest[i] = member.incarnation.0;
+            self.newest_heard[i].fill(0);
+            let (word, mask) = bit(i);
+            for row in &mut self.newest_heard {
+                row[word] &= !mask;
+            }
+        }
     }
 }
 
@@ -103,5 +133,16 @@ mod tests {
         c.heard(a, b);
         assert!(c.has_heard(a, b) && c.has_heard(a, b2));
         assert!(!c.has_heard(MemberId::new(1, 2), b), "a later receiver");
+        // The receiver restarts: what its old incarnation heard is not the new one's.
+        let (a2, d) = (MemberId::new(1, 2), MemberId::new(4, 1));
+        c.heard(a, d);
+        c.heard(a2, b2);
+        assert!(c.has_heard(a2, b2) && c.has_heard(a, d));
+        assert!(!c.has_heard(a2, d), "heard by the old incarnation only");
+        // A sender restarts: its new incarnation was not heard yet.
+        c.heard(a2, d);
+        let d2 = MemberId::new(4, 2);
+        c.heard(b2, d2);
+        assert!(!c.has_heard(a2, d2) && c.has_heard(b2, d2) && c.has_heard(a2, d));
     }
 }
