@@ -7,9 +7,10 @@
 //! connection), so an original never arrives after a later envelope, and every copy is
 //! recognised.
 //!
-//! State is kept per peer *address*, for its newest incarnation only: a peer that restarts
-//! (a new incarnation, numbering from 1 again) replaces its old entry, so the tables are bounded
-//! by the number of addresses and nothing ever has to be forgotten while a link is in use.
+//! State is kept per peer *address* (a node's record of each peer, `node/peers.rs`), for its
+//! newest incarnation only: a peer that restarts (a new incarnation, numbering from 1 again)
+//! replaces its old entry, so the state is bounded by the number of addresses and nothing
+//! ever has to be forgotten while a link is in use.
 
 use crate::id::{Incarnation, MemberId};
 use crate::message::Lane;

@@ -1,6 +1,6 @@
-//! A table keyed by [`NodeId`] for the lookups a node makes on every envelope (the link
-//! sequence numbers, the address book). A `BTreeMap` there walks three levels of nodes spread
-//! over the heap for each lookup, and a simulated cluster of a hundred nodes keeps two hundred
+//! A table keyed by [`NodeId`] for the lookup a node makes on every envelope (its peers'
+//! addresses and link sequence numbers). A `BTreeMap` there walks three levels of nodes spread
+//! over the heap for each lookup, and a simulated cluster of a hundred nodes keeps a hundred
 //! such maps: open addressing finds an entry in one probe, usually one cache line.
 //!
 //! Deterministic: the slot of a key depends on the key alone (Fibonacci hashing), and the table

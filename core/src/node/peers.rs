@@ -72,7 +72,7 @@ impl Peers {
             while before.get(i).is_some_and(|m| m.id.node < node) {
                 i += 1;
             }
-            // The previous view's word about `node`, if it had one: the book holds it still.
+            // The previous view's word about `node`, if it had one: the table holds it still.
             let (said_before, after) = last_word(before, i, node);
             let listed_before = after > i;
             i = after;

@@ -1,5 +1,5 @@
 //! How a new membership view reaches the sharding roles: removals and their margin, the
-//! address book, and where each type's coordinator runs.
+//! peers' addresses, and where each type's coordinator runs.
 
 use std::collections::BTreeSet;
 
