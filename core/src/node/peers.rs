@@ -40,6 +40,7 @@ impl Peers {
         peers
     }
 
+    /// Records where `node` is reached.
     fn set_address(&mut self, node: NodeId, address: Address) {
         self.by_node.get_or_insert_with(node, Peer::default).address = Some(address);
     }
