@@ -160,7 +160,15 @@ impl Gossip {
     fn changed(&mut self, me: MemberId) {
         self.digest = DigestCache::default();
         self.seen.clear();
-        self.seen.insert(me);
+        self.see_if_member(me);
+    }
+
+    /// Records that `id` has seen this state, if it is a member: the seen set holds members
+    /// only (as Akka's gossip requires), which the choice of gossip targets relies on.
+    fn see_if_member(&mut self, id: MemberId) {
+        if self.members.contains_key(&id) {
+            self.seen.insert(id);
+        }
     }
 
     /// Adds `member` as Joining (a new incarnation of a member's address marks the old one

@@ -129,6 +129,25 @@ fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
 }
 
 #[test]
+fn the_seen_set_holds_members_only() {
+    let g = three_up();
+    // A peer's seen set naming a stranger (a bug or a forged frame) adds only the members.
+    let mut other = g.clone();
+    other.seen = BTreeSet::from([m(2), m(9)]).into();
+    let mut mine = g.clone();
+    mine.seen = BTreeSet::from([m(1)]).into();
+    assert_eq!(mine.receive(m(1), other), Received::Same);
+    assert_eq!(mine.seen().to_set(), BTreeSet::from([m(1), m(2)]));
+    // A member that is none itself does not mark the state seen, on receipt or on a change.
+    let mut outsider = g.clone();
+    outsider.seen = BTreeSet::from([m(2)]).into();
+    assert_eq!(outsider.receive(m(8), g), Received::Same);
+    assert_eq!(outsider.seen().to_set(), BTreeSet::from([m(1), m(2), m(3)]));
+    assert!(outsider.set_status(m(8), m(3), MemberStatus::Leaving));
+    assert_eq!(outsider.seen().to_set(), BTreeSet::new());
+}
+
+#[test]
 fn an_unreachable_member_blocks_convergence_until_it_is_down() {
     let mut g = three_up();
     assert!(g.converged());

@@ -18,6 +18,9 @@ use crate::time::{Instant, earliest};
 
 mod receive;
 mod rounds;
+mod targets;
+
+use targets::{GossipTargets, draw_targets};
 
 /// Where this member is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -63,30 +66,13 @@ pub(crate) struct Membership {
     /// The (state, seen) digests for which the leader's actions last found nothing to do:
     /// they depend on nothing else, so they are not worked out again until either changes.
     leader_idle: Option<(StateDigest, u64)>,
-    /// Whom a gossip round may go to (those that have not seen the state, those that have),
-    /// for the (state, seen) digests they were worked out for: a round every second would
-    /// otherwise look at every member.
+    /// Whom a gossip round may go to, for the state digest they were worked out for: a round
+    /// every second would otherwise look at every member.
     gossip_targets: Option<GossipTargets>,
     /// Whom heartbeats go to (the monitored members and those this member observes
     /// unreachable), for the state digest they were worked out for: the ring of every member
     /// is hashed and sorted, which a round every second would otherwise do for nothing.
     heartbeat_receivers: Option<(StateDigest, Vec<MemberId>)>,
-}
-
-/// Whom a gossip round may go to: the members eligible under the state digest `state`, and
-/// their split by the seen set whose digest is `split_for`. While a large cluster forms, the
-/// seen set changes far more often than the state: a new split walks the eligible ids and the
-/// seen set, both sorted, without reading a member.
-#[derive(Debug)]
-struct GossipTargets {
-    state: StateDigest,
-    /// Reachable members other than this one and Down ones, by id.
-    eligible: Vec<MemberId>,
-    split_for: Option<u64>,
-    /// Eligible members that have not seen the state (preferred).
-    unseen: Vec<MemberId>,
-    /// Eligible members that have.
-    seen: Vec<MemberId>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.

@@ -72,22 +72,23 @@ impl Seen {
         let mut ids: Vec<MemberId> = ids.into_iter().collect();
         ids.sort_unstable();
         ids.dedup();
-        self.merge_sorted(&ids);
+        self.merge_sorted(&ids, |_| true);
     }
 
-    /// Records every member of `other`.
-    pub(crate) fn union_with(&mut self, other: &Self) {
-        self.merge_sorted(&other.members);
+    /// Records every member of `other` that `keep` accepts (the new ones are asked).
+    pub(crate) fn union_with(&mut self, other: &Self, keep: impl Fn(&MemberId) -> bool) {
+        self.merge_sorted(&other.members, keep);
     }
 
-    /// Records every member of `ids` (sorted, without repeats) in one walk of both lists.
-    fn merge_sorted(&mut self, ids: &[MemberId]) {
+    /// Records every member of `ids` (sorted, without repeats) that is already here or that
+    /// `keep` accepts, in one walk of both lists.
+    fn merge_sorted(&mut self, ids: &[MemberId], keep: impl Fn(&MemberId) -> bool) {
         // Most unions (a state's seen set adopted from a member that saw it, as our own
         // grows) bring nobody new: one walk without building anything tells.
         let mut ours = self.members.iter().peekable();
         let has_new = ids.iter().any(|id| {
             while ours.next_if(|o| *o < id).is_some() {}
-            ours.next_if_eq(&id).is_none()
+            ours.next_if_eq(&id).is_none() && keep(id)
         });
         if !has_new {
             return;
@@ -100,6 +101,9 @@ impl Seen {
                 merged.push(smaller);
             }
             if ours.next_if_eq(&id).is_none() {
+                if !keep(&id) {
+                    continue;
+                }
                 digest ^= mix(id);
             }
             merged.push(id);
@@ -223,7 +227,7 @@ mod tests {
             merged.extend(mine.iter().copied());
             inserted.extend(mine.iter().copied());
             other.extend(theirs.iter().copied());
-            merged.union_with(&other);
+            merged.union_with(&other, |_| true);
             inserted.extend(theirs.iter().copied());
             assert_eq!(merged, inserted);
             assert_eq!(merged.digest(), inserted.digest());

@@ -196,8 +196,10 @@ impl Gossip {
 
     /// `remote` holds this same state: only the seen sets combine.
     fn adopt_seen(&mut self, me: MemberId, remote: &Self) -> Received {
-        self.seen.union_with(&remote.seen);
-        self.seen.insert(me);
+        let members = &self.members;
+        self.seen
+            .union_with(&remote.seen, |id| members.contains_key(id));
+        self.see_if_member(me);
         Received::Same
     }
 }
