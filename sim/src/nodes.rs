@@ -88,3 +88,24 @@ impl Nodes {
         self.slots.iter().flatten()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_names_the_node_it_was_made_for_and_no_other() {
+        for node in [0, 7, 999, u64::MAX] {
+            assert_eq!(node_at(&address_of(NodeId(node))), Some(NodeId(node)));
+        }
+        for other in [
+            "n7",
+            "node-.sim:7355",
+            "node-x.sim:7355",
+            "node-7.sim:7356",
+            "7",
+        ] {
+            assert_eq!(node_at(&Address::new(other)), None, "{other}");
+        }
+    }
+}
