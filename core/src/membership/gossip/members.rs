@@ -104,8 +104,17 @@ impl Serialize for MemberMap {
 }
 
 impl<'de> Deserialize<'de> for MemberMap {
+    /// A member must be keyed by its own id: a state that files a member under another id is
+    /// malformed (everything else about a member is looked up by the key, its fate by its id),
+    /// and the frame is refused.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let map = BTreeMap::<MemberId, Arc<GossipMember>>::deserialize(deserializer)?;
+        if let Some((key, member)) = map.iter().find(|(key, member)| **key != member.id) {
+            return Err(serde::de::Error::custom(format!(
+                "member {} filed under the id {key}",
+                member.id
+            )));
+        }
         Ok(Self {
             entries: map.into_iter().collect(),
         })
@@ -114,9 +123,10 @@ impl<'de> Deserialize<'de> for MemberMap {
 
 #[cfg(feature = "arbitrary")]
 impl<'a> arbitrary::Arbitrary<'a> for MemberMap {
+    /// Members keyed by their own ids, as decoding requires.
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
-        let map = BTreeMap::<MemberId, Arc<GossipMember>>::arbitrary(u)?;
-        Ok(map.into_iter().collect())
+        let members = Vec::<Arc<GossipMember>>::arbitrary(u)?;
+        Ok(members.into_iter().map(|m| (m.id, m)).collect())
     }
 }
 
@@ -185,5 +195,29 @@ mod tests {
         assert_eq!(bytes, postcard::to_allocvec(&model).expect("encodes"));
         let decoded: MemberMap = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(decoded, map);
+    }
+
+    #[test]
+    fn a_member_filed_under_another_id_is_refused() {
+        // Found by the fuzzer: a peer's state keyed member 5#3 as 1#1, so the gossip targets
+        // (read by id) and the seen set (kept by key) disagreed.
+        let forged: BTreeMap<MemberId, Arc<GossipMember>> = [
+            (MemberId::new(1, 1), member(5, 3)),
+            (MemberId::new(2, 1), member(2, 1)),
+        ]
+        .into();
+        let bytes = postcard::to_allocvec(&forged).expect("encodes");
+        assert!(
+            postcard::from_bytes::<MemberMap>(&bytes).is_err(),
+            "refused"
+        );
+        // Keyed by their own ids, the same members decode.
+        let honest: BTreeMap<MemberId, Arc<GossipMember>> = [
+            (MemberId::new(5, 3), member(5, 3)),
+            (MemberId::new(2, 1), member(2, 1)),
+        ]
+        .into();
+        let bytes = postcard::to_allocvec(&honest).expect("encodes");
+        assert!(postcard::from_bytes::<MemberMap>(&bytes).is_ok());
     }
 }
