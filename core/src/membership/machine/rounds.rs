@@ -7,9 +7,10 @@ impl Membership {
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
         let targets = GossipTargets::refresh(self.gossip_targets.take(), &mut self.gossip, self.me);
-        let split = targets.split(self.gossip.seen().as_slice());
-        let chosen = draw_targets([split.unseen(), split.seen()], count, rng);
-        drop(split);
+        let chosen = {
+            let split = targets.split(self.gossip.seen().as_slice());
+            draw_targets([split.unseen(), split.seen()], count, rng)
+        };
         self.gossip_targets = Some(targets);
         for to in chosen {
             // A member that has seen this state gets its digests (Akka's GossipStatus).

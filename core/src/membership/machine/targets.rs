@@ -149,9 +149,9 @@ impl Split<'_> {
             }
         }
         for (pool, walked) in [(self.unseen(), unseen), (self.seen(), seen)] {
-            assert_eq!(pool.len(), walked.len(), "a pool's size");
+            assert_eq!(pool.count(), walked.len(), "a pool's size");
             for (i, id) in walked.into_iter().enumerate() {
-                assert_eq!(pool.at(i), id, "a pool's member {i}");
+                assert_eq!(pool.member(i), id, "a pool's member {i}");
             }
         }
     }
@@ -161,26 +161,6 @@ impl Split<'_> {
 pub(super) struct Pool<'a> {
     split: &'a Split<'a>,
     seen: bool,
-}
-
-impl Pool<'_> {
-    fn len(&self) -> usize {
-        match self.seen {
-            true => self.split.seen_len(),
-            false => self
-                .split
-                .eligible
-                .len()
-                .saturating_sub(self.split.seen_len()),
-        }
-    }
-
-    fn at(&self, i: usize) -> MemberId {
-        match self.seen {
-            true => self.split.seen_at(i),
-            false => self.split.unseen_at(i),
-        }
-    }
 }
 
 /// Something to draw members from by index.
@@ -193,13 +173,26 @@ pub(super) trait Indexed {
 
 impl Indexed for Pool<'_> {
     fn count(&self) -> usize {
-        self.len()
+        match self.seen {
+            true => self.split.seen_len(),
+            false => self
+                .split
+                .eligible
+                .len()
+                .saturating_sub(self.split.seen_len()),
+        }
     }
+
     fn member(&self, i: usize) -> MemberId {
-        self.at(i)
+        match self.seen {
+            true => self.split.seen_at(i),
+            false => self.split.unseen_at(i),
+        }
     }
 }
 
+/// The draw's tests compare it with `swap_remove` on plain lists.
+#[cfg(test)]
 impl Indexed for &[MemberId] {
     fn count(&self) -> usize {
         self.len()
