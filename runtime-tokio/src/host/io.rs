@@ -55,8 +55,17 @@ pub(crate) struct TokioIo {
 impl Io for TokioIo {
     fn send(&mut self, transmit: Transmit) {
         let Transmit { address, envelope } = transmit;
+        // Membership carries every member's address, but a member can reach this one first
+        // (a node that just joined through another forwards to an entity here at once): it is
+        // answered at the address it advertised when it connected.
+        let address = address.or_else(|| {
+            let heard = self.transport.heard_from(envelope.to);
+            if let Some(address) = &heard {
+                tracing::debug!(to = %envelope.to, %address, "answered where it connected from");
+            }
+            heard
+        });
         let Some(address) = address else {
-            // Membership carries every member's address; only a host-made view lacks one.
             metrics::counter!("shoal_envelopes_unaddressed_total").increment(1);
             tracing::error!(to = %envelope.to, "no address for a member; envelope dropped");
             return;

@@ -16,12 +16,12 @@ use tokio::time::timeout;
 use tokio_util::codec::{Framed, FramedParts};
 use tracing::Instrument;
 
-use super::Shared;
 use super::connect::handshake;
 use super::counters::HandshakeFailure;
 use super::frame::{EnvelopeCodec, FrameError};
 use super::handshake::{Peer, Role};
 use super::network::{BoxConnection, Listener};
+use super::{Shared, lock};
 
 /// Where received envelopes go: the host's two inbound queues.
 #[derive(Clone)]
@@ -89,12 +89,10 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Li
     };
     shared.counters.accepted();
     let node = peer.member.node;
+    lock(&shared.heard).insert(node, peer.clone());
     let (close, closed) = oneshot::channel();
     let (finished, on_finished) = oneshot::channel::<()>();
-    let older = live
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .insert(node, (id, close, on_finished));
+    let older = lock(&live).insert(node, (id, close, on_finished));
     if let Some((_, close_older, older_finished)) = older {
         shared.counters.replaced();
         let _ = close_older.send(());
@@ -103,9 +101,11 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Li
     }
     read(stream, rest, &peer, &shared, &inbox, closed).await;
     drop(finished);
-    let mut live = live.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut live = lock(&live);
     if live.get(&node).is_some_and(|(current, ..)| *current == id) {
         live.remove(&node);
+        // The last connection from that node ended: its address comes from membership now.
+        lock(&shared.heard).remove(&node);
     }
 }
 

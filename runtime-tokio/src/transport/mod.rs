@@ -15,13 +15,15 @@ pub mod tls;
 
 #[cfg(test)]
 mod handshake_tests;
+#[cfg(test)]
+mod heard_tests;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use shoal_core::{Address, Envelope, Lane};
+use shoal_core::{Address, Envelope, Lane, MemberId, NodeId};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
 
@@ -29,7 +31,7 @@ pub(crate) use counters::Counters;
 pub use counters::TransportStats;
 pub(crate) use inbound::Inbox;
 
-use handshake::Identity;
+use handshake::{Identity, Peer};
 use network::{Listener, Network};
 
 /// Queue sizes and timeouts of the transport.
@@ -75,6 +77,19 @@ pub(crate) struct Shared {
     pub(crate) network: Arc<dyn Network>,
     /// The node's seed: each peer task's reconnect jitter follows from it and the address.
     pub(crate) seed: u64,
+    /// The peers connected to this node, by node id, with the addresses they advertised in
+    /// their handshakes: a member that reached this one before membership carried its address
+    /// here (a node that just joined through another) is answered there, as the simulator
+    /// answers over the connection such a member opened.
+    pub(crate) heard: Mutex<BTreeMap<NodeId, Peer>>,
+}
+
+/// Locks `mutex`, whose data stays valid even if a holder panicked (each update is one
+/// insert or remove).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The outbound side, owned by the host, and the listener.
@@ -102,6 +117,7 @@ impl Transport {
             counters: Counters::default(),
             network,
             seed,
+            heard: Mutex::default(),
         });
         let listener = tokio::spawn(inbound::listen(listener, Arc::clone(&shared), inbox));
         Self {
@@ -144,6 +160,14 @@ impl Transport {
                 TrySendError::Full(envelope) | TrySendError::Closed(envelope) => Box::new(envelope),
             }
         })
+    }
+
+    /// The address `member` advertised when it connected to this node, while that
+    /// connection lasts.
+    pub(crate) fn heard_from(&self, member: MemberId) -> Option<Address> {
+        let heard = lock(&self.shared.heard);
+        let peer = heard.get(&member.node)?;
+        (peer.member == member).then(|| peer.address.clone())
     }
 
     /// Stops the tasks of peers not at `keep` (members that left the view), except writers
