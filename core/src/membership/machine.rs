@@ -4,6 +4,7 @@
 //! [`MembershipView`] the sharding roles consume.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
@@ -214,7 +215,7 @@ impl Membership {
                     self.heartbeat(now, rng, out);
                 }
                 if now >= self.next_gossip {
-                    self.next_gossip = now + self.settings.gossip_interval;
+                    self.next_gossip = now + self.gossip_round_interval();
                     self.gossip_to(1, rng, out);
                 }
                 if self.exit_deadline.is_some_and(|at| at <= now) {
@@ -269,6 +270,18 @@ impl Membership {
         }
     }
 
+    /// How long until the next gossip round: a third of the interval while fewer than half
+    /// the members have seen this state (Akka's `isGossipSpeedupNeeded`), since rounds alone
+    /// spread what a member learns from its peers.
+    fn gossip_round_interval(&self) -> Duration {
+        let interval = self.settings.gossip_interval;
+        if self.gossip.seen().len() < self.gossip.member_count() / 2 {
+            interval / 3
+        } else {
+            interval
+        }
+    }
+
     /// A local change: spread it and act on it.
     fn after_change(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         self.act(now, true, rng, out);
@@ -276,9 +289,11 @@ impl Membership {
     }
 
     /// Leader actions, downing, and this member's own fate, after the gossip `changed` (or
-    /// only its seen set, or time passed).
-    fn act(&mut self, now: Instant, changed: bool, rng: &mut Rng, out: &mut Effects) {
+    /// only its seen set, or time passed). Whether the leader's actions changed the state
+    /// here (a local change the caller may spread; downing decisions spread themselves).
+    fn act(&mut self, now: Instant, changed: bool, rng: &mut Rng, out: &mut Effects) -> bool {
         let mut changed = changed;
+        let mut led = false;
         let (min_members, per_role) = (
             self.settings.min_nr_of_members,
             &self.settings.min_nr_of_members_per_role,
@@ -288,6 +303,7 @@ impl Membership {
             match self.gossip.leader_actions(self.me, min_members, per_role) {
                 Some(exited) => {
                     changed = true;
+                    led = true;
                     // A removed member hears it from the leader: nobody gossips to it any more.
                     for id in exited.into_iter().filter(|id| *id != self.me) {
                         let gossip = ClusterMessage::Gossip(Box::new(self.gossip.clone()));
@@ -318,7 +334,7 @@ impl Membership {
             self.gossip_to(DECISION_FANOUT, rng, out);
         }
         if !changed {
-            return;
+            return led;
         }
         self.dirty = true;
         match self.status() {
@@ -337,6 +353,7 @@ impl Membership {
             }
             _ => {}
         }
+        led
     }
 
     /// Whether a monitored member that is not observed unreachable has gone quiet (an answer

@@ -393,3 +393,48 @@ fn a_downing_decision_is_spread_at_once() {
         "every member it still reaches hears that it is Down"
     );
 }
+
+/// Member 1 alone with joiners `2..=n` in its state (seen by 1 only).
+fn first_seed_with_joiners(n: u64) -> (Membership, Effects, Rng) {
+    let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    for j in 2..=n {
+        let joiner = GossipMember::joining(
+            m(j),
+            BTreeSet::new(),
+            AppVersion::default(),
+            BTreeSet::new(),
+        );
+        a.gossip.add_joining(m(1), joiner);
+    }
+    sent(&mut out);
+    (a, out, rng)
+}
+
+#[test]
+fn a_state_learned_from_a_peer_is_talked_back_not_pushed_on() {
+    let (a, _, mut rng) = first_seed_with_joiners(3);
+    let (mut b, mut bo) = (machine(2, &[1]), Effects::new(m(2)));
+    let state = ClusterMessage::Gossip(Box::new(a.gossip));
+    b.handle_message(at(5), m(1), state, &mut rng, &mut bo);
+    assert_eq!(b.phase(), Phase::Member, "the state lists member 2");
+    // Akka's talkback: the sender learns that member 2 holds its state; member 3 hears of it
+    // from the gossip rounds, not from a push at once.
+    assert_eq!(sent(&mut bo), [(m(1), b.gossip_status(false))]);
+    assert!(b.gossip.seen().contains(&m(2)));
+}
+
+#[test]
+fn gossip_rounds_come_three_times_as_often_while_few_have_seen_the_state() {
+    let (mut a, mut out, mut rng) = first_seed_with_joiners(4);
+    let interval = a.settings.gossip_interval;
+    let first = a.next_gossip;
+    a.handle_timeout(first, &mut rng, &mut out);
+    // Seen by one member of four: fewer than half.
+    assert_eq!(a.next_gossip, first + interval / 3);
+    a.gossip.mark_seen(m(2));
+    a.handle_timeout(a.next_gossip, &mut rng, &mut out);
+    let second = first + interval / 3;
+    // Seen by two of four: half, no more speed-up.
+    assert_eq!(a.next_gossip, second + interval);
+}

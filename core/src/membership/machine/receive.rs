@@ -136,17 +136,17 @@ impl Membership {
         let received = self.gossip.receive(self.me, remote);
         if matches!(received, Received::Older | Received::Merged) {
             out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
-        } else if received == Received::Same
-            && !sender_knew_we_saw_it
-            && self.gossip.member(from).is_some()
-        {
+        } else if !sender_knew_we_saw_it && self.gossip.member(from).is_some() {
             // Akka's talkback, as digests: the sender learns that we hold its state.
             out.send_cluster(from, self.gossip_status(false));
         }
-        if received != Received::Same {
-            self.after_change(now, rng, out);
-        } else {
-            self.act(now, false, rng, out);
+        // A state learned from a peer is not pushed on at once (Akka's `receiveGossip` only
+        // talks back): the rounds spread it, three times as often while fewer than half the
+        // members have seen it. Pushing every newer state on made a forming cluster send
+        // each member a few full states a second for every one it needed. What this member
+        // changes itself (here, leader actions) is still spread at once.
+        if self.act(now, received != Received::Same, rng, out) {
+            self.gossip_to(1, rng, out);
         }
     }
 
