@@ -4,7 +4,6 @@
 //! [`MembershipView`] the sharding roles consume.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
@@ -267,18 +266,6 @@ impl Membership {
                 };
                 out.send_cluster_at(anyone_at(seed.node), seed.address.clone(), init);
             }
-        }
-    }
-
-    /// How long until the next gossip round: a third of the interval while fewer than half
-    /// the members have seen this state (Akka's `isGossipSpeedupNeeded`), since rounds alone
-    /// spread what a member learns from its peers.
-    fn gossip_round_interval(&self) -> Duration {
-        let interval = self.settings.gossip_interval;
-        if self.gossip.seen().len() < self.gossip.member_count() / 2 {
-            interval / 3
-        } else {
-            interval
         }
     }
 

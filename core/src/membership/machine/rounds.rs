@@ -1,9 +1,23 @@
 //! A member's periodic rounds: gossip (full states to those that have not seen them, digests
 //! otherwise) and heartbeats to the monitored members, which update reachability.
 
+use std::time::Duration;
+
 use super::*;
 
 impl Membership {
+    /// How long until the next gossip round: a third of the interval while fewer than half
+    /// the members have seen this state (Akka's `isGossipSpeedupNeeded`), since rounds alone
+    /// spread what a member learns from its peers.
+    pub(super) fn gossip_round_interval(&self) -> Duration {
+        let interval = self.settings.gossip_interval;
+        if self.gossip.seen().len() < self.gossip.member_count() / 2 {
+            interval / 3
+        } else {
+            interval
+        }
+    }
+
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
         let targets = GossipTargets::refresh(self.gossip_targets.take(), &mut self.gossip, self.me);
