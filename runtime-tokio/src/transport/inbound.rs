@@ -89,10 +89,12 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Li
     };
     shared.counters.accepted();
     let node = peer.member.node;
-    lock(&shared.heard).insert(node, peer.clone());
     let (close, closed) = oneshot::channel();
     let (finished, on_finished) = oneshot::channel::<()>();
     let older = lock(&live).insert(node, (id, close, on_finished));
+    // After this connection became the node's live one: an older one ending from now on
+    // leaves what this one advertised in place.
+    lock(&shared.heard).insert(node, peer.clone());
     if let Some((_, close_older, older_finished)) = older {
         shared.counters.replaced();
         let _ = close_older.send(());
