@@ -16,6 +16,11 @@ fn at(ms: u64) -> Instant {
     Instant::ZERO + Duration::from_millis(ms)
 }
 
+/// A joining member with no roles, no hosted types and the default version.
+fn joiner(id: MemberId) -> GossipMember {
+    GossipMember::joining(id, BTreeSet::new(), AppVersion::default(), BTreeSet::new())
+}
+
 fn machine(n: u64, seeds: &[u64]) -> Membership {
     let seeds = seeds.iter().map(|s| NodeId(*s));
     machine_at(
@@ -26,14 +31,7 @@ fn machine(n: u64, seeds: &[u64]) -> Membership {
 }
 
 fn machine_at(n: u64, address: Address, settings: MembershipSettings) -> Membership {
-    let joiner = GossipMember::joining(
-        m(n),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    )
-    .at(address);
-    Membership::new(m(n), joiner, settings, at(0))
+    Membership::new(m(n), joiner(m(n)).at(address), settings, at(0))
 }
 
 /// The cluster messages a call sent, as (receiver, message).
@@ -171,8 +169,7 @@ fn a_restarted_first_seed_never_forms_a_second_cluster() {
     let mut settings = MembershipSettings::new(vec![NodeId(1), NodeId(2)]);
     settings.may_form_cluster = false;
     let me = MemberId::new(1, 2);
-    let joiner = GossipMember::joining(me, BTreeSet::new(), AppVersion::default(), BTreeSet::new());
-    let mut a = Membership::new(me, joiner, settings, at(0));
+    let mut a = Membership::new(me, joiner(me), settings, at(0));
     let (mut out, mut rng) = (Effects::new(me), Rng::new(1));
     for s in 0..60 {
         a.handle_timeout(at(s * 1000), &mut rng, &mut out);
@@ -184,13 +181,7 @@ fn a_restarted_first_seed_never_forms_a_second_cluster() {
 fn lone_member_with_joiner() -> (Membership, Effects, Rng) {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
-    let joiner = GossipMember::joining(
-        m(2),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    );
-    a.gossip.add_joining(m(1), joiner);
+    a.gossip.add_joining(m(1), joiner(m(2)));
     (a, out, rng)
 }
 
@@ -290,23 +281,11 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
     settings.downing = crate::membership::Downing::KeepMajority {
         stable_after: Duration::from_secs(5),
     };
-    let joiner = GossipMember::joining(
-        m(1),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    );
-    let mut a = Membership::new(m(1), joiner, settings, at(0));
+    let mut a = Membership::new(m(1), joiner(m(1)), settings, at(0));
     let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     for n in [2, 3] {
-        let j = GossipMember::joining(
-            m(n),
-            BTreeSet::new(),
-            AppVersion::default(),
-            BTreeSet::new(),
-        );
-        a.gossip.add_joining(m(1), j);
+        a.gossip.add_joining(m(1), joiner(m(n)));
         a.gossip.mark_seen(m(n));
     }
     a.act(at(0), true, &mut rng, &mut out);
@@ -354,23 +333,11 @@ fn a_downing_decision_is_spread_at_once() {
     settings.downing = crate::membership::Downing::KeepMajority {
         stable_after: Duration::from_secs(5),
     };
-    let joiner = GossipMember::joining(
-        m(1),
-        BTreeSet::new(),
-        AppVersion::default(),
-        BTreeSet::new(),
-    );
-    let mut a = Membership::new(m(1), joiner, settings, at(0));
+    let mut a = Membership::new(m(1), joiner(m(1)), settings, at(0));
     let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     for n in 2..=7 {
-        let j = GossipMember::joining(
-            m(n),
-            BTreeSet::new(),
-            AppVersion::default(),
-            BTreeSet::new(),
-        );
-        a.gossip.add_joining(m(1), j);
+        a.gossip.add_joining(m(1), joiner(m(n)));
         a.gossip.mark_seen(m(n));
     }
     a.act(at(0), true, &mut rng, &mut out);
@@ -399,13 +366,7 @@ fn first_seed_with_joiners(n: u64) -> (Membership, Effects, Rng) {
     let (mut a, mut out, mut rng) = (machine(1, &[1]), Effects::new(m(1)), Rng::new(1));
     a.handle_timeout(at(0), &mut rng, &mut out);
     for j in 2..=n {
-        let joiner = GossipMember::joining(
-            m(j),
-            BTreeSet::new(),
-            AppVersion::default(),
-            BTreeSet::new(),
-        );
-        a.gossip.add_joining(m(1), joiner);
+        a.gossip.add_joining(m(1), joiner(m(j)));
     }
     sent(&mut out);
     (a, out, rng)
