@@ -82,9 +82,24 @@ impl<V> NodeTable<V> {
         at
     }
 
-    /// Doubles the slots and places every entry again.
+    /// Makes room for `entries` entries in all without growing again: a node that learns a
+    /// thousand-member view grows its table once rather than through every doubling (each of
+    /// which writes the whole table afresh).
+    pub(crate) fn reserve(&mut self, entries: usize) {
+        let size = entries.saturating_mul(2).next_power_of_two().max(MIN_SLOTS);
+        if size > self.slots.len() {
+            self.resize(size);
+        }
+    }
+
+    /// Doubles the slots.
     fn grow(&mut self) {
-        let size = (self.slots.len() * 2).max(MIN_SLOTS);
+        self.resize((self.slots.len() * 2).max(MIN_SLOTS));
+    }
+
+    /// Makes `size` slots (a power of two, at least twice the entries) and places every entry
+    /// again.
+    fn resize(&mut self, size: usize) {
         let old = std::mem::replace(&mut self.slots, (0..size).map(|_| None).collect());
         self.len = 0;
         for (node, value) in old.into_iter().flatten() {
@@ -132,6 +147,23 @@ mod tests {
         }
         assert_eq!(table.len, model.len());
         assert!(table.len * 2 <= table.slots.len(), "at most half full");
+    }
+
+    #[test]
+    fn a_reserved_table_holds_that_many_without_growing() {
+        let mut table = NodeTable::default();
+        *table.get_or_insert_with(NodeId(3), || 0) = 3;
+        table.reserve(1_000);
+        let slots = table.slots.len();
+        assert_eq!(slots, 2_048, "at most half full, a power of two");
+        for key in 0..1_000 {
+            *table.get_or_insert_with(NodeId(key), || 0) += key;
+        }
+        assert_eq!(table.slots.len(), slots, "no growth");
+        assert_eq!(table.get(NodeId(3)), Some(&6), "kept through the resize");
+        assert_eq!(table.get(NodeId(999)), Some(&999));
+        table.reserve(10);
+        assert_eq!(table.slots.len(), slots, "reserving less never shrinks");
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl Peers {
         if std::ptr::eq(before, members) {
             return;
         }
+        self.by_node.reserve(members.len());
         let before = &before[front..before.len() - back];
         let members = &members[front..members.len() - back];
         // One walk of the rest of both views (sorted by id, so by node id), a node's members
