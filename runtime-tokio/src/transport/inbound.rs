@@ -4,13 +4,12 @@
 //! connection is closed and finished *before* the new one is read, so frames of an old
 //! connection never follow those of a newer one (the core's link-sequence rule).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use futures_util::StreamExt;
-use shoal_core::{Envelope, Lane, NodeId};
+use shoal_core::{Envelope, Lane};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 use tokio_util::codec::{Framed, FramedParts};
@@ -30,26 +29,34 @@ pub(crate) struct Inbox {
     pub(crate) data: mpsc::Sender<Envelope>,
 }
 
-/// The live inbound connection per peer node: how to close it, and when it has finished.
-type Live = Arc<Mutex<HashMap<NodeId, (u64, oneshot::Sender<()>, oneshot::Receiver<()>)>>>;
+/// A peer node's live inbound connection (a newer one from the same node replaces it).
+pub(crate) struct Live {
+    /// Which accepted connection it is.
+    id: u64,
+    /// What the peer advertised in its handshake.
+    pub(crate) peer: Peer,
+    /// Closes it.
+    close: oneshot::Sender<()>,
+    /// Resolves once its reader has finished.
+    finished: oneshot::Receiver<()>,
+}
 
 /// Accepts connections until the task is aborted.
 pub(crate) async fn listen(mut listener: Box<dyn Listener>, shared: Arc<Shared>, inbox: Inbox) {
-    let live: Live = Arc::default();
     let mut next_connection = 0u64;
     loop {
         match listener.accept().await {
             Ok((stream, from)) => {
                 next_connection += 1;
                 tracing::trace!(%from, "accepted a connection");
-                let (shared, inbox, live) = (Arc::clone(&shared), inbox.clone(), Arc::clone(&live));
+                let (shared, inbox) = (Arc::clone(&shared), inbox.clone());
                 let connection = Accepted {
                     stream,
                     from,
                     id: next_connection,
                 };
                 let span = tracing::info_span!("inbound", %from);
-                tokio::spawn(serve(connection, shared, inbox, live).instrument(span));
+                tokio::spawn(serve(connection, shared, inbox).instrument(span));
             }
             Err(error) => {
                 // Out of file descriptors and the like: pause rather than spin.
@@ -67,7 +74,7 @@ struct Accepted {
     id: u64,
 }
 
-async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Live) {
+async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox) {
     let Accepted {
         mut stream,
         from,
@@ -91,23 +98,26 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox, live: Li
     let node = peer.member.node;
     let (close, closed) = oneshot::channel();
     let (finished, on_finished) = oneshot::channel::<()>();
-    let older = lock(&live).insert(node, (id, close, on_finished));
-    // After this connection became the node's live one: an older one ending from now on
-    // leaves what this one advertised in place.
-    lock(&shared.heard).insert(node, peer.clone());
-    if let Some((_, close_older, older_finished)) = older {
+    let live = Live {
+        id,
+        peer: peer.clone(),
+        close,
+        finished: on_finished,
+    };
+    // From now on an older connection of the node that ends leaves this one in place.
+    let older = lock(&shared.inbound).insert(node, live);
+    if let Some(older) = older {
         shared.counters.replaced();
-        let _ = close_older.send(());
+        let _ = older.close.send(());
         // Resolves when the older reader has dropped its `finished` sender.
-        let _ = older_finished.await;
+        let _ = older.finished.await;
     }
     read(stream, rest, &peer, &shared, &inbox, closed).await;
     drop(finished);
-    let mut live = lock(&live);
-    if live.get(&node).is_some_and(|(current, ..)| *current == id) {
-        live.remove(&node);
+    let mut inbound = lock(&shared.inbound);
+    if inbound.get(&node).is_some_and(|current| current.id == id) {
         // The last connection from that node ended: its address comes from membership now.
-        lock(&shared.heard).remove(&node);
+        inbound.remove(&node);
     }
 }
 

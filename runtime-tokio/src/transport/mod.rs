@@ -18,7 +18,7 @@ mod handshake_tests;
 #[cfg(test)]
 mod heard_tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -31,7 +31,7 @@ pub(crate) use counters::Counters;
 pub use counters::TransportStats;
 pub(crate) use inbound::Inbox;
 
-use handshake::{Identity, Peer};
+use handshake::Identity;
 use network::{Listener, Network};
 
 /// Queue sizes and timeouts of the transport.
@@ -77,11 +77,11 @@ pub(crate) struct Shared {
     pub(crate) network: Arc<dyn Network>,
     /// The node's seed: each peer task's reconnect jitter follows from it and the address.
     pub(crate) seed: u64,
-    /// The peers connected to this node, by node id, with the addresses they advertised in
-    /// their handshakes: a member that reached this one before membership carried its address
-    /// here (a node that just joined through another) is answered there, as the simulator
-    /// answers over the connection such a member opened.
-    pub(crate) heard: Mutex<BTreeMap<NodeId, Peer>>,
+    /// The live inbound connection per peer node (see [`inbound::Live`]). What its peer
+    /// advertised in the handshake also says where to answer a member that reached this one
+    /// before membership carried its address here (a node that just joined through another),
+    /// as the simulator answers over the connection such a member opened.
+    pub(crate) inbound: Mutex<HashMap<NodeId, inbound::Live>>,
 }
 
 /// Locks `mutex`, whose data stays valid even if a holder panicked (each update is one
@@ -117,7 +117,7 @@ impl Transport {
             counters: Counters::default(),
             network,
             seed,
-            heard: Mutex::default(),
+            inbound: Mutex::default(),
         });
         let listener = tokio::spawn(inbound::listen(listener, Arc::clone(&shared), inbox));
         Self {
@@ -165,8 +165,8 @@ impl Transport {
     /// The address `member` advertised when it connected to this node, while that
     /// connection lasts.
     pub(crate) fn heard_from(&self, member: MemberId) -> Option<Address> {
-        let heard = lock(&self.shared.heard);
-        let peer = heard.get(&member.node)?;
+        let inbound = lock(&self.shared.inbound);
+        let peer = &inbound.get(&member.node)?.peer;
         (peer.member == member).then(|| peer.address.clone())
     }
 
