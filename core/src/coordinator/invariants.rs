@@ -2,10 +2,10 @@
 //! builds ([`crate::Node::check_invariants`]): the wire cannot show a table that disagrees with
 //! itself, since the coordinator still answers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coordinator::Coordinator;
-use crate::id::ShardId;
+use crate::id::{MemberId, ShardId};
 
 impl Coordinator {
     /// The table (shard → region) and the regions' lists (region → shards) are one relation:
@@ -19,26 +19,23 @@ impl Coordinator {
                 self.me, self.entity_type
             ))
         };
-        let highest = self.shards.keys().next_back().map_or(0, |s| s.0);
-        let mut listed = Listed::new(highest);
+        let mut table = Table::new(&self.shards);
         let mut count = 0;
         for (region, shards) in &self.regions {
             for shard in shards.iter() {
-                if listed.contains(*shard) {
+                let Some(owner) = table.list(*shard) else {
                     return broken(format!("{shard} is listed twice (again under {region})"));
-                }
-                let owner = self.shards.get(shard);
+                };
                 if owner != Some(region) {
                     return broken(format!(
                         "{shard} is listed under {region}, allocated to {owner:?}"
                     ));
                 }
-                listed.insert(*shard);
                 count += 1;
             }
         }
         if count != self.shards.len() {
-            if let Some(shard) = self.shards.keys().find(|s| !listed.contains(**s)) {
+            if let Some(shard) = self.shards.keys().find(|s| !table.is_listed(**s)) {
                 return broken(format!("{shard} is allocated but in no region's list"));
             }
         }
@@ -54,46 +51,73 @@ impl Coordinator {
     }
 }
 
-/// The shards found listed so far: bits up to the highest allocated shard (every shard inserted
-/// is allocated, checked first), or a set when that is far above any sane number of shards (a
-/// peer may name any shard id).
-enum Listed {
-    Bits(Vec<u64>),
-    Set(BTreeSet<ShardId>),
+/// The allocation table as the check walks the regions' lists: owners by shard id in a vector
+/// up to the highest allocated shard, so each listed shard costs an index rather than a map
+/// lookup (the simulator checks its coordinators every 100 simulated ms, and a coordinator of
+/// many shards made this the bulk of those checks); the map and a set when ids run far above
+/// any sane number of shards (a peer may name any shard id).
+enum Table<'a> {
+    Dense(Vec<Entry<'a>>),
+    Sparse {
+        shards: &'a BTreeMap<ShardId, MemberId>,
+        listed: BTreeSet<ShardId>,
+    },
 }
 
-impl Listed {
-    /// Bits for up to a million shards (128 KiB); a set beyond.
-    const MAX_BITS: u32 = 1 << 20;
+/// A shard in [`Table::Dense`].
+#[derive(Clone, Copy)]
+enum Entry<'a> {
+    /// Not allocated, not listed yet.
+    Free,
+    /// Allocated to the region, not listed yet.
+    Owned(&'a MemberId),
+    /// Listed under a region.
+    Listed,
+}
 
-    fn new(highest: u32) -> Self {
-        if highest < Self::MAX_BITS {
-            Self::Bits(vec![0; highest as usize / 64 + 1])
-        } else {
-            Self::Set(BTreeSet::new())
+impl<'a> Table<'a> {
+    const MAX_DENSE: u32 = 1 << 20;
+
+    fn new(shards: &'a BTreeMap<ShardId, MemberId>) -> Self {
+        let highest = shards.keys().next_back().map_or(0, |s| s.0);
+        if highest >= Self::MAX_DENSE {
+            return Self::Sparse {
+                shards,
+                listed: BTreeSet::new(),
+            };
+        }
+        let mut entries = vec![Entry::Free; highest as usize + 1];
+        for (shard, owner) in shards {
+            entries[shard.0 as usize] = Entry::Owned(owner);
+        }
+        Self::Dense(entries)
+    }
+
+    /// Marks `shard` listed: its owner (`None` if unallocated), or `None` outright if it was
+    /// listed before.
+    #[allow(clippy::option_option)]
+    fn list(&mut self, shard: ShardId) -> Option<Option<&'a MemberId>> {
+        match self {
+            Self::Dense(entries) => match entries.get_mut(shard.0 as usize) {
+                // Beyond the highest allocated shard: unallocated (the check stops there).
+                None => Some(None),
+                Some(entry) => match std::mem::replace(entry, Entry::Listed) {
+                    Entry::Free => Some(None),
+                    Entry::Owned(owner) => Some(Some(owner)),
+                    Entry::Listed => None,
+                },
+            },
+            Self::Sparse { shards, listed } => listed.insert(shard).then(|| shards.get(&shard)),
         }
     }
 
-    fn contains(&self, shard: ShardId) -> bool {
+    /// Whether `shard` was listed.
+    fn is_listed(&self, shard: ShardId) -> bool {
         match self {
-            Self::Bits(words) => {
-                (words.get(shard.0 as usize / 64)).is_some_and(|w| w & (1 << (shard.0 % 64)) != 0)
+            Self::Dense(entries) => {
+                matches!(entries.get(shard.0 as usize), Some(Entry::Listed))
             }
-            Self::Set(set) => set.contains(&shard),
-        }
-    }
-
-    /// Records `shard` (an allocated one, so within the bits).
-    fn insert(&mut self, shard: ShardId) {
-        match self {
-            Self::Bits(words) => {
-                if let Some(w) = words.get_mut(shard.0 as usize / 64) {
-                    *w |= 1 << (shard.0 % 64);
-                }
-            }
-            Self::Set(set) => {
-                set.insert(shard);
-            }
+            Self::Sparse { listed, .. } => listed.contains(&shard),
         }
     }
 }
