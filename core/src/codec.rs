@@ -64,6 +64,24 @@ pub fn frame_len(envelope: &Envelope) -> Result<usize, CodecError> {
             };
             size(&around)? + gossip.encoded_len().unwrap_or_default()
         }
+        // A seen set keeps its length too: the rest of the message is measured around it
+        // (fields encode one after another).
+        Message::Cluster(ClusterMessage::GossipSeen {
+            state,
+            seen,
+            answer,
+        }) => {
+            let around = Envelope {
+                message: Message::Cluster(ClusterMessage::InitJoinAck),
+                ..*envelope
+            };
+            let fields = postcard::serialize_with_flavor(
+                &(state, answer),
+                postcard::ser_flavors::Size::default(),
+            )
+            .map_err(|e| CodecError::Malformed(e.to_string()))?;
+            size(&around)? + fields + seen.encoded_len()
+        }
         _ => size(envelope)?,
     };
     if len > MAX_FRAME_LEN {

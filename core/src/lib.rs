@@ -115,7 +115,7 @@ pub use letter::{StartAck, StartOutcome};
 pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
-    SeedNode, StateDigest,
+    SeedNode, Seen, StateDigest,
 };
 pub use message::{
     AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,

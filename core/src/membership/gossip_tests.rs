@@ -241,9 +241,10 @@ fn the_leader_waits_for_enough_members_of_each_role() {
     assert!(g.members().all(|m| m.status == MemberStatus::Up));
 }
 
-/// A full gossip whose digest is known is measured from the length counted with the digest;
-/// the frame it measures is the frame `encode` writes, with or without the digest, for both
-/// messages that carry a state, whatever the seen set and link number.
+/// A full gossip whose digest is known is measured from the length counted with the digest,
+/// a seen set from the length it keeps; the frame measured is the frame `encode` writes, with
+/// or without the digest, for the messages that carry a state or a seen set, whatever the
+/// seen set (up to a two-byte count) and link number.
 #[test]
 fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
     use crate::codec::{encode, frame_len};
@@ -252,7 +253,8 @@ fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
 
     let mut g = three_up();
     Arc::make_mut(&mut g.removed).insert(m(9));
-    for seen in [vec![], vec![m(1)], vec![m(1), m(2), m(3)]] {
+    let many: Vec<MemberId> = (1..300).map(|n| m(n * 1_000)).collect();
+    for seen in [vec![], vec![m(1)], vec![m(1), m(2), m(3)], many] {
         g.seen = seen.into_iter().collect::<BTreeSet<_>>().into();
         for digest_known in [false, true] {
             let mut state = g.clone();
@@ -262,11 +264,17 @@ fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
             } else {
                 assert_eq!(state.encoded_len(), None);
             }
+            let seen = ClusterMessage::GossipSeen {
+                state: StateDigest(u64::MAX, 3),
+                seen: state.seen.clone(),
+                answer: digest_known,
+            };
             let messages = [
                 ClusterMessage::Gossip(Box::new(state.clone())),
                 ClusterMessage::Welcome(Box::new(state)),
+                seen,
             ];
-            for (message, seq) in messages.into_iter().zip([1, 300_000]) {
+            for (message, seq) in messages.into_iter().zip([1, 300_000, 5]) {
                 let envelope = Envelope {
                     from: m(1),
                     to: m(2),

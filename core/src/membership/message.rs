@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{Address, AppVersion, EntityType, MemberId};
+use crate::id::{Address, AppVersion, EntityType};
 use crate::membership::gossip::{Gossip, StateDigest};
+use crate::membership::seen::Seen;
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
@@ -57,7 +58,7 @@ pub enum ClusterMessage {
         /// The digest of the sender's state.
         state: StateDigest,
         /// Who has seen it.
-        seen: BTreeSet<MemberId>,
+        seen: Seen,
         /// The receiver should answer with the members it knows beyond `seen`, if any.
         answer: bool,
     },

@@ -17,5 +17,6 @@ pub use lease::{LeaseEvent, LeaseRequest, LeaseSettings};
 pub(crate) use machine::Membership;
 pub use machine::Phase;
 pub use message::ClusterMessage;
+pub use seen::Seen;
 pub use settings::{Downing, FailureDetectorSettings, MembershipSettings, SeedNode};
 pub use view::{Member, MemberStatus, MembershipView};

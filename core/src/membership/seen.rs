@@ -13,14 +13,19 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::id::MemberId;
 
-/// Members that have seen a state, and an order-independent digest of them (the xor of a
-/// 64-bit mix of each member: adding one updates it in O(1)).
+/// The members that have seen a gossip state (what a `GossipSeen` carries), sorted; encoded
+/// as the set it is. Keeps an order-independent digest of them (the xor of a 64-bit mix of
+/// each member) and the length of their encoding up to date as members come and go: a
+/// digest-only gossip round compares digests, and measuring a frame that carries the set
+/// (which the simulator does for every such message) needs no walk of a thousand members.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(from = "BTreeSet<MemberId>")]
-pub(crate) struct Seen {
+pub struct Seen {
     /// Sorted, without repeats.
     members: Vec<MemberId>,
     digest: u64,
+    /// The bytes the members encode to (the sequence's length prefix aside).
+    bytes: usize,
 }
 
 /// A member's contribution to the digest (splitmix64's finalizer over its address and
@@ -32,20 +37,41 @@ fn mix(id: MemberId) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The bytes postcard encodes `n` to (a varint: seven bits a byte).
+fn varint_len(n: u64) -> usize {
+    let bits = 64 - n.max(1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// The bytes `id` encodes to (its address and incarnation, each a varint).
+fn encoded_len_of(id: MemberId) -> usize {
+    varint_len(id.node.0) + varint_len(id.incarnation.0)
+}
+
 impl Seen {
     /// The digest of the set.
     pub(crate) fn digest(&self) -> u64 {
         self.digest
     }
 
-    /// The members, in id order, as a slice.
-    pub(crate) fn as_slice(&self) -> &[MemberId] {
-        &self.members
+    /// The bytes the set encodes to, as postcard writes it (a length, then each member).
+    pub(crate) fn encoded_len(&self) -> usize {
+        varint_len(self.members.len() as u64) + self.bytes
     }
 
-    /// The members as a set (the `GossipSeen` message carries one).
-    pub(crate) fn to_set(&self) -> BTreeSet<MemberId> {
-        self.members.iter().copied().collect()
+    /// Counts `id` in or out of the digest and the encoded length.
+    fn tally(&mut self, id: MemberId, added: bool) {
+        self.digest ^= mix(id);
+        if added {
+            self.bytes += encoded_len_of(id);
+        } else {
+            self.bytes -= encoded_len_of(id);
+        }
+    }
+
+    /// The members, in id order.
+    pub fn as_slice(&self) -> &[MemberId] {
+        &self.members
     }
 
     /// Whether `id` has seen the state.
@@ -62,12 +88,18 @@ impl Seen {
     pub(crate) fn insert(&mut self, id: MemberId) {
         if let Err(at) = self.members.binary_search(&id) {
             self.members.insert(at, id);
-            self.digest ^= mix(id);
+            self.tally(id, true);
         }
     }
 
-    /// Records every member of `ids` (a `GossipSeen` brings a whole set: inserted one by one
-    /// into the sorted vector, each would shift the members after it).
+    /// The members as a set (tests compare sets).
+    #[cfg(test)]
+    pub(crate) fn to_set(&self) -> BTreeSet<MemberId> {
+        self.members.iter().copied().collect()
+    }
+
+    /// Records every member of `ids` (in any order; tests build sets so).
+    #[cfg(test)]
     pub(crate) fn extend(&mut self, ids: impl IntoIterator<Item = MemberId>) {
         let mut ids: Vec<MemberId> = ids.into_iter().collect();
         ids.sort_unstable();
@@ -93,7 +125,7 @@ impl Seen {
         if !has_new {
             return;
         }
-        let mut digest = self.digest;
+        let (mut digest, mut bytes) = (self.digest, self.bytes);
         let mut merged = Vec::with_capacity(self.members.len() + ids.len());
         let mut ours = self.members.iter().copied().peekable();
         for &id in ids {
@@ -105,42 +137,43 @@ impl Seen {
                     continue;
                 }
                 digest ^= mix(id);
+                bytes += encoded_len_of(id);
             }
             merged.push(id);
         }
         merged.extend(ours);
         if merged.len() != self.members.len() {
-            self.members = merged;
-            self.digest = digest;
+            (self.members, self.digest, self.bytes) = (merged, digest, bytes);
         }
     }
 
     /// Forgets every member.
     pub(crate) fn clear(&mut self) {
-        self.members.clear();
-        self.digest = 0;
+        *self = Self::default();
     }
 
     /// Keeps only the members `keep` accepts.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&MemberId) -> bool) {
-        let digest = &mut self.digest;
-        self.members.retain(|id| {
+        let mut members = std::mem::take(&mut self.members);
+        members.retain(|id| {
             let kept = keep(id);
             if !kept {
-                *digest ^= mix(*id);
+                self.tally(*id, false);
             }
             kept
         });
+        self.members = members;
     }
 }
 
 impl From<BTreeSet<MemberId>> for Seen {
     fn from(members: BTreeSet<MemberId>) -> Self {
-        let digest = members.iter().fold(0, |d, id| d ^ mix(*id));
-        Self {
-            members: members.into_iter().collect(),
-            digest,
+        let mut seen = Self::default();
+        for &id in &members {
+            seen.tally(id, true);
         }
+        seen.members = members.into_iter().collect();
+        seen
     }
 }
 
@@ -208,6 +241,35 @@ mod tests {
         let b: Seen = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(b.digest(), a.digest());
         assert_eq!(b, a);
+    }
+
+    /// Whatever path built the set (inserts, unions, retains, decoding), the length it keeps
+    /// is the length postcard writes, through every varint width and a length prefix of one
+    /// byte and of two.
+    #[test]
+    fn the_encoded_length_kept_is_the_length_written() {
+        let written = |s: &Seen| postcard::to_allocvec(s).expect("encodes").len();
+        let widths = [0, 1, 127, 128, 16_383, 16_384, 1 << 35, u64::MAX];
+        let mut seen = Seen::default();
+        assert_eq!(seen.encoded_len(), written(&seen));
+        for (i, &node) in widths.iter().enumerate() {
+            for &incarnation in &widths {
+                seen.insert(member(node, incarnation));
+                assert_eq!(seen.encoded_len(), written(&seen), "{node} {incarnation}");
+            }
+            let mut other = Seen::default();
+            other.extend((0..150).map(|n| member(n * (i as u64 + 1), 1)));
+            seen.union_with(&other, |id| id.node.0 % 3 != 0);
+            assert_eq!(seen.encoded_len(), written(&seen), "after a union");
+        }
+        assert!(seen.len() > 127, "a two-byte length prefix");
+        seen.retain(|id| id.node.0 % 2 == 0);
+        assert_eq!(seen.encoded_len(), written(&seen), "after a retain");
+        let decoded: Seen =
+            postcard::from_bytes(&postcard::to_allocvec(&seen).expect("encodes")).expect("decodes");
+        assert_eq!(decoded.encoded_len(), seen.encoded_len(), "decoded");
+        seen.clear();
+        assert_eq!(seen.encoded_len(), written(&seen), "cleared");
     }
 
     #[test]

@@ -2,13 +2,11 @@
 //! (Akka's `GossipStatus`): the state's digest (cached until the next change), the seen set's,
 //! and what an exchange of digests finds.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
 use super::Gossip;
 use crate::id::MemberId;
-use crate::membership::MembershipView;
+use crate::membership::{MembershipView, Seen};
 
 /// A digest of a gossip's state (members, removed members, reachability; not the seen set):
 /// two 64-bit FNV-1a hashes of its wire encoding. Members that hold equal digests hold the same
@@ -89,13 +87,11 @@ impl Gossip {
     }
 
     /// The length of this gossip's encoding, if its digest is known (the state's length was
-    /// counted with it; only the seen set is measured): hosts that measure frames without
+    /// counted with it, the seen set keeps its own): hosts that measure frames without
     /// building them (`codec::frame_len`) need not walk a large cluster's state again.
     pub(crate) fn encoded_len(&self) -> Option<usize> {
         self.digest.state?;
-        let seen =
-            postcard::serialize_with_flavor(&self.seen, postcard::ser_flavors::Size::default());
-        seen.ok().map(|seen| self.digest.len + seen)
+        Some(self.digest.len + self.seen.encoded_len())
     }
 
     /// A digest of the seen set.
@@ -126,18 +122,14 @@ impl Gossip {
 
     /// Takes in who has seen the state with digest `state`, if it is ours: whether our seen
     /// set grew, and whether it holds members `seen` lacks.
-    pub(crate) fn receive_seen(
-        &mut self,
-        state: StateDigest,
-        seen: &BTreeSet<MemberId>,
-    ) -> (bool, bool) {
+    pub(crate) fn receive_seen(&mut self, state: StateDigest, seen: &Seen) -> (bool, bool) {
         if self.digest() != state {
             return (false, false);
         }
         let before = self.seen.len();
         let members = &self.members;
-        self.seen
-            .extend(seen.iter().filter(|id| members.contains_key(id)).copied());
+        // Both sets are sorted: one walk of each takes in the sender's members of this state.
+        self.seen.union_with(seen, |id| members.contains_key(id));
         (self.seen.len() != before, self.seen.len() != seen.len())
     }
 }
@@ -145,6 +137,7 @@ impl Gossip {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn the_digest_is_fnv1a_of_the_encoding() {

@@ -73,7 +73,7 @@ impl Membership {
                 if answer && more {
                     let seen = ClusterMessage::GossipSeen {
                         state,
-                        seen: self.gossip.seen().to_set(),
+                        seen: self.gossip.seen().clone(),
                         answer: false,
                     };
                     out.send_cluster(from, seen);
@@ -170,7 +170,7 @@ impl Membership {
             StatusMatch::SeenDiffers => {
                 let seen = ClusterMessage::GossipSeen {
                     state,
-                    seen: self.gossip.seen().to_set(),
+                    seen: self.gossip.seen().clone(),
                     answer: true,
                 };
                 out.send_cluster(from, seen);
