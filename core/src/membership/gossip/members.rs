@@ -84,9 +84,14 @@ impl MemberMap {
 
 impl FromIterator<(MemberId, Arc<GossipMember>)> for MemberMap {
     /// As a map collects: in id order, a repeated id keeping its last member. (Merges collect
-    /// their members in order already; sorting a sorted vector is one pass.)
+    /// their members in order already: one pass checks it.)
     fn from_iter<I: IntoIterator<Item = (MemberId, Arc<GossipMember>)>>(iter: I) -> Self {
         let mut entries: Vec<(MemberId, Arc<GossipMember>)> = iter.into_iter().collect();
+        // In order without repeats already (a merge's): kept as collected (even a sorted
+        // vector's stable sort allocates scratch for half of it).
+        if entries.is_sorted_by(|a, b| a.0 < b.0) {
+            return Self { entries };
+        }
         entries.sort_by_key(|(id, _)| *id);
         // `dedup_by` keeps the first of equal neighbours; a map keeps the last inserted.
         entries.reverse();
@@ -170,6 +175,9 @@ mod tests {
                 assert_eq!(map.contains_key(&id), model.contains_key(&id));
             }
         }
+        // The sorted-without-repeats path of collecting keeps the entries as they are.
+        let sorted: MemberMap = model.iter().map(|(id, m)| (*id, Arc::clone(m))).collect();
+        assert!(sorted.iter().eq(model.iter()));
         let collected: MemberMap = model
             .iter()
             .rev()
