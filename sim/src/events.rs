@@ -112,16 +112,20 @@ impl EventQueue {
     /// Takes the next event due by `until`, with its time, and folds it into the digest.
     pub(crate) fn pop_due(&mut self, until: Instant) -> Option<(Instant, Ev)> {
         let (at, _, slot) = self.queue.pop_due(until)?;
-        let ev = self.slots[slot].take().expect("scheduled event");
+        let (kind, node) = self.slots[slot]
+            .as_ref()
+            .expect("scheduled event")
+            .digest_key();
         self.free.push(slot);
         self.taken += 1;
-        let (kind, node) = ev.digest_key();
         for word in [at.as_nanos(), kind, node] {
             // FNV-1a over whole words, then a xor-shift so high bits reach low ones.
             self.digest = (self.digest ^ word).wrapping_mul(0x0100_0000_01b3);
             self.digest ^= self.digest >> 29;
         }
-        Some((at, ev))
+        // Taken last, straight into the result: an event is large, and moving it through a
+        // local first copied it twice.
+        self.slots[slot].take().map(|ev| (at, ev))
     }
 
     /// How many events were taken.
