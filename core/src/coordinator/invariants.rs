@@ -23,7 +23,7 @@ impl Coordinator {
         let mut count = 0;
         for (region, shards) in &self.regions {
             for shard in shards.iter() {
-                let Some(owner) = table.list(*shard) else {
+                let Listing::First { owner } = table.list(*shard) else {
                     return broken(format!("{shard} is listed twice (again under {region})"));
                 };
                 if owner != Some(region) {
@@ -64,12 +64,20 @@ enum Table<'a> {
     },
 }
 
+/// What listing a shard found.
+enum Listing<'a> {
+    /// Listed for the first time: allocated to `owner` (`None`: not allocated).
+    First { owner: Option<&'a MemberId> },
+    /// Listed before, under this or another region.
+    Again,
+}
+
 /// A shard in [`Table::Dense`].
 #[derive(Clone, Copy)]
 enum Entry<'a> {
     /// Not allocated, not listed yet.
     Free,
-    /// Allocated to the region, not listed yet.
+    /// Allocated to this region, not listed yet.
     Owned(&'a MemberId),
     /// Listed under a region.
     Listed,
@@ -93,21 +101,24 @@ impl<'a> Table<'a> {
         Self::Dense(entries)
     }
 
-    /// Marks `shard` listed: its owner (`None` if unallocated), or `None` outright if it was
-    /// listed before.
-    #[allow(clippy::option_option)]
-    fn list(&mut self, shard: ShardId) -> Option<Option<&'a MemberId>> {
+    /// Marks `shard` listed, saying whether it was listed before and, if not, its owner.
+    fn list(&mut self, shard: ShardId) -> Listing<'a> {
         match self {
             Self::Dense(entries) => match entries.get_mut(shard.0 as usize) {
                 // Beyond the highest allocated shard: unallocated (the check stops there).
-                None => Some(None),
+                None => Listing::First { owner: None },
                 Some(entry) => match std::mem::replace(entry, Entry::Listed) {
-                    Entry::Free => Some(None),
-                    Entry::Owned(owner) => Some(Some(owner)),
-                    Entry::Listed => None,
+                    Entry::Free => Listing::First { owner: None },
+                    Entry::Owned(owner) => Listing::First { owner: Some(owner) },
+                    Entry::Listed => Listing::Again,
                 },
             },
-            Self::Sparse { shards, listed } => listed.insert(shard).then(|| shards.get(&shard)),
+            Self::Sparse { shards, listed } => match listed.insert(shard) {
+                true => Listing::First {
+                    owner: shards.get(&shard),
+                },
+                false => Listing::Again,
+            },
         }
     }
 
