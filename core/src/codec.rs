@@ -47,47 +47,40 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
 /// # Errors
 /// As [`encode`]: [`CodecError::TooLarge`] if the frame would exceed [`MAX_FRAME_LEN`].
 pub fn frame_len(envelope: &Envelope) -> Result<usize, CodecError> {
-    let size = |envelope: &Envelope| {
-        let size = postcard::ser_flavors::Size::default();
-        postcard::serialize_with_flavor(envelope, size)
-            .map_err(|e| CodecError::Malformed(e.to_string()))
+    // A message that knows the length of its large part is measured around it: the envelope
+    // with a bodiless message in its place (both variant tags take one byte), then its other
+    // fields (fields encode one after another).
+    let around = || {
+        measured(&Envelope {
+            message: Message::Cluster(ClusterMessage::InitJoinAck),
+            ..*envelope
+        })
     };
     let len = 1 + match &envelope.message {
-        // A full gossip whose digest is known knows its length: the envelope around it is
-        // measured with a bodiless message in its place (both variant tags take one byte).
+        // A full gossip whose digest is known knows its length.
         Message::Cluster(ClusterMessage::Gossip(gossip) | ClusterMessage::Welcome(gossip))
             if gossip.encoded_len().is_some() =>
         {
-            let around = Envelope {
-                message: Message::Cluster(ClusterMessage::InitJoinAck),
-                ..*envelope
-            };
-            size(&around)? + gossip.encoded_len().unwrap_or_default()
+            around()? + gossip.encoded_len().unwrap_or_default()
         }
-        // A seen set keeps its length too: the rest of the message is measured around it
-        // (fields encode one after another).
+        // A seen set keeps its length.
         Message::Cluster(ClusterMessage::GossipSeen {
             state,
             seen,
             answer,
-        }) => {
-            let around = Envelope {
-                message: Message::Cluster(ClusterMessage::InitJoinAck),
-                ..*envelope
-            };
-            let fields = postcard::serialize_with_flavor(
-                &(state, answer),
-                postcard::ser_flavors::Size::default(),
-            )
-            .map_err(|e| CodecError::Malformed(e.to_string()))?;
-            size(&around)? + fields + seen.encoded_len()
-        }
-        _ => size(envelope)?,
+        }) => around()? + measured(&(state, answer))? + seen.encoded_len(),
+        _ => measured(envelope)?,
     };
     if len > MAX_FRAME_LEN {
         return Err(CodecError::TooLarge(len));
     }
     Ok(len)
+}
+
+/// The bytes `value` encodes to, not written anywhere.
+fn measured<T: serde::Serialize + ?Sized>(value: &T) -> Result<usize, CodecError> {
+    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default())
+        .map_err(|e| CodecError::Malformed(e.to_string()))
 }
 
 /// Decodes one frame.

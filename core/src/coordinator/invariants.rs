@@ -113,12 +113,15 @@ impl<'a> Table<'a> {
                     Entry::Listed => Listing::Again,
                 },
             },
-            Self::Sparse { shards, listed } => match listed.insert(shard) {
-                true => Listing::First {
-                    owner: shards.get(&shard),
-                },
-                false => Listing::Again,
-            },
+            Self::Sparse { shards, listed } => {
+                if listed.insert(shard) {
+                    Listing::First {
+                        owner: shards.get(&shard),
+                    }
+                } else {
+                    Listing::Again
+                }
+            }
         }
     }
 
