@@ -129,7 +129,7 @@ impl Gossip {
         let before = self.seen.len();
         let members = &self.members;
         // Both sets are sorted: one walk of each takes in the sender's members of this state.
-        self.seen.union_with(seen, |id| members.contains_key(id));
+        self.seen.union_with(seen, members.contains_in_order());
         (self.seen.len() != before, self.seen.len() != seen.len())
     }
 }

@@ -198,7 +198,7 @@ impl Gossip {
     fn adopt_seen(&mut self, me: MemberId, remote: &Self) -> Received {
         let members = &self.members;
         self.seen
-            .union_with(&remote.seen, |id| members.contains_key(id));
+            .union_with(&remote.seen, members.contains_in_order());
         self.see_if_member(me);
         Received::Same
     }
