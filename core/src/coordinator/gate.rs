@@ -7,7 +7,7 @@
 
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
-use crate::membership::{MemberStatus, MembershipView};
+use crate::membership::{Member, MemberStatus, MembershipView};
 use crate::message::{AllocationGate, Body, CoordinatorState};
 use crate::time::Instant;
 
@@ -17,13 +17,10 @@ impl Coordinator {
     /// shards to it there (simulator seed 10919: a coordinator that took over allocated a
     /// shard a member it still saw Joining was running).
     pub(super) fn gate(&self, view: &MembershipView) -> AllocationGate {
-        let role = self.role.as_deref();
         let unregistered = view
             .members()
             .iter()
-            .filter(|m| m.hosts_type(&self.entity_type, role))
-            .filter(|m| may_have_shards(m.status))
-            .filter(|m| !self.is_registered(m.id))
+            .filter(|m| self.awaits_registration(m))
             .map(|m| m.id)
             .collect();
         AllocationGate {
@@ -53,13 +50,15 @@ impl Coordinator {
         if self.gate_open {
             return;
         }
-        let gate = self.gate(view);
+        // Asked on every view change while the gate is closed (a thousand of them while a
+        // large cluster forms): decided without building the gate's lists, which are built
+        // only to ask for registrations or to report.
         // With remembering on, the store's list of shards comes first: it names shards to
         // start, and the epochs to allocate above.
-        let ready = gate.unregistered.is_empty()
-            && gate.recently_removed.is_empty()
-            && gate.registered >= gate.needed
-            && !gate.store_pending;
+        let ready = self.recent_removals.is_empty()
+            && count(self.regions.len()) >= count(self.settings.min_registered_regions)
+            && self.store_ready()
+            && !view.members().iter().any(|m| self.awaits_registration(m));
         #[cfg(feature = "fault-injection")]
         let ready = ready || self.settings.broken_coordinator_gate;
         if ready {
@@ -73,11 +72,21 @@ impl Coordinator {
             self.serve_waiting(now, view, out);
             return;
         }
-        let joining = |m: &crate::id::MemberId| view.status(*m) == Some(MemberStatus::Joining);
-        if gate.unregistered.iter().any(joining) {
+        let joining = |m: &&Member| m.status == MemberStatus::Joining;
+        if view
+            .members()
+            .iter()
+            .filter(joining)
+            .any(|m| self.awaits_registration(m))
+        {
             crate::probe::hit("coordinator: the gate waits for a Joining member");
         }
-        if self.next_register_request.is_some_and(|at| at <= now) {
+        let ask = self.next_register_request.is_some_and(|at| at <= now);
+        if !ask && !self.has_waiting_requests() {
+            return; // nothing to ask for, nothing to report
+        }
+        let gate = self.gate(view);
+        if ask {
             self.next_register_request = Some(now + self.settings.retry_interval);
             // A Joining member's registration is refused until it is Up here: its region
             // retries by itself, and is asked once it is Up.
@@ -120,6 +129,14 @@ impl Coordinator {
             gate: gate.clone(),
             shards: self.waiting.keys().copied().collect(),
         });
+    }
+
+    /// Whether the gate waits for `member` to register: it hosts the type, may run shards and
+    /// has not registered.
+    fn awaits_registration(&self, member: &Member) -> bool {
+        member.hosts_type(&self.entity_type, self.role.as_deref())
+            && may_have_shards(member.status)
+            && !self.is_registered(member.id)
     }
 
     /// Whether requests for shards wait on the gate.
