@@ -23,6 +23,8 @@ const BUCKETS: usize = 4096;
 const WORDS: usize = BUCKETS / 64;
 /// Buckets up to this size are sorted by insertion (most hold one to three keys).
 const INSERTION_SORT_MAX: usize = 16;
+/// Buckets from this size on are radix sorted (its passes cost more than they save below).
+const RADIX_SORT_MIN: usize = 256;
 
 /// Keys, smallest first. Pushed keys must not precede the last one taken (the simulator
 /// schedules nothing in the past); one that does still comes out in order, from the heap.
@@ -41,6 +43,8 @@ pub(crate) struct CalendarQueue {
     /// Keys beyond the calendar, scheduled into the bucket being taken, or (never in
     /// practice) before the calendar.
     later: QuadHeap<Key>,
+    /// Room for a large bucket's radix sort.
+    scratch: Vec<Key>,
 }
 
 impl Default for CalendarQueue {
@@ -51,6 +55,7 @@ impl Default for CalendarQueue {
             base: 0,
             sorted: None,
             later: QuadHeap::default(),
+            scratch: Vec::new(),
         }
     }
 }
@@ -130,9 +135,12 @@ impl CalendarQueue {
             for end in 2..=keys.len() {
                 sift_down_last(&mut keys[..end]);
             }
-        } else {
-            // Nodes started together fire their timers together: some buckets hold hundreds.
+        } else if keys.len() < RADIX_SORT_MIN {
             keys.sort_unstable();
+        } else {
+            // Nodes started together fire their timers together: some buckets hold hundreds
+            // (thousands at 1,000 nodes).
+            radix_sort(keys, &mut self.scratch);
         }
         self.sorted = Some((bucket, 0));
         0
@@ -156,6 +164,49 @@ impl CalendarQueue {
         }?;
         let ahead = (found + BUCKETS - start) % BUCKETS;
         Some(self.base + ahead as u64)
+    }
+}
+
+/// Bits of a radix sort's digit, and how many digits a time within its bucket has.
+const DIGIT_BITS: u32 = 7;
+const DIGITS: usize = BUCKET_SHIFT.div_ceil(DIGIT_BITS) as usize;
+
+/// Sorts a large bucket: by time, a least significant digit first (a bucket's times differ
+/// only in their low `BUCKET_SHIFT` bits), each pass stable, then by the rest of the key. The
+/// comparison sort this replaces was 4 % of a 1,000-node run.
+fn radix_sort(keys: &mut Vec<Key>, scratch: &mut Vec<Key>) {
+    const MASK: u64 = (1 << DIGIT_BITS) - 1;
+    let digit =
+        |key: &Key, d: usize| ((key.0.as_nanos() >> (d as u32 * DIGIT_BITS)) & MASK) as usize;
+    let mut counts = [[0_usize; 1 << DIGIT_BITS]; DIGITS];
+    for key in keys.iter() {
+        for (d, count) in counts.iter_mut().enumerate() {
+            count[digit(key, d)] += 1;
+        }
+    }
+    for (d, count) in counts.iter_mut().enumerate() {
+        if count.contains(&keys.len()) {
+            continue; // every key has the same digit here
+        }
+        let mut start = 0;
+        for n in count.iter_mut() {
+            (*n, start) = (start, start + *n);
+        }
+        // Every place is written below: only a longer bucket than the last pays for filling.
+        scratch.truncate(keys.len());
+        scratch.resize(keys.len(), (Instant::ZERO, 0, 0));
+        for key in keys.iter() {
+            let at = &mut count[digit(key, d)];
+            scratch[*at] = *key;
+            *at += 1;
+        }
+        std::mem::swap(keys, scratch);
+    }
+    // Keys of equal times keep the order they were pushed in, which is the sequence numbers'
+    // (the simulator numbers keys as it schedules them): this pass only confirms it, one
+    // comparison a key, and would order any that were not.
+    for end in 2..=keys.len() {
+        sift_down_last(&mut keys[..end]);
     }
 }
 
@@ -225,6 +276,25 @@ mod tests {
             assert_eq!(calendar.pop_due(ns(u64::MAX)), Some(key));
         }
         assert_eq!(calendar.pop_due(ns(u64::MAX)), None);
+    }
+
+    #[test]
+    fn a_crowded_bucket_comes_out_in_key_order() {
+        // Thousands of keys in one millisecond, many at equal times, some pushed out of
+        // sequence order: they come out sorted by time, then sequence number.
+        let mut calendar = CalendarQueue::default();
+        let mut rng = crate::rng::SimRng::stream(11, 0);
+        let mut keys = Vec::new();
+        for i in 0..3_000_u64 {
+            let roll = rng.next_u64();
+            let at = ns(5_000_000_000 + (roll % 300) * 5_000);
+            let seq = if i % 500 == 7 { 1_000_000 - i } else { i };
+            keys.push((at, seq, i as usize));
+            calendar.push((at, seq, i as usize));
+        }
+        keys.sort_unstable();
+        let taken: Vec<Key> = std::iter::from_fn(|| calendar.pop_due(ns(u64::MAX))).collect();
+        assert_eq!(taken, keys);
     }
 
     #[test]
