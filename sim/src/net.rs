@@ -111,9 +111,12 @@ impl Net {
         if a >= self.links.len() {
             self.links.resize_with(a + 1, Vec::new);
         }
+        let nodes = self.links.len();
         let row = &mut self.links[a];
         if b >= row.len() {
-            row.resize(b + 1, LinkState::default());
+            // To every address known to send at once: a row grown one peer at a time was
+            // copied a dozen times as a large cluster formed.
+            row.resize(b.max(nodes - 1) + 1, LinkState::default());
         }
         &mut row[b]
     }
