@@ -127,9 +127,7 @@ impl Gossip {
             return (false, false);
         }
         let before = self.seen.len();
-        let members = &self.members;
-        // Both sets are sorted: one walk of each takes in the sender's members of this state.
-        self.seen.union_with(seen, members.contains_in_order());
+        self.take_in_seen(seen);
         (self.seen.len() != before, self.seen.len() != seen.len())
     }
 }

@@ -196,11 +196,16 @@ impl Gossip {
 
     /// `remote` holds this same state: only the seen sets combine.
     fn adopt_seen(&mut self, me: MemberId, remote: &Self) -> Received {
-        let members = &self.members;
-        self.seen
-            .union_with(&remote.seen, members.contains_in_order());
+        self.take_in_seen(&remote.seen);
         self.see_if_member(me);
         Received::Same
+    }
+
+    /// Records the members of `seen` that are members of this state (both sorted: one walk
+    /// of each).
+    pub(super) fn take_in_seen(&mut self, seen: &Seen) {
+        let members = &self.members;
+        self.seen.union_with(seen, members.contains_in_order());
     }
 }
 
