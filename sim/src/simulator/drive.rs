@@ -3,6 +3,7 @@
 //! effects to the simulated host, dead letters to the checker; then buffer caps and busy loops
 //! are checked and the next wakeup armed.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use shoal_core::{ClusterMessage, Envelope, Input, MemberId, Message, NodeId, Transmit, codec};
@@ -43,7 +44,7 @@ impl Simulator {
         node.driver
             .handle_input(local, input, &mut DeferIo(&mut out));
         self.after_call(n, &mut out);
-        self.scratch = out;
+        self.give_back(out);
     }
 
     /// Pauses node `n`'s process; whether it was running and not already paused.
@@ -93,7 +94,18 @@ impl Simulator {
         let local = node.clock.local(self.now);
         node.driver.handle_wakeup(local, &mut DeferIo(&mut out));
         self.after_call(n, &mut out);
-        self.scratch = out;
+        self.give_back(out);
+    }
+
+    /// Keeps a driver call's (emptied) effect queue for the next call. The queue taken from
+    /// `scratch` left an empty one there, which only a nested call (an effect that feeds a node
+    /// another input) filled: one that holds no allocation is let go without calling its drop,
+    /// which did nothing once per event.
+    fn give_back(&mut self, out: VecDeque<Deferred>) {
+        let left = std::mem::replace(&mut self.scratch, out);
+        if left.capacity() == 0 {
+            std::mem::forget(left);
+        }
     }
 
     pub(crate) fn input_to(&mut self, member: MemberId, input: Input) {
@@ -103,7 +115,7 @@ impl Simulator {
     }
 
     /// Handles a driver call's effects, checks buffer caps and busy loops, re-arms the wakeup.
-    fn after_call(&mut self, n: NodeId, out: &mut Vec<Deferred>) {
+    fn after_call(&mut self, n: NodeId, out: &mut VecDeque<Deferred>) {
         let Some(node) = self.nodes.get_mut(&n) else {
             return out.clear();
         };
@@ -124,7 +136,7 @@ impl Simulator {
         // A rebalance round is judged on the view it was decided on: not if this same call
         // changed the node's view afterwards (its membership timers run after the coordinator's).
         let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();
-        for effect in out.drain(..) {
+        while let Some(effect) = out.pop_front() {
             match effect {
                 Deferred::Send(transmit) => self.send(transmit),
                 Deferred::Entity(e) => self.entity(member, e),
@@ -174,7 +186,7 @@ impl Simulator {
         // one (over the connection that member opened).
         let Transmit { address, envelope } = transmit;
         let routed_to = match &address {
-            Some(address) => crate::nodes::node_at(address),
+            Some(address) => self.routes.node_at(address, envelope.to.node),
             None if self.connections.has_heard(envelope.from, envelope.to) => {
                 Some(envelope.to.node)
             }

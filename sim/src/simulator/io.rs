@@ -4,6 +4,8 @@
 //! driver holds during the call. Each kind of effect is a variant of its own here, so a new
 //! kind is a compile error in the simulator as in every host.
 
+use std::collections::VecDeque;
+
 use shoal_core::{EntityEffect, Event, Io, StoreRequest, Transmit};
 
 /// One effect of a driver call, kept until the call returns.
@@ -15,20 +17,21 @@ pub(super) enum Deferred {
     Store(StoreRequest),
 }
 
-/// Keeps a driver call's effects in `0`.
-pub(super) struct DeferIo<'a>(pub(super) &'a mut Vec<Deferred>);
+/// Keeps a driver call's effects in `0`, in order (taken from the front once the call returns:
+/// a queue, so no drain iterator is built and dropped per call).
+pub(super) struct DeferIo<'a>(pub(super) &'a mut VecDeque<Deferred>);
 
 impl Io for DeferIo<'_> {
     fn send(&mut self, transmit: Transmit) {
-        self.0.push(Deferred::Send(transmit));
+        self.0.push_back(Deferred::Send(transmit));
     }
     fn entity(&mut self, effect: EntityEffect) {
-        self.0.push(Deferred::Entity(effect));
+        self.0.push_back(Deferred::Entity(effect));
     }
     fn emit(&mut self, event: Event) {
-        self.0.push(Deferred::Event(event));
+        self.0.push_back(Deferred::Event(event));
     }
     fn store(&mut self, request: StoreRequest) {
-        self.0.push(Deferred::Store(request));
+        self.0.push_back(Deferred::Store(request));
     }
 }

@@ -79,11 +79,13 @@ pub(crate) struct Simulator {
     /// `(receiver, sender)`: the receiver heard from the sender, so it holds a connection it
     /// can answer on without knowing the sender's address (as a real transport does).
     connections: Connections,
+    /// The node each address on an envelope names (remembered: parsed once per address).
+    routes: crate::nodes::Routes,
     /// Graceful shutdown requests coordinators could act on (they leave such regions out of
     /// allocation and rebalancing).
     shutdowns: rebalance::Shutdowns,
     /// The effects of one driver call, reused from call to call.
-    scratch: Vec<io::Deferred>,
+    scratch: std::collections::VecDeque<io::Deferred>,
     // What acts on the cluster.
     nemesis: Nemesis,
     workload: Workload,
@@ -172,7 +174,8 @@ impl Simulator {
             nodes_epoch: 0,
             own_statuses_changed: 0,
             invariants_broken: BTreeSet::new(),
-            scratch: Vec::new(),
+            scratch: std::collections::VecDeque::new(),
+            routes: crate::nodes::Routes::default(),
             remembering: opts
                 .remember
                 .as_ref()
