@@ -55,6 +55,9 @@ pub(crate) struct Downer {
     decided: bool,
     /// No decision before this: a monitored member was falling silent (see `postpone`).
     not_before: Instant,
+    /// [`Downer::deadline`], worked out again whenever what it depends on changes (the node
+    /// asks for it after every input).
+    deadline: Option<Instant>,
 }
 
 impl Downer {
@@ -69,6 +72,7 @@ impl Downer {
             unreachable_since: None,
             decided: false,
             not_before: now,
+            deadline: None,
         }
     }
 
@@ -141,6 +145,7 @@ impl Downer {
             self.stable_since = now;
             self.decided = false;
         }
+        self.reckon();
     }
 
     /// When a keep-majority member that has been unable to decide downs itself.
@@ -155,6 +160,20 @@ impl Downer {
 
     /// When a decision may be due.
     pub(crate) fn deadline(&self) -> Option<Instant> {
+        debug_assert_eq!(
+            self.deadline,
+            self.next_deadline(),
+            "the kept deadline is current"
+        );
+        self.deadline
+    }
+
+    /// Works [`Downer::deadline`] out again, after a change to what it depends on.
+    fn reckon(&mut self) {
+        self.deadline = self.next_deadline();
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
         let stable_after = self.stable_after()?;
         let stable = (self.pending && !self.decided)
             .then_some((self.stable_since + stable_after).max(self.not_before));
@@ -172,6 +191,7 @@ impl Downer {
     pub(crate) fn postpone(&mut self, until: Instant) {
         crate::probe::hit("downing: a decision waits while a monitored member goes quiet");
         self.not_before = self.not_before.max(until);
+        self.reckon();
     }
 
     /// The members `me` should mark Down now: once the situation has been stable long enough,
@@ -191,6 +211,7 @@ impl Downer {
             return BTreeSet::new();
         }
         self.decided = true;
+        self.reckon();
         let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
         match self.strategy {
