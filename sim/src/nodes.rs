@@ -135,4 +135,29 @@ mod tests {
             assert_eq!(node_at(&Address::new(other)), None, "{other}");
         }
     }
+
+    #[test]
+    fn routes_remember_an_address_for_its_node_only() {
+        let mut routes = Routes::default();
+        let (three, five) = (NodeId(3), NodeId(5));
+        let at_three = address_of(three);
+        assert_eq!(routes.node_at(&at_three, three), Some(three));
+        assert_eq!(routes.node_at(&at_three, three), Some(three), "remembered");
+        assert_eq!(
+            routes.node_at(&address_of(three), three),
+            Some(three),
+            "another string with the same address"
+        );
+        // An envelope for node 5 that left with node 3's address goes to node 3, even right
+        // after node 3's address was remembered, and teaches nothing about node 5.
+        assert_eq!(routes.node_at(&at_three, five), Some(three));
+        assert_eq!(routes.node_at(&at_three, five), Some(three));
+        assert_eq!(routes.node_at(&Address::new("elsewhere"), five), None);
+        assert_eq!(routes.node_at(&address_of(five), five), Some(five));
+        assert_eq!(
+            routes.node_at(&Address::new("node-9.sim:7355"), five),
+            Some(NodeId(9)),
+            "a remembered node does not swallow other addresses"
+        );
+    }
 }
