@@ -6,7 +6,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use shoal_core::{ClusterMessage, Envelope, Input, MemberId, Message, NodeId, Transmit, codec};
+use shoal_core::{
+    ClusterMessage, Driver, Envelope, Input, Instant, MemberId, Message, NodeId, Transmit, codec,
+};
 
 use crate::check::Property;
 use crate::events::Ev;
@@ -36,15 +38,7 @@ impl Simulator {
                 self.shutdowns.heard(envelope.to, envelope.from);
             }
         }
-        let Some(node) = self.nodes.get_mut(&n) else {
-            return;
-        };
-        let mut out = std::mem::take(&mut self.scratch);
-        let local = node.clock.local(self.now);
-        node.driver
-            .handle_input(local, input, &mut DeferIo(&mut out));
-        self.after_call(n, &mut out);
-        self.give_back(out);
+        self.call_driver(n, |driver, local, io| driver.handle_input(local, input, io));
     }
 
     /// Pauses node `n`'s process; whether it was running and not already paused.
@@ -90,9 +84,22 @@ impl Simulator {
         if node.is_paused() {
             return;
         }
+        self.call_driver(n, |driver, local, io| driver.handle_wakeup(local, io));
+    }
+
+    /// Makes one driver call on node `n` (if it runs) at its local time, with its effects kept
+    /// in the reused queue, then handles them.
+    fn call_driver(
+        &mut self,
+        n: NodeId,
+        call: impl FnOnce(&mut Driver, Instant, &mut DeferIo<'_>),
+    ) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
         let mut out = std::mem::take(&mut self.scratch);
         let local = node.clock.local(self.now);
-        node.driver.handle_wakeup(local, &mut DeferIo(&mut out));
+        call(&mut node.driver, local, &mut DeferIo(&mut out));
         self.after_call(n, &mut out);
         self.give_back(out);
     }
