@@ -13,7 +13,7 @@ use crate::remember::{StoreCompletion, StoreRequest};
 #[non_exhaustive]
 pub enum Input {
     /// A decoded message from a peer.
-    Receive(Envelope),
+    Receive(Box<Envelope>),
     /// Membership changed; replaces the node's view.
     MembershipChanged(MembershipView),
     /// Send `payload` to an entity (fire and forget; failures surface as dead-letter events).
@@ -64,7 +64,7 @@ pub enum Input {
     /// protocol's own: the protocol survives their loss, but only through its timeouts.
     OutboundQueueFull {
         /// The envelope, as the node sent it.
-        envelope: Envelope,
+        envelope: Box<Envelope>,
     },
     /// A remember-store request (`Effect::Store`) ended. Every request gets exactly one
     /// completion; a host that gives up on one (a timeout) completes it with `Failed`.

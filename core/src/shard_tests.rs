@@ -103,7 +103,7 @@ fn a_start_request_is_acknowledged_once_the_entity_runs() {
         };
         Effect::Send(crate::effect::Transmit {
             address: None,
-            envelope: crate::message::Envelope {
+            envelope: Box::new(crate::message::Envelope {
                 from: MemberId::new(1, 1),
                 to: requester,
                 seq: 0,
@@ -111,7 +111,7 @@ fn a_start_request_is_acknowledged_once_the_entity_runs() {
                     entity_type: ty(),
                     body,
                 },
-            },
+            }),
         })
     };
     s.handle_delivery(at(0), id("a"), ack(1), &mut b, &mut o);

@@ -203,7 +203,7 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
             },
         },
     };
-    c.input(1, Input::Receive(stale));
+    c.input(1, Input::Receive(Box::new(stale)));
     assert_eq!(c.node(1).metrics().misaddressed, 1);
     assert!(c.hosting()[&1].is_empty());
 }
@@ -224,7 +224,7 @@ fn regions_obey_only_the_coordinator_their_view_names() {
             },
         },
     };
-    c.input(1, Input::Receive(forged));
+    c.input(1, Input::Receive(Box::new(forged)));
     c.settle();
     assert_eq!(c.node(1).metrics().fenced, 1);
     assert!(c.hosting()[&1].is_empty());
@@ -269,12 +269,12 @@ fn malformed_peer_input_never_panics() {
             };
             c.input(
                 to,
-                Input::Receive(Envelope {
+                Input::Receive(Box::new(Envelope {
                     from: member(from),
                     to: member(to),
                     seq: 0,
                     message,
-                }),
+                })),
             );
             c.settle();
         }
@@ -285,12 +285,12 @@ fn malformed_peer_input_never_panics() {
     };
     c.input(
         1,
-        Input::Receive(Envelope {
+        Input::Receive(Box::new(Envelope {
             from: member(2),
             to: member(1),
             seq: 0,
             message: unknown,
-        }),
+        })),
     );
     assert_eq!(c.node(1).metrics().unknown_entity_type, 1);
     // The cluster still works.
@@ -1103,7 +1103,7 @@ fn external_allocation_follows_locations_set_on_any_node() {
 
 /// A sharding message of the counter type from member `from` to member `to`.
 fn from_peer(from: u64, to: u64, body: Body) -> Input {
-    Input::Receive(Envelope {
+    Input::Receive(Box::new(Envelope {
         from: member(from),
         to: member(to),
         seq: 0,
@@ -1111,7 +1111,7 @@ fn from_peer(from: u64, to: u64, body: Body) -> Input {
             entity_type: counter(),
             body,
         },
-    })
+    }))
 }
 
 fn replies_to(c: &Cluster, request: RequestId) -> Vec<Result<Reply, CommandError>> {
@@ -1277,7 +1277,7 @@ fn application_messages_reach_only_the_incarnation_they_are_for() {
         out.into_iter()
             .filter_map(|e| match e {
                 Effect::Send(t) if matches!(t.envelope.message, Message::App { .. }) => {
-                    Some(t.envelope)
+                    Some(*t.envelope)
                 }
                 _ => None,
             })
@@ -1302,14 +1302,14 @@ fn application_messages_reach_only_the_incarnation_they_are_for() {
         .try_into()
         .expect("sent");
     assert!(second.seq > first.seq && first.seq > 0, "numbered in order");
-    let arrived = events(handle(&mut two, Input::Receive(first.clone())));
+    let arrived = events(handle(&mut two, Input::Receive(Box::new(first.clone()))));
     let expected = Event::AppMessage {
         from: member(1),
         payload: Payload(b"a".to_vec()),
     };
     assert_eq!(arrived, [expected]);
     assert!(
-        events(handle(&mut two, Input::Receive(first))).is_empty(),
+        events(handle(&mut two, Input::Receive(Box::new(first)))).is_empty(),
         "a copy is dropped"
     );
 
@@ -1346,7 +1346,7 @@ fn application_messages_reach_only_the_incarnation_they_are_for() {
     };
     assert_eq!(dropped, [expected]);
     assert!(
-        events(handle(&mut three, Input::Receive(second))).is_empty(),
+        events(handle(&mut three, Input::Receive(Box::new(second)))).is_empty(),
         "never delivered to another incarnation"
     );
     assert_eq!(three.node().metrics().misaddressed, 1);
@@ -1410,7 +1410,7 @@ fn what_a_hosts_bounded_queues_refuse_becomes_dead_letters() {
     assert!(envelope(member(1), app.clone()).is_user_traffic());
     assert!(!envelope(member(1), protocol.clone()).is_user_traffic());
     let refused = |message| Input::OutboundQueueFull {
-        envelope: envelope(member(1), message),
+        envelope: Box::new(envelope(member(1), message)),
     };
     let reason = DeadLetterReason::OutboundQueueFull;
 
@@ -1453,7 +1453,7 @@ fn what_a_hosts_bounded_queues_refuse_becomes_dead_letters() {
 
     // An envelope this node did not send is not its to report.
     let foreign = Input::OutboundQueueFull {
-        envelope: envelope(member(2), protocol),
+        envelope: Box::new(envelope(member(2), protocol)),
     };
     assert!(handle(foreign).is_empty());
     assert_eq!(one.node().metrics().rejected, 1);

@@ -131,13 +131,15 @@ pub fn check(scenario: Scenario) {
     for step in scenario.steps {
         let input = match step {
             Step::Input(input) => Some(input),
-            Step::Peer { from, seq, message } => Some(Input::Receive(Envelope {
+            Step::Peer { from, seq, message } => Some(Input::Receive(Box::new(Envelope {
                 from,
                 to: ME,
                 seq: u64::from(seq),
                 message,
-            })),
-            Step::Frame(bytes) => codec::decode(&bytes).ok().map(Input::Receive),
+            }))),
+            Step::Frame(bytes) => codec::decode(&bytes)
+                .ok()
+                .map(|envelope| Input::Receive(Box::new(envelope))),
             Step::View {
                 peers,
                 unreachable,

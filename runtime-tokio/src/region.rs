@@ -138,7 +138,7 @@ impl<E: Entity> Region<E> {
             entity_type: self.entity_type.clone(),
         };
         match self.command(command).await? {
-            Reply::CoordinatorState(state) => Ok(state),
+            Reply::CoordinatorState(state) => Ok(*state),
             other => unexpected(other),
         }
     }

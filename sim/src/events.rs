@@ -13,7 +13,7 @@ pub(crate) enum Ev {
     Deliver {
         link: Link,
         flight: Flight,
-        envelope: Envelope,
+        envelope: Box<Envelope>,
     },
     Wakeup(NodeId),
     EntityStopped {

@@ -66,7 +66,7 @@ impl Fixture {
                     stores.push(request);
                     None
                 }
-                Effect::Send(transmit) => Some(transmit.envelope),
+                Effect::Send(transmit) => Some(*transmit.envelope),
                 _ => None,
             })
             .chain(local)

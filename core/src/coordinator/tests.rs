@@ -112,7 +112,7 @@ impl Fixture {
         let mut remote = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Send(transmit) => remote.push(transmit.envelope),
+                Effect::Send(transmit) => remote.push(*transmit.envelope),
                 Effect::Event(event) => self.events.push(event),
                 other => panic!("unexpected effect {other:?}"),
             }

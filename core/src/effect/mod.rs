@@ -34,8 +34,10 @@ pub struct Transmit {
     /// host supplied). `None` only when nobody said: a host that supplies views without
     /// addresses routes by `envelope.to` itself.
     pub address: Option<Address>,
-    /// The envelope; its `to` names the receiving member.
-    pub envelope: Envelope,
+    /// The envelope; its `to` names the receiving member. Boxed once where it is made and
+    /// handed on as it is (a host's network, then the receiver's `Input::Receive`): an
+    /// envelope is over a hundred bytes, and every effect and input moved it whole.
+    pub envelope: Box<Envelope>,
 }
 
 /// Entity lifecycle commands for the host, which runs the entities.
@@ -275,8 +277,9 @@ pub enum Reply {
         /// Regions that did not answer in time.
         failed: Vec<MemberId>,
     },
-    /// The type's coordinator's state.
-    CoordinatorState(CoordinatorState),
+    /// The type's coordinator's state (boxed: it is the largest reply by far, and every effect
+    /// is as large as the largest).
+    CoordinatorState(Box<CoordinatorState>),
     /// The entity runs (it was started, or was already running).
     EntityStarted {
         /// The entity.

@@ -68,7 +68,7 @@ impl Effects {
     /// Queues `message` for `to`; the node fills in the link number and, when `address` is
     /// `None`, the address its book knows.
     fn transmit(&mut self, address: Option<Address>, to: MemberId, message: Message) {
-        let envelope = self.envelope(to, message);
+        let envelope = Box::new(self.envelope(to, message));
         self.push(Effect::Send(Transmit { address, envelope }));
     }
 

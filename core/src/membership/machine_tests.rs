@@ -46,15 +46,14 @@ fn sent_at(out: &mut Effects) -> Vec<(MemberId, Option<Address>, ClusterMessage)
     effects
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Send(Transmit {
-                address,
-                envelope:
-                    Envelope {
-                        to,
-                        message: Message::Cluster(c),
-                        ..
-                    },
-            }) => Some((to, address, c)),
+            Effect::Send(Transmit { address, envelope }) => match *envelope {
+                Envelope {
+                    to,
+                    message: Message::Cluster(c),
+                    ..
+                } => Some((to, address, c)),
+                _ => None,
+            },
             _ => None,
         })
         .collect()

@@ -3,16 +3,16 @@
 
 use super::Node;
 use crate::effect::{DeadLetterReason, Event};
+use crate::id::MemberId;
 use crate::message::{Body, Envelope, Message};
 use crate::region::Handled;
 use crate::time::Instant;
 
 impl Node {
-    /// Hands a received envelope (or one between roles on this node) to membership, the
+    /// Hands a received envelope's message (or one between roles on this node) from `from` to membership, the
     /// application, or the type's coordinator or region; what fits none is counted and
     /// dead-lettered.
-    pub(super) fn dispatch(&mut self, now: Instant, envelope: Envelope) {
-        let Envelope { from, message, .. } = envelope;
+    pub(super) fn dispatch(&mut self, now: Instant, from: MemberId, message: Message) {
         let (entity_type, body) = match message {
             Message::Sharding { entity_type, body } => (entity_type, body),
             Message::Cluster(message) => return self.handle_cluster(now, from, message),
@@ -67,8 +67,8 @@ impl Node {
 
     /// Delivers messages between roles on this node until none is left.
     pub(super) fn deliver_local(&mut self, now: Instant) {
-        while let Some(envelope) = self.effects.pop_local() {
-            self.dispatch(now, envelope);
+        while let Some(Envelope { from, message, .. }) = self.effects.pop_local() {
+            self.dispatch(now, from, message);
         }
     }
 }

@@ -164,7 +164,9 @@ impl Node {
                     self.metrics.duplicates += 1;
                     tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
                 } else {
-                    self.dispatch(now, envelope);
+                    // Only the message moves out of the box (an envelope is 128 bytes).
+                    let Envelope { from, message, .. } = *envelope;
+                    self.dispatch(now, from, message);
                 }
             }
             Input::MembershipChanged(view) if self.membership.is_none() => {
@@ -201,7 +203,7 @@ impl Node {
                 }
             }
             Input::SendApp { to, payload } => self.handle_send_app(to, payload),
-            Input::OutboundQueueFull { envelope } => self.handle_outbound_queue_full(envelope),
+            Input::OutboundQueueFull { envelope } => self.handle_outbound_queue_full(*envelope),
             Input::MailboxFull {
                 entity_type,
                 entity,

@@ -206,12 +206,12 @@ mod tests {
         let mut stamp = |to: MemberId, message: crate::message::Message| {
             let mut transmit = Transmit {
                 address: None,
-                envelope: crate::message::Envelope {
+                envelope: Box::new(crate::message::Envelope {
                     from: MemberId::new(0, 1),
                     to,
                     seq: 0,
                     message,
-                },
+                }),
             };
             peers.stamp(&mut transmit);
             (

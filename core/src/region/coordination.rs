@@ -161,7 +161,7 @@ impl Region {
                 outcome,
             } => return self.handle_start_ack(from, request, entity, outcome, out),
             Body::CoordinatorState { request, state } => {
-                let reply = Reply::CoordinatorState(*state);
+                let reply = Reply::CoordinatorState(state);
                 let kind = QueryKind::CoordinatorState;
                 return self.handle_answer(from, request, kind, reply, out);
             }

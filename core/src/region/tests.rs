@@ -108,7 +108,7 @@ impl Fixture {
 fn send(to: u64, body: Body) -> Effect {
     Effect::Send(Transmit {
         address: None,
-        envelope: Envelope {
+        envelope: Box::new(Envelope {
             from: m(2),
             to: m(to),
             seq: 0,
@@ -116,7 +116,7 @@ fn send(to: u64, body: Body) -> Effect {
                 entity_type: ty(),
                 body,
             },
-        },
+        }),
     })
 }
 

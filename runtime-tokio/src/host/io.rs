@@ -72,9 +72,7 @@ impl Io for TokioIo {
         };
         if let Err(envelope) = self.transport.send(&address, envelope) {
             metrics::counter!("shoal_outbound_queue_full_total").increment(1);
-            self.feedback.push(Input::OutboundQueueFull {
-                envelope: *envelope,
-            });
+            self.feedback.push(Input::OutboundQueueFull { envelope });
         }
     }
 

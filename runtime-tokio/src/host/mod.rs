@@ -49,8 +49,8 @@ pub(crate) struct Host {
     pub(crate) io: TokioIo,
     pub(crate) clock: Clock,
     pub(crate) commands: mpsc::Receiver<HostCommand>,
-    pub(crate) control_in: mpsc::Receiver<Envelope>,
-    pub(crate) data_in: mpsc::Receiver<Envelope>,
+    pub(crate) control_in: mpsc::Receiver<Box<Envelope>>,
+    pub(crate) data_in: mpsc::Receiver<Box<Envelope>>,
     pub(crate) signals: mpsc::UnboundedReceiver<EntitySignal>,
     /// Completions of remember-store requests (see `io::StoreLink`).
     pub(crate) store_done: mpsc::UnboundedReceiver<Input>,

@@ -11,7 +11,7 @@ use super::network::{Network, Tcp};
 use super::*;
 
 /// A transport listening on a free loopback port: it, its address and its control inbox.
-async fn transport(member: MemberId) -> (Transport, Address, mpsc::Receiver<Envelope>) {
+async fn transport(member: MemberId) -> (Transport, Address, mpsc::Receiver<Box<Envelope>>) {
     let listener = Tcp.bind("127.0.0.1:0").await.expect("a loopback port");
     let address = Address::new(listener.local_addr().expect("bound").to_string());
     let (control, control_in) = mpsc::channel(16);
@@ -29,16 +29,16 @@ async fn transport(member: MemberId) -> (Transport, Address, mpsc::Receiver<Enve
     (transport, address, control_in)
 }
 
-fn heartbeat(from: MemberId, to: MemberId) -> Envelope {
-    Envelope {
+fn heartbeat(from: MemberId, to: MemberId) -> Box<Envelope> {
+    Box::new(Envelope {
         from,
         to,
         seq: 0,
         message: Message::Cluster(ClusterMessage::Heartbeat { sequence: 1 }),
-    }
+    })
 }
 
-async fn received(inbox: &mut mpsc::Receiver<Envelope>) -> Envelope {
+async fn received(inbox: &mut mpsc::Receiver<Box<Envelope>>) -> Box<Envelope> {
     let wait = timeout(Duration::from_secs(5), inbox.recv()).await;
     wait.expect("delivered within 5 s")
         .expect("the inbox is open")

@@ -25,8 +25,8 @@ use super::{Shared, lock};
 /// Where received envelopes go: the host's two inbound queues.
 #[derive(Clone)]
 pub(crate) struct Inbox {
-    pub(crate) control: mpsc::Sender<Envelope>,
-    pub(crate) data: mpsc::Sender<Envelope>,
+    pub(crate) control: mpsc::Sender<Box<Envelope>>,
+    pub(crate) data: mpsc::Sender<Box<Envelope>>,
 }
 
 /// A peer node's live inbound connection (a newer one from the same node replaces it).
@@ -170,7 +170,7 @@ async fn read(
         tokio::select! {
             biased;
             _ = &mut closed => return,
-            sent = queue.send(envelope) => if sent.is_err() { return },
+            sent = queue.send(Box::new(envelope)) => if sent.is_err() { return },
         }
     }
 }

@@ -127,12 +127,11 @@ impl Transport {
         }
     }
 
-    /// Queues `envelope` for the member at `address`, or hands it back if its queue is full
-    /// (boxed: the refusal is the rare path).
+    /// Queues `envelope` for the member at `address`, or hands it back if its queue is full.
     pub(crate) fn send(
         &mut self,
         address: &Address,
-        envelope: Envelope,
+        envelope: Box<Envelope>,
     ) -> Result<(), Box<Envelope>> {
         if !self.peers.contains_key(address) {
             let peer = peer::spawn(address.clone(), Arc::clone(&self.shared));
@@ -142,7 +141,7 @@ impl Transport {
         peer.last_send = tokio::time::Instant::now();
         let user = envelope.is_user_traffic();
         if user && peer.user_queued.load(Ordering::Relaxed) >= self.shared.settings.user_queue {
-            return Err(Box::new(envelope));
+            return Err(envelope);
         }
         let queue = match envelope.lane() {
             Lane::Control => &peer.control,
@@ -157,7 +156,7 @@ impl Transport {
                 peer.user_queued.fetch_sub(1, Ordering::Relaxed);
             }
             match error {
-                TrySendError::Full(envelope) | TrySendError::Closed(envelope) => Box::new(envelope),
+                TrySendError::Full(envelope) | TrySendError::Closed(envelope) => envelope,
             }
         })
     }

@@ -27,8 +27,8 @@ const BATCH: usize = 256;
 
 /// The queues to one peer's task.
 pub(crate) struct PeerQueues {
-    pub(crate) control: mpsc::Sender<Envelope>,
-    pub(crate) data: mpsc::Sender<Envelope>,
+    pub(crate) control: mpsc::Sender<Box<Envelope>>,
+    pub(crate) data: mpsc::Sender<Box<Envelope>>,
     /// Envelopes of user traffic in `data` (bounded apart from the protocol's own).
     pub(crate) user_queued: Arc<AtomicUsize>,
     pub(crate) task: tokio::task::AbortHandle,
@@ -41,8 +41,8 @@ pub(crate) struct PeerQueues {
 
 /// The receiving ends, owned by the task.
 struct Lanes {
-    control: mpsc::Receiver<Envelope>,
-    data: mpsc::Receiver<Envelope>,
+    control: mpsc::Receiver<Box<Envelope>>,
+    data: mpsc::Receiver<Box<Envelope>>,
     user_queued: Arc<AtomicUsize>,
 }
 
@@ -163,7 +163,7 @@ async fn write(stream: BoxConnection, lanes: &mut Lanes, shared: &Shared) -> End
         let mut written = 0u64;
         loop {
             lanes.taken(&envelope);
-            match sink.feed(&envelope).await {
+            match sink.feed(&*envelope).await {
                 Ok(()) => written += 1,
                 Err(FrameError::Codec(error)) => {
                     // The core bounds payloads, so this is a bug; lose the one envelope only.
@@ -187,7 +187,7 @@ async fn write(stream: BoxConnection, lanes: &mut Lanes, shared: &Shared) -> End
 }
 
 impl Lanes {
-    fn try_next(&mut self) -> Option<Envelope> {
+    fn try_next(&mut self) -> Option<Box<Envelope>> {
         self.control
             .try_recv()
             .or_else(|_| self.data.try_recv())

@@ -187,7 +187,7 @@ impl Cluster {
             };
             self.now = self.now.max(at);
             if let Some(envelope) = envelope {
-                self.input(envelope.to.node.0, Input::Receive(envelope));
+                self.input(envelope.to.node.0, Input::Receive(Box::new(envelope)));
             }
             while self.host.next_due().is_some_and(|at| at <= self.now) {
                 self.step_host();
@@ -281,7 +281,7 @@ impl Cluster {
         match kind {
             0 => {
                 if let Some((_, Some(envelope))) = self.network.pop() {
-                    self.input(envelope.to.node.0, Input::Receive(envelope));
+                    self.input(envelope.to.node.0, Input::Receive(Box::new(envelope)));
                 }
             }
             1 => self.step_host(),

@@ -238,7 +238,7 @@ impl Simulator {
         if cfg!(debug_assertions) {
             let frame = codec::encode(&envelope).expect("core messages fit in a frame");
             let decoded = codec::decode(&frame).expect("frames decode");
-            assert_eq!(decoded, envelope, "the codec round-trips every message");
+            assert_eq!(decoded, *envelope, "the codec round-trips every message");
         } else if !bounded {
             // Only the size matters here: measured without writing the frame.
             codec::frame_len(&envelope).expect("core messages fit in a frame");
@@ -361,7 +361,7 @@ impl Simulator {
     }
 
     /// Schedules the arrival of `envelope` on `link`.
-    fn arrive(&mut self, link: Link, flight: Flight, envelope: Envelope) {
+    fn arrive(&mut self, link: Link, flight: Flight, envelope: Box<Envelope>) {
         let ev = Ev::Deliver {
             link,
             flight,

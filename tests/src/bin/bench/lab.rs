@@ -25,7 +25,7 @@ pub(crate) struct LabIo {
 
 impl Io for LabIo {
     fn send(&mut self, transmit: Transmit) {
-        self.outbox.push(transmit.envelope);
+        self.outbox.push(*transmit.envelope);
     }
 
     fn entity(&mut self, effect: EntityEffect) {
@@ -120,7 +120,11 @@ impl Lab {
                 let frame = codec::encode(&env).expect("encodes");
                 let env = codec::decode(&frame).expect("decodes");
                 let to = (env.to.node.0 - 1) as usize;
-                self.drivers[to].handle_input(self.now, Input::Receive(env), &mut self.io[to]);
+                self.drivers[to].handle_input(
+                    self.now,
+                    Input::Receive(Box::new(env)),
+                    &mut self.io[to],
+                );
                 queue.extend(self.io[to].outbox.drain(..));
             }
             for i in 0..self.io.len() {
