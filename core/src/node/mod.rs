@@ -77,6 +77,11 @@ pub struct Node {
     config: Config,
     view: MembershipView,
     types: TypeTable<TypeRoles>,
+    /// The earliest deadline of the types' regions and coordinators, kept: worked out again
+    /// after a call that lent any of them out to change (`TypeTable::take_touched`), not on
+    /// every `poll_timeout` (asked after every input, most of which are membership traffic
+    /// that reaches no type).
+    types_deadline: Option<Instant>,
     effects: Effects,
     rng: Rng,
     /// When members left the view; coordinators starting soon after wait out the margin.
@@ -133,12 +138,13 @@ impl Node {
             Membership::new(me, joiner, settings, now)
         });
         let peers = Peers::new(&config);
-        Ok(Self {
+        let mut node = Self {
             me,
             rng: Rng::new(config.seed),
             config,
             view: MembershipView::default(),
             types,
+            types_deadline: None,
             effects: Effects::new(me),
             removals: BTreeMap::new(),
             known_removed: BTreeSet::new(),
@@ -147,7 +153,9 @@ impl Node {
             leaving: false,
             left: false,
             metrics: Metrics::default(),
-        })
+        };
+        node.keep_types_deadline();
+        Ok(node)
     }
 
     /// Feeds one input. Drain [`Node::poll_effect`] afterwards.
@@ -216,6 +224,7 @@ impl Node {
         }
         self.deliver_local(now);
         self.sync_membership(now);
+        self.keep_types_deadline();
     }
 
     /// Runs every timer that is due at `now`. Idempotent; may be called early or spuriously.
@@ -234,6 +243,7 @@ impl Node {
         }
         self.deliver_local(now);
         self.sync_membership(now);
+        self.keep_types_deadline();
     }
 
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.
@@ -270,6 +280,24 @@ impl Node {
             let margin = self.config.settings.down_removal_margin;
             next = earliest(next, self.removals.values().map(|at| *at + margin).min());
         }
+        debug_assert_eq!(
+            self.types_deadline,
+            self.types_timeout(),
+            "the kept deadline of the types' roles is current"
+        );
+        earliest(next, self.types_deadline)
+    }
+
+    /// Works the types' deadline out again if any type's roles were lent out to change.
+    fn keep_types_deadline(&mut self) {
+        if self.types.take_touched() {
+            self.types_deadline = self.types_timeout();
+        }
+    }
+
+    /// The earliest deadline of the types' regions and coordinators.
+    fn types_timeout(&self) -> Option<Instant> {
+        let mut next = None;
         for t in self.types.values() {
             next = earliest(next, t.region.poll_timeout());
             if let Some(c) = &t.coordinator {

@@ -5,10 +5,14 @@
 
 use crate::id::EntityType;
 
-/// Values by entity type, in name order (as the map it replaces iterated).
+/// Values by entity type, in name order (as the map it replaces iterated). It notes when a
+/// value was lent out to change, so that what is worked out from the values (the roles' next
+/// deadline) is worked out again only then.
 #[derive(Debug)]
 pub(super) struct TypeTable<V> {
     entries: Vec<(EntityType, V)>,
+    /// A value was lent out to change since [`TypeTable::take_touched`] last asked.
+    touched: bool,
 }
 
 impl<V> FromIterator<(EntityType, V)> for TypeTable<V> {
@@ -21,7 +25,10 @@ impl<V> FromIterator<(EntityType, V)> for TypeTable<V> {
                 Err(at) => entries.insert(at, (name, value)),
             }
         }
-        Self { entries }
+        Self {
+            entries,
+            touched: true,
+        }
     }
 }
 
@@ -33,6 +40,7 @@ impl<V> TypeTable<V> {
 
     /// The value for `name`, to change.
     pub(super) fn get_mut(&mut self, name: &EntityType) -> Option<&mut V> {
+        self.touched = true;
         self.entries
             .iter_mut()
             .find(|(n, _)| n == name)
@@ -46,7 +54,13 @@ impl<V> TypeTable<V> {
 
     /// Every value, in name order, to change.
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.touched = true;
         self.entries.iter_mut().map(|(_, v)| v)
+    }
+
+    /// Whether a value was lent out to change since the last call (or since it was built).
+    pub(super) fn take_touched(&mut self) -> bool {
+        std::mem::take(&mut self.touched)
     }
 }
 
