@@ -151,11 +151,16 @@ impl Coordinator {
                     tracing::debug!(%from, ?status, "registration refused");
                     return false;
                 }
+                let reported: Vec<ShardId> = shards.iter().chain(&handing_off).copied().collect();
                 self.handle_register(now, from, shards, handing_off, out);
                 self.try_open_gate(now, view, out);
-                // The registration may have acknowledged shards that requesters wait for.
+                // The registration may have acknowledged shards that requesters wait for. Their
+                // homes are answered before the gate opens too: left waiting, they were
+                // answered only when some timer of this node ran next.
                 if self.gate_open {
                     self.serve_waiting(now, view, out);
+                } else {
+                    self.serve_waiting_for(now, view, reported, out);
                 }
             }
             Body::RegisterProxy => {

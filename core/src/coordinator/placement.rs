@@ -93,6 +93,21 @@ impl Coordinator {
         }
     }
 
+    /// Answers requests that were waiting for `shards`, now that something changed about them.
+    pub(super) fn serve_waiting_for(
+        &mut self,
+        now: Instant,
+        view: &MembershipView,
+        shards: impl IntoIterator<Item = ShardId>,
+        out: &mut Effects,
+    ) {
+        for shard in shards {
+            if let Some(requesters) = self.waiting.remove(&shard) {
+                self.answer_or_defer(now, view, shard, requesters, out);
+            }
+        }
+    }
+
     /// Answers `requesters` about `shard` if that can be done now: not while it is being handed
     /// off (its owner is stopping it), not before its region acknowledged it, not while its
     /// region is being removed, and not for an unknown shard before the gate opens. Otherwise
@@ -159,9 +174,7 @@ impl Coordinator {
         if self.shards.get(&shard) != Some(&region) || self.unacked.remove(shard).is_none() {
             return;
         }
-        if let Some(requesters) = self.waiting.remove(&shard) {
-            self.answer_or_defer(now, view, shard, requesters, out);
-        }
+        self.serve_waiting_for(now, view, [shard], out);
         // A region that is shutting down hands off what it acknowledges late, too.
         if self.gate_open && self.shutting_down.contains(&region) {
             crate::probe::hit(

@@ -250,6 +250,32 @@ fn unknown_shards_wait_for_the_gate() {
     assert_eq!(f.sends(), [(2, home(7, 1))]);
 }
 
+/// Found when a node stopped running its types' timers at other roles' deadlines: a request
+/// for a shard the coordinator did not know waited while the gate was closed, and the
+/// registration that reported the shard left it waiting until some timer of the node ran.
+#[test]
+fn a_registration_reporting_a_shard_answers_its_requests_before_the_gate_opens() {
+    let settings = ShardingSettings {
+        min_registered_regions: 3,
+        ..ShardingSettings::default()
+    };
+    let mut f = Fixture::with(settings);
+    f.view = view_of(&[1, 2, 3]);
+    f.register(2, &[], &[]);
+    f.sends();
+    f.recv(2, Body::GetShardHome { shard: s(7) });
+    assert_eq!(f.sends(), [], "an unknown shard waits for the gate");
+    f.register(3, &[7], &[]);
+    assert!(!f.c.gate_open, "region 1 has not registered");
+    let sent = f.sends();
+    assert!(sent.contains(&(3, Body::RegisterAck)));
+    assert_eq!(
+        sent.last(),
+        Some(&(2, home(7, 3))),
+        "the waiting asker learns the home"
+    );
+}
+
 #[test]
 fn known_homes_are_answered_and_unregistered_askers_told_to_register() {
     let mut f = Fixture::ready();

@@ -229,11 +229,17 @@ impl Node {
 
     /// Runs every timer that is due at `now`. Idempotent; may be called early or spuriously.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for t in self.types.values_mut() {
-            t.region
-                .handle_timeout(now, &mut self.rng, &mut self.effects);
-            if let Some(c) = &mut t.coordinator {
-                c.handle_timeout(now, &self.view, &mut self.effects);
+        // The types' roles only when one of their deadlines is due: most wakeups are
+        // membership's (heartbeat and gossip rounds). A role acts on its own deadlines and its
+        // inputs; one that waited for some other timer of the node to act was late (requests
+        // a registration could answer waited so, until this ran them only when due).
+        if self.types_deadline.is_some_and(|at| at <= now) {
+            for t in self.types.values_mut() {
+                t.region
+                    .handle_timeout(now, &mut self.rng, &mut self.effects);
+                if let Some(c) = &mut t.coordinator {
+                    c.handle_timeout(now, &self.view, &mut self.effects);
+                }
             }
         }
         let margin = self.config.settings.down_removal_margin;
