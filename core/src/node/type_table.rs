@@ -87,4 +87,19 @@ mod tests {
         *t.get_mut(&decoded).expect("found") += 1;
         assert_eq!(t.get(&decoded), Some(&2));
     }
+
+    #[test]
+    fn notes_each_lend_to_change_once() {
+        let mut t: TypeTable<u32> = [(EntityType::new("orders"), 1)].into_iter().collect();
+        assert!(t.take_touched(), "a new table is worked out once");
+        assert!(!t.take_touched());
+        let _ = t.get(&EntityType::new("orders"));
+        let _ = t.values().count();
+        assert!(!t.take_touched(), "reading is no change");
+        let _ = t.get_mut(&EntityType::new("nope"));
+        assert!(t.take_touched(), "a lookup to change counts, found or not");
+        t.values_mut().for_each(|v| *v += 1);
+        assert!(t.take_touched());
+        assert!(!t.take_touched());
+    }
 }
