@@ -88,6 +88,21 @@ impl Fixture {
         f
     }
 
+    /// Members 1 to `regions`, all of which must register; only region 2 has, and it asks
+    /// for the home of shard 7, unknown here (what it sent is left for the test to read).
+    fn asking_before_the_gate(regions: u64) -> Self {
+        let settings = ShardingSettings {
+            min_registered_regions: usize::try_from(regions).expect("a few regions"),
+            ..ShardingSettings::default()
+        };
+        let mut f = Self::with(settings);
+        f.view = view_of(&(1..=regions).collect::<Vec<_>>());
+        f.register(2, &[], &[]);
+        f.sends();
+        f.recv(2, Body::GetShardHome { shard: s(7) });
+        f
+    }
+
     fn recv(&mut self, n: u64, body: Body) -> bool {
         self.recv_at(0, n, body)
     }
@@ -204,15 +219,7 @@ fn registrations_from_non_members_and_joining_members_are_refused() {
 
 #[test]
 fn unknown_shards_wait_for_the_gate() {
-    let settings = ShardingSettings {
-        min_registered_regions: 2,
-        ..ShardingSettings::default()
-    };
-    let mut f = Fixture::with(settings);
-    f.view = view_of(&[1, 2]);
-    f.register(2, &[], &[]);
-    f.sends();
-    f.recv(2, Body::GetShardHome { shard: s(7) });
+    let mut f = Fixture::asking_before_the_gate(2);
     assert_eq!(f.sends(), [], "one region is below min_registered_regions");
     assert_eq!(
         f.events,
@@ -255,15 +262,7 @@ fn unknown_shards_wait_for_the_gate() {
 /// registration that reported the shard left it waiting until some timer of the node ran.
 #[test]
 fn a_registration_reporting_a_shard_answers_its_requests_before_the_gate_opens() {
-    let settings = ShardingSettings {
-        min_registered_regions: 3,
-        ..ShardingSettings::default()
-    };
-    let mut f = Fixture::with(settings);
-    f.view = view_of(&[1, 2, 3]);
-    f.register(2, &[], &[]);
-    f.sends();
-    f.recv(2, Body::GetShardHome { shard: s(7) });
+    let mut f = Fixture::asking_before_the_gate(3);
     assert_eq!(f.sends(), [], "an unknown shard waits for the gate");
     f.register(3, &[7], &[]);
     assert!(!f.c.gate_open, "region 1 has not registered");
