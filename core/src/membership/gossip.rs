@@ -26,6 +26,7 @@ mod merge;
 
 use digest::DigestCache;
 pub use digest::StateDigest;
+pub(crate) use digest::StateStamp;
 pub(crate) use digest::StatusMatch;
 use members::MemberMap;
 pub(crate) use merge::Received;

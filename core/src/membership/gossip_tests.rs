@@ -128,6 +128,37 @@ fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
     assert_eq!(mine.seen().to_set(), BTreeSet::from([m(1), m(3)]));
 }
 
+/// A state keeps its stamp while it holds (a seen set growing does not change it), gets a
+/// new one from its member's counter after every change, and a newer state adopted from a peer
+/// drops the peer's stamp (the peer's counter names the peer's states, not ours).
+#[test]
+fn a_state_keeps_its_stamp_until_it_changes() {
+    let mut counter = 0;
+    let mut mine = three_up();
+    let first = mine.stamp(&mut counter);
+    assert_eq!(mine.stamp(&mut counter), first, "asked again, unchanged");
+    let mut same = mine.clone();
+    same.seen = BTreeSet::from([m(2)]).into();
+    assert_eq!(mine.receive(m(1), same), Received::Same);
+    assert_eq!(mine.stamp(&mut counter), first, "the seen set is not the state");
+    assert!(mine.set_status(m(1), m(2), MemberStatus::Leaving));
+    let second = mine.stamp(&mut counter);
+    assert_ne!(second, first, "a local change");
+    // A peer's newer state, stamped by the peer with the number we last gave.
+    let (mut peer, mut peer_counter) = (mine.clone(), 0);
+    assert!(peer.set_status(m(3), m(3), MemberStatus::Leaving));
+    while peer.stamp(&mut peer_counter) != second {
+        peer = peer.clone();
+        peer.digest = DigestCache::default();
+    }
+    assert_eq!(mine.receive(m(1), peer), Received::Newer);
+    let third = mine.stamp(&mut counter);
+    assert!(third != second && third != first, "a newer state is stamped anew");
+    // An older state changes nothing: the stamp stays.
+    assert_eq!(mine.receive(m(1), three_up()), Received::Older);
+    assert_eq!(mine.stamp(&mut counter), third);
+}
+
 #[test]
 fn the_seen_set_holds_members_only() {
     let g = three_up();

@@ -9,7 +9,9 @@ use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
 use crate::membership::detector::{PhiAccrual, monitored};
 use crate::membership::downing::Downer;
-use crate::membership::gossip::{Gossip, GossipMember, Received, StateDigest, StatusMatch};
+use crate::membership::gossip::{
+    Gossip, GossipMember, Received, StateDigest, StateStamp, StatusMatch,
+};
 use crate::membership::message::ClusterMessage;
 use crate::membership::settings::MembershipSettings;
 use crate::membership::view::{MemberStatus, MembershipView};
@@ -59,20 +61,23 @@ pub(crate) struct Membership {
     /// This member has seen itself Leaving: a removal is the end of its graceful leave. A
     /// member removed without leaving was downed by others (it never heard it was Down).
     leaving: bool,
-    /// The state digest the last view was built from.
-    published_state: Option<StateDigest>,
+    /// The counter this member stamps its states from (`Gossip::stamp`).
+    stamps: u64,
+    /// The state the last view was built from.
+    published_state: Option<StateStamp>,
     /// The gossip may have changed since the view was last built.
     dirty: bool,
-    /// The (state, seen) digests for which the leader's actions last found nothing to do:
-    /// they depend on nothing else, so they are not worked out again until either changes.
-    leader_idle: Option<(StateDigest, u64)>,
-    /// Whom a gossip round may go to, for the state digest they were worked out for: a round
-    /// every second would otherwise look at every member.
+    /// The state and the seen set's digest for which the leader's actions last found nothing
+    /// to do: they depend on nothing else, so they are not worked out again until either
+    /// changes.
+    leader_idle: Option<(StateStamp, u64)>,
+    /// Whom a gossip round may go to, for the state they were worked out for: a round every
+    /// second would otherwise look at every member.
     gossip_targets: Option<GossipTargets>,
     /// Whom heartbeats go to (the monitored members and those this member observes
-    /// unreachable), for the state digest they were worked out for: the ring of every member
-    /// is hashed and sorted, which a round every second would otherwise do for nothing.
-    heartbeat_receivers: Option<(StateDigest, Vec<MemberId>)>,
+    /// unreachable), for the state they were worked out for: the ring of every member is
+    /// hashed and sorted, which a round every second would otherwise do for nothing.
+    heartbeat_receivers: Option<(StateStamp, Vec<MemberId>)>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.
@@ -117,6 +122,7 @@ impl Membership {
             downer: Downer::new(settings.downing, now),
             exit_deadline: None,
             leaving: false,
+            stamps: 0,
             published_state: None,
             dirty: true,
             leader_idle: None,
@@ -136,6 +142,11 @@ impl Membership {
         self.gossip.member(self.me).map(|m| m.status)
     }
 
+    /// The stamp of the state this member holds.
+    fn state_stamp(&mut self) -> StateStamp {
+        self.gossip.stamp(&mut self.stamps)
+    }
+
     /// Whether the state may have changed since the view was last taken (every change of the
     /// gossip marks it): nothing that depends on the state alone needs a second look otherwise.
     pub(crate) fn may_have_changed(&self) -> bool {
@@ -151,7 +162,7 @@ impl Membership {
         }
         // The view is a function of the state (members, removed, reachability): one the view
         // was built from needs no new view (a gossip found older changes nothing).
-        let state = self.gossip.digest();
+        let state = self.state_stamp();
         if self.published_state == Some(state) && self.phase != Phase::Removed {
             return None;
         }
@@ -281,19 +292,20 @@ impl Membership {
     fn act(&mut self, now: Instant, changed: bool, rng: &mut Rng, out: &mut Effects) -> bool {
         let mut changed = changed;
         let mut led = false;
+        let key = (self.state_stamp(), self.gossip.seen_digest());
         let (min_members, per_role) = (
             self.settings.min_nr_of_members,
             &self.settings.min_nr_of_members_per_role,
         );
-        let key = (self.gossip.digest(), self.gossip.seen_digest());
         if self.leader_idle != Some(key) {
             match self.gossip.leader_actions(self.me, min_members, per_role) {
                 Some(exited) => {
                     changed = true;
                     led = true;
                     // A removed member hears it from the leader: nobody gossips to it any more.
-                    for id in exited.into_iter().filter(|id| *id != self.me) {
-                        let gossip = ClusterMessage::Gossip(Box::new(self.gossip.clone()));
+                    let me = self.me;
+                    for id in exited.into_iter().filter(|id| *id != me) {
+                        let gossip = ClusterMessage::Gossip(self.state_to_send());
                         out.send_cluster(id, gossip);
                     }
                 }

@@ -16,13 +16,25 @@ use crate::membership::{MembershipView, Seen};
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct StateDigest(pub u64, pub u64);
 
-/// A cached [`StateDigest`], with the length of the state's encoding it was taken over, and
-/// the view built from the state (a function of it, as the digest is): not part of the state,
-/// so any two caches compare equal. Every change of the state clears it.
+/// A name a member gives each state it holds, from a counter of its own, when first asked
+/// (`Gossip::stamp`): two equal stamps of one member name the same state. What a member
+/// works out from its state alone (the leader's actions, whom to gossip and heartbeat to, its
+/// view) is kept under the state's stamp rather than its digest, which walks every member's
+/// encoding: a forming cluster's member holds a new state after nearly every message, and most
+/// of those states are never compared with a peer's.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) struct StateStamp(u64);
+
+/// A cached [`StateDigest`], with the length of the state's encoding it was taken over, the
+/// view built from the state (a function of it, as the digest is) and the state's stamp: not
+/// part of the state, so any two caches compare equal. Every change of the state clears it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct DigestCache {
     /// The state's digest.
     pub(super) state: Option<StateDigest>,
+    /// The state's stamp, given by the member holding it (a state adopted from a peer comes
+    /// without one: the peer's stamps name its own states).
+    pub(super) stamp: Option<StateStamp>,
     /// The length of the state's encoding, counted with the digest.
     len: usize,
     /// The view built from the state (`Gossip::view`).
@@ -84,6 +96,14 @@ impl Gossip {
             .unwrap_or((StateDigest(BASES.0, BASES.1), 0));
         (self.digest.state, self.digest.len) = (Some(digest), len);
         digest
+    }
+
+    /// This state's stamp: the one it was given, or the next of `counter` (this member's).
+    pub(crate) fn stamp(&mut self, counter: &mut u64) -> StateStamp {
+        *self.digest.stamp.get_or_insert_with(|| {
+            *counter += 1;
+            StateStamp(*counter)
+        })
     }
 
     /// The length of this gossip's encoding, if its digest is known (the state's length was

@@ -184,10 +184,17 @@ impl Gossip {
         // in-process carries it), and an older one ours: the state is the same.
         if outcome == Received::Merged || pruned {
             next.digest = DigestCache::default();
-        } else if cfg!(debug_assertions) {
-            // Worked out again (the cached view is checked whenever it is read).
-            if let Some(kept) = next.digest.state.take() {
-                assert_eq!(next.digest(), kept, "a kept digest is the state's");
+        } else {
+            // The stamp, if any, is ours for an older state (kept: the state is the same) and
+            // the sender's for a newer one (its counter, not ours).
+            if outcome == Received::Newer {
+                next.digest.stamp = None;
+            }
+            if cfg!(debug_assertions) {
+                // Worked out again (the cached view is checked whenever it is read).
+                if let Some(kept) = next.digest.state.take() {
+                    assert_eq!(next.digest(), kept, "a kept digest is the state's");
+                }
             }
         }
         *self = next;

@@ -46,7 +46,7 @@ impl Membership {
                         self.after_change(now, rng, out);
                     }
                     if self.gossip.member(from).is_some() {
-                        let welcome = ClusterMessage::Welcome(Box::new(self.gossip.clone()));
+                        let welcome = ClusterMessage::Welcome(self.state_to_send());
                         out.send_cluster_at(from, address, welcome);
                     }
                 }
@@ -92,7 +92,7 @@ impl Membership {
                     crate::probe::hit(
                         "membership: a downed or removed member's heartbeat is answered with our state",
                     );
-                    let state = ClusterMessage::Gossip(Box::new(self.gossip.clone()));
+                    let state = ClusterMessage::Gossip(self.state_to_send());
                     out.send_cluster(from, state);
                     return;
                 }
@@ -135,7 +135,7 @@ impl Membership {
         let sender_knew_we_saw_it = remote.seen().contains(&self.me);
         let received = self.gossip.receive(self.me, remote);
         if matches!(received, Received::Older | Received::Merged) {
-            out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+            out.send_cluster(from, ClusterMessage::Gossip(self.state_to_send()));
         } else if !sender_knew_we_saw_it && self.gossip.member(from).is_some() {
             // Akka's talkback, as digests: the sender learns that we hold its state.
             out.send_cluster(from, self.gossip_status(false));
@@ -176,7 +176,7 @@ impl Membership {
                 out.send_cluster(from, seen);
             }
             StatusMatch::StateDiffers => {
-                out.send_cluster(from, ClusterMessage::Gossip(Box::new(self.gossip.clone())));
+                out.send_cluster(from, ClusterMessage::Gossip(self.state_to_send()));
             }
         }
         if self.gossip.seen().len() != seen_before {

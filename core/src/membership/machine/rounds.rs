@@ -20,7 +20,9 @@ impl Membership {
 
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
-        let targets = GossipTargets::refresh(self.gossip_targets.take(), &mut self.gossip, self.me);
+        let state = self.state_stamp();
+        let targets =
+            GossipTargets::refresh(self.gossip_targets.take(), state, &self.gossip, self.me);
         let chosen = {
             let split = targets.split(self.gossip.seen().as_slice());
             draw_targets([split.unseen(), split.seen()], count, rng)
@@ -31,10 +33,18 @@ impl Membership {
             let message = if self.gossip.seen().contains(&to) {
                 self.gossip_status(true)
             } else {
-                ClusterMessage::Gossip(Box::new(self.gossip.clone()))
+                ClusterMessage::Gossip(self.state_to_send())
             };
             out.send_cluster(to, message);
         }
+    }
+
+    /// A copy of the state to send whole, with its digest worked out first: the copy carries
+    /// it (in-process copies do, as the simulator's), so a receiver holding the same state
+    /// knows at once and a host measures the frame without walking a large cluster's state.
+    pub(super) fn state_to_send(&mut self) -> Box<Gossip> {
+        self.gossip.digest();
+        Box::new(self.gossip.clone())
     }
 
     /// This member's digests, as a round (`answer`) or a talkback.
@@ -89,8 +99,8 @@ impl Membership {
 
     /// The monitored members and those this member observes unreachable, sorted (worked out
     /// again only when the state changed: both depend on nothing else).
-    fn heartbeat_receivers(&mut self) -> (StateDigest, Vec<MemberId>) {
-        let state = self.gossip.digest();
+    fn heartbeat_receivers(&mut self) -> (StateStamp, Vec<MemberId>) {
+        let state = self.state_stamp();
         if let Some(cached) = self.heartbeat_receivers.take().filter(|(k, _)| *k == state) {
             return cached;
         }

@@ -7,15 +7,15 @@
 //! searches in the sorted eligible ids and the sorted seen set.
 
 use crate::id::MemberId;
-use crate::membership::gossip::{Gossip, StateDigest};
+use crate::membership::gossip::{Gossip, StateStamp};
 use crate::membership::view::MemberStatus;
 use crate::rng::Rng;
 
-/// The members eligible under the state digest `state` (worked out again only when the state
+/// The members eligible under the state stamped `state` (worked out again only when the state
 /// changes), and the others.
 #[derive(Debug)]
 pub(super) struct GossipTargets {
-    state: StateDigest,
+    state: StateStamp,
     /// Reachable members other than this one and Down ones, by id.
     eligible: Vec<MemberId>,
     /// The other members (this one, Down and unreachable ones), by id.
@@ -23,9 +23,14 @@ pub(super) struct GossipTargets {
 }
 
 impl GossipTargets {
-    /// The targets under `gossip`'s state, reusing `cached` if it was worked out for it.
-    pub(super) fn refresh(cached: Option<Self>, gossip: &mut Gossip, me: MemberId) -> Self {
-        let state = gossip.digest();
+    /// The targets under `gossip`'s state, stamped `state`, reusing `cached` if it was worked
+    /// out for it.
+    pub(super) fn refresh(
+        cached: Option<Self>,
+        state: StateStamp,
+        gossip: &Gossip,
+        me: MemberId,
+    ) -> Self {
         if let Some(cached) = cached.filter(|t| t.state == state) {
             return cached;
         }
@@ -300,7 +305,7 @@ mod tests {
                 }
             }
             let targets = GossipTargets {
-                state: StateDigest(0, 0),
+                state: Gossip::default().stamp(&mut 0),
                 eligible: eligible.clone(),
                 ineligible,
             };
