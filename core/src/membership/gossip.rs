@@ -24,10 +24,10 @@ mod leader;
 mod members;
 mod merge;
 
-use digest::DigestCache;
 pub use digest::StateDigest;
 pub(crate) use digest::StateStamp;
 pub(crate) use digest::StatusMatch;
+use digest::{DigestCache, EncodingDigest};
 use members::MemberMap;
 pub(crate) use merge::Received;
 
@@ -53,6 +53,10 @@ pub struct GossipMember {
     pub hosts: Arc<BTreeSet<EntityType>>,
     /// Where to reach it (fixed for an incarnation).
     pub address: Address,
+    /// The digest of the member's encoding, once worked out (not part of the member).
+    #[serde(skip)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(default))]
+    encoding: EncodingDigest,
 }
 
 impl GossipMember {
@@ -73,13 +77,23 @@ impl GossipMember {
             ready_to_exit: false,
             hosts: Arc::new(hosts),
             address: Address::of_node(id.node),
+            encoding: EncodingDigest::default(),
         }
     }
 
     /// The same member, reached at `address` (builder style).
     pub(crate) fn at(mut self, address: Address) -> Self {
         self.address = address;
+        self.encoding = EncodingDigest::default();
         self
+    }
+
+    /// The member behind `member`, to change (copied first if it is shared): every change of
+    /// a member goes through here, which forgets the digest of its encoding.
+    pub(super) fn edit(member: &mut Arc<Self>) -> &mut Self {
+        let member = Arc::make_mut(member);
+        member.encoding = EncodingDigest::default();
+        member
     }
 }
 
@@ -201,7 +215,7 @@ impl Gossip {
             return false;
         }
         if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&id) {
-            Arc::make_mut(m).status = status;
+            GossipMember::edit(m).status = status;
         }
         self.changed(me);
         true
@@ -212,7 +226,7 @@ impl Gossip {
         match self.members.get(&me) {
             Some(m) if !m.ready_to_exit => {
                 if let Some(m) = Arc::make_mut(&mut self.members).get_mut(&me) {
-                    Arc::make_mut(m).ready_to_exit = true;
+                    GossipMember::edit(m).ready_to_exit = true;
                 }
                 self.changed(me);
                 true

@@ -128,6 +128,34 @@ fn seen_sets_grow_on_the_same_state_and_restart_on_a_new_one() {
     assert_eq!(mine.seen().to_set(), BTreeSet::from([m(1), m(3)]));
 }
 
+/// The digest folds each member's known digest: a state decoded from the wire (nothing
+/// known) digests as the state it was encoded from, and a member changed in place (its known
+/// digest forgotten) changes the state's digest, in the copy that changed it only.
+#[test]
+fn a_state_digests_alike_however_its_members_digests_were_known() {
+    let mut g = three_up();
+    let before = g.digest();
+    let mut changed = g.clone();
+    assert!(changed.set_status(m(1), m(2), MemberStatus::Leaving));
+    let after = changed.digest();
+    assert_ne!(after, before, "a member changed");
+    let mut decoded: Gossip =
+        postcard::from_bytes(&postcard::to_allocvec(&changed).unwrap()).expect("a state decodes");
+    assert_eq!(decoded.digest(), after, "decoded, nothing known");
+    let mut g = Gossip {
+        digest: DigestCache::default(),
+        ..g
+    };
+    assert_eq!(g.digest(), before, "the copy that did not change");
+    // The digest is of the encoding: two states differing in any member differ.
+    let mut up_numbers = changed.clone();
+    if let Some(member) = Arc::make_mut(&mut up_numbers.members).get_mut(&m(3)) {
+        GossipMember::edit(member).up_number += 1;
+    }
+    up_numbers.digest = DigestCache::default();
+    assert_ne!(up_numbers.digest(), after, "an up number changed");
+}
+
 /// A state keeps its stamp while it holds (a seen set growing does not change it), gets a
 /// new one from its member's counter after every change, and a newer state adopted from a peer
 /// drops the peer's stamp (the peer's counter names the peer's states, not ours).
@@ -140,7 +168,11 @@ fn a_state_keeps_its_stamp_until_it_changes() {
     let mut same = mine.clone();
     same.seen = BTreeSet::from([m(2)]).into();
     assert_eq!(mine.receive(m(1), same), Received::Same);
-    assert_eq!(mine.stamp(&mut counter), first, "the seen set is not the state");
+    assert_eq!(
+        mine.stamp(&mut counter),
+        first,
+        "the seen set is not the state"
+    );
     assert!(mine.set_status(m(1), m(2), MemberStatus::Leaving));
     let second = mine.stamp(&mut counter);
     assert_ne!(second, first, "a local change");
@@ -153,7 +185,10 @@ fn a_state_keeps_its_stamp_until_it_changes() {
     }
     assert_eq!(mine.receive(m(1), peer), Received::Newer);
     let third = mine.stamp(&mut counter);
-    assert!(third != second && third != first, "a newer state is stamped anew");
+    assert!(
+        third != second && third != first,
+        "a newer state is stamped anew"
+    );
     // An older state changes nothing: the stamp stays.
     assert_eq!(mine.receive(m(1), three_up()), Received::Older);
     assert_eq!(mine.stamp(&mut counter), third);

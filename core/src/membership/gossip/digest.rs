@@ -2,16 +2,18 @@
 //! (Akka's `GossipStatus`): the state's digest (cached until the next change), the seen set's,
 //! and what an exchange of digests finds.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
-use super::Gossip;
+use super::{Gossip, GossipMember};
 use crate::id::MemberId;
 use crate::membership::{MembershipView, Seen};
 
 /// A digest of a gossip's state (members, removed members, reachability; not the seen set):
-/// two 64-bit FNV-1a hashes of its wire encoding. Members that hold equal digests hold the same
-/// state, so a gossip round between them sends digests instead of the state (Akka's
-/// `GossipStatus`).
+/// two 64-bit hashes of its wire encoding, FNV-1a over each member's encoding folded together
+/// in id order, then on over the rest. Members that hold equal digests hold the same state, so
+/// a gossip round between them sends digests instead of the state (Akka's `GossipStatus`).
 #[derive(Clone, Copy, Debug, Default, Deserialize, Eq, Hash, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct StateDigest(pub u64, pub u64);
@@ -72,6 +74,52 @@ impl postcard::ser_flavors::Flavor for Fnv1a {
     }
 }
 
+/// The digest of one member's encoding and its length, worked out once per member: a member
+/// is shared (behind an `Arc`) by every state that lists it as it is, so a state's digest
+/// folds a thousand known member digests rather than hashing a thousand encodings byte by
+/// byte (a forming cluster's leader digests a new state at every join). Not part of the
+/// member: any two compare equal; every change of the member forgets it
+/// (`GossipMember::edit`).
+#[derive(Clone, Debug, Default)]
+pub(super) struct EncodingDigest(OnceLock<(u64, u64, usize)>);
+
+impl PartialEq for EncodingDigest {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EncodingDigest {}
+
+impl GossipMember {
+    /// The digest of this member's encoding as its state's map encodes it (its id, then the
+    /// member), and the encoding's length.
+    fn encoding_digest(&self) -> (u64, u64, usize) {
+        let fresh = || {
+            let (digest, len) = fnv1a(&(self.id, self), BASES);
+            (digest.0, digest.1, len)
+        };
+        let known = *self.encoding.0.get_or_init(fresh);
+        debug_assert_eq!(known, fresh(), "a member's known digest is its encoding's");
+        known
+    }
+}
+
+/// Two FNV-1a hashes of `value`'s encoding, from `bases`, and the encoding's length.
+fn fnv1a<T: Serialize + ?Sized>(value: &T, bases: (u64, u64)) -> (StateDigest, usize) {
+    // Serializing these types cannot fail; the digest of no bytes would only make every
+    // status exchange fall back to full gossip.
+    postcard::serialize_with_flavor(value, Fnv1a(bases.0, bases.1, 0))
+        .unwrap_or((StateDigest(bases.0, bases.1), 0))
+}
+
+/// Folds a member's digest into a running hash: xor, then an odd multiply and a shift (each
+/// a bijection, so two folds of different digests from one hash never give the same hash).
+fn fold(hash: u64, member: u64) -> u64 {
+    let h = (hash ^ member).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 32)
+}
+
 /// What a digest exchange (a received `GossipStatus`) found.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub(crate) enum StatusMatch {
@@ -89,12 +137,16 @@ impl Gossip {
         if let Some(digest) = self.digest.state {
             return digest;
         }
-        let state = (&self.members, &self.removed, &self.reachability);
-        // Serializing these types cannot fail; the digest of no bytes would only make every
-        // status exchange fall back to full gossip.
-        let (digest, len) = postcard::serialize_with_flavor(&state, Fnv1a(BASES.0, BASES.1, 0))
-            .unwrap_or((StateDigest(BASES.0, BASES.1), 0));
-        (self.digest.state, self.digest.len) = (Some(digest), len);
+        // The members as their map encodes: its length, then each member's digest folded in
+        // (its encoding's length counted); then the rest, byte by byte.
+        let (count, mut len) = fnv1a(&self.members.len(), BASES);
+        let (mut h0, mut h1) = (count.0, count.1);
+        for member in self.members.values() {
+            let (m0, m1, member_len) = member.encoding_digest();
+            (h0, h1, len) = (fold(h0, m0), fold(h1, m1), len + member_len);
+        }
+        let (digest, rest_len) = fnv1a(&(&self.removed, &self.reachability), (h0, h1));
+        (self.digest.state, self.digest.len) = (Some(digest), len + rest_len);
         digest
     }
 

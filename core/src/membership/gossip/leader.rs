@@ -92,7 +92,7 @@ impl Gossip {
         if changed || !removed.is_empty() {
             let members = Arc::make_mut(&mut self.members);
             for id in &up {
-                if let Some(m) = members.get_mut(id).map(Arc::make_mut) {
+                if let Some(m) = members.get_mut(id).map(GossipMember::edit) {
                     // Saturating: a peer's gossip may carry any up-number.
                     next_up = next_up.saturating_add(1);
                     m.status = MemberStatus::Up;
@@ -100,7 +100,7 @@ impl Gossip {
                 }
             }
             for id in &exiting {
-                if let Some(m) = members.get_mut(id).map(Arc::make_mut) {
+                if let Some(m) = members.get_mut(id).map(GossipMember::edit) {
                     m.status = MemberStatus::Exiting;
                 }
             }

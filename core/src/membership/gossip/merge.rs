@@ -35,6 +35,7 @@ impl GossipMember {
             status: rank(self.status).max(rank(other.status)).1,
             up_number,
             ready_to_exit: self.ready_to_exit || other.ready_to_exit,
+            encoding: EncodingDigest::default(),
             ..self.clone()
         }
     }
