@@ -13,19 +13,22 @@ use crate::time::Instant;
 /// member id, so each member is monitored by about `count` others wherever it sits. `members`
 /// holds no repeats (a state's members).
 pub(crate) fn monitored(me: MemberId, members: &[MemberId], count: usize) -> Vec<MemberId> {
-    // Worked out by every member for every state: only the `count` nearest are ordered, not the
-    // whole ring. Going round from `me`: the keys above its key, then the others.
+    // Worked out by every member for every state: only the `count` nearest are kept, in one
+    // walk, not the whole ring ordered. Going round from `me`: the keys above its key come
+    // first (`false` sorts before `true`), then the others, each part in key order.
     let own = ring_key(me);
-    let (after, before): (Vec<_>, Vec<_>) = members
-        .iter()
-        .filter(|m| **m != me)
-        .map(|m| ring_key(*m))
-        .partition(|k| *k > own);
-    let mut next = smallest(after, count);
-    if next.len() < count {
-        next.extend(smallest(before, count - next.len()));
+    let mut nearest: Vec<(bool, (u32, MemberId))> = Vec::with_capacity(count + 1);
+    for &m in members.iter().filter(|m| **m != me) {
+        let key = ring_key(m);
+        let place = (key <= own, key);
+        if nearest.len() == count && nearest.last().is_none_or(|last| place >= *last) {
+            continue;
+        }
+        let at = nearest.partition_point(|p| *p < place);
+        nearest.insert(at, place);
+        nearest.truncate(count);
     }
-    next.into_iter().map(|(_, m)| m).collect()
+    nearest.into_iter().map(|(_, (_, m))| m).collect()
 }
 
 /// A member's place on the ring: the hash of its id, the id itself breaking ties.
@@ -34,18 +37,6 @@ fn ring_key(m: MemberId) -> (u32, MemberId) {
     bytes[..8].copy_from_slice(&m.node.0.to_le_bytes());
     bytes[8..].copy_from_slice(&m.incarnation.0.to_le_bytes());
     (murmur2(&bytes), m)
-}
-
-/// The `count` smallest of `keys`, in order.
-fn smallest(mut keys: Vec<(u32, MemberId)>, count: usize) -> Vec<(u32, MemberId)> {
-    if count == 0 {
-        keys.clear();
-    } else if keys.len() > count {
-        keys.select_nth_unstable(count - 1);
-        keys.truncate(count);
-    }
-    keys.sort_unstable();
-    keys
 }
 
 /// Suspicion of one monitored member, from the intervals between its heartbeats.
