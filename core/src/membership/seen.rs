@@ -8,6 +8,7 @@
 //! set it is.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -21,8 +22,10 @@ use crate::id::MemberId;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(from = "BTreeSet<MemberId>")]
 pub struct Seen {
-    /// Sorted, without repeats.
-    members: Vec<MemberId>,
+    /// Sorted, without repeats. Shared, copied when changed: every whole state sent and every
+    /// `GossipSeen` carries a copy of a set a thousand members long, which its sender or its
+    /// receiver changes later, if ever.
+    members: Arc<Vec<MemberId>>,
     digest: u64,
     /// The bytes the members encode to (the sequence's length prefix aside).
     bytes: usize,
@@ -87,7 +90,7 @@ impl Seen {
     /// Records that `id` has seen the state.
     pub(crate) fn insert(&mut self, id: MemberId) {
         if let Err(at) = self.members.binary_search(&id) {
-            self.members.insert(at, id);
+            Arc::make_mut(&mut self.members).insert(at, id);
             self.tally(id, true);
         }
     }
@@ -155,7 +158,7 @@ impl Seen {
             merged.push(id);
         }
         merged.extend_from_slice(&ours[i..]);
-        (self.members, self.digest, self.bytes) = (merged, digest, bytes);
+        (self.members, self.digest, self.bytes) = (Arc::new(merged), digest, bytes);
     }
 
     /// Forgets every member.
@@ -165,15 +168,22 @@ impl Seen {
 
     /// Keeps only the members `keep` accepts.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&MemberId) -> bool) {
-        let mut members = std::mem::take(&mut self.members);
-        members.retain(|id| {
-            let kept = keep(id);
-            if !kept {
-                self.tally(*id, false);
+        // Most retains drop nobody: the set is copied only if one goes.
+        let Some(first) = self.members.iter().position(|id| !keep(id)) else {
+            return;
+        };
+        let old = std::mem::take(&mut self.members);
+        let mut members = Vec::with_capacity(old.len() - 1);
+        members.extend_from_slice(&old[..first]);
+        self.tally(old[first], false);
+        for &id in &old[first + 1..] {
+            if keep(&id) {
+                members.push(id);
+            } else {
+                self.tally(id, false);
             }
-            kept
-        });
-        self.members = members;
+        }
+        self.members = Arc::new(members);
     }
 }
 
@@ -183,7 +193,7 @@ impl From<BTreeSet<MemberId>> for Seen {
         for &id in &members {
             seen.tally(id, true);
         }
-        seen.members = members.into_iter().collect();
+        seen.members = Arc::new(members.into_iter().collect());
         seen
     }
 }
@@ -191,7 +201,7 @@ impl From<BTreeSet<MemberId>> for Seen {
 impl Serialize for Seen {
     /// As the sorted set it is (a sequence of members in id order, as a `BTreeSet` encodes).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(&self.members)
+        serializer.collect_seq(self.members.iter())
     }
 }
 
