@@ -1,6 +1,7 @@
 //! Digests of the gossiped state, for gossip rounds that send digests instead of the state
-//! (Akka's `GossipStatus`): the state's digest (cached until the next change), the seen set's,
-//! and what an exchange of digests finds.
+//! (Akka's `GossipStatus`): the state's digest (cached until the next change, folded from its
+//! members' digests, each kept with its member), the seen set's, what an exchange of digests
+//! finds, and the stamps a member names its own states by.
 
 use std::sync::OnceLock;
 
@@ -211,8 +212,9 @@ mod tests {
 
     #[test]
     fn the_digest_is_fnv1a_of_the_encoding() {
-        // The state digest is compared between members: it must stay the FNV-1a of the
-        // postcard encoding, however it is computed.
+        // Digests are compared between members: the hashes must be FNV-1a of exactly the bytes
+        // postcard writes (a state's digest folds those of its members' encodings), however
+        // they are streamed.
         let value = (
             vec![1_u64, 300, u64::MAX],
             "a member",
