@@ -75,8 +75,8 @@ pub(crate) struct Membership {
     /// second would otherwise look at every member.
     gossip_targets: Option<GossipTargets>,
     /// Whom heartbeats go to (the monitored members and those this member observes
-    /// unreachable), for the state they were worked out for: the ring of every member is
-    /// hashed and sorted, which a round every second would otherwise do for nothing.
+    /// unreachable), for the state they were worked out for: every member's place on the ring
+    /// is hashed, which a round every second would otherwise do for nothing.
     heartbeat_receivers: Option<(StateStamp, Vec<MemberId>)>,
 }
 
