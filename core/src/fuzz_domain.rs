@@ -64,7 +64,7 @@ impl<'a> Arbitrary<'a> for Address {
     /// string.
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
         if u.ratio(1, 16)? {
-            return Ok(Self::new(Arc::<str>::from(<&str>::arbitrary(u)?)));
+            return Ok(Self::new(<&str>::arbitrary(u)?));
         }
         Ok(Self::of_node(NodeId::arbitrary(u)?))
     }

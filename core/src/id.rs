@@ -47,10 +47,15 @@ impl MemberId {
 /// by contents, equality and order short-cut when both sides share one allocation.
 macro_rules! shared_str {
     ($ty:ty, $what:literal) => {
+        shared_str!($ty, $what, Arc<str>, |value| value);
+    };
+    // `$from` is what `new` takes, `$make` makes the shared string of it.
+    ($ty:ty, $what:literal, $from:ty, |$value:ident| $make:expr) => {
         impl $ty {
             #[doc = concat!("Builds ", $what, ".")]
-            pub fn new(value: impl Into<Arc<str>>) -> Self {
-                Self(value.into())
+            pub fn new(value: impl Into<$from>) -> Self {
+                let $value = value.into();
+                Self($make)
             }
 
             #[doc = concat!("The ", $what, " as a string slice.")]
@@ -121,17 +126,20 @@ shared_str!(EntityId, "an entity id");
 /// Where a member can be reached, in the host's own terms (`"10.0.0.7:7355"` for the runtime,
 /// `"node-3.sim:7355"` in the simulator). The core never interprets it: membership carries it (seed nodes,
 /// joins, gossip) so a node can dial a member it learned of from others, and every
-/// [`crate::Transmit`] names its receiver's. Shared like [`EntityType`].
+/// [`crate::Transmit`] names its receiver's. Shared like [`EntityType`], behind a one-word
+/// pointer (the string's own pointer and length live with the count): a node keeps an
+/// address in its record of every peer, read on every envelope, and the record fits one
+/// cache line with a word less.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct Address(Arc<str>);
+pub struct Address(Arc<Box<str>>);
 
-shared_str!(Address, "an address");
+shared_str!(Address, "an address", Box<str>, |value| Arc::new(value));
 
 impl Address {
     /// The address hosts without a network use for `node`: `"n<node>"` (the core's tests'
     /// convention, and [`crate::Config::new`]'s default).
     pub fn of_node(node: NodeId) -> Self {
-        Self(format!("n{}", node.0).into())
+        Self::new(format!("n{}", node.0))
     }
 }
 

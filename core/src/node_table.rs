@@ -16,24 +16,47 @@ const MIN_SLOTS: usize = 16;
 /// Values by node id: open addressing with linear probing, at most half full.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeTable<V> {
-    slots: Vec<Option<(NodeId, V)>>,
+    slots: Vec<Slot<V>>,
+    /// A bit per slot: whether it holds an entry. Kept apart (a word per 64 slots, a few
+    /// hundred bytes for a thousand peers) so that a slot needs no tag of its own: a peer's
+    /// record with its key is one 64-byte line, where a tag made it 80 bytes over two lines.
+    occupied: Vec<u64>,
     len: usize,
+}
+
+/// A key and its value; a slot not marked occupied holds `V::default()`. Aligned to a cache
+/// line, so that a slot of 64 bytes or less never straddles two.
+#[derive(Clone, Debug)]
+#[repr(align(64))]
+struct Slot<V> {
+    node: NodeId,
+    value: V,
+}
+
+impl<V: Default> Default for Slot<V> {
+    fn default() -> Self {
+        Self {
+            node: NodeId(0),
+            value: V::default(),
+        }
+    }
 }
 
 impl<V> Default for NodeTable<V> {
     fn default() -> Self {
         Self {
             slots: Vec::new(),
+            occupied: Vec::new(),
             len: 0,
         }
     }
 }
 
-impl<V> NodeTable<V> {
+impl<V: Clone + Default> NodeTable<V> {
     /// The value for `node`, if any.
     pub(crate) fn get(&self, node: NodeId) -> Option<&V> {
         let at = self.find(node).ok()?;
-        self.slots[at].as_ref().map(|(_, v)| v)
+        Some(&self.slots[at].value)
     }
 
     /// The value for `node`, inserted with `fresh` first if there is none.
@@ -42,8 +65,12 @@ impl<V> NodeTable<V> {
             Ok(at) => at,
             Err(at) => self.insert_at(at, node, fresh()),
         };
-        let (_, value) = self.slots[at].as_mut().expect("found or just inserted");
-        value
+        &mut self.slots[at].value
+    }
+
+    fn is_occupied(&self, at: usize) -> bool {
+        let (word, bit) = occupancy_bit(at);
+        self.occupied[word] & bit != 0
     }
 
     /// The slot holding `node` (`Ok`), or the empty slot where it belongs (`Err`); `Err(usize::MAX)`
@@ -55,11 +82,13 @@ impl<V> NodeTable<V> {
         let mask = self.slots.len() - 1;
         let mut at = slot_of(node, self.slots.len());
         loop {
-            match &self.slots[at] {
-                Some((key, _)) if *key == node => return Ok(at),
-                Some(_) => at = (at + 1) & mask,
-                None => return Err(at),
+            if !self.is_occupied(at) {
+                return Err(at);
             }
+            if self.slots[at].node == node {
+                return Ok(at);
+            }
+            at = (at + 1) & mask;
         }
     }
 
@@ -77,7 +106,9 @@ impl<V> NodeTable<V> {
     }
 
     fn fill(&mut self, at: usize, node: NodeId, value: V) -> usize {
-        self.slots[at] = Some((node, value));
+        self.slots[at] = Slot { node, value };
+        let (word, bit) = occupancy_bit(at);
+        self.occupied[word] |= bit;
         self.len += 1;
         at
     }
@@ -100,15 +131,26 @@ impl<V> NodeTable<V> {
     /// Makes `size` slots (a power of two, at least twice the entries) and places every entry
     /// again.
     fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.slots, (0..size).map(|_| None).collect());
+        // Copies of one vacant slot: a slot made afresh each time was a `memset` call a slot.
+        let slots = std::mem::replace(&mut self.slots, vec![Slot::default(); size]);
+        let occupied = std::mem::replace(&mut self.occupied, vec![0; size.div_ceil(64)]);
         self.len = 0;
-        for (node, value) in old.into_iter().flatten() {
-            let Err(at) = self.find(node) else {
+        for (at, slot) in slots.into_iter().enumerate() {
+            let (word, bit) = occupancy_bit(at);
+            if occupied[word] & bit == 0 {
+                continue;
+            }
+            let Err(at) = self.find(slot.node) else {
                 unreachable!("keys are unique");
             };
-            self.fill(at, node, value);
+            self.fill(at, slot.node, slot.value);
         }
     }
+}
+
+/// The word of [`NodeTable::occupied`] and the bit in it that mark slot `at`.
+fn occupancy_bit(at: usize) -> (usize, u64) {
+    (at / 64, 1 << (at % 64))
 }
 
 /// The home slot of `node` in a table of `slots` slots (a power of two): the top bits of the

@@ -209,6 +209,35 @@ fn envelopes_for_another_incarnation_are_counted_and_dropped() {
 }
 
 #[test]
+fn what_an_older_incarnation_sent_is_dropped_once_a_newer_one_was_heard() {
+    let mut c = Cluster::with_nodes(2, 10);
+    let host_shard_from = |from: MemberId, seq| Envelope {
+        from,
+        to: member(1),
+        seq,
+        message: Message::Sharding {
+            entity_type: counter(),
+            body: Body::HostShard {
+                shard: ShardId(4),
+                epoch: Epoch(0),
+            },
+        },
+    };
+    let restarted = MemberId::new(member(2).node.0, member(2).incarnation.0 + 1);
+    c.input(1, Input::Receive(Box::new(host_shard_from(restarted, 1))));
+    assert_eq!(
+        c.node(1).metrics().fenced,
+        1,
+        "heard (and fenced: not the coordinator)"
+    );
+    // Numbered above anything heard from it: new on its link, but its process is gone.
+    c.input(1, Input::Receive(Box::new(host_shard_from(member(2), 7))));
+    let metrics = c.node(1).metrics();
+    assert_eq!(metrics.from_older_incarnation, 1);
+    assert_eq!(metrics.fenced, 1, "dropped before anyone looked at it");
+}
+
+#[test]
 fn regions_obey_only_the_coordinator_their_view_names() {
     let mut c = Cluster::with_nodes(2, 10);
     // Node 2 is not the coordinator; its HostShard to node 1 must be fenced off.

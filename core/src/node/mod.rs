@@ -23,6 +23,7 @@ use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::letter::Letter;
+use crate::link_seq::Acceptance;
 use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
 use crate::message::{Envelope, Message, Payload};
 use crate::region::Region;
@@ -51,6 +52,9 @@ pub struct Metrics {
     pub misaddressed: u64,
     /// Envelopes the transport delivered twice (or out of order), by their link sequence number.
     pub duplicates: u64,
+    /// Envelopes from an incarnation of a peer older than one already heard from at its
+    /// address: the old process is gone (see the link sequence numbers).
+    pub from_older_incarnation: u64,
     /// Messages for an entity type this node does not serve.
     pub unknown_entity_type: u64,
     /// Coordinator messages from a coordinator the membership view does not name.
@@ -165,16 +169,25 @@ impl Node {
                 if envelope.to != self.me && !is_init_join_for(&envelope, self.me) {
                     self.metrics.misaddressed += 1;
                     tracing::debug!(to = %envelope.to, me = %self.me, "envelope for another incarnation");
-                } else if !self
-                    .peers
-                    .accept(envelope.from, envelope.lane(), envelope.seq)
-                {
-                    self.metrics.duplicates += 1;
-                    tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
                 } else {
-                    // Only the message moves out of the box (an envelope is 128 bytes).
-                    let Envelope { from, message, .. } = *envelope;
-                    self.dispatch(now, from, message);
+                    match self
+                        .peers
+                        .accept(envelope.from, envelope.lane(), envelope.seq)
+                    {
+                        Acceptance::New => {
+                            // Only the message moves out of the box (an envelope is 128 bytes).
+                            let Envelope { from, message, .. } = *envelope;
+                            self.dispatch(now, from, message);
+                        }
+                        Acceptance::Duplicate => {
+                            self.metrics.duplicates += 1;
+                            tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
+                        }
+                        Acceptance::FromOlderIncarnation => {
+                            self.metrics.from_older_incarnation += 1;
+                            tracing::debug!(from = %envelope.from, "envelope from an incarnation replaced at its address");
+                        }
+                    }
                 }
             }
             Input::MembershipChanged(view) if self.membership.is_none() => {

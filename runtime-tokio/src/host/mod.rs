@@ -290,6 +290,10 @@ impl Host {
             ("shoal_core_misaddressed_total", m.misaddressed),
             ("shoal_core_duplicates_total", m.duplicates),
             (
+                "shoal_core_from_older_incarnation_total",
+                m.from_older_incarnation,
+            ),
+            (
                 "shoal_core_unknown_entity_type_total",
                 m.unknown_entity_type,
             ),
