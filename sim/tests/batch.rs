@@ -957,6 +957,19 @@ fn a_coordinator_that_joined_after_a_removal_waits_it_out() {
     }
 }
 
+/// What a crashed process sent can arrive late (the network's long tail) after its restarted
+/// incarnation has announced itself: the receiver drops it, as from a process gone. Seed 986
+/// (a crash of the oldest member): forwards n2#1 sent before it crashed reached n4 half a
+/// second after n2#2's join, and were delivered to their entities until older incarnations
+/// were dropped that way. The run holds either way; it must keep reaching the branch.
+#[test]
+fn what_a_crashed_process_sent_is_dropped_once_its_restart_was_heard() {
+    assert_holds(
+        Options::for_family(986, Family::CoordinatorCrash),
+        &["node: what an incarnation replaced at its address sent is dropped"],
+    );
+}
+
 /// Found by the graceful-stall and exactly-once checks in mass shutdowns: a region that stopped
 /// gracefully routes as a proxy until its member is removed.
 /// - 100869: the coordinator counted it as having acknowledged a handoff once it was removed,

@@ -184,6 +184,9 @@ impl Node {
                             tracing::debug!(from = %envelope.from, seq = envelope.seq, "duplicate envelope");
                         }
                         Acceptance::FromOlderIncarnation => {
+                            crate::probe::hit(
+                                "node: what an incarnation replaced at its address sent is dropped",
+                            );
                             self.metrics.from_older_incarnation += 1;
                             tracing::debug!(from = %envelope.from, "envelope from an incarnation replaced at its address");
                         }
