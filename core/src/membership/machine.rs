@@ -77,7 +77,7 @@ pub(crate) struct Membership {
     /// Whom heartbeats go to (the monitored members and those this member observes
     /// unreachable), for the state they were worked out for: every member's place on the ring
     /// is hashed, which a round every second would otherwise do for nothing.
-    heartbeat_receivers: Option<(StateStamp, Vec<MemberId>)>,
+    heartbeat_receivers: Option<rounds::HeartbeatReceivers>,
 }
 
 /// How many gossip rounds an Exiting member waits to hear of its removal.

@@ -60,21 +60,22 @@ impl Membership {
     /// their return); updates reachability from the detectors. Down members are monitored too:
     /// they are removed once they are unreachable (stopped), which only a detector can tell.
     pub(super) fn heartbeat(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        let (state, receivers) = self.heartbeat_receivers();
+        let cached = self.heartbeat_receivers();
         let settings = &self.settings.failure_detector;
         self.detectors
-            .retain(|m, _| receivers.binary_search(m).is_ok());
+            .retain(|m, _| cached.receivers.binary_search(m).is_ok());
         let expect_by = now + self.settings.heartbeat_interval + settings.first_heartbeat_estimate;
         let mut changed = false;
-        for &r in receivers.iter() {
+        for &r in cached.receivers.iter() {
             let (detector, first_due) = self
                 .detectors
                 .entry(r)
                 .or_insert_with(|| (PhiAccrual::new(settings), expect_by));
-            if self
-                .gossip
-                .member(r)
-                .is_some_and(|m| m.status == MemberStatus::Down)
+            if cached.some_down
+                && self
+                    .gossip
+                    .member(r)
+                    .is_some_and(|m| m.status == MemberStatus::Down)
             {
                 crate::probe::hit("membership: a Down member is monitored until unreachable");
             }
@@ -91,7 +92,7 @@ impl Membership {
             };
             out.send_cluster(r, probe);
         }
-        self.heartbeat_receivers = Some((state, receivers));
+        self.heartbeat_receivers = Some(cached);
         if changed {
             self.after_change(now, rng, out);
         }
@@ -99,9 +100,9 @@ impl Membership {
 
     /// The monitored members and those this member observes unreachable, sorted (worked out
     /// again only when the state changed: both depend on nothing else).
-    fn heartbeat_receivers(&mut self) -> (StateStamp, Vec<MemberId>) {
+    fn heartbeat_receivers(&mut self) -> HeartbeatReceivers {
         let state = self.state_stamp();
-        if let Some(cached) = self.heartbeat_receivers.take().filter(|(k, _)| *k == state) {
+        if let Some(cached) = self.heartbeat_receivers.take().filter(|c| c.state == state) {
             return cached;
         }
         let members: Vec<MemberId> = self.gossip.members().map(|m| m.id).collect();
@@ -114,6 +115,25 @@ impl Membership {
                 .iter()
                 .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
         );
-        (state, receivers.into_iter().collect())
+        let some_down = receivers.iter().any(|r| {
+            self.gossip
+                .member(*r)
+                .is_some_and(|m| m.status == MemberStatus::Down)
+        });
+        HeartbeatReceivers {
+            state,
+            receivers: receivers.into_iter().collect(),
+            some_down,
+        }
     }
+}
+
+/// Whom heartbeats go to under one state (see [`Membership::heartbeat_receivers`]).
+#[derive(Debug)]
+pub(super) struct HeartbeatReceivers {
+    state: StateStamp,
+    receivers: Vec<MemberId>,
+    /// Whether any of them is Down: a round looks their statuses up only then (nine lookups
+    /// in a thousand-member map every second, for a probe).
+    some_down: bool,
 }
