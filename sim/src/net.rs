@@ -127,7 +127,7 @@ impl Net {
 
     /// Whether `link` drops everything.
     fn is_blocked(&self, (a, b): Link) -> bool {
-        let (word, bit) = (index(b) / 64, 1 << (index(b) % 64));
+        let (word, bit) = blocked_bit(b);
         self.blocked > 0
             && self
                 .blocked_links
@@ -254,7 +254,7 @@ impl Net {
                 self.blocked_links.resize_with(row + 1, Vec::new);
             }
             for &b in to {
-                let (word, bit) = (index(b) / 64, 1 << (index(b) % 64));
+                let (word, bit) = blocked_bit(b);
                 let row = &mut self.blocked_links[row];
                 if word >= row.len() {
                     row.resize(word + 1, 0);
@@ -306,6 +306,11 @@ impl Net {
             base
         }
     }
+}
+
+/// The word of a [`Net::blocked_links`] row and the bit in it that mark links to `to`.
+fn blocked_bit(to: NodeId) -> (usize, u64) {
+    (index(to) / 64, 1 << (index(to) % 64))
 }
 
 /// A link's count of envelopes in flight, as a length.
@@ -379,5 +384,31 @@ mod tests {
         let ca = send(&mut net, (c, a));
         assert!(net.arrives((c, a), ca), "healed");
         assert_eq!(net.lost, 4);
+    }
+
+    #[test]
+    fn blocks_are_per_direction_and_per_link_until_healed() {
+        let (a, b, far) = (NodeId(0), NodeId(1), NodeId(70));
+        let mut net = network();
+        assert!(!net.partitioned());
+        net.block(&[a], &[far, b]);
+        net.block(&[a], &[far]);
+        assert!(net.partitioned());
+        assert!(
+            !net.connected(a, far) && !net.connected(a, b),
+            "either direction blocked"
+        );
+        assert!(net.connected(b, far), "links between others");
+        let sent = |net: &mut Net, link| net.send(Instant::ZERO, link, Lane::Data, false);
+        assert_eq!(sent(&mut net, (a, far)), Some([None, None]));
+        let back = sent(&mut net, (far, a)).expect("no cap")[0].expect("one way only");
+        assert!(
+            net.arrives((far, a), back),
+            "the other direction stays open"
+        );
+        net.heal();
+        assert!(!net.partitioned() && net.connected(a, far));
+        let healed = sent(&mut net, (a, far)).expect("no cap")[0].expect("open again");
+        assert!(net.arrives((a, far), healed));
     }
 }
