@@ -14,7 +14,10 @@
 //! incarnation sent is refused once a newer one was heard from at its address, as Akka
 //! quarantines an address's old system uid: the old process is gone (an address runs one
 //! process), so anything of it still on its way could as well have been lost with it, and no
-//! copy of it can get through for want of the numbers to recognise it.
+//! copy of it can get through for want of the numbers to recognise it. Like the membership
+//! (a joining incarnation marks the smaller ones at its address Down), this relies on an
+//! address's incarnations growing with each start (the runtime's are start times in
+//! microseconds).
 
 use crate::id::{Incarnation, MemberId};
 use crate::message::Lane;
