@@ -19,7 +19,7 @@ pub(crate) struct NodeTable<V> {
     slots: Vec<Slot<V>>,
     /// A bit per slot: whether it holds an entry. Kept apart (a word per 64 slots, a few
     /// hundred bytes for a thousand peers) so that a slot needs no tag of its own: a peer's
-    /// record with its key is one 64-byte line, where a tag made it 80 bytes over two lines.
+    /// record with its key is one 64-byte line, where a tag would make it 72 bytes over two.
     occupied: Vec<u64>,
     len: usize,
 }
