@@ -71,12 +71,7 @@ impl Membership {
                 .detectors
                 .entry(r)
                 .or_insert_with(|| (PhiAccrual::new(settings), expect_by));
-            if cached.some_down
-                && self
-                    .gossip
-                    .member(r)
-                    .is_some_and(|m| m.status == MemberStatus::Down)
-            {
+            if cached.down.contains(&r) {
                 crate::probe::hit("membership: a Down member is monitored until unreachable");
             }
             // A member that never answered is judged from when its first answer was due.
@@ -115,15 +110,19 @@ impl Membership {
                 .iter()
                 .filter(|m| self.gossip.observes_unreachable(self.me, **m)),
         );
-        let some_down = receivers.iter().any(|r| {
-            self.gossip
-                .member(*r)
-                .is_some_and(|m| m.status == MemberStatus::Down)
-        });
+        let down = receivers
+            .iter()
+            .copied()
+            .filter(|r| {
+                self.gossip
+                    .member(*r)
+                    .is_some_and(|m| m.status == MemberStatus::Down)
+            })
+            .collect();
         HeartbeatReceivers {
             state,
             receivers: receivers.into_iter().collect(),
-            some_down,
+            down,
         }
     }
 }
@@ -133,7 +132,7 @@ impl Membership {
 pub(super) struct HeartbeatReceivers {
     state: StateStamp,
     receivers: Vec<MemberId>,
-    /// Whether any of them is Down: a round looks their statuses up only then (nine lookups
-    /// in a thousand-member map every second, for a probe).
-    some_down: bool,
+    /// Those of them that are Down, for a probe (usually none: a round looked each receiver's
+    /// status up in a thousand-member map every second for it).
+    down: Vec<MemberId>,
 }
