@@ -35,8 +35,9 @@ fn pair_key(receiver: MemberId, sender: MemberId) -> u128 {
         | u128::from(small(sender.incarnation.0))
 }
 
-/// The word and bit of address `j` in a row of [`Connections::newest_heard`].
-fn bit(j: usize) -> (usize, u64) {
+/// The word and bit of address `j` in a row of [`Connections::newest_heard`] (or of any row
+/// of bits by address, as the network's blocked links).
+pub(crate) fn bit(j: usize) -> (usize, u64) {
     (j / 64, 1 << (j % 64))
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use shoal_core::{Instant, Lane, NodeId};
 
+use crate::connections::bit;
 use crate::options::{NetworkOptions, SlowLink};
 use crate::rng::SimRng;
 
@@ -127,7 +128,7 @@ impl Net {
 
     /// Whether `link` drops everything.
     fn is_blocked(&self, (a, b): Link) -> bool {
-        let (word, bit) = blocked_bit(b);
+        let (word, bit) = bit(index(b));
         self.blocked > 0
             && self
                 .blocked_links
@@ -254,7 +255,7 @@ impl Net {
                 self.blocked_links.resize_with(row + 1, Vec::new);
             }
             for &b in to {
-                let (word, bit) = blocked_bit(b);
+                let (word, bit) = bit(index(b));
                 let row = &mut self.blocked_links[row];
                 if word >= row.len() {
                     row.resize(word + 1, 0);
@@ -306,11 +307,6 @@ impl Net {
             base
         }
     }
-}
-
-/// The word of a [`Net::blocked_links`] row and the bit in it that mark links to `to`.
-fn blocked_bit(to: NodeId) -> (usize, u64) {
-    (index(to) / 64, 1 << (index(to) % 64))
 }
 
 /// A link's count of envelopes in flight, as a length.
