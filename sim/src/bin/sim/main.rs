@@ -21,10 +21,7 @@ use sim::{
     parse_seed, run, run_traced, trace_dir,
 };
 
-/// Sweeps and the bench allocate per message and per gossip state: mimalloc keeps that cheaper
-/// than the system allocator at scale (see sim/Cargo.toml).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod allocator;
 
 /// Failures a sweep explains and minimizes (each takes many runs).
 const MINIMIZE_FIRST: usize = 3;
@@ -165,6 +162,7 @@ fn schedule_arg(text: &str) -> Result<Schedule, String> {
 }
 
 fn main() -> ExitCode {
+    allocator::run_without_purging();
     match Cli::parse().command {
         Command::Sweep {
             seeds,
