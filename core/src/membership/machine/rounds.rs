@@ -21,16 +21,17 @@ impl Membership {
     /// Sends the state to `count` random members, preferring those that have not seen it.
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
         let state = self.state_stamp();
-        let targets =
+        let mut targets =
             GossipTargets::refresh(self.gossip_targets.take(), state, &self.gossip, self.me);
         let chosen = {
             let split = targets.split(self.gossip.seen().as_slice());
             draw_targets([split.unseen(), split.seen()], count, rng)
         };
         self.gossip_targets = Some(targets);
-        for to in chosen {
-            // A member that has seen this state gets its digests (Akka's GossipStatus).
-            let message = if self.gossip.seen().contains(&to) {
+        for (pool, to) in chosen {
+            // A member that has seen this state (drawn from the second pool) gets its digests
+            // (Akka's GossipStatus).
+            let message = if pool == 1 {
                 self.gossip_status(true)
             } else {
                 ClusterMessage::Gossip(self.state_to_send())
