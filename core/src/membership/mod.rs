@@ -8,6 +8,7 @@ mod lease;
 mod machine;
 mod message;
 mod reachability;
+mod search;
 mod seen;
 mod settings;
 mod view;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::id::MemberId;
+use crate::membership::search::search;
 
 /// The members that have seen a gossip state (what a `GossipSeen` carries), sorted; encoded
 /// as the set it is. Keeps an order-independent digest of them (the xor of a 64-bit mix of
@@ -79,7 +80,7 @@ impl Seen {
 
     /// Whether `id` has seen the state.
     pub(crate) fn contains(&self, id: &MemberId) -> bool {
-        self.members.binary_search(id).is_ok()
+        search(&self.members, id, |m| m).is_ok()
     }
 
     /// How many members have seen the state.
@@ -89,7 +90,7 @@ impl Seen {
 
     /// Records that `id` has seen the state.
     pub(crate) fn insert(&mut self, id: MemberId) {
-        if let Err(at) = self.members.binary_search(&id) {
+        if let Err(at) = search(&self.members, &id, |m| m) {
             Arc::make_mut(&mut self.members).insert(at, id);
             self.tally(id, true);
         }

@@ -188,8 +188,7 @@ impl MembershipView {
 
     /// The member with this exact id (address and incarnation), if present.
     pub fn member(&self, id: MemberId) -> Option<&Member> {
-        self.members
-            .binary_search_by_key(&id, |m| m.id)
+        crate::membership::search::search(&self.members, &id, |m| &m.id)
             .ok()
             .map(|i| &self.members[i])
     }

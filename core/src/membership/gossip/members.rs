@@ -23,7 +23,7 @@ pub(crate) struct MemberMap {
 
 impl MemberMap {
     fn find(&self, id: &MemberId) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(key, _)| key.cmp(id))
+        crate::membership::search::search(&self.entries, id, |(key, _)| key)
     }
 
     /// The member `id`, if any.
