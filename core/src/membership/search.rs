@@ -4,7 +4,8 @@
 //! copy of the state). Node ids spread evenly over their range (the runtime hashes addresses,
 //! the simulator numbers its nodes), so a member's place is close to its id's share of the
 //! range: the search reads the few entries around that guess first, and falls back to a
-//! binary search of one side only when the guess misses.
+//! binary search of one side only when the guess misses. A caller that searched the same
+//! list before can pass the place it found ([`search_from`]).
 
 use crate::id::MemberId;
 
@@ -45,6 +46,27 @@ pub(crate) fn search<T>(
     } else {
         within(lo, hi)
     }
+}
+
+/// What [`search`] says, checking `place` first (where `id` was, or belonged, in an earlier
+/// version of `items`): a list that has not changed since, as a settled cluster's seen set
+/// round after round, is answered from one entry or two. The answer is unique, so a place
+/// that fits is it.
+pub(crate) fn search_from<T>(
+    items: &[T],
+    id: &MemberId,
+    place: usize,
+    key: impl Fn(&T) -> &MemberId,
+) -> Result<usize, usize> {
+    if items.get(place).map(&key) == Some(id) {
+        return Ok(place);
+    }
+    let after_the_one_before = place == 0 || items.get(place - 1).is_some_and(|t| key(t) < id);
+    let before_the_one_at = items.get(place).is_none_or(|t| key(t) > id);
+    if place <= items.len() && after_the_one_before && before_the_one_at {
+        return Err(place);
+    }
+    search(items, id, key)
 }
 
 #[cfg(test)]
@@ -90,6 +112,25 @@ mod tests {
                     ids.len()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_search_from_any_place_says_what_a_binary_search_says() {
+        let mut rng = Rng::new(11);
+        for _ in 0..2_000 {
+            let n = rng.below(12);
+            let seen: Vec<MemberId> = (0..n)
+                .filter(|_| rng.below(2) == 0)
+                .map(|node| MemberId::new(node, 1))
+                .collect();
+            let id = MemberId::new(rng.below(n + 1), 1 + rng.below(2));
+            let place = rng.below(n + 3) as usize;
+            assert_eq!(
+                search_from(&seen, &id, place, |m| m),
+                seen.binary_search(&id),
+                "{id:?} from {place} in {seen:?}"
+            );
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::id::MemberId;
 use crate::membership::gossip::{Gossip, StateStamp};
+use crate::membership::search::search_from;
 use crate::membership::view::MemberStatus;
 use crate::rng::Rng;
 
@@ -68,7 +69,7 @@ impl GossipTargets {
         // member alone (it has seen its own state).
         let mut skipped = Vec::new();
         for (id, place) in self.ineligible.iter().zip(&mut self.places) {
-            let found = search_from(seen, *id, *place);
+            let found = search_from(seen, id, *place, |m| m);
             let (Ok(at) | Err(at)) = found;
             *place = at;
             skipped.extend(found.ok());
@@ -82,20 +83,6 @@ impl GossipTargets {
         split.check_against_a_walk();
         split
     }
-}
-
-/// What `seen.binary_search(&id)` says (`seen` sorted, without repeats), checking `place`
-/// first: the answer is unique, so a place that fits is it.
-fn search_from(seen: &[MemberId], id: MemberId, place: usize) -> Result<usize, usize> {
-    if seen.get(place) == Some(&id) {
-        return Ok(place);
-    }
-    let after_the_one_before = place == 0 || seen.get(place - 1).is_some_and(|s| *s < id);
-    let before_the_one_at = seen.get(place).is_none_or(|s| *s > id);
-    if place <= seen.len() && after_the_one_before && before_the_one_at {
-        return Err(place);
-    }
-    seen.binary_search(&id)
 }
 
 /// The eligible members split by a seen set, read by index in id order.
@@ -312,25 +299,6 @@ mod tests {
                 a.below(1 << 40),
                 b.below(1 << 40),
                 "the same draws were taken"
-            );
-        }
-    }
-
-    #[test]
-    fn a_search_from_any_place_says_what_a_binary_search_says() {
-        let mut rng = Rng::new(11);
-        for _ in 0..2_000 {
-            let n = rng.below(12);
-            let seen: Vec<MemberId> = (0..n)
-                .filter(|_| rng.below(2) == 0)
-                .map(|node| MemberId::new(node, 1))
-                .collect();
-            let id = MemberId::new(rng.below(n + 1), 1 + rng.below(2));
-            let place = rng.below(n + 3) as usize;
-            assert_eq!(
-                search_from(&seen, id, place),
-                seen.binary_search(&id),
-                "{id:?} from {place} in {seen:?}"
             );
         }
     }
