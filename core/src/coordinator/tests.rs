@@ -218,6 +218,38 @@ fn registrations_from_non_members_and_joining_members_are_refused() {
 }
 
 #[test]
+fn the_gate_waits_for_exactly_the_members_that_registered_nothing() {
+    // Regions and proxies registered between, before and after the members that did not,
+    // two incarnations of one address, and registered members the view now says do not host
+    // the type.
+    let mut f = Fixture::with(ShardingSettings::default());
+    let mut members: Vec<Member> = (1..=12).map(|n| Member::up(m(n), n, &[])).collect();
+    members.push(Member::up(MemberId::new(6, 2), 13, &[]));
+    f.view = MembershipView::new(members.clone());
+    for n in [2, 3, 5, 6, 11] {
+        assert!(f.register(n, &[], &[]));
+    }
+    for n in [1, 9] {
+        f.recv(n, Body::RegisterProxy);
+    }
+    for member in &mut members[1..4] {
+        member.hosts = Some(Arc::new(BTreeSet::new()));
+    }
+    f.view = MembershipView::new(members);
+    let expected: Vec<MemberId> = f
+        .view
+        .members()
+        .iter()
+        .filter(|member| member.hosts_type(&EntityType::new("counter"), None))
+        .map(|member| member.id)
+        .filter(|&id| !f.c.is_registered(id))
+        .collect();
+    let rest = [7, 8, 10, 12].map(m);
+    assert_eq!(expected, [&[MemberId::new(6, 2)][..], &rest].concat());
+    assert_eq!(f.c.gate(&f.view).unregistered, expected);
+}
+
+#[test]
 fn unknown_shards_wait_for_the_gate() {
     let mut f = Fixture::asking_before_the_gate(2);
     assert_eq!(f.sends(), [], "one region is below min_registered_regions");
