@@ -2,6 +2,7 @@
 //! [`Io`]; neither writes its own loop, so the code the simulator tests is the code that runs.
 
 use crate::effect::{Effect, EntityEffect, Event, Transmit};
+use crate::id::MemberId;
 use crate::input::Input;
 use crate::node::Node;
 use crate::remember::StoreRequest;
@@ -89,6 +90,14 @@ impl Driver {
     /// The driven node, for queries and checkers.
     pub fn node(&self) -> &Node {
         &self.node
+    }
+
+    /// A hint from a host that knows which envelope it hands the driver next: starts loading
+    /// what receiving an envelope from `from` reads first (the node's record of that peer:
+    /// its link numbers), so that the load overlaps with the host's work before. Changes
+    /// nothing (see [`crate::hint::prefetch`]).
+    pub fn prefetch_receive(&self, from: MemberId) {
+        self.node.prefetch_peer(from.node);
     }
 
     /// The latest time the driver has seen.

@@ -82,6 +82,7 @@ mod error;
 #[cfg(feature = "arbitrary")]
 mod fuzz_domain;
 mod hash;
+pub mod hint;
 mod id;
 mod input;
 mod letter;

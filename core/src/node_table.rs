@@ -68,6 +68,14 @@ impl<V: Clone + Default> NodeTable<V> {
         &mut self.slots[at].value
     }
 
+    /// Starts loading `node`'s home slot (where its entry nearly always is; see
+    /// [`crate::hint::prefetch`]).
+    pub(crate) fn prefetch(&self, node: NodeId) {
+        if !self.slots.is_empty() {
+            crate::hint::prefetch(&self.slots[slot_of(node, self.slots.len())]);
+        }
+    }
+
     fn is_occupied(&self, at: usize) -> bool {
         let (word, bit) = occupancy_bit(at);
         self.occupied[word] & bit != 0

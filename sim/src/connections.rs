@@ -62,6 +62,19 @@ impl Connections {
         }
     }
 
+    /// Starts loading the bit [`Connections::heard`] reads first for `receiver` hearing from
+    /// `sender` (a hint: see [`shoal_core::hint::prefetch`]).
+    pub(crate) fn prefetch(&self, receiver: MemberId, sender: MemberId) {
+        let (word, _) = bit(index(sender));
+        if let Some(bits) = self
+            .newest_heard
+            .get(index(receiver))
+            .and_then(|r| r.get(word))
+        {
+            shoal_core::hint::prefetch(bits);
+        }
+    }
+
     /// Whether `receiver` ever heard from `sender`.
     pub(crate) fn has_heard(&self, receiver: MemberId, sender: MemberId) -> bool {
         let Ok(i) = usize::try_from(receiver.node.0) else {

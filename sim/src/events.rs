@@ -118,6 +118,12 @@ impl EventQueue {
             .digest_key();
         self.free.push(slot);
         self.taken += 1;
+        // The event after next starts loading now: its slot is somewhere in a table of
+        // every pending event, and by the time it is taken the host has read it for its own
+        // hints (`next`).
+        if let Some((_, _, slot)) = self.queue.peek(1) {
+            shoal_core::hint::prefetch(&self.slots[slot]);
+        }
         for word in [at.as_nanos(), kind, node] {
             // FNV-1a over whole words, then a xor-shift so high bits reach low ones.
             self.digest = (self.digest ^ word).wrapping_mul(0x0100_0000_01b3);
@@ -126,6 +132,12 @@ impl EventQueue {
         // Taken last, straight into the result: an event is large, and moving it through a
         // local first copied it twice.
         self.slots[slot].take().map(|ev| (at, ev))
+    }
+
+    /// The event to be taken next, if it is already sorted (for hints about what it reads).
+    pub(crate) fn next(&self) -> Option<&Ev> {
+        let (_, _, slot) = self.queue.peek(0)?;
+        self.slots[slot].as_ref()
     }
 
     /// How many events were taken.

@@ -111,6 +111,14 @@ impl Net {
             .unwrap_or_default()
     }
 
+    /// Starts loading `link`'s state, if it has any (a hint: see
+    /// [`shoal_core::hint::prefetch`]).
+    pub(crate) fn prefetch_link(&self, (a, b): Link) {
+        if let Some(state) = self.links.get(index(a)).and_then(|row| row.get(index(b))) {
+            shoal_core::hint::prefetch(state);
+        }
+    }
+
     fn link_mut(&mut self, (a, b): Link) -> &mut LinkState {
         let (a, b) = (index(a), index(b));
         if a >= self.links.len() {

@@ -81,6 +81,14 @@ impl Nodes {
         usize::try_from(node.0).expect("simulated addresses are small")
     }
 
+    /// Starts loading the start of `node`'s entry (whether a process runs there; a hint: see
+    /// [`shoal_core::hint::prefetch`]).
+    pub(crate) fn prefetch(&self, node: NodeId) {
+        if let Some(slot) = self.slots.get(Self::index(node)) {
+            shoal_core::hint::prefetch(slot);
+        }
+    }
+
     /// The process at `node`, if one runs.
     pub(crate) fn get(&self, node: &NodeId) -> Option<&SimNode> {
         self.slots.get(Self::index(*node))?.as_ref()

@@ -162,6 +162,11 @@ impl Node {
         Ok(node)
     }
 
+    /// Starts loading this node's record of `node` (see [`crate::Driver::prefetch_receive`]).
+    pub(crate) fn prefetch_peer(&self, node: NodeId) {
+        self.peers.prefetch(node);
+    }
+
     /// Feeds one input. Drain [`Node::poll_effect`] afterwards.
     pub fn handle_input(&mut self, now: Instant, input: Input) {
         match input {

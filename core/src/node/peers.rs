@@ -87,6 +87,11 @@ impl Peers {
         }
     }
 
+    /// Starts loading `node`'s record (a hint: see [`crate::hint::prefetch`]).
+    pub(super) fn prefetch(&self, node: NodeId) {
+        self.by_node.prefetch(node);
+    }
+
     /// Where `node` can be reached, if anyone said.
     pub(super) fn address_of(&self, node: NodeId) -> Option<&Address> {
         self.by_node.get(node)?.address.as_ref()
