@@ -2,7 +2,7 @@
 //! [`Io`]; neither writes its own loop, so the code the simulator tests is the code that runs.
 
 use crate::effect::{Effect, EntityEffect, Event, Transmit};
-use crate::id::MemberId;
+use crate::id::NodeId;
 use crate::input::Input;
 use crate::node::Node;
 use crate::remember::StoreRequest;
@@ -93,11 +93,11 @@ impl Driver {
     }
 
     /// A hint from a host that knows which envelope it hands the driver next: starts loading
-    /// what receiving an envelope from `from` reads first (the node's record of that peer:
-    /// its link numbers), so that the load overlaps with the host's work before. Changes
-    /// nothing (see [`crate::hint::prefetch`]).
-    pub fn prefetch_receive(&self, from: MemberId) {
-        self.node.prefetch_peer(from.node);
+    /// the node's record of the peer at `node` (its address and link numbers, read for every
+    /// envelope received from it or sent to it), so that the load overlaps with the host's
+    /// work before. Changes nothing (see [`crate::hint::prefetch`]).
+    pub fn prefetch_peer(&self, node: NodeId) {
+        self.node.prefetch_peer(node);
     }
 
     /// The latest time the driver has seen.

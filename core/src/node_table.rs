@@ -68,11 +68,13 @@ impl<V: Clone + Default> NodeTable<V> {
         &mut self.slots[at].value
     }
 
-    /// Starts loading `node`'s home slot (where its entry nearly always is; see
-    /// [`crate::hint::prefetch`]).
+    /// Starts loading `node`'s home slot (where its entry nearly always is) and the word
+    /// that says whether it is occupied: a lookup reads both (see [`crate::hint::prefetch`]).
     pub(crate) fn prefetch(&self, node: NodeId) {
         if !self.slots.is_empty() {
-            crate::hint::prefetch(&self.slots[slot_of(node, self.slots.len())]);
+            let at = slot_of(node, self.slots.len());
+            crate::hint::prefetch(&self.slots[at]);
+            crate::hint::prefetch(&self.occupied[occupancy_bit(at).0]);
         }
     }
 

@@ -6,7 +6,7 @@
 //! missed the cache for every envelope); every pair heard is also kept per receiving
 //! address in a short sorted list.
 
-use shoal_core::MemberId;
+use shoal_core::{MemberId, NodeId};
 
 /// (receiver, sender) pairs: whether the newest incarnations at two addresses were heard, and
 /// all pairs, by the receiver's address, packed into sorted integers (see [`pair_key`]).
@@ -62,9 +62,10 @@ impl Connections {
         }
     }
 
-    /// Starts loading the bit [`Connections::heard`] reads first for `receiver` hearing from
-    /// `sender` (a hint: see [`shoal_core::hint::prefetch`]).
-    pub(crate) fn prefetch(&self, receiver: MemberId, sender: MemberId) {
+    /// Starts loading the bit [`Connections::heard`] reads first for a member at `receiver`
+    /// hearing from one at `sender` (a hint: see [`shoal_core::hint::prefetch`]).
+    pub(crate) fn prefetch(&self, receiver: NodeId, sender: NodeId) {
+        let index = |node: NodeId| usize::try_from(node.0).unwrap_or(usize::MAX);
         let (word, _) = bit(index(sender));
         if let Some(bits) = self
             .newest_heard

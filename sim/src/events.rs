@@ -118,10 +118,10 @@ impl EventQueue {
             .digest_key();
         self.free.push(slot);
         self.taken += 1;
-        // The event after next starts loading now: its slot is somewhere in a table of
-        // every pending event, and by the time it is taken the host has read it for its own
-        // hints (`next`).
-        if let Some((_, _, slot)) = self.queue.peek(1) {
+        // The slot of the event three ahead starts loading now: slots are spread over a table
+        // of every pending event, and by the time that event is two ahead the host reads it
+        // for its own hints (`peek`).
+        if let Some((_, _, slot)) = self.queue.peek(2) {
             shoal_core::hint::prefetch(&self.slots[slot]);
         }
         for word in [at.as_nanos(), kind, node] {
@@ -134,9 +134,10 @@ impl EventQueue {
         self.slots[slot].take().map(|ev| (at, ev))
     }
 
-    /// The event to be taken next, if it is already sorted (for hints about what it reads).
-    pub(crate) fn next(&self) -> Option<&Ev> {
-        let (_, _, slot) = self.queue.peek(0)?;
+    /// The event `ahead` places after the next one to be taken, if it is already sorted (for
+    /// hints about what it reads; see [`CalendarQueue::peek`]).
+    pub(crate) fn peek(&self, ahead: usize) -> Option<&Ev> {
+        let (_, _, slot) = self.queue.peek(ahead)?;
         self.slots[slot].as_ref()
     }
 

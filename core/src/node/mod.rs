@@ -162,7 +162,7 @@ impl Node {
         Ok(node)
     }
 
-    /// Starts loading this node's record of `node` (see [`crate::Driver::prefetch_receive`]).
+    /// Starts loading this node's record of `node` (see [`crate::Driver::prefetch_peer`]).
     pub(crate) fn prefetch_peer(&self, node: NodeId) {
         self.peers.prefetch(node);
     }

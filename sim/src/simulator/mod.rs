@@ -238,23 +238,27 @@ impl Simulator {
         self.now = self.now.max(until);
     }
 
-    /// Starts loading what the next event reads first, if it delivers an envelope: the
-    /// envelope, the receiver's process and connection bit, its record of the sender and the
-    /// link back (most envelopes are answered). At a thousand nodes each is a cache miss; started here, they overlap with
-    /// this event's work instead of stalling the next one (1,000 nodes: BENCHMARKS.md,
-    /// nineteenth pass). Hints only: nothing simulated depends on them.
+    /// Starts loading what the next deliveries read first. At a thousand nodes each of these
+    /// reads is a cache miss at random; started early, they overlap with this event's work
+    /// instead of stalling the next ones in turn (1,000 nodes: BENCHMARKS.md, nineteenth
+    /// pass). Two stages, as each load's address comes from the one before: for the event
+    /// after next (its slot loaded since the event before), the envelope, where the receiver's
+    /// process starts, its connection bit and the link back (most envelopes are answered);
+    /// for the next one, the receiver's record of the sender, found through the process.
+    /// Hints only: nothing simulated depends on them.
     fn prefetch_next(&self) {
-        let Some(Ev::Deliver { link, envelope, .. }) = self.events.next() else {
-            return;
-        };
-        // The envelope's two lines (the message, then who sent it to whom).
-        shoal_core::hint::prefetch(&**envelope);
-        shoal_core::hint::prefetch(&envelope.to);
-        self.nodes.prefetch(link.1);
-        self.connections.prefetch(envelope.to, envelope.from);
-        self.net.prefetch_link((link.1, link.0));
-        if let Some(node) = self.nodes.get(&link.1) {
-            node.driver.prefetch_receive(envelope.from);
+        if let Some(Ev::Deliver { link, envelope, .. }) = self.events.peek(1) {
+            // The envelope's two lines (the message, then who sent it to whom).
+            shoal_core::hint::prefetch(&**envelope);
+            shoal_core::hint::prefetch(&envelope.to);
+            self.nodes.prefetch(link.1);
+            self.connections.prefetch(link.1, link.0);
+            self.net.prefetch_link((link.1, link.0));
+        }
+        if let Some(Ev::Deliver { link, .. }) = self.events.peek(0) {
+            if let Some(node) = self.nodes.get(&link.1) {
+                node.driver.prefetch_peer(link.0);
+            }
         }
     }
 
