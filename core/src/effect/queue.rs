@@ -90,6 +90,19 @@ impl Effects {
         self.queue.push_back(effect);
     }
 
+    /// How many effects are queued.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The members the queued envelopes go to, in order.
+    pub(crate) fn receivers(&self) -> impl Iterator<Item = MemberId> + '_ {
+        self.queue.iter().filter_map(|effect| match effect {
+            Effect::Send(transmit) => Some(transmit.envelope.to),
+            _ => None,
+        })
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Effect> {
         let effect = self.queue.pop_front();
         if effect.is_none() {
@@ -174,5 +187,29 @@ impl Effects {
         let (effects, local) = self.drain();
         assert!(local.is_empty(), "unexpected local envelopes: {local:?}");
         effects
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receivers_are_the_queued_envelopes_members_in_order() {
+        let (me, a, b) = (
+            MemberId::new(1, 1),
+            MemberId::new(2, 1),
+            MemberId::new(3, 1),
+        );
+        let ty = EntityType::new("counter");
+        let mut out = Effects::new(me);
+        out.send(b, &ty, Body::RegisterAck);
+        out.event(Event::CoordinatorStarted {
+            entity_type: ty.clone(),
+        });
+        out.send(me, &ty, Body::RegisterAck); // to itself: handled locally, never sent
+        out.send(a, &ty, Body::RegisterAck);
+        assert_eq!(out.queued(), 3);
+        assert_eq!(out.receivers().collect::<Vec<_>>(), [b, a]);
     }
 }

@@ -285,6 +285,14 @@ impl Node {
     /// 100-node simulation's instructions; and not through `poll_effect`, whose return moved
     /// each effect once more).
     pub(crate) fn drain_effects(&mut self, mut each: impl FnMut(Effect)) {
+        // Every envelope leaving reads its receiver's record, at random in a large cluster's
+        // tables: when a call sends several (a heartbeat round), those loads start together
+        // and overlap (see [`crate::hint::prefetch`]).
+        if self.effects.queued() > 1 {
+            for to in self.effects.receivers() {
+                self.peers.prefetch(to.node);
+            }
+        }
         while let Some(mut effect) = self.effects.pop() {
             self.stamp(&mut effect);
             each(effect);
