@@ -8,6 +8,8 @@
 
 use shoal_core::{MemberId, NodeId};
 
+use crate::nodes::index;
+
 /// (receiver, sender) pairs: whether the newest incarnations at two addresses were heard, and
 /// all pairs, by the receiver's address, packed into sorted integers (see [`pair_key`]).
 #[derive(Debug, Default)]
@@ -21,10 +23,6 @@ pub(crate) struct Connections {
 
 fn small(n: u64) -> u32 {
     u32::try_from(n).expect("simulated incarnations are small")
-}
-
-fn index(member: MemberId) -> usize {
-    usize::try_from(member.node.0).expect("simulated addresses are small")
 }
 
 /// The receiver's incarnation, the sender's address and the sender's incarnation, in one key
@@ -44,7 +42,7 @@ pub(crate) fn bit(j: usize) -> (usize, u64) {
 impl Connections {
     /// `receiver` heard from `sender`.
     pub(crate) fn heard(&mut self, receiver: MemberId, sender: MemberId) {
-        let (i, j) = (index(receiver), index(sender));
+        let (i, j) = (index(receiver.node), index(sender.node));
         self.note(receiver);
         self.note(sender);
         let newest = self.is_newest_pair(receiver, sender);
@@ -65,7 +63,6 @@ impl Connections {
     /// Starts loading the bit [`Connections::heard`] reads first for a member at `receiver`
     /// hearing from one at `sender` (a hint: see [`shoal_core::hint::prefetch`]).
     pub(crate) fn prefetch(&self, receiver: NodeId, sender: NodeId) {
-        let index = |node: NodeId| usize::try_from(node.0).unwrap_or(usize::MAX);
         let (word, _) = bit(index(sender));
         if let Some(bits) = self
             .newest_heard
@@ -81,7 +78,7 @@ impl Connections {
         let Ok(i) = usize::try_from(receiver.node.0) else {
             return false;
         };
-        let (word, mask) = bit(index(sender));
+        let (word, mask) = bit(index(sender.node));
         let newest_heard = self.is_newest_pair(receiver, sender)
             && self.newest_heard[i]
                 .get(word)
@@ -94,14 +91,14 @@ impl Connections {
     }
 
     fn is_newest_pair(&self, receiver: MemberId, sender: MemberId) -> bool {
-        let newest = |m: MemberId| self.newest.get(index(m)) == Some(&m.incarnation.0);
+        let newest = |m: MemberId| self.newest.get(index(m.node)) == Some(&m.incarnation.0);
         newest(receiver) && newest(sender)
     }
 
     /// Makes room for `member`'s address; a newer incarnation there clears the bits of the
     /// address's row and column (they were about the older one).
     fn note(&mut self, member: MemberId) {
-        let i = index(member);
+        let i = index(member.node);
         if i >= self.newest.len() {
             self.newest.resize(i + 1, 0);
             self.newest_heard.resize_with(i + 1, Vec::new);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use shoal_core::{Instant, Lane, NodeId};
 
 use crate::connections::bit;
+use crate::nodes::index;
 use crate::options::{NetworkOptions, SlowLink};
 use crate::rng::SimRng;
 
@@ -77,10 +78,6 @@ pub(crate) struct Flight {
     breaks: u32,
     /// It carries application traffic (it holds a place in the outbound queue until it ends).
     user: bool,
-}
-
-fn index(node: NodeId) -> usize {
-    usize::try_from(node.0).expect("simulated addresses are small")
 }
 
 impl Net {

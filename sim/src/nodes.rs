@@ -12,6 +12,12 @@ pub(crate) fn address_of(node: NodeId) -> Address {
     Address::new(format!("node-{}.sim:7355", node.0))
 }
 
+/// Where the simulator keeps what it has per address (`node`): its nodes number their
+/// addresses from 0, so tables indexed by address beat maps.
+pub(crate) fn index(node: NodeId) -> usize {
+    usize::try_from(node.0).expect("simulated addresses are small")
+}
+
 /// The node an address names, if it is a simulated node's.
 pub(crate) fn node_at(address: &Address) -> Option<NodeId> {
     let number = address.as_str().strip_prefix("node-")?;
@@ -31,7 +37,7 @@ pub(crate) struct Routes {
 impl Routes {
     /// The node `address` names (as [`node_at`] says), for an envelope to a member at `to`.
     pub(crate) fn node_at(&mut self, address: &Address, to: NodeId) -> Option<NodeId> {
-        let i = usize::try_from(to.0).expect("simulated addresses are small");
+        let i = index(to);
         if self.last.get(i).and_then(Option::as_ref) == Some(address) {
             return Some(to);
         }
@@ -77,31 +83,27 @@ pub(crate) struct Nodes {
 }
 
 impl Nodes {
-    fn index(node: NodeId) -> usize {
-        usize::try_from(node.0).expect("simulated addresses are small")
-    }
-
     /// Starts loading the start of `node`'s entry (whether a process runs there; a hint: see
     /// [`shoal_core::hint::prefetch`]).
     pub(crate) fn prefetch(&self, node: NodeId) {
-        if let Some(slot) = self.slots.get(Self::index(node)) {
+        if let Some(slot) = self.slots.get(index(node)) {
             shoal_core::hint::prefetch(slot);
         }
     }
 
     /// The process at `node`, if one runs.
     pub(crate) fn get(&self, node: &NodeId) -> Option<&SimNode> {
-        self.slots.get(Self::index(*node))?.as_ref()
+        self.slots.get(index(*node))?.as_ref()
     }
 
     /// The process at `node`, if one runs.
     pub(crate) fn get_mut(&mut self, node: &NodeId) -> Option<&mut SimNode> {
-        self.slots.get_mut(Self::index(*node))?.as_mut()
+        self.slots.get_mut(index(*node))?.as_mut()
     }
 
     /// Starts `sim` at `node` (replacing whatever ran there).
     pub(crate) fn insert(&mut self, node: NodeId, sim: SimNode) {
-        let i = Self::index(node);
+        let i = index(node);
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
@@ -110,7 +112,7 @@ impl Nodes {
 
     /// Stops the process at `node`.
     pub(crate) fn remove(&mut self, node: &NodeId) -> Option<SimNode> {
-        self.slots.get_mut(Self::index(*node))?.take()
+        self.slots.get_mut(index(*node))?.take()
     }
 
     /// Addresses of running processes, in order.
