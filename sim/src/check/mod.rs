@@ -3,6 +3,7 @@
 //! duplicates, no reordering) on every delivery, buffer caps after every event, and at the end
 //! loss (exactly-once in runs without loss) and the coordinator's table at quiescence.
 
+mod streams;
 mod violation;
 
 use std::fmt;
@@ -11,9 +12,9 @@ use shoal_core::{DeadLetterReason, EntityId, Instant, MemberId, Payload};
 
 pub use violation::{Property, Violation};
 
-/// A stream's key: its entity and its sender.
-type StreamKey = (Ent, MemberId);
+use streams::{StreamKey, Streams};
 
+/// A stream's key: its entity and its sender.
 /// Encodes the workload's payload: sender member, sequence number.
 pub(crate) fn payload(sender: MemberId, seq: u64) -> Payload {
     let mut bytes = Vec::with_capacity(24);
@@ -74,11 +75,8 @@ struct Stream {
 pub(crate) struct Checker {
     /// The live incarnation of each entity (by number): its member and when it started.
     live: Vec<Option<(MemberId, Instant)>>,
-    /// Every (entity, sender) stream, in the order they began.
-    streams: Vec<(StreamKey, Stream)>,
-    /// Per entity (by number): its senders' streams, as (sender, index in `streams`) sorted
-    /// by sender (a short list of small entries beats a map).
-    senders: Vec<Vec<(MemberId, u32)>>,
+    /// Every (entity, sender) stream.
+    streams: Streams,
     /// Entity incarnations started so far.
     pub(crate) starts: u64,
     /// Messages delivered so far.
@@ -98,21 +96,7 @@ impl Checker {
     }
 
     fn stream(&mut self, ent: Ent, sender: MemberId) -> &mut Stream {
-        let i = ent.0 as usize;
-        if i >= self.senders.len() {
-            self.senders.resize_with(i + 1, Vec::new);
-        }
-        let senders = &mut self.senders[i];
-        let at = match senders.binary_search_by_key(&sender, |(s, _)| *s) {
-            Ok(at) => senders[at].1,
-            Err(at) => {
-                let index = u32::try_from(self.streams.len()).expect("fewer than 2^32 streams");
-                senders.insert(at, (sender, index));
-                self.streams.push(((ent, sender), Stream::default()));
-                index
-            }
-        };
-        &mut self.streams[at as usize].1
+        self.streams.get_or_begin(ent, sender)
     }
 
     fn live_mut(&mut self, ent: Ent) -> &mut Option<(MemberId, Instant)> {
@@ -312,9 +296,7 @@ impl Checker {
     }
 
     fn find(&self, entity: &EntityId, sender: MemberId) -> Option<&Stream> {
-        let senders = self.senders.get(Ent::of(entity)?.0 as usize)?;
-        let at = senders.binary_search_by_key(&sender, |(s, _)| *s).ok()?;
-        Some(&self.streams[senders[at].1 as usize].1)
+        self.streams.get(Ent::of(entity)?, sender)
     }
 
     /// How many messages `sender` sent to `entity` (the next one gets this sequence number).
