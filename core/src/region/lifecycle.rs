@@ -35,7 +35,7 @@ impl Region {
         }
         // The view itself (shared), not a set built from it for every change.
         self.view = view.clone();
-        self.homes.retain(|_, home| view.member(*home).is_some());
+        self.homes.retain(|home| view.member(*home).is_some());
         // Where the type's coordinator runs in `view` (the node works it out for both roles).
         let expected = coordinator;
         debug_assert_eq!(
@@ -53,7 +53,7 @@ impl Region {
             if self.homes.values().any(|home| *home != self.me) {
                 crate::probe::hit("region: a new coordinator's homes replace the old one's");
             }
-            self.homes.retain(|_, home| *home == self.me);
+            self.homes.retain(|home| *home == self.me);
             self.registration.coordinator = expected;
             self.registration.registered = false;
             self.registration.backoff = initial_backoff(self.settings.retry_interval);

@@ -12,6 +12,7 @@
 
 mod buffers;
 mod coordination;
+mod home_table;
 mod invariants;
 mod lifecycle;
 mod pending_queries;
@@ -39,6 +40,7 @@ use crate::deadlines::Deadlines;
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 pub(crate) use coordination::Handled;
+use home_table::HomeTable;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
 use shard_table::ShardTable;
@@ -79,7 +81,7 @@ pub(crate) struct Region {
     shard_settings: ShardSettings,
     registration: Registration,
     next_tick: Instant,
-    homes: BTreeMap<ShardId, MemberId>,
+    homes: HomeTable,
     shards: ShardTable,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
     timers: Deadlines<ShardId>,
@@ -137,7 +139,7 @@ impl Region {
                 backoff: initial_backoff(settings.retry_interval),
             },
             next_tick: now + settings.retry_interval,
-            homes: BTreeMap::new(),
+            homes: HomeTable::default(),
             shards: ShardTable::default(),
             timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),
