@@ -14,7 +14,6 @@ pub use violation::{Property, Violation};
 
 use streams::{StreamKey, Streams};
 
-/// A stream's key: its entity and its sender.
 /// Encodes the workload's payload: sender member, sequence number.
 pub(crate) fn payload(sender: MemberId, seq: u64) -> Payload {
     let mut bytes = Vec::with_capacity(24);
