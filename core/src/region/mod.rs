@@ -11,8 +11,8 @@
 //! ```
 
 mod buffers;
+mod by_shard;
 mod coordination;
-mod home_table;
 mod invariants;
 mod lifecycle;
 mod pending_queries;
@@ -39,8 +39,8 @@ use crate::time::{Instant, earliest};
 use crate::deadlines::Deadlines;
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
+use by_shard::ByShard;
 pub(crate) use coordination::Handled;
-use home_table::HomeTable;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
 use shard_table::ShardTable;
@@ -81,7 +81,7 @@ pub(crate) struct Region {
     shard_settings: ShardSettings,
     registration: Registration,
     next_tick: Instant,
-    homes: HomeTable,
+    homes: ByShard<MemberId>,
     shards: ShardTable,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
     timers: Deadlines<ShardId>,
@@ -139,7 +139,7 @@ impl Region {
                 backoff: initial_backoff(settings.retry_interval),
             },
             next_tick: now + settings.retry_interval,
-            homes: HomeTable::default(),
+            homes: ByShard::default(),
             shards: ShardTable::default(),
             timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),

@@ -1,24 +1,22 @@
-//! The shards a region hosts, in a table indexed by shard id: routing looks a shard up on every
-//! message, and an index beats a search through a map of 1,000 (or 100,000) shards. Ids are
-//! below the type's `number_of_shards` (the node refuses frames naming others), so the table
-//! grows to at most that, one pointer per slot; iteration is in id order, as a `BTreeMap`'s.
+//! The shards a region hosts, by shard id ([`ByShard`]: routing looks a shard up on every
+//! message), each boxed so that a slot is one pointer; iteration is in id order.
 
 use crate::id::ShardId;
+use crate::region::by_shard::ByShard;
 use crate::shard::Shard;
 
 #[derive(Debug, Default)]
 pub(crate) struct ShardTable {
-    slots: Vec<Option<Box<Shard>>>,
-    len: usize,
+    slots: ByShard<Box<Shard>>,
 }
 
 impl ShardTable {
     pub(crate) fn get(&self, id: &ShardId) -> Option<&Shard> {
-        self.slots.get(id.0 as usize)?.as_deref()
+        self.slots.get(id).map(|shard| &**shard)
     }
 
     pub(crate) fn get_mut(&mut self, id: &ShardId) -> Option<&mut Shard> {
-        self.slots.get_mut(id.0 as usize)?.as_deref_mut()
+        self.slots.get_mut(id).map(|shard| &mut **shard)
     }
 
     pub(crate) fn contains_key(&self, id: &ShardId) -> bool {
@@ -26,23 +24,15 @@ impl ShardTable {
     }
 
     pub(crate) fn insert(&mut self, id: ShardId, shard: Shard) {
-        let index = id.0 as usize;
-        if index >= self.slots.len() {
-            self.slots.resize_with(index + 1, || None);
-        }
-        if self.slots[index].replace(Box::new(shard)).is_none() {
-            self.len += 1;
-        }
+        self.slots.insert(id, Box::new(shard));
     }
 
     pub(crate) fn remove(&mut self, id: &ShardId) -> Option<Shard> {
-        let shard = self.slots.get_mut(id.0 as usize)?.take()?;
-        self.len -= 1;
-        Some(*shard)
+        self.slots.remove(id).map(|shard| *shard)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slots.is_empty()
     }
 
     /// Hosted shard ids, ascending.
@@ -52,20 +42,16 @@ impl ShardTable {
 
     /// Hosted shards, by ascending id.
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut Shard> + '_ {
-        self.slots.iter_mut().filter_map(|s| s.as_deref_mut())
+        self.slots.values_mut().map(|shard| &mut **shard)
     }
 
     /// Hosted shards with their ids, by ascending id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&ShardId, &Shard)> + '_ {
-        self.slots
-            .iter()
-            .filter_map(|s| s.as_deref())
-            .map(|shard| (shard.id_ref(), shard))
+        self.slots.values().map(|shard| (shard.id_ref(), &**shard))
     }
 
     pub(crate) fn clear(&mut self) {
         self.slots.clear();
-        self.len = 0;
     }
 }
 

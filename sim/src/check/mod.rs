@@ -88,14 +88,10 @@ impl Checker {
     /// A client sent the next message of `sender` to `entity`; returns its payload.
     pub(crate) fn send(&mut self, entity: &EntityId, sender: MemberId) -> Payload {
         let ent = Ent::of(entity).expect("the workload names entities e<n>");
-        let stream = self.stream(ent, sender);
+        let stream = self.streams.get_or_begin(ent, sender);
         let p = payload(sender, stream.sent);
         stream.sent += 1;
         p
-    }
-
-    fn stream(&mut self, ent: Ent, sender: MemberId) -> &mut Stream {
-        self.streams.get_or_begin(ent, sender)
     }
 
     fn live_mut(&mut self, ent: Ent) -> &mut Option<(MemberId, Instant)> {
@@ -145,7 +141,7 @@ impl Checker {
             let detail = format!("{entity}: undecodable payload");
             return self.fail(at, Property::Order, entity, detail);
         };
-        let delivered = &mut self.stream(ent, sender).delivered;
+        let delivered = &mut self.streams.get_or_begin(ent, sender).delivered;
         let last = delivered.last().copied();
         delivered.push(seq);
         if let Some(last) = last.filter(|last| seq <= *last) {
@@ -181,7 +177,10 @@ impl Checker {
         reason: DeadLetterReason,
     ) {
         if let (Some(ent), Some((sender, seq))) = (Ent::of(entity), decode(payload)) {
-            self.stream(ent, sender).dead.push((seq, reason));
+            self.streams
+                .get_or_begin(ent, sender)
+                .dead
+                .push((seq, reason));
         }
     }
 
