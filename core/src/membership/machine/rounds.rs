@@ -19,6 +19,9 @@ impl Membership {
     }
 
     /// Sends the state to `count` random members, preferring those that have not seen it.
+    /// Always, as Akka does today: its reference.conf documents a preference of 0.8 lowered
+    /// above `reduce-gossip-different-view-probability` (400) members, but its
+    /// `GossipTargetSelector` is built with that 400 as the probability (Akka 2.4 lowered it).
     pub(super) fn gossip_to(&mut self, count: usize, rng: &mut Rng, out: &mut Effects) {
         let state = self.state_stamp();
         let mut targets =
