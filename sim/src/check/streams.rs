@@ -3,23 +3,21 @@
 //! every message sent and delivered; a sorted list of an entity's senders took a binary search
 //! over several cache lines there (a hundred senders an entity at 100 nodes), a row takes one
 //! read. A node's later incarnations (restarts) share its row slot with the first, so the rare
-//! streams of theirs are kept in a map beside.
+//! streams of theirs are kept in a map beside. Rows are indexed as the simulator's other
+//! per-address tables are ([`crate::nodes::index`]).
 
 use std::collections::BTreeMap;
 
 use shoal_core::MemberId;
 
 use super::{Ent, Stream};
+use crate::nodes::index;
 
 /// A stream's key: the entity and the member that sends to it.
 pub(super) type StreamKey = (Ent, MemberId);
 
 /// A row slot with no stream.
 const EMPTY: u32 = u32::MAX;
-
-/// Node numbers past this one (the simulator numbers its nodes from 0) are kept in the map
-/// rather than make a row that long.
-const ROW_LIMIT: u64 = 1 << 16;
 
 /// Every stream, in the order they began, with the index that finds them.
 #[derive(Debug, Default)]
@@ -29,8 +27,7 @@ pub(super) struct Streams {
     /// Per entity number: per sender node number, the index in `begun` of the first stream
     /// from that node (whatever its incarnation), or `EMPTY`.
     rows: Vec<Vec<u32>>,
-    /// Streams whose row slot holds another (a later incarnation of the node, or a node past
-    /// `ROW_LIMIT`).
+    /// Streams whose row slot holds another's (a later incarnation of the node).
     others: BTreeMap<StreamKey, u32>,
 }
 
@@ -64,32 +61,32 @@ impl Streams {
     }
 
     fn row_slot(&self, ent: Ent, sender: MemberId) -> Option<u32> {
-        let node = usize::try_from(sender.node.0).ok()?;
-        self.rows.get(ent.0 as usize)?.get(node).copied()
+        self.rows
+            .get(ent.0 as usize)?
+            .get(index(sender.node))
+            .copied()
     }
 
     fn begin(&mut self, ent: Ent, sender: MemberId) -> usize {
         let at = self.begun.len();
-        let index = u32::try_from(at)
+        let slot = u32::try_from(at)
             .ok()
             .filter(|&i| i != EMPTY)
             .expect("fewer than 2^32 - 1 streams");
         self.begun.push(((ent, sender), Stream::default()));
-        if sender.node.0 < ROW_LIMIT {
-            let (e, node) = (ent.0 as usize, sender.node.0 as usize);
-            if e >= self.rows.len() {
-                self.rows.resize_with(e + 1, Vec::new);
-            }
-            let row = &mut self.rows[e];
-            if node >= row.len() {
-                row.resize(node + 1, EMPTY);
-            }
-            if row[node] == EMPTY {
-                row[node] = index;
-                return at;
-            }
+        let (e, node) = (ent.0 as usize, index(sender.node));
+        if e >= self.rows.len() {
+            self.rows.resize_with(e + 1, Vec::new);
         }
-        self.others.insert((ent, sender), index);
+        let row = &mut self.rows[e];
+        if node >= row.len() {
+            row.resize(node + 1, EMPTY);
+        }
+        if row[node] == EMPTY {
+            row[node] = slot;
+        } else {
+            self.others.insert((ent, sender), slot);
+        }
         at
     }
 }
@@ -110,7 +107,7 @@ mod tests {
             (Ent(3), member(7, 2)), // a later incarnation: same row slot
             (Ent(3), member(2, 1)),
             (Ent(0), member(7, 1)),
-            (Ent(3), member(ROW_LIMIT + 5, 1)), // past the rows
+            (Ent(3), member(70_000, 1)), // a long row
             (Ent(3), member(7, 3)),
         ];
         for (n, &(ent, sender)) in keys.iter().enumerate() {
