@@ -72,8 +72,8 @@ pub(crate) struct Shard {
     remember: Option<Remembered>,
     /// Letters for entities whose start is not durable yet (or not loaded yet), in order.
     waiting: BTreeMap<EntityId, VecDeque<Letter>>,
-    /// Remembered entities that stopped without passivation, restarted at these times.
-    restarts: BTreeSet<(Instant, EntityId)>,
+    /// Remembered entities that stopped without passivation, restarted after a backoff.
+    restarts: remembering::Restarts,
 }
 
 impl Shard {
@@ -96,7 +96,7 @@ impl Shard {
             next_idle_check,
             remember: None,
             waiting: BTreeMap::new(),
-            restarts: BTreeSet::new(),
+            restarts: remembering::Restarts::default(),
         }
     }
 
@@ -293,6 +293,9 @@ impl Shard {
         match self.entities.get_mut(&entity) {
             Some(e) => e.last_activity = now,
             None => {
+                // Whatever starts it, a restart planned for an earlier failure is moot: firing
+                // later, it would start the entity again after it passivated.
+                self.restarts.cancel(&entity);
                 out.entity(EntityEffect::Start {
                     entity_type: self.entity_type.clone(),
                     entity: entity.clone(),

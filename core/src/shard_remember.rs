@@ -7,7 +7,7 @@
 //! a handoff recovery stops (the next instance recovers the rest), and the shard is stopped
 //! only once what it recorded is written.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{Shard, StopReason};
 use crate::effect::{DeadLetterReason, Effects, Event};
@@ -146,16 +146,15 @@ impl Shard {
         };
         if !self.handing_off {
             let at = now + remembered.settings().restart_backoff;
-            self.restarts.insert((at, entity.clone()));
+            self.restarts.schedule(at, entity.clone());
         }
     }
 
     /// Restarts the failed remembered entities that are due.
     fn restart_due(&mut self, now: Instant, budget: &mut BufferBudget, out: &mut Effects) {
-        while let Some((at, id)) = self.restarts.first().cloned().filter(|(at, _)| *at <= now) {
-            self.restarts.remove(&(at, id.clone()));
-            // A message may have started it meanwhile; during a handoff the next instance
-            // recovers it.
+        while let Some(id) = self.restarts.pop_due(now) {
+            // A message whose start is being written will start it; during a handoff the
+            // next instance recovers it. (A start by a message cancels the restart.)
             if self.handing_off || self.entities.contains_key(&id) || self.waiting.contains_key(&id)
             {
                 continue;
@@ -168,7 +167,7 @@ impl Shard {
     /// When remembering next needs `handle_timeout`.
     pub(super) fn remember_timeout(&self) -> Option<Instant> {
         let remembered = self.remember.as_ref()?;
-        let restart = self.restarts.first().map(|(at, _)| *at);
+        let restart = self.restarts.next_due();
         crate::time::earliest(remembered.next_wakeup(), restart)
     }
 
@@ -244,6 +243,54 @@ impl Shard {
             let force_at = now + self.settings.handoff_stop_timeout;
             self.begin_stop(&id, StopReason::HandOff, force_at, out);
         }
+    }
+}
+
+/// Restarts of remembered entities that failed, one per entity, earliest first.
+#[derive(Debug, Default)]
+pub(super) struct Restarts {
+    by_time: BTreeSet<(Instant, EntityId)>,
+    by_entity: BTreeMap<EntityId, Instant>,
+}
+
+impl Restarts {
+    /// Restarts `entity` at `at`, replacing a restart planned for an earlier failure.
+    fn schedule(&mut self, at: Instant, entity: EntityId) {
+        self.cancel(&entity);
+        self.by_time.insert((at, entity.clone()));
+        self.by_entity.insert(entity, at);
+    }
+
+    /// Forgets `entity`'s restart: it started by other means.
+    pub(super) fn cancel(&mut self, entity: &EntityId) {
+        if self.by_entity.is_empty() {
+            return;
+        }
+        if let Some(at) = self.by_entity.remove(entity) {
+            crate::probe::hit("shard: a start cancels a failed entity's pending restart");
+            self.by_time.remove(&(at, entity.clone()));
+        }
+    }
+
+    /// The next entity whose restart is due at `now`, taken.
+    fn pop_due(&mut self, now: Instant) -> Option<EntityId> {
+        if self.by_time.first().is_none_or(|(at, _)| *at > now) {
+            return None;
+        }
+        let (_, entity) = self.by_time.pop_first()?;
+        self.by_entity.remove(&entity);
+        Some(entity)
+    }
+
+    /// When the next restart is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.by_time.first().map(|(at, _)| *at)
+    }
+
+    /// Forgets every restart (the shard terminates).
+    pub(super) fn clear(&mut self) {
+        self.by_time.clear();
+        self.by_entity.clear();
     }
 }
 

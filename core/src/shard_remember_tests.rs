@@ -29,6 +29,11 @@ fn settings(recovery: RecoveryStrategy) -> RememberSettings {
 
 /// A remembering shard that has asked for its load.
 fn loading(recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
+    loading_with(settings(recovery))
+}
+
+/// A remembering shard with `remember` settings that has asked for its load.
+fn loading_with(remember: RememberSettings) -> (Shard, Effects, BufferBudget) {
     let shard_settings = ShardSettings {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
@@ -36,14 +41,19 @@ fn loading(recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
     };
     let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
     let (mut o, b) = (out(), BufferBudget::new(10));
-    s.start_remembering(settings(recovery), EPOCH, &mut o);
+    s.start_remembering(remember, EPOCH, &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
     (s, o, b)
 }
 
 /// A remembering shard, its load answered with `loaded`.
 fn loaded(names: &[&str], recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
-    let (mut s, mut o, mut b) = loading(recovery);
+    loaded_with(names, settings(recovery))
+}
+
+/// A remembering shard with `remember` settings, its load answered with `loaded`.
+fn loaded_with(names: &[&str], remember: RememberSettings) -> (Shard, Effects, BufferBudget) {
+    let (mut s, mut o, mut b) = loading_with(remember);
     s.handle_store_completed(
         at(0),
         0,
@@ -146,6 +156,51 @@ fn passivation_forgets_and_a_failure_of_the_entity_restarts_it_after_the_backoff
     assert_eq!(s.poll_timeout(), Some(at(5_010)));
     s.handle_timeout(at(5_010), &mut b, &mut o);
     assert_eq!(o.take(), [start("b")]);
+}
+
+/// Akka's RememberEntitiesFailureSpec: backoff 1 s; the entity fails at 1.01 s, a message
+/// starts it at 1.02 s, it passivates at 1.03 s. The restart planned at 2.01 s is moot: the
+/// entity stays stopped and forgotten, and a second failure plans its own restart afresh.
+#[test]
+fn a_start_before_the_backoff_ends_cancels_the_restart() {
+    let backoff = RememberSettings {
+        restart_backoff: Duration::from_secs(1),
+        ..settings(RecoveryStrategy::AllAtOnce)
+    };
+    let (mut s, mut o, mut b) = loaded_with(&["a"], backoff);
+    o.take();
+    s.handle_entity_stopped(at(1_010), &id("a"), &mut b, &mut o);
+    assert_eq!(s.poll_timeout(), Some(at(2_010)), "the restart is planned");
+    s.handle_delivery(at(1_020), id("a"), p("m1"), &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [start("a"), deliver("a", "m1")],
+        "still remembered: no write before it starts"
+    );
+    assert_eq!(s.poll_timeout(), None, "the restart is cancelled");
+    s.handle_passivate(at(1_030), &id("a"), &mut o);
+    s.handle_entity_stopped(at(1_031), &id("a"), &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [stop("a", StopReason::Passivation), update(1, &[], &["a"])]
+    );
+    s.handle_store_completed(at(1_040), 1, StoreCompletion::Written, &mut b, &mut o);
+    s.handle_timeout(at(2_010), &mut b, &mut o);
+    assert_eq!(o.take(), [], "not started again at 2.01 s");
+    assert!(!s.is_alive(&id("a")));
+
+    // Started again, it fails twice: only the second failure's restart stands.
+    s.handle_delivery(at(3_000), id("a"), p("m2"), &mut b, &mut o);
+    s.handle_store_completed(at(3_001), 2, StoreCompletion::Written, &mut b, &mut o);
+    o.take();
+    s.handle_entity_stopped(at(3_100), &id("a"), &mut b, &mut o);
+    s.handle_delivery(at(3_200), id("a"), p("m3"), &mut b, &mut o);
+    s.handle_entity_stopped(at(3_300), &id("a"), &mut b, &mut o);
+    o.take();
+    assert_eq!(s.poll_timeout(), Some(at(4_300)));
+    s.handle_timeout(at(4_300), &mut b, &mut o);
+    assert_eq!(o.take(), [start("a")]);
+    assert_eq!(s.poll_timeout(), None);
 }
 
 #[test]

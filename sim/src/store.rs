@@ -302,6 +302,14 @@ impl SimStore {
         }
     }
 
+    /// Every id of `entity_type` the store holds, with the shard whose entry holds it, by shard.
+    pub(crate) fn remembered_ids(&self, entity_type: &EntityType) -> Vec<(String, u32)> {
+        (self.records.iter())
+            .filter(|((t, _), _)| t == entity_type)
+            .flat_map(|((_, shard), r)| r.ids.iter().map(|id| (id.as_str().to_owned(), shard.0)))
+            .collect()
+    }
+
     /// The ids remembered for a shard.
     #[cfg(test)]
     pub(crate) fn remembered(&self, entity_type: &EntityType, shard: ShardId) -> Vec<EntityId> {

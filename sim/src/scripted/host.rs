@@ -245,6 +245,21 @@ impl Host {
         Some(line)
     }
 
+    /// The running incarnation of `entity` on `n` fails at `now`: it terminates without a stop
+    /// asked; its node is told. `None` if it does not run there, else the trace line.
+    pub(crate) fn fail(
+        &mut self,
+        now: Instant,
+        n: NodeId,
+        entity_type: EntityType,
+        entity: &str,
+    ) -> Option<String> {
+        let entity = EntityId::new(entity);
+        let life = *self.alive.get(&(n, entity.clone()))?;
+        self.terminate(now, n, entity_type, entity, life)
+            .map(|line| format!("{line} (failed)"))
+    }
+
     fn schedule(&mut self, at: Instant, n: NodeId, due: Due) {
         self.seq += 1;
         self.due.insert((at, self.seq), (n, due));

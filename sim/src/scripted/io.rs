@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use shoal_core::{
-    EntityEffect, Event, Input, Instant, Io, MemberId, NodeId, StoreRequest, Transmit,
+    EntityEffect, EntityType, Event, Input, Instant, Io, MemberId, NodeId, StoreRequest, Transmit,
 };
 
 use super::host::Host;
@@ -33,6 +33,11 @@ impl Store {
     fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
         let ticket = self.store.submit(now, member, request.clone());
         self.tickets.insert(ticket, (member, request));
+    }
+
+    /// Every id of `entity_type` the store holds, with the shard whose entry holds it, by shard.
+    pub(crate) fn remembered(&self, entity_type: &EntityType) -> Vec<(String, u32)> {
+        self.store.remembered_ids(entity_type)
     }
 
     /// When the store next answers.

@@ -109,6 +109,12 @@ impl Cluster {
             .collect()
     }
 
+    /// Every id of [`TYPE`] the remember store holds, with the shard whose entry holds it, by
+    /// shard.
+    pub fn remembered(&self) -> Vec<(String, u32)> {
+        self.store.remembered(&EntityType::new(TYPE))
+    }
+
     /// Frames sent so far, and their bytes.
     pub fn wire(&self) -> (u64, u64) {
         self.network.sent()

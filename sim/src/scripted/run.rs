@@ -161,6 +161,16 @@ impl Cluster {
         self.input(n, input);
     }
 
+    /// `entity` (of [`TYPE`]) on node `n` stops on its own, as an entity that fails does: its
+    /// node hears it stopped without having asked (nothing happens if it does not run there).
+    pub fn fail_entity(&mut self, n: u64, entity: &str) {
+        let line = self
+            .host
+            .fail(self.now, NodeId(n), EntityType::new(TYPE), entity);
+        self.record.trace.extend(line);
+        self.settle();
+    }
+
     /// Delivers the messages, host reports and store answers due by now until none is left,
     /// without advancing time.
     ///
