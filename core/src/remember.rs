@@ -21,6 +21,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::time::{Instant, earliest};
 
@@ -38,6 +39,8 @@ pub(crate) struct RememberOut {
     pub(crate) start: Vec<EntityId>,
     /// Store failures to report (the request will be retried unless fenced).
     pub(crate) failures: Vec<String>,
+    /// Loaded ids that map to another shard: never started here.
+    pub(crate) misfiled: Vec<EntityId>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -55,6 +58,8 @@ enum Phase {
 pub(crate) struct Remembered {
     entity_type: EntityType,
     shard: ShardId,
+    /// The type's shard count: a loaded id starts here only if it maps to `shard`.
+    number_of_shards: u32,
     epoch: Epoch,
     settings: RememberSettings,
     phase: Phase,
@@ -80,10 +85,11 @@ pub(crate) struct Remembered {
 }
 
 impl Remembered {
-    /// Starts remembering for the shard's allocation `epoch`: asks for the load.
+    /// Starts remembering for the allocation `epoch` of `shard` (of `number_of_shards`): asks
+    /// for the load.
     pub(crate) fn new(
         entity_type: EntityType,
-        shard: ShardId,
+        (shard, number_of_shards): (ShardId, u32),
         epoch: Epoch,
         settings: RememberSettings,
         out: &mut RememberOut,
@@ -91,6 +97,7 @@ impl Remembered {
         let mut remembered = Self {
             entity_type,
             shard,
+            number_of_shards,
             epoch,
             settings,
             phase: Phase::Loading,
@@ -215,7 +222,17 @@ impl Remembered {
                 // Changes recorded while loading apply on top of what was loaded; an id
                 // recorded as starting that was remembered already is durable: it starts now,
                 // once, and not again through recovery.
-                self.stored = ids.into_iter().collect();
+                // An id that maps to another shard must never run here (single activation):
+                // its own shard starts it. The store refiles ids when the shard count
+                // changes, so this takes an entry written around that refile.
+                let (mine, misfiled): (Vec<EntityId>, Vec<EntityId>) = ids
+                    .into_iter()
+                    .partition(|id| shard_of(id, self.number_of_shards) == self.shard);
+                if !misfiled.is_empty() {
+                    crate::probe::hit("remember: a load's ids that map elsewhere are not started");
+                }
+                out.misfiled = misfiled;
+                self.stored = mine.into_iter().collect();
                 let durable: BTreeSet<EntityId> =
                     self.to_start.intersection(&self.stored).cloned().collect();
                 self.to_start.retain(|id| !durable.contains(id));

@@ -63,9 +63,19 @@ impl Default for RememberSettings {
 pub enum StoreRequest {
     /// The coordinator reads every shard of the type the store has an epoch for, with it
     /// (after a full cluster restart it starts every one of them, and allocates above them).
+    ///
+    /// First the store *refiles* the type if it last filed it under another number of
+    /// shards (the cluster restarted with another `number_of_shards`): every remembered id
+    /// moves to the entry of the shard it now maps to ([`shard_of`](crate::shard_of)), and
+    /// every entry it changes gets an epoch above all the type's epochs, which fences any
+    /// instance that loaded it before. A shard therefore loads exactly the ids that map to it,
+    /// and ids of shards beyond the new count are not lost. Nothing moves when the count is
+    /// the one recorded.
     Shards {
         /// The type.
         entity_type: EntityType,
+        /// The type's number of shards, under which the store files its ids.
+        number_of_shards: u32,
     },
     /// Claim `epoch` for the shard and read its remembered ids.
     Load {
@@ -98,7 +108,7 @@ impl StoreRequest {
     /// The entity type the request is about.
     pub fn entity_type(&self) -> &EntityType {
         match self {
-            Self::Shards { entity_type }
+            Self::Shards { entity_type, .. }
             | Self::Load { entity_type, .. }
             | Self::Update { entity_type, .. } => entity_type,
         }

@@ -12,11 +12,14 @@ fn at(millis: u64) -> Instant {
     Instant::from_millis(millis)
 }
 
+/// The shard of these tests: the only one, so every id maps to it.
+const SHARD: ShardId = ShardId(0);
+
 fn start(settings: RememberSettings) -> (Remembered, RememberOut) {
     let mut out = RememberOut::default();
     let remembered = Remembered::new(
         EntityType::from("counter"),
-        ShardId(3),
+        (SHARD, 1),
         Epoch(7),
         settings,
         &mut out,
@@ -33,7 +36,7 @@ fn done(r: &mut Remembered, now: Instant, completion: StoreCompletion, out: &mut
 fn update(seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
     StoreRequest::Update {
         entity_type: EntityType::from("counter"),
-        shard: ShardId(3),
+        shard: SHARD,
         epoch: Epoch(7),
         seq,
         started: ids(started),
@@ -57,7 +60,7 @@ fn a_shard_loads_with_its_epoch_and_recovers_everything_at_once() {
         out.requests,
         vec![StoreRequest::Load {
             entity_type: EntityType::from("counter"),
-            shard: ShardId(3),
+            shard: SHARD,
             epoch: Epoch(7)
         }]
     );
@@ -363,4 +366,27 @@ fn a_fenced_instance_starts_nothing_and_a_loading_one_with_nothing_recorded_is_s
         "remembered, but fenced"
     );
     assert_eq!(out, RememberOut::default());
+}
+
+#[test]
+fn loaded_ids_that_map_to_another_shard_are_never_started_here() {
+    let mut out = RememberOut::default();
+    let kind = EntityType::from("counter");
+    let mut r = Remembered::new(
+        kind,
+        (ShardId(1), 4),
+        Epoch(7),
+        Default::default(),
+        &mut out,
+    );
+    let names: Vec<EntityId> = (0..20).map(|i| EntityId::from(format!("e{i}"))).collect();
+    let (mut mine, elsewhere): (Vec<EntityId>, Vec<EntityId>) =
+        (names.iter().cloned()).partition(|id| shard_of(id, 4) == ShardId(1));
+    mine.sort();
+    assert!(!mine.is_empty() && !elsewhere.is_empty());
+    let mut out = RememberOut::default();
+    done(&mut r, at(0), StoreCompletion::Loaded(names), &mut out);
+    assert_eq!(out.start, mine);
+    assert_eq!(out.misfiled, elsewhere, "reported, not started");
+    assert!(!r.remembers(&elsewhere[0]), "not counted as this shard's");
 }

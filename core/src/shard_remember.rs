@@ -18,17 +18,18 @@ use crate::remember::{RememberOut, RememberSettings, Remembered, StoreCompletion
 use crate::time::Instant;
 
 impl Shard {
-    /// Turns remembering on for this instance, allocated at `epoch`: asks for the load.
+    /// Turns remembering on for this instance, allocated at `epoch` among `number_of_shards`:
+    /// asks for the load.
     pub(crate) fn start_remembering(
         &mut self,
         settings: RememberSettings,
-        epoch: Epoch,
+        (epoch, number_of_shards): (Epoch, u32),
         out: &mut Effects,
     ) {
         let mut produced = RememberOut::default();
         let remembered = Remembered::new(
             self.entity_type.clone(),
-            self.id,
+            (self.id, number_of_shards),
             epoch,
             settings,
             &mut produced,
@@ -209,6 +210,19 @@ impl Shard {
                 entity_type: self.entity_type.clone(),
                 shard: Some(self.id),
                 reason,
+            });
+        }
+        if !produced.misfiled.is_empty() {
+            tracing::warn!(
+                shard = %self.id,
+                entity_type = %self.entity_type,
+                count = produced.misfiled.len(),
+                "remembered ids that map to other shards were not started here"
+            );
+            out.event(Event::RememberedIdsMisfiled {
+                entity_type: self.entity_type.clone(),
+                shard: self.id,
+                entities: produced.misfiled,
             });
         }
         for id in produced.start {

@@ -4,10 +4,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::effect::{Effect, Event};
-use crate::id::ShardId;
 use crate::remember::{RecoveryStrategy, StoreRequest};
 use crate::shard::ShardSettings;
-use crate::shard::tests::{deliver, id, out, p, start, stop, ty};
+use crate::shard::tests::{SHARD, deliver, id, out, p, start, stop, ty};
 
 const EPOCH: Epoch = Epoch(9);
 
@@ -39,9 +38,9 @@ fn loading_with(remember: RememberSettings) -> (Shard, Effects, BufferBudget) {
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after: None,
     };
-    let mut s = Shard::new(ShardId(3), ty(), shard_settings, at(0));
+    let mut s = Shard::new(SHARD, ty(), shard_settings, at(0));
     let (mut o, b) = (out(), BufferBudget::new(10));
-    s.start_remembering(remember, EPOCH, &mut o);
+    s.start_remembering(remember, (EPOCH, 1), &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
     (s, o, b)
 }
@@ -67,7 +66,7 @@ fn loaded_with(names: &[&str], remember: RememberSettings) -> (Shard, Effects, B
 fn load() -> StoreRequest {
     StoreRequest::Load {
         entity_type: ty(),
-        shard: ShardId(3),
+        shard: SHARD,
         epoch: EPOCH,
     }
 }
@@ -75,7 +74,7 @@ fn load() -> StoreRequest {
 fn update(seq: u64, started: &[&str], stopped: &[&str]) -> Effect {
     Effect::Store(StoreRequest::Update {
         entity_type: ty(),
-        shard: ShardId(3),
+        shard: SHARD,
         epoch: EPOCH,
         seq,
         started: ids(started),

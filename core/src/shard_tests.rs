@@ -24,13 +24,16 @@ fn at(secs: u64) -> Instant {
     Instant::from_secs(secs)
 }
 
+/// The shard of these tests: the only one of its type, so every id maps to it.
+pub(super) const SHARD: ShardId = ShardId(0);
+
 fn shard_with(idle_after: Option<Duration>) -> Shard {
     let settings = ShardSettings {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after,
     };
-    Shard::new(ShardId(3), ty(), settings, at(0))
+    Shard::new(SHARD, ty(), settings, at(0))
 }
 
 fn shard() -> Shard {
@@ -45,7 +48,7 @@ pub(super) fn start(e: &str) -> Effect {
     Effect::Entity(EntityEffect::Start {
         entity_type: ty(),
         entity: id(e),
-        shard: ShardId(3),
+        shard: SHARD,
     })
 }
 

@@ -1,9 +1,10 @@
 //! `cluster_schedule`: the fuzzer's bytes choose a whole simulation (cluster size, workload,
 //! entity behaviour, membership mode, buffer size) and its fault schedule (crashes, partitions,
-//! connection breaks, leaves, joins, clogs, pauses, at chosen times); the simulator runs it and
-//! every one of its checkers must pass: single activation, per-sender order, exactly-once where
-//! the run allows it, buffer caps, liveness after healing and rebalance convergence. Runs where
-//! no majority survived are classified by the simulator, not failed.
+//! connection breaks, leaves, joins, clogs, pauses, full restarts with another shard count, at
+//! chosen times); the simulator runs it and every one of its checkers must pass: single
+//! activation, per-sender order, exactly-once where the run allows it, buffer caps, liveness
+//! after healing and rebalance convergence. Runs where no majority survived are classified by
+//! the simulator, not failed.
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ enum FuzzAct {
     Down {
         node: u8,
         by: u8,
+    },
+    FullRestart {
+        shards: u8,
+        restart_after: u8,
     },
 }
 
@@ -169,6 +174,13 @@ impl FuzzRun {
                 FuzzAct::Pause { node: n, lasts_ms } => Act::Pause {
                     node: node(n, known),
                     lasts: Duration::from_millis(50 + u64::from(lasts_ms % 3950)),
+                },
+                FuzzAct::FullRestart {
+                    shards,
+                    restart_after,
+                } => Act::FullRestart {
+                    shards: 1 + u32::from(shards % 64),
+                    restart_after: secs(1 + u64::from(restart_after % 30)),
                 },
             };
             actions.push(Action { at, act });

@@ -75,9 +75,87 @@ async fn late_writes_of_an_instance_are_refused(store: &dyn RememberStore, kind:
     );
 }
 
+/// The shard count the suite's type is filed under (its ids are not where the hash puts them:
+/// the store leaves them where instances write them, and refiles only when the count changes).
+const COUNT: u32 = 12;
+
+/// Every id of `kind` in shards below `n`, with the shard whose entry holds it, read by loads
+/// at `epoch`.
+async fn filing(
+    store: &dyn RememberStore,
+    kind: &EntityType,
+    n: u32,
+    epoch: u64,
+) -> Vec<(u32, EntityId)> {
+    let mut held = Vec::new();
+    for shard in 0..n {
+        let ids = store
+            .load(kind, ShardId(shard), Epoch(epoch))
+            .await
+            .unwrap();
+        held.extend(ids.into_iter().map(|id| (shard, id)));
+    }
+    held
+}
+
+/// A full restart with another number of shards: the coordinator's read of the shards refiles
+/// every id where the hash now puts it, once, above every epoch, so an instance of the old
+/// count can no longer write.
+async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &dyn RememberStore) {
+    let kind = EntityType::from("refiled");
+    assert_eq!(store.shards(&kind, 8).await, Ok(vec![]));
+    let names: Vec<String> = (0..40).map(|i| format!("e{i}")).collect();
+    for shard in 0..8 {
+        let mine: Vec<&str> = (names.iter())
+            .filter(|n| shoal_core::shard_of(&EntityId::from(n.as_str()), 8).0 == shard)
+            .map(String::as_str)
+            .collect();
+        store.load(&kind, ShardId(shard), Epoch(3)).await.unwrap();
+        write(store, &kind, (shard, 3, 1), &mine, &[])
+            .await
+            .unwrap();
+    }
+    let listed = other.shards(&kind, 5).await.unwrap();
+    assert_eq!(
+        listed.len(),
+        8,
+        "entries above the new count stay listed: {listed:?}"
+    );
+    assert!(
+        listed.iter().all(|(_, epoch)| *epoch == Epoch(4)),
+        "{listed:?}"
+    );
+    assert_eq!(
+        write(store, &kind, (1, 3, 2), &["late"], &[]).await,
+        Err(StoreError::Fenced {
+            refused: Epoch(3),
+            current: Epoch(4)
+        }),
+        "an instance of the old count is fenced"
+    );
+    let held = filing(store, &kind, 8, 10).await;
+    assert_eq!(held.len(), names.len(), "nothing lost or doubled: {held:?}");
+    assert!(
+        (held.iter()).all(|(shard, id)| shoal_core::shard_of(id, 5).0 == *shard),
+        "{held:?}"
+    );
+    assert_eq!(
+        store.shards(&kind, 5).await.unwrap(),
+        (0..8).map(|s| (ShardId(s), Epoch(10))).collect::<Vec<_>>(),
+        "filed under 5 already: nothing moves, no epoch changes"
+    );
+    store.shards(&kind, 13).await.unwrap();
+    let held = filing(store, &kind, 13, 20).await;
+    assert_eq!(held.len(), names.len());
+    assert!((held.iter()).all(|(shard, id)| shoal_core::shard_of(id, 13).0 == *shard));
+}
+
 /// The behaviour every store shares; `kind` keeps runs in one database apart.
 async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str) {
+    another_count_refiles_every_id_once(store, other).await;
     let kind = EntityType::from(kind);
+    // The coordinator reads first (nothing to refile), as it does before any shard starts.
+    assert_eq!(store.shards(&kind, COUNT).await, Ok(vec![]));
     late_writes_of_an_instance_are_refused(store, &kind).await;
     // Remembering and forgetting.
     assert_eq!(store.load(&kind, ShardId(1), Epoch(1)).await, Ok(vec![]));
@@ -93,7 +171,7 @@ async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str)
     update(store, &kind, 9, 1, &["y"], &[]).await.unwrap();
     update(store, &kind, 9, 1, &[], &["y"]).await.unwrap();
     assert_eq!(
-        store.shards(&kind).await,
+        store.shards(&kind, COUNT).await,
         Ok(vec![
             (ShardId(1), Epoch(1)),
             (ShardId(7), Epoch(1)),
@@ -192,7 +270,7 @@ async fn sqlite_store_passes_the_suite_and_is_one_shared_wal_file() {
     assert!(dir.join("remember.db-wal").exists() || wal_mode(&path));
     let reopened = SqliteStore::open(&path).unwrap();
     let kind = EntityType::from("counter");
-    let listed = reopened.shards(&kind).await.unwrap();
+    let listed = reopened.shards(&kind, COUNT).await.unwrap();
     let shards: Vec<ShardId> = listed.iter().map(|(shard, _)| *shard).collect();
     assert_eq!(
         shards,
@@ -420,6 +498,7 @@ impl RememberStore for Panicking {
     fn shards<'a>(
         &'a self,
         _: &'a EntityType,
+        _: u32,
     ) -> futures_util::future::BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         Box::pin(async { panic!("the store broke") })
     }
@@ -443,6 +522,7 @@ impl RememberStore for Silent {
     fn shards<'a>(
         &'a self,
         _: &'a EntityType,
+        _: u32,
     ) -> futures_util::future::BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         Box::pin(std::future::pending())
     }
@@ -469,6 +549,14 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
         stopped: vec![],
     };
     let limit = Duration::from_secs(5);
+    let shards = StoreRequest::Shards {
+        entity_type: kind.clone(),
+        number_of_shards: 8,
+    };
+    assert_eq!(
+        execute(&store, &shards, limit).await,
+        StoreCompletion::Shards(vec![])
+    );
     assert_eq!(
         execute(&store, &load(2), limit).await,
         StoreCompletion::Loaded(vec![])
@@ -485,9 +573,6 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
         execute(&store, &write(1), limit).await,
         StoreCompletion::Fenced(Epoch(2))
     );
-    let shards = StoreRequest::Shards {
-        entity_type: kind.clone(),
-    };
     assert_eq!(
         execute(&store, &shards, limit).await,
         StoreCompletion::Shards(vec![(ShardId(4), Epoch(2))])

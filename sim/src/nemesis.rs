@@ -116,6 +116,18 @@ impl Nemesis {
         Some(!self.rejoining.remove(&node))
     }
 
+    /// The whole cluster goes down: every one of `nodes` is out as crashed (whether it ran,
+    /// was downed, or had left and not exited yet), to start again together.
+    pub(crate) fn cluster_down(&mut self, nodes: &BTreeSet<NodeId>) {
+        self.lost_members = true;
+        for node in nodes {
+            self.downed.remove(node);
+            self.left.remove(node);
+            self.rejoining.remove(node);
+            self.crashed.insert(*node);
+        }
+    }
+
     /// Every downed node is taken for crashed instead (an operator stops them all).
     pub(crate) fn crash_downed(&mut self) -> Vec<NodeId> {
         let old: Vec<NodeId> = std::mem::take(&mut self.downed).into_iter().collect();

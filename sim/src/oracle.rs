@@ -62,6 +62,14 @@ impl Oracle {
         self.version += 1;
     }
 
+    /// The cluster is gone (every process stopped): every member is removed, and the next
+    /// ones join a new cluster.
+    pub(crate) fn dissolve(&mut self) {
+        let gone = std::mem::take(&mut self.members);
+        self.removed.extend(gone.values().map(|m| m.id));
+        self.version += 1;
+    }
+
     /// The cluster's current view.
     pub(crate) fn view(&self) -> MembershipView {
         MembershipView::new(self.members.values().cloned().collect())

@@ -22,7 +22,7 @@ impl Schedule {
             Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
         };
         let f = &o.faults;
-        let kinds: [(Option<Duration>, Kind); 8] = [
+        let kinds: [(Option<Duration>, Kind); 9] = [
             (f.crash_every, Kind::Crash),
             (f.partition_every, Kind::Partition),
             (f.break_every, Kind::Break),
@@ -31,6 +31,7 @@ impl Schedule {
             (f.crash_oldest_every, Kind::CrashOldest),
             (f.clog_every, Kind::Clog),
             (f.pause_every, Kind::Pause),
+            (f.full_restart_every, Kind::FullRestart),
         ];
         let mut times = Vec::new();
         for (every, kind) in kinds {
@@ -47,6 +48,7 @@ impl Schedule {
         times.sort();
         // Targets are drawn in time order, among the addresses that exist by then.
         let mut known = o.cluster.nodes;
+        let mut shards = o.cluster.shards;
         let mut actions = Vec::with_capacity(times.len());
         for (at, kind) in times {
             let node = |r: &mut SimRng| NodeId(r.range(1, known));
@@ -96,6 +98,19 @@ impl Schedule {
                     node: node(&mut r),
                     lasts: ms(&mut r, Duration::from_millis(50), MAX_PAUSE),
                 },
+                Kind::FullRestart => {
+                    // Fewer shards or more, never the same count: a third to three times.
+                    let lower = r.chance(0.5) && shards > 1;
+                    shards = if lower {
+                        r.range(u64::from(shards / 3).max(1), u64::from(shards - 1)) as u32
+                    } else {
+                        r.range(u64::from(shards + 1), u64::from(shards * 3)) as u32
+                    };
+                    Act::FullRestart {
+                        shards,
+                        restart_after: ms(&mut r, secs(1), secs(20)),
+                    }
+                }
             };
             actions.push(Action { at, act });
         }
@@ -234,6 +249,7 @@ enum Kind {
     Join,
     Clog,
     Pause,
+    FullRestart,
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@ struct Record {
     ids: BTreeSet<EntityId>,
     /// The newest accepted load: its epoch and the member whose instance made it.
     loaded: Option<(u64, MemberId)>,
+    /// Listed by `Shards`: loaded once, or given ids by a refile.
+    listed: bool,
 }
 
 /// Names a submitted request; its answer carries it.
@@ -83,6 +85,8 @@ pub(crate) struct SimStore {
     settings: StoreSettings,
     rng: SimRng,
     records: BTreeMap<(EntityType, ShardId), Record>,
+    /// The number of shards each type's ids are filed under (see `StoreRequest::Shards`).
+    filed: BTreeMap<EntityType, u32>,
     /// Requests to apply, by arrival time (then submission order).
     arriving: BTreeMap<(Instant, u64), Arriving>,
     /// Answers to deliver, by time.
@@ -93,6 +97,8 @@ pub(crate) struct SimStore {
     /// Writes refused because a newer write of the same instance was applied first (a write
     /// that timed out and landed late).
     pub(crate) stale: u64,
+    /// Ids moved to another shard's entry because the number of shards changed.
+    pub(crate) refiled: u64,
     /// Fencing broken, as seen while applying requests (see the module doc).
     violations: Vec<String>,
 }
@@ -104,11 +110,13 @@ impl SimStore {
             settings,
             rng,
             records: BTreeMap::new(),
+            filed: BTreeMap::new(),
             arriving: BTreeMap::new(),
             answers: BTreeMap::new(),
             next: 0,
             fenced: 0,
             stale: 0,
+            refiled: 0,
             violations: Vec::new(),
         }
     }
@@ -227,11 +235,15 @@ impl SimStore {
 
     fn apply(&mut self, origin: MemberId, request: &StoreRequest) -> StoreCompletion {
         let (entity_type, shard, epoch) = match request {
-            StoreRequest::Shards { entity_type } => {
+            StoreRequest::Shards {
+                entity_type,
+                number_of_shards,
+            } => {
+                self.refile(entity_type, *number_of_shards);
                 let listed = self
                     .records
                     .iter()
-                    .filter(|((t, _), r)| t == entity_type && r.loaded.is_some())
+                    .filter(|((t, _), r)| t == entity_type && r.listed)
                     .map(|((_, shard), r)| (*shard, Epoch(r.epoch)))
                     .collect();
                 return StoreCompletion::Shards(listed);
@@ -280,6 +292,7 @@ impl SimStore {
                     }
                 }
                 record.loaded = Some((epoch.0, origin));
+                record.listed = true;
                 StoreCompletion::Loaded(record.ids.iter().cloned().collect())
             }
             StoreRequest::Update {
@@ -299,6 +312,43 @@ impl SimStore {
                 record.ids.extend(started.iter().cloned());
                 StoreCompletion::Written
             }
+        }
+    }
+
+    /// Files every id of `entity_type` in the entry of the shard it maps to among
+    /// `number_of_shards`, unless the type is filed under that count already, as the runtime's
+    /// stores do: every entry changed gets an epoch above all of the type's, fencing the
+    /// instances that loaded it before.
+    fn refile(&mut self, entity_type: &EntityType, number_of_shards: u32) {
+        if self.filed.insert(entity_type.clone(), number_of_shards) == Some(number_of_shards) {
+            return;
+        }
+        let of_type = |(t, _): &&(EntityType, ShardId)| t == entity_type;
+        let moves: Vec<(ShardId, ShardId, EntityId)> = (self.records.iter())
+            .filter(|(key, _)| of_type(key))
+            .flat_map(|((_, from), r)| {
+                r.ids.iter().filter_map(move |id| {
+                    let to = shoal_core::shard_of(id, number_of_shards);
+                    (to != *from).then(|| (*from, to, id.clone()))
+                })
+            })
+            .collect();
+        let Some(top) = (self.records.iter())
+            .filter(|(key, _)| of_type(key))
+            .map(|(_, r)| r.epoch)
+            .max()
+        else {
+            return;
+        };
+        self.refiled += moves.len() as u64;
+        for (from, to, id) in moves {
+            let source = self.records.get_mut(&(entity_type.clone(), from));
+            let source = source.expect("a listed entry");
+            source.ids.remove(&id);
+            (source.epoch, source.seq) = (top + 1, 0);
+            let target = self.records.entry((entity_type.clone(), to)).or_default();
+            target.ids.insert(id);
+            (target.epoch, target.seq, target.listed) = (top + 1, 0, true);
         }
     }
 
@@ -484,11 +534,16 @@ mod tests {
             .any(|(t, _)| *t == ticket)
         {}
         assert_eq!(s.take_violations().len(), 1);
+        // A count under which "a" is where it was written: nothing is refiled.
+        let number_of_shards = (2..)
+            .find(|n| shoal_core::shard_of(&EntityId::from("a"), *n) == ShardId(1))
+            .expect("some count maps a to shard 1");
         let listed = ask(
             &mut s,
             now,
             StoreRequest::Shards {
                 entity_type: counter(),
+                number_of_shards,
             },
         )
         .1;
@@ -496,6 +551,100 @@ mod tests {
             listed,
             StoreCompletion::Shards(vec![(ShardId(1), Epoch(4))])
         );
+    }
+
+    /// Remembers `ids` as a shard count of `n` files them, each shard loaded at `epoch`.
+    fn file(s: &mut SimStore, ids: &[EntityId], n: u32, epoch: u64) {
+        let now = Instant::from_secs(1);
+        for shard in 0..n {
+            let started: Vec<EntityId> = (ids.iter())
+                .filter(|id| shoal_core::shard_of(id, n).0 == shard)
+                .cloned()
+                .collect();
+            let (entity_type, shard, epoch) = (counter(), ShardId(shard), Epoch(epoch));
+            let load = StoreRequest::Load {
+                entity_type: entity_type.clone(),
+                shard,
+                epoch,
+            };
+            ask(s, now, load);
+            let (seq, stopped) = (1, Vec::new());
+            let write = StoreRequest::Update {
+                entity_type,
+                shard,
+                epoch,
+                seq,
+                started,
+                stopped,
+            };
+            assert_eq!(ask(s, now, write).1, StoreCompletion::Written);
+        }
+    }
+
+    fn shards(s: &mut SimStore, number_of_shards: u32) -> Vec<(ShardId, Epoch)> {
+        let read = StoreRequest::Shards {
+            entity_type: counter(),
+            number_of_shards,
+        };
+        match ask(s, Instant::from_secs(2), read).1 {
+            StoreCompletion::Shards(listed) => listed,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn another_number_of_shards_refiles_every_id_and_fences_what_loaded_before() {
+        let mut s = store(StoreSettings::default());
+        let ids: Vec<EntityId> = (0..40).map(|i| EntityId::from(format!("e{i}"))).collect();
+        file(&mut s, &ids, 8, 3);
+        assert_eq!(shards(&mut s, 8).len(), 8);
+        assert_eq!(s.refiled, 0, "filed under 8 already");
+
+        let listed = shards(&mut s, 5);
+        assert!(s.refiled > 0);
+        for shard in 0..8 {
+            let held = s.remembered(&counter(), ShardId(shard));
+            let belong = |id: &EntityId| shoal_core::shard_of(id, 5).0 == shard;
+            assert!(held.iter().all(belong), "shard {shard} holds {held:?}");
+        }
+        let mut all: Vec<EntityId> = (0..8)
+            .flat_map(|shard| s.remembered(&counter(), ShardId(shard)))
+            .collect();
+        all.sort();
+        let mut expected = ids.clone();
+        expected.sort();
+        assert_eq!(all, expected, "nothing lost, nothing twice");
+        // Entries 5 to 7 are empty now, still listed (with their epochs, which fence).
+        assert_eq!(listed.len(), 8);
+        assert!(listed.iter().all(|(_, epoch)| *epoch == Epoch(4)));
+        // An instance that loaded under the old count can no longer write.
+        let late = StoreRequest::Update {
+            entity_type: counter(),
+            shard: ShardId(1),
+            epoch: Epoch(3),
+            seq: 2,
+            started: vec![EntityId::from("x")],
+            stopped: Vec::new(),
+        };
+        let now = Instant::from_secs(3);
+        assert_eq!(ask(&mut s, now, late).1, StoreCompletion::Fenced(Epoch(4)));
+
+        let moved = s.refiled;
+        shards(&mut s, 5);
+        assert_eq!(s.refiled, moved, "filed under 5 already");
+        shards(&mut s, 13);
+        let held: Vec<(ShardId, EntityId)> = (0..13)
+            .flat_map(|shard| {
+                let held = s.remembered(&counter(), ShardId(shard));
+                held.into_iter().map(move |id| (ShardId(shard), id))
+            })
+            .collect();
+        assert_eq!(held.len(), ids.len());
+        assert!(
+            held.iter()
+                .all(|(shard, id)| shoal_core::shard_of(id, 13) == *shard)
+        );
+        assert!(s.take_violations().is_empty());
     }
 
     #[test]

@@ -104,6 +104,11 @@ impl Workload {
         self.on = false;
     }
 
+    /// The type has `shards` shards from now on (the cluster restarted with them).
+    pub(crate) fn set_shards(&mut self, shards: u32) {
+        self.options.shards = shards;
+    }
+
     /// Every entity clients address.
     pub(crate) fn entity_ids(&self) -> &[EntityId] {
         &self.entity_ids

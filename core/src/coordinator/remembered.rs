@@ -105,6 +105,7 @@ impl Coordinator {
         r.in_flight = true;
         out.store(StoreRequest::Shards {
             entity_type: self.entity_type.clone(),
+            number_of_shards: self.number_of_shards,
         });
     }
 

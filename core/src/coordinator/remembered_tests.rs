@@ -95,6 +95,7 @@ fn the_gate_waits_for_the_stores_shards_and_then_starts_each_above_its_epoch() {
     let (stores, hosts) = f.taken();
     let read = StoreRequest::Shards {
         entity_type: EntityType::new("counter"),
+        number_of_shards: 1000,
     };
     assert_eq!(stores, [read]);
     assert!(hosts.is_empty());

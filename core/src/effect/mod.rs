@@ -137,6 +137,18 @@ pub enum Event {
         /// What failed.
         reason: String,
     },
+    /// A shard's load returned ids that map to other shards (they were filed under another
+    /// number of shards and not refiled: see [`StoreRequest::Shards`]). They were not started
+    /// here, where they can never be hosted; each starts in its own shard when messaged. They
+    /// stay in this shard's entry.
+    RememberedIdsMisfiled {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard that loaded them.
+        shard: ShardId,
+        /// The ids, sorted.
+        entities: Vec<EntityId>,
+    },
     /// The remember store refused this node's instance of a shard: a newer allocation of it
     /// exists (at `current`). The instance stopped its entities; the coordinator allocates the
     /// shard again.

@@ -362,7 +362,7 @@ impl Region {
             now,
         );
         if let Some(settings) = self.remember {
-            instance.start_remembering(settings, epoch, out);
+            instance.start_remembering(settings, (epoch, self.number_of_shards), out);
         }
         self.shards.insert(shard, instance);
         self.touch(shard);

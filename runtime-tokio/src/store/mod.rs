@@ -85,9 +85,17 @@ pub trait RememberStore: Send + Sync + 'static {
     /// sorted), with it: after a full cluster restart the coordinator starts each of them
     /// somewhere (as Akka's coordinator restarts every shard it had allocated), and allocates
     /// above every epoch.
+    ///
+    /// First, if the type's ids were last filed under another number of shards (the cluster
+    /// restarted with another `number_of_shards`), it *refiles* them atomically: every id
+    /// moves to the entry of the shard it maps to among `number_of_shards`
+    /// ([`shard_of`](shoal_core::shard_of)), every entry changed gets an epoch above all the
+    /// type's, and the count is recorded. Otherwise a shard would load ids that map elsewhere
+    /// (never started), and entries beyond a lowered count would never load.
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
+        number_of_shards: u32,
     ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>>;
 }
 
@@ -105,6 +113,10 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
     shard BIGINT NOT NULL,
     entity_id TEXT NOT NULL,
     PRIMARY KEY (entity_type, shard, entity_id)
+);
+CREATE TABLE IF NOT EXISTS shoal_remembered_types (
+    entity_type TEXT PRIMARY KEY,
+    number_of_shards BIGINT NOT NULL
 );
 ";
 
@@ -131,11 +143,12 @@ async fn carry_out(
     timeout: std::time::Duration,
 ) -> StoreCompletion {
     let outcome = match request {
-        StoreRequest::Shards { entity_type } => {
-            tokio::time::timeout(timeout, store.shards(entity_type))
-                .await
-                .map(|listed| listed.map(StoreCompletion::Shards))
-        }
+        StoreRequest::Shards {
+            entity_type,
+            number_of_shards,
+        } => tokio::time::timeout(timeout, store.shards(entity_type, *number_of_shards))
+            .await
+            .map(|listed| listed.map(StoreCompletion::Shards)),
         StoreRequest::Load {
             entity_type,
             shard,

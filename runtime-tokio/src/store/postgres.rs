@@ -11,7 +11,8 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Transaction};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_epoch, unavailable,
+    CLAIM_EPOCH, CURRENT_EPOCH, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_EPOCH,
+    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, epoch_value, fenced, shard_epoch, unavailable,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -151,11 +152,20 @@ impl RememberStore for PostgresStore {
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
+        number_of_shards: u32,
     ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         Box::pin(async move {
             let entity_type = entity_type.as_str();
-            let guard = self.client().await?;
-            let client = guard.as_ref().expect("connected above");
+            let mut guard = self.client().await?;
+            let client = guard.as_mut().expect("connected above");
+            let filed: Option<i64> = client
+                .query_opt(FILED_UNDER, &[&entity_type])
+                .await
+                .map_err(unavailable)?
+                .map(|row| row.get(0));
+            if filed != Some(count_value(number_of_shards)) {
+                refile(client, entity_type, number_of_shards).await?;
+            }
             let rows = client
                 .query(SHARDS, &[&entity_type])
                 .await
@@ -165,4 +175,76 @@ impl RememberStore for PostgresStore {
                 .collect()
         })
     }
+}
+
+/// Files the type's ids under `number_of_shards` in one transaction (see
+/// [`RememberStore::shards`]), unless another coordinator has done it meanwhile: the type's row
+/// is locked first, so refiles run one at a time, and every shard row of the type next, so
+/// writes in flight finish before the ids are read, and wait (then are fenced) after.
+async fn refile(
+    client: &mut Client,
+    entity_type: &str,
+    number_of_shards: u32,
+) -> Result<(), StoreError> {
+    let count = count_value(number_of_shards);
+    let tx = client.transaction().await.map_err(unavailable)?;
+    tx.execute(
+        "INSERT INTO shoal_remembered_types (entity_type, number_of_shards) VALUES ($1, -1)
+         ON CONFLICT DO NOTHING",
+        &[&entity_type],
+    )
+    .await
+    .map_err(unavailable)?;
+    let filed: i64 = tx
+        .query_one(&format!("{FILED_UNDER} FOR UPDATE"), &[&entity_type])
+        .await
+        .map_err(unavailable)?
+        .get(0);
+    if filed == count {
+        return tx.commit().await.map_err(unavailable);
+    }
+    tx.execute(
+        "SELECT 1 FROM shoal_remembered_shards WHERE entity_type = $1 FOR UPDATE",
+        &[&entity_type],
+    )
+    .await
+    .map_err(unavailable)?;
+    let entries = tx
+        .query(ENTRIES, &[&entity_type])
+        .await
+        .map_err(unavailable)?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let top: i64 = tx
+        .query_one(TOP_EPOCH, &[&entity_type])
+        .await
+        .map_err(unavailable)?
+        .get(0);
+    let plan = Refile::plan(entries, number_of_shards, top)?;
+    for (from, to, id) in &plan.moves {
+        tx.execute(FORGET, &[&entity_type, from, id])
+            .await
+            .map_err(unavailable)?;
+        tx.execute(REMEMBER, &[&entity_type, to, id])
+            .await
+            .map_err(unavailable)?;
+    }
+    for shard in &plan.touched {
+        tx.execute(SET_EPOCH, &[&entity_type, shard, &plan.epoch])
+            .await
+            .map_err(unavailable)?;
+    }
+    tx.execute(SET_FILED_UNDER, &[&entity_type, &count])
+        .await
+        .map_err(unavailable)?;
+    if !plan.moves.is_empty() {
+        tracing::info!(
+            entity_type,
+            number_of_shards,
+            moved = plan.moves.len(),
+            "remembered ids refiled under a new number of shards"
+        );
+    }
+    tx.commit().await.map_err(unavailable)
 }

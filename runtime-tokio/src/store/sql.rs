@@ -1,7 +1,9 @@
 //! The statements and conversions both SQL stores share (PostgreSQL's `$n` parameters; the
 //! SQLite store rewrites them to `?n`).
 
-use shoal_core::{Epoch, ShardId};
+use std::collections::BTreeSet;
+
+use shoal_core::{EntityId, Epoch, ShardId, shard_of};
 
 use super::StoreError;
 
@@ -28,6 +30,79 @@ WHERE entity_type = $1 AND shard = $2 ORDER BY entity_id";
 /// Every shard with an epoch (every shard ever loaded), with it.
 pub(super) const SHARDS: &str = "SELECT shard, epoch FROM shoal_remembered_shards
 WHERE entity_type = $1 ORDER BY shard";
+
+/// The number of shards the type's ids are filed under (no row: never recorded).
+pub(super) const FILED_UNDER: &str =
+    "SELECT number_of_shards FROM shoal_remembered_types WHERE entity_type = $1";
+
+/// Records the number of shards the type's ids are filed under.
+pub(super) const SET_FILED_UNDER: &str = "
+INSERT INTO shoal_remembered_types (entity_type, number_of_shards) VALUES ($1, $2)
+ON CONFLICT (entity_type) DO UPDATE SET number_of_shards = excluded.number_of_shards";
+
+/// Every remembered id of the type, with the shard whose entry holds it.
+pub(super) const ENTRIES: &str =
+    "SELECT shard, entity_id FROM shoal_remembered_entities WHERE entity_type = $1";
+
+/// The type's newest epoch (0 if none).
+pub(super) const TOP_EPOCH: &str =
+    "SELECT COALESCE(MAX(epoch), 0) FROM shoal_remembered_shards WHERE entity_type = $1";
+
+/// Forgets one id of a shard: `$1` type, `$2` shard, `$3` id.
+pub(super) const FORGET: &str = "DELETE FROM shoal_remembered_entities
+WHERE entity_type = $1 AND shard = $2 AND entity_id = $3";
+
+/// Remembers one id in a shard: `$1` type, `$2` shard, `$3` id.
+pub(super) const REMEMBER: &str = "
+INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id) VALUES ($1, $2, $3)
+ON CONFLICT DO NOTHING";
+
+/// Sets a shard's epoch (above every other of the type: a refile's) and resets its sequence.
+pub(super) const SET_EPOCH: &str = "
+INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, $3, 0)
+ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = 0";
+
+/// What a refile changes: ids that move to the shard they map to under the new count, and
+/// the entries touched, which get `epoch` (above the type's newest, so it fences every
+/// instance that loaded one of them before).
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Refile {
+    /// (from shard, to shard, id).
+    pub(super) moves: Vec<(i64, i64, String)>,
+    /// Shards whose entries change.
+    pub(super) touched: BTreeSet<i64>,
+    /// Their new epoch.
+    pub(super) epoch: i64,
+}
+
+impl Refile {
+    /// The refile of `entries` (shard, id) to `number_of_shards` shards, above `top`.
+    pub(super) fn plan(
+        entries: Vec<(i64, String)>,
+        number_of_shards: u32,
+        top: i64,
+    ) -> Result<Self, StoreError> {
+        let mut refile = Self {
+            epoch: top
+                .checked_add(1)
+                .ok_or_else(|| StoreError::Invalid(format!("epoch {top}")))?,
+            ..Self::default()
+        };
+        for (from, id) in entries {
+            let to = i64::from(shard_of(&EntityId::from(id.as_str()), number_of_shards).0);
+            if to != from {
+                refile.touched.extend([from, to]);
+                refile.moves.push((from, to, id));
+            }
+        }
+        Ok(refile)
+    }
+}
+
+/// A number of shards as the stores' integer.
+pub(super) fn count_value(number_of_shards: u32) -> i64 {
+    i64::from(number_of_shards)
+}
 
 /// An epoch and a write sequence as the stores' signed 64-bit integers.
 pub(super) fn epoch_value(epoch: Epoch, seq: u64) -> Result<(i64, i64), StoreError> {

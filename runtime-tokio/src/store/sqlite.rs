@@ -13,7 +13,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, LOAD, SHARDS, epoch_value, fenced, shard_epoch, unavailable,
+    CLAIM_EPOCH, CURRENT_EPOCH, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_EPOCH,
+    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, epoch_value, fenced, shard_epoch, unavailable,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -160,23 +161,13 @@ impl RememberStore for SqliteStore {
                 .map_err(unavailable)?;
             claim(&tx, &entity_type, shard, epoch, seq)?;
             {
-                let mut forget = tx
-                    .prepare(
-                        "DELETE FROM shoal_remembered_entities
-                         WHERE entity_type = ?1 AND shard = ?2 AND entity_id = ?3",
-                    )
-                    .map_err(unavailable)?;
+                let mut forget = tx.prepare(&sql(FORGET)).map_err(unavailable)?;
                 for id in &stopped {
                     forget
                         .execute(params![entity_type, shard, id])
                         .map_err(unavailable)?;
                 }
-                let mut remember = tx
-                    .prepare(
-                        "INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id)
-                         VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-                    )
-                    .map_err(unavailable)?;
+                let mut remember = tx.prepare(&sql(REMEMBER)).map_err(unavailable)?;
                 for id in &started {
                     remember
                         .execute(params![entity_type, shard, id])
@@ -190,9 +181,14 @@ impl RememberStore for SqliteStore {
     fn shards<'a>(
         &'a self,
         entity_type: &'a EntityType,
+        number_of_shards: u32,
     ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
         let entity_type = entity_type.as_str().to_string();
+        let count = count_value(number_of_shards);
         self.with(move |connection| {
+            if filed_under(connection, &entity_type)? != Some(count) {
+                refile(connection, &entity_type, number_of_shards)?;
+            }
             let mut query = connection.prepare(&sql(SHARDS)).map_err(unavailable)?;
             let rows = query
                 .query_map(params![entity_type], |row| {
@@ -206,4 +202,69 @@ impl RememberStore for SqliteStore {
             .collect()
         })
     }
+}
+
+/// The number of shards the type's ids are filed under, if recorded.
+fn filed_under(connection: &Connection, entity_type: &str) -> Result<Option<i64>, StoreError> {
+    connection
+        .query_row(&sql(FILED_UNDER), params![entity_type], |row| row.get(0))
+        .optional()
+        .map_err(unavailable)
+}
+
+/// Files the type's ids under `number_of_shards` in one write transaction (see
+/// [`RememberStore::shards`]), unless another process has done it meanwhile.
+fn refile(
+    connection: &mut Connection,
+    entity_type: &str,
+    number_of_shards: u32,
+) -> Result<(), StoreError> {
+    let count = count_value(number_of_shards);
+    let tx = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    if filed_under(&tx, entity_type)? == Some(count) {
+        return Ok(());
+    }
+    let entries = {
+        let mut query = tx.prepare(&sql(ENTRIES)).map_err(unavailable)?;
+        let rows = query
+            .query_map(params![entity_type], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(unavailable)?;
+        rows.collect::<Result<Vec<(i64, String)>, _>>()
+            .map_err(unavailable)?
+    };
+    let top: i64 = tx
+        .query_row(&sql(TOP_EPOCH), params![entity_type], |row| row.get(0))
+        .map_err(unavailable)?;
+    let plan = Refile::plan(entries, number_of_shards, top)?;
+    {
+        let mut forget = tx.prepare(&sql(FORGET)).map_err(unavailable)?;
+        let mut remember = tx.prepare(&sql(REMEMBER)).map_err(unavailable)?;
+        for (from, to, id) in &plan.moves {
+            forget
+                .execute(params![entity_type, from, id])
+                .map_err(unavailable)?;
+            remember
+                .execute(params![entity_type, to, id])
+                .map_err(unavailable)?;
+        }
+        let mut set_epoch = tx.prepare(&sql(SET_EPOCH)).map_err(unavailable)?;
+        for shard in &plan.touched {
+            set_epoch
+                .execute(params![entity_type, shard, plan.epoch])
+                .map_err(unavailable)?;
+        }
+    }
+    tx.execute(&sql(SET_FILED_UNDER), params![entity_type, count])
+        .map_err(unavailable)?;
+    if !plan.moves.is_empty() {
+        tracing::info!(
+            entity_type,
+            number_of_shards,
+            moved = plan.moves.len(),
+            "remembered ids refiled under a new number of shards"
+        );
+    }
+    tx.commit().map_err(unavailable)
 }

@@ -102,6 +102,7 @@ impl Options {
                 clog_every,
                 pause_every,
                 down_every: None,
+                full_restart_every: None,
             },
             remember: None,
         };
@@ -265,6 +266,26 @@ impl Options {
             Family::MassShutdown => {
                 nodes = 7;
                 f.leave_every = Some(secs(4));
+            }
+            Family::FullRestart => {
+                f.full_restart_every = Some(secs(60));
+                // What must survive the restart is what was remembered: the store works
+                // (its faults have families of their own), recovery throttled on some seeds.
+                let recovery = if seed % 2 == 0 {
+                    shoal_core::RecoveryStrategy::AllAtOnce
+                } else {
+                    shoal_core::RecoveryStrategy::Constant {
+                        number: 8,
+                        every: Duration::from_millis(100),
+                    }
+                };
+                o.remember = Some(Remember {
+                    recovery,
+                    failure_rate: 0.0,
+                    timeout_rate: 0.0,
+                    tail_rate: 0.0,
+                    outages: Vec::new(),
+                });
             }
         }
         o.cluster.nodes = nodes;

@@ -33,11 +33,14 @@ pub enum Family {
     MassPassivation,
     /// Several members shut down gracefully at about the same time.
     MassShutdown,
+    /// The whole cluster goes down and starts again with another number of shards, entities
+    /// remembered (the only way to change the shard function).
+    FullRestart,
 }
 
 impl Family {
     /// Every family, in the order the default batch cycles through them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Swarm,
         Self::Steady,
         Self::RollingRestart,
@@ -48,6 +51,7 @@ impl Family {
         Self::FlappingLinks,
         Self::MassPassivation,
         Self::MassShutdown,
+        Self::FullRestart,
     ];
 
     /// The family the default batch, `sweep` and `replay` use for `seed`.
@@ -68,6 +72,7 @@ impl Family {
             Self::FlappingLinks => "flapping-links",
             Self::MassPassivation => "mass-passivation",
             Self::MassShutdown => "mass-shutdown",
+            Self::FullRestart => "full-restart",
         }
     }
 
@@ -122,11 +127,13 @@ pub struct Faults {
     pub pause_every: Option<Duration>,
     /// Mean time between an operator downing a member (`Command::Down`, from another member).
     pub down_every: Option<Duration>,
+    /// Mean time between full restarts of the cluster with another number of shards.
+    pub full_restart_every: Option<Duration>,
 }
 
 impl Faults {
     /// Turns off every recurring fault kind (crashes, partitions, breaks, leaves, joins,
-    /// clogs, pauses, operators' downs).
+    /// clogs, pauses, operators' downs, full restarts).
     pub fn stop_recurring(&mut self) {
         (
             self.crash_every,
@@ -138,7 +145,8 @@ impl Faults {
             self.clog_every,
             self.pause_every,
             self.down_every,
-        ) = (None, None, None, None, None, None, None, None, None);
+            self.full_restart_every,
+        ) = (None, None, None, None, None, None, None, None, None, None);
     }
 }
 

@@ -83,6 +83,16 @@ pub enum Act {
         /// How long.
         lasts: Duration,
     },
+    /// The whole cluster goes down (every process stops, as when an operator takes it down)
+    /// and starts again as a new cluster after `restart_after`, its entity type with
+    /// `shards` shards: the only way to change the shard function. Remembered entities must
+    /// then run exactly once, each in the shard it now maps to.
+    FullRestart {
+        /// The number of shards after the restart.
+        shards: u32,
+        /// Delay until every node starts again.
+        restart_after: Duration,
+    },
     /// A node's process stops running (like a long GC pause) and then resumes.
     Pause {
         /// The node.

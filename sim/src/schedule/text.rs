@@ -1,5 +1,6 @@
 //! A schedule's text form: `@12.500 crash n3 restart 20.000; @30.000 partition n1,n2 one-way
-//! heal 15.000; ...`, as printed by `Display` and read back by `FromStr`.
+//! heal 15.000; @60.000 full-restart 12 shards restart 10.000; ...`, as printed by `Display`
+//! and read back by `FromStr`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -49,6 +50,14 @@ impl fmt::Display for Action {
                 None => write!(f, "clog {node} {}", secs(*lasts)),
             },
             Act::Pause { node, lasts } => write!(f, "pause {node} {}", secs(*lasts)),
+            Act::FullRestart {
+                shards,
+                restart_after,
+            } => write!(
+                f,
+                "full-restart {shards} shards restart {}",
+                secs(*restart_after)
+            ),
         }
     }
 }
@@ -140,6 +149,14 @@ impl FromStr for Action {
             ["down", node, "by", by] => Act::Down {
                 node: parse_node(node)?,
                 by: parse_node(by)?,
+            },
+            ["full-restart", shards, "shards", "restart", d] => Act::FullRestart {
+                shards: shards
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| ScheduleError(format!("{shards:?} is not a shard count")))?,
+                restart_after: parse_secs(d)?,
             },
             ["join"] => Act::Join,
             ["heal"] => Act::Heal,

@@ -169,7 +169,44 @@ impl Simulator {
                     self.schedule(self.now + lasts, Ev::Fault(Fault::Resume(node)));
                 }
             }
+            Act::FullRestart {
+                shards,
+                restart_after,
+            } => self.full_restart(shards, restart_after),
         }
+    }
+
+    /// The whole cluster goes down: every process stops (those already out stay out) and all
+    /// of them start again after `restart_after`, as a new cluster whose type has `shards`
+    /// shards (every node configured alike, as an operator restarting it would).
+    fn full_restart(&mut self, shards: u32, restart_after: Duration) {
+        let mut nodes: BTreeSet<NodeId> = self.nodes.keys().copied().collect();
+        nodes.extend(self.nemesis.out());
+        if nodes.is_empty() {
+            return;
+        }
+        self.stalls.fault(self.now);
+        for &node in &nodes {
+            if let Some(member) = self.kill(node) {
+                self.log(|| TraceEvent::Crashed {
+                    member: member.to_string(),
+                });
+            }
+        }
+        self.nemesis.cluster_down(&nodes);
+        if shards != self.shards {
+            self.mark("the whole cluster restarted with another number of shards");
+        }
+        self.shards = shards;
+        self.workload.set_shards(shards);
+        self.oracle.dissolve();
+        self.topology_changed();
+        let at = self.now + restart_after;
+        for &node in &nodes {
+            self.schedule(at, Ev::Fault(Fault::Restart(node)));
+        }
+        // Their next start bootstraps a new cluster: the first seed may form it.
+        self.forming = nodes;
     }
 
     /// Crashes `node` (its process and entities are gone) and restarts it after `restart_after`.

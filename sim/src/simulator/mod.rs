@@ -70,6 +70,11 @@ pub(crate) struct Simulator {
     rng_nodes: SimRng,
     /// Highest incarnation each address has used (every address ever started is here).
     last_incarnation: BTreeMap<NodeId, u64>,
+    /// The entity type's number of shards now (another after a full restart).
+    shards: u32,
+    /// Nodes whose next start bootstraps a new cluster (after a full restart): the first seed
+    /// among them may form it.
+    forming: BTreeSet<NodeId>,
     /// Bumped whenever a process starts or stops (the workload's sender cache key).
     nodes_epoch: u64,
     /// Bumped whenever a node's status in its own view changed (real membership): the Up
@@ -167,6 +172,8 @@ impl Simulator {
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
             last_incarnation: BTreeMap::new(),
+            shards: opts.cluster.shards,
+            forming: BTreeSet::new(),
             tracer: Tracer::from_env(),
             coverage: BTreeMap::new(),
             dead_letters: 0,
@@ -196,12 +203,16 @@ impl Simulator {
     /// The core's membership settings in the simulator: Akka's mechanisms, with stable-after
     /// shortened like the oracle's; every address a run may use is a seed, and the first one
     /// forms the cluster when the run starts.
-    fn membership_settings(&self, incarnation: Incarnation) -> MembershipSettings {
+    fn membership_settings(
+        &mut self,
+        node: NodeId,
+        incarnation: Incarnation,
+    ) -> MembershipSettings {
         let seeds = (1..=self.opts.cluster.max_nodes).map(NodeId);
         let seeds = seeds.map(|n| shoal_core::SeedNode::new(n, crate::nodes::address_of(n)));
         let mut s = MembershipSettings::new(seeds);
-        // Only the first bootstrap may form a cluster; a restarted first seed joins one.
-        s.may_form_cluster = incarnation == Incarnation(1);
+        // Only a cluster's first bootstrap may form it; a restarted first seed joins one.
+        s.may_form_cluster = incarnation == Incarnation(1) || self.forming.remove(&node);
         // A rolling restart is a rolling update: each restart runs a newer version.
         if self.opts.family == crate::options::Family::RollingRestart {
             let version = u32::try_from(incarnation.0).unwrap_or(u32::MAX);
@@ -268,7 +279,7 @@ impl Simulator {
         // pointer comparisons then, as with clones of one name in a real process).
         let mut t = EntityTypeConfig::new(TYPE);
         t.name = self.ty.clone();
-        t.number_of_shards = self.opts.cluster.shards;
+        t.number_of_shards = self.shards;
         t.passivate_idle_after = Some(Duration::from_secs(60));
         t.remember = self
             .opts
@@ -290,7 +301,7 @@ impl Simulator {
         config.seed = self.rng_nodes.next_u64();
         config.settings = self.settings.clone();
         if self.opts.cluster.membership == MembershipMode::Real {
-            config.membership = Some(self.membership_settings(incarnation));
+            config.membership = Some(self.membership_settings(node, incarnation));
         }
         let drift = i64::from(self.opts.cluster.drift_ppm);
         let skew_ppm = if drift == 0 {

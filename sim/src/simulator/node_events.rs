@@ -25,6 +25,15 @@ impl Simulator {
             Event::ShardFenced { .. } => {
                 self.mark("a shard instance was fenced and stopped");
             }
+            Event::RememberedIdsMisfiled {
+                shard, entities, ..
+            } => {
+                // The store refiles ids atomically when the shard count changes, and fences
+                // every instance that loaded before: no load may find an id filed elsewhere.
+                let detail = format!("{shard} loaded ids that map to other shards: {entities:?}");
+                self.check
+                    .fail(self.now, Property::Remembering, member, detail);
+            }
             Event::DeadLetter {
                 entity,
                 payload,
@@ -238,7 +247,7 @@ impl Simulator {
     pub(super) fn check_region_stats(&mut self, region: MemberId, shards: &[(ShardId, u32)]) {
         for &(shard, reported) in shards {
             let running = (self.workload.entity_ids().iter())
-                .filter(|e| shoal_core::shard_of(e, self.opts.cluster.shards) == shard)
+                .filter(|e| shoal_core::shard_of(e, self.shards) == shard)
                 .filter(|e| self.check.is_live(region, e))
                 .count();
             if running != reported as usize {
