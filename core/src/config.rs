@@ -125,6 +125,12 @@ pub struct EntityTypeConfig {
     /// idleness (`passivate_idle_after` is ignored), only when they ask to. `None` (the
     /// default) remembers nothing.
     pub remember: Option<crate::remember::RememberSettings>,
+    /// The type's coordinator allocates nothing until this many regions of the type (members
+    /// hosting it) have registered (1; Akka's per-role `min-nr-of-members`, which sharding's
+    /// coordinator waits for). Each type has its own: a type hosted by a role waits for that
+    /// role's members only. Not to be confused with `MembershipSettings::min_nr_of_members`,
+    /// which holds joining members back from becoming Up.
+    pub min_registered_regions: usize,
 }
 
 impl EntityTypeConfig {
@@ -139,6 +145,7 @@ impl EntityTypeConfig {
             allocation: AllocationStrategyConfig::default(),
             passivate_idle_after: Some(Duration::from_secs(120)),
             remember: None,
+            min_registered_regions: 1,
         }
     }
 
@@ -148,6 +155,9 @@ impl EntityTypeConfig {
         }
         if self.passivate_idle_after == Some(Duration::ZERO) {
             return Err(ConfigError::ZeroDuration("passivate_idle_after"));
+        }
+        if self.min_registered_regions == 0 {
+            return Err(ConfigError::ZeroMinRegisteredRegions(self.name.clone()));
         }
         self.allocation.validate()
     }
@@ -226,10 +236,6 @@ pub struct ShardingSettings {
     /// A passivating or handing-off entity that has not stopped after this is force-stopped
     /// (`passivation.stop-timeout`, 10 s).
     pub passivation_stop_timeout: Duration,
-    /// The coordinator allocates nothing until this many hosting regions have registered
-    /// (1). Not to be confused with `MembershipSettings::min_nr_of_members`, which holds
-    /// joining members back from becoming Up.
-    pub min_registered_regions: usize,
     /// How long after a member's removal its shards are reallocated, so that a downed member
     /// has stopped its entities first (20 s, the keep-majority `stable-after`).
     pub down_removal_margin: Duration,
@@ -258,7 +264,6 @@ impl Default for ShardingSettings {
             shard_start_timeout: Duration::from_secs(10),
             rebalance_interval: Duration::from_secs(10),
             passivation_stop_timeout: Duration::from_secs(10),
-            min_registered_regions: 1,
             down_removal_margin: Duration::from_secs(20),
             shard_region_query_timeout: Duration::from_secs(3),
             max_payload_size: 4 * 1024 * 1024,
@@ -293,9 +298,6 @@ impl ShardingSettings {
         }
         if self.buffer_size == 0 {
             return Err(ConfigError::ZeroBufferSize);
-        }
-        if self.min_registered_regions == 0 {
-            return Err(ConfigError::ZeroMinRegisteredRegions);
         }
         if self.max_payload_size == 0 || self.max_payload_size > MAX_PAYLOAD_SIZE {
             return Err(ConfigError::InvalidMaxPayloadSize(self.max_payload_size));

@@ -15,10 +15,10 @@ pub enum ConfigError {
     /// `buffer_size` is zero: no message could ever be buffered.
     #[error("setting `buffer_size` must be greater than zero")]
     ZeroBufferSize,
-    /// `ShardingSettings::min_registered_regions` is zero; use 1 to allocate as soon as one
+    /// An entity type's `min_registered_regions` is zero; use 1 to allocate as soon as one
     /// region registered.
-    #[error("setting `min_registered_regions` must be at least 1")]
-    ZeroMinRegisteredRegions,
+    #[error("entity type `{0}`: setting `min_registered_regions` must be at least 1")]
+    ZeroMinRegisteredRegions(EntityType),
     /// `MembershipSettings::min_nr_of_members` (or a per-role minimum) is zero; use 1 to move
     /// members Up as soon as they join.
     #[error("setting `min_nr_of_members` must be at least 1")]

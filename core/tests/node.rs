@@ -56,6 +56,12 @@ fn config_validation_rejects_bad_settings() {
         Node::new(c, Instant::ZERO).unwrap_err(),
         ConfigError::ZeroDuration("handoff_timeout")
     );
+    let mut t = type_config(10);
+    t.min_registered_regions = 0;
+    assert_eq!(
+        Node::new(config(1, t), Instant::ZERO).unwrap_err(),
+        ConfigError::ZeroMinRegisteredRegions(counter())
+    );
     let mut c = config(1, type_config(10));
     c.address = Address::new("");
     assert_eq!(
@@ -173,16 +179,52 @@ fn buffer_overflow_becomes_dead_letters_and_the_cap_holds() {
 #[test]
 fn min_registered_regions_gates_allocation() {
     let mut c = Cluster::new();
-    let mut cfg = config(1, type_config(10));
-    cfg.settings.min_registered_regions = 2;
-    c.add_node(cfg);
+    let mut t = type_config(10);
+    t.min_registered_regions = 2;
+    c.add_node(config(1, t.clone()));
     c.publish_view();
     c.tell(1, "a", "m");
     c.advance(Duration::from_secs(5));
     assert!(c.inbox("a").is_empty(), "no allocation with one region");
-    let mut cfg = config(2, type_config(10));
-    cfg.settings.min_registered_regions = 2;
-    c.add_node(cfg);
+    c.add_node(config(2, t));
+    c.publish_view();
+    c.settle();
+    assert_eq!(c.inbox("a").len(), 1);
+}
+
+/// Akka's per-role minimum: each type's gate waits for its own minimum of its own regions. Two
+/// types on two members: `counter` needs two regions, `ledger` one, so `ledger` allocates with
+/// one member while `counter` waits for the second.
+#[test]
+fn each_type_waits_for_its_own_minimum_of_regions() {
+    let ledger = || {
+        let mut t = type_config(10);
+        t.name = EntityType::new("ledger");
+        t
+    };
+    let counters = || {
+        let mut t = type_config(10);
+        t.min_registered_regions = 2;
+        t
+    };
+    let mut c = Cluster::new();
+    c.add_node(config(1, counters()).with_entity_type(ledger()));
+    c.publish_view();
+    c.tell(1, "a", "m");
+    let request = c.command(
+        1,
+        Command::StartEntity {
+            entity_type: EntityType::new("ledger"),
+            entity: EntityId::new("b"),
+        },
+    );
+    c.advance(Duration::from_secs(5));
+    assert!(c.inbox("a").is_empty(), "counter waits for a second region");
+    assert!(
+        matches!(reply_of(&c, request), Ok(Reply::EntityStarted { .. })),
+        "ledger needs one region"
+    );
+    c.add_node(config(2, counters()).with_entity_type(ledger()));
     c.publish_view();
     c.settle();
     assert_eq!(c.inbox("a").len(), 1);

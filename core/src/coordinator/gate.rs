@@ -28,7 +28,7 @@ impl Coordinator {
             unregistered,
             recently_removed: self.recent_removals.keys().copied().collect(),
             registered: count(self.regions.len()),
-            needed: count(self.settings.min_registered_regions),
+            needed: count(self.min_registered_regions),
             store_pending: !self.store_ready(),
         }
     }
@@ -56,7 +56,7 @@ impl Coordinator {
         // With remembering on, the store's list of shards comes first: it names shards to
         // start, and the epochs to allocate above.
         let ready = self.recent_removals.is_empty()
-            && count(self.regions.len()) >= count(self.settings.min_registered_regions)
+            && count(self.regions.len()) >= count(self.min_registered_regions)
             && self.store_ready()
             && !view.members().iter().any(|m| self.awaits_registration(m));
         #[cfg(feature = "fault-injection")]

@@ -81,6 +81,8 @@ pub(crate) struct Coordinator {
     exits: BTreeMap<MemberId, BTreeSet<MemberId>>,
     /// The type's shard count (shards the store lists beyond it are ignored).
     number_of_shards: u32,
+    /// Regions of the type that must register before anything is allocated.
+    min_registered_regions: usize,
     /// The remember store's shards and epochs, when the type remembers entities.
     remember: Option<RememberedShards>,
 }
@@ -125,6 +127,7 @@ impl Coordinator {
             next_round: now.as_nanos(),
             exits: BTreeMap::new(),
             number_of_shards: config.number_of_shards,
+            min_registered_regions: config.min_registered_regions,
             remember: config.remember.map(|s| RememberedShards::new(me, s, now)),
         }
     }

@@ -59,7 +59,10 @@ impl Fixture {
     }
 
     fn with(settings: ShardingSettings) -> Self {
-        let config = EntityTypeConfig::new("counter");
+        Self::of_type(EntityTypeConfig::new("counter"), settings)
+    }
+
+    fn of_type(config: EntityTypeConfig, settings: ShardingSettings) -> Self {
         let c = Coordinator::new(
             m(1),
             &config,
@@ -91,11 +94,9 @@ impl Fixture {
     /// Members 1 to `regions`, all of which must register; only region 2 has, and it asks
     /// for the home of shard 7, unknown here (what it sent is left for the test to read).
     fn asking_before_the_gate(regions: u64) -> Self {
-        let settings = ShardingSettings {
-            min_registered_regions: usize::try_from(regions).expect("a few regions"),
-            ..ShardingSettings::default()
-        };
-        let mut f = Self::with(settings);
+        let mut config = EntityTypeConfig::new("counter");
+        config.min_registered_regions = usize::try_from(regions).expect("a few regions");
+        let mut f = Self::of_type(config, ShardingSettings::default());
         f.view = view_of(&(1..=regions).collect::<Vec<_>>());
         f.register(2, &[], &[]);
         f.sends();

@@ -129,7 +129,6 @@ impl Simulator {
         let settings = if opts.cluster.default_timers {
             ShardingSettings {
                 buffer_size: opts.cluster.buffer_size,
-                min_registered_regions: opts.cluster.min_registered_regions,
                 ..ShardingSettings::default()
             }
         } else {
@@ -144,7 +143,6 @@ impl Simulator {
                 buffer_size: opts.cluster.buffer_size,
                 down_removal_margin: STABLE_AFTER + detection,
                 broken_coordinator_gate: opts.cluster.broken_coordinator,
-                min_registered_regions: opts.cluster.min_registered_regions,
                 ..defaults
             }
         };
@@ -292,6 +290,7 @@ impl Simulator {
                 restart_backoff: Duration::from_secs(5),
             });
         t.allocation = self.opts.cluster.allocation.clone();
+        t.min_registered_regions = self.opts.cluster.min_registered_regions;
         let bystander = self.opts.cluster.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
         config.address = crate::nodes::address_of(node);

@@ -220,7 +220,7 @@ impl Simulator {
             && gate.recently_removed.is_empty()
             && gate.registered >= gate.needed
             && !gate.store_pending;
-        let needed = self.settings.min_registered_regions;
+        let needed = self.opts.cluster.min_registered_regions;
         if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
             let detail = format!(
                 "{member} reported allocation waiting with the gate {gate:?} for shards {shards:?}"
