@@ -1545,3 +1545,67 @@ fn what_a_hosts_bounded_queues_refuse_becomes_dead_letters() {
     });
     assert_eq!(out, [expected]);
 }
+
+/// Akka's "Trying to register to coordinator at [...], but no acknowledgement. Total [...]
+/// buffered messages.": the host's views do not say which types members run, so the view
+/// names the oldest member, which runs no entity type, for the coordinator. The region on the
+/// other member registers in vain; from its fifth attempt on, every retry interval, it says
+/// whom it waits for, how often it tried and how many messages wait. Once a member that runs
+/// the type is the oldest, it registers and the warnings stop.
+#[test]
+fn a_region_whose_coordinator_never_answers_says_so() {
+    let warnings = |c: &Cluster| -> Vec<(MemberId, bool, u32, u32)> {
+        (c.events().iter())
+            .filter_map(|(_, e)| match e {
+                Event::CoordinatorUnanswered {
+                    coordinator,
+                    registered,
+                    attempts,
+                    buffered,
+                    ..
+                } => Some((
+                    coordinator.expect("named"),
+                    *registered,
+                    *attempts,
+                    *buffered,
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut c = Cluster::new();
+    c.add_node(Config::new(NodeId(1), Incarnation(1)));
+    c.add_node(config(2, type_config(10)));
+    for n in [1, 2] {
+        c.member_mut(n).hosts = None;
+    }
+    c.publish_view();
+    c.advance(Duration::from_secs(5));
+    assert!(warnings(&c).is_empty(), "nothing waits yet");
+    for i in 0..3 {
+        c.tell(2, &format!("e{i}"), "m");
+    }
+    c.advance(Duration::from_secs(20));
+    let seen = warnings(&c);
+    assert!(seen.len() >= 5, "about one per retry interval: {seen:?}");
+    for (coordinator, registered, attempts, buffered) in &seen {
+        assert_eq!(*coordinator, member(1), "names the member it waits for");
+        assert!(!registered);
+        assert!(*attempts >= 5, "{seen:?}");
+        assert_eq!(*buffered, 3);
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0].2 < w[1].2),
+        "attempts grow: {seen:?}"
+    );
+    assert!(c.inbox("e0").is_empty());
+
+    // Member 1 leaves the view: member 2 runs the coordinator, registers, and delivers.
+    c.remove_member(1);
+    c.publish_view();
+    c.advance(Duration::from_secs(30));
+    assert_eq!(c.inbox("e0").len(), 1);
+    let before = warnings(&c).len();
+    c.advance(Duration::from_secs(20));
+    assert_eq!(warnings(&c).len(), before, "answered: no more warnings");
+}

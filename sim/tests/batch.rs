@@ -781,6 +781,7 @@ fn coverage_markers_fire_within_the_batch() {
         "a write that timed out landed late and was refused by its sequence",
         "every remembered entity ran again after healing",
         "the whole cluster restarted with another number of shards",
+        "a region warned that its coordinator does not answer",
         // Branches of the core the guarantees rest on (probes).
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",

@@ -137,6 +137,27 @@ pub enum Event {
         /// What failed.
         reason: String,
     },
+    /// The region's requests to its coordinator go unanswered while it holds messages
+    /// (Akka's "Trying to register to coordinator at [...], but no acknowledgement. Total
+    /// [...] buffered messages."): emitted every `retry_interval` from the fifth unanswered
+    /// attempt on, until an answer comes. Usual causes: the member the view names for the
+    /// coordinator does not run the type (a host whose views do not say which types members
+    /// run), or it cannot be reached.
+    CoordinatorUnanswered {
+        /// The region's type.
+        entity_type: EntityType,
+        /// The member the region's view names for the type's coordinator (`None`: no member
+        /// of the view hosts the type).
+        coordinator: Option<MemberId>,
+        /// Whether the region is registered: then its requests for shard homes go
+        /// unanswered, otherwise its registrations.
+        registered: bool,
+        /// Unanswered attempts so far: registrations, rounds of shard-home requests, or
+        /// retry rounds without a coordinator to ask.
+        attempts: u32,
+        /// Messages the region holds meanwhile.
+        buffered: u32,
+    },
     /// A shard's load returned ids that map to other shards (they were filed under another
     /// number of shards and not refiled: see [`StoreRequest::Shards`]). They were not started
     /// here, where they can never be hosted; each starts in its own shard when messaged. They

@@ -59,9 +59,11 @@ impl Region {
                 out.send(from, &self.entity_type, body);
             }
             Body::ShardHome { shard, region } => {
+                self.registration.home_rounds = 0;
                 return self.apply_home(now, shard, region, true, out);
             }
             Body::ShardHomes { homes } => {
+                self.registration.home_rounds = 0;
                 for RegionShards { region, shards } in homes {
                     for shard in shards {
                         self.apply_home(now, shard, region, false, out);
@@ -179,6 +181,7 @@ impl Region {
         }
         self.registration.registered = true;
         self.registration.next_attempt = None;
+        self.registration.attempts = 0;
         out.event(Event::RegionRegistered {
             entity_type: self.entity_type.clone(),
             coordinator,

@@ -56,6 +56,8 @@ impl Region {
             self.homes.retain(|home| *home == self.me);
             self.registration.coordinator = expected;
             self.registration.registered = false;
+            self.registration.attempts = 0;
+            self.registration.home_rounds = 0;
             self.registration.backoff = initial_backoff(self.settings.retry_interval);
             self.registration.next_attempt = expected.map(|_| now);
             self.handle_timeout(now, rng, out);
@@ -94,6 +96,7 @@ impl Region {
         let jitter = Duration::from_nanos(rng.below(jitter.as_nanos().max(1) as u64));
         reg.next_attempt = Some(now + (reg.backoff - reg.backoff / 10 + jitter));
         reg.backoff = (reg.backoff * 2).min(self.settings.retry_interval);
+        reg.attempts = reg.attempts.saturating_add(1);
         let body = self.register_body();
         out.send(coordinator, &self.entity_type, body);
     }

@@ -19,6 +19,7 @@ mod pending_queries;
 mod query;
 mod remembering;
 mod shard_table;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,6 +66,10 @@ struct Registration {
     registered: bool,
     next_attempt: Option<Instant>,
     backoff: Duration,
+    /// Registrations sent to `coordinator` and not acknowledged.
+    attempts: u32,
+    /// Retry rounds in a row that asked `coordinator` for shard homes and heard none.
+    home_rounds: u32,
 }
 
 /// The region state machine.
@@ -137,6 +142,8 @@ impl Region {
                 registered: false,
                 next_attempt: None,
                 backoff: initial_backoff(settings.retry_interval),
+                attempts: 0,
+                home_rounds: 0,
             },
             next_tick: now + settings.retry_interval,
             homes: ByShard::default(),
@@ -300,13 +307,16 @@ impl Region {
     }
 
     fn handle_retry_tick(&mut self, out: &mut Effects) {
+        let mut asked = 0;
         if self.registration.registered {
             for shard in self.buffers.shards() {
                 if self.should_ask_home(shard) {
+                    asked += 1;
                     self.send_to_coordinator(Body::GetShardHome { shard }, out);
                 }
             }
         }
+        self.watch_coordinator(asked, out);
         if self.lifecycle == Lifecycle::ShuttingDown {
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             self.try_complete_shutdown(out);

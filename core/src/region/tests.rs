@@ -614,6 +614,46 @@ fn the_retry_tick_asks_again_for_buffered_shards() {
     assert_eq!(f.region.poll_timeout(), Some(at(4_000)));
 }
 
+/// A registered region whose shard-home requests go unanswered warns from the fifth round on,
+/// every retry interval, and stops once a home arrives.
+#[test]
+fn unanswered_shard_home_requests_are_reported_from_the_fifth_round() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.tell(1, "m2");
+    f.take();
+    let warning = |attempts| {
+        event(Event::CoordinatorUnanswered {
+            entity_type: ty(),
+            coordinator: Some(m(1)),
+            registered: true,
+            attempts,
+            buffered: 2,
+        })
+    };
+    let ask = send(1, Body::GetShardHome { shard: ShardId(1) });
+    for round in 1..=6 {
+        f.region
+            .handle_timeout(at(2_000 * round), &mut f.rng, &mut f.out);
+        let attempts = u32::try_from(round).expect("a few rounds");
+        let expected = match attempts {
+            1..=4 => vec![ask.clone()],
+            _ => vec![ask.clone(), warning(attempts)],
+        };
+        assert_eq!(f.take(), expected, "round {round}");
+    }
+    f.recv(
+        1,
+        Body::ShardHome {
+            shard: ShardId(1),
+            region: m(3),
+        },
+    );
+    f.take();
+    f.region.handle_timeout(at(14_000), &mut f.rng, &mut f.out);
+    assert_eq!(f.take(), [], "answered: nothing to ask, nothing to report");
+}
+
 /// Found by the simulator (seeds 2026, 1153): a home on a member outside the region's view (a
 /// crashed incarnation the coordinator had not noticed) was cached and messages were lost.
 #[test]

@@ -238,6 +238,7 @@ fn count_sharding_event(event: &Event) {
         Event::AllocationWaiting { .. } => "shoal_allocation_waiting_total",
         Event::ShardFenced { .. } => "shoal_shards_fenced_total",
         Event::RememberedIdsMisfiled { .. } => "shoal_remembered_ids_misfiled_total",
+        Event::CoordinatorUnanswered { .. } => "shoal_coordinator_unanswered_total",
         _ => return,
     };
     metrics::counter!(name).increment(1);

@@ -25,6 +25,9 @@ impl Simulator {
             Event::ShardFenced { .. } => {
                 self.mark("a shard instance was fenced and stopped");
             }
+            Event::CoordinatorUnanswered { .. } => {
+                self.mark("a region warned that its coordinator does not answer");
+            }
             Event::RememberedIdsMisfiled {
                 shard, entities, ..
             } => {
