@@ -1,5 +1,7 @@
 //! `cargo test -p sim` runs a fixed default batch of seeds; `SIM_SEED=<seed>` replays one seed
-//! (decimal, hex, or a git commit hash) and `SIM_SEEDS=<n>` runs n seeds.
+//! (decimal, hex, or a git commit hash) and `SIM_SEEDS=<n>` runs n seeds. `SIM_FAIL_FAST=1`
+//! stops each part of the batch at its first failing seed (mutation testing runs the batch once
+//! per mutant; a killed mutant then costs a fraction of it).
 
 use std::time::Duration;
 
@@ -14,8 +16,12 @@ const BATCH: u64 = 400;
 const CHUNKS: u64 = 4;
 
 fn run_seeds(seeds: impl Iterator<Item = u64>) {
+    let fail_fast = std::env::var_os("SIM_FAIL_FAST").is_some();
     let mut failures = Vec::new();
     for seed in seeds {
+        if fail_fast && !failures.is_empty() {
+            break;
+        }
         let report = run(Options::for_seed(seed));
         if report.outcome == Outcome::Failed {
             // The first failures come with their trace and the events that led to them.
