@@ -44,6 +44,7 @@ mod simulator;
 mod speed;
 mod stall;
 mod store;
+mod survival;
 mod trace;
 mod workload;
 

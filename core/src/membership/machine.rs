@@ -83,6 +83,9 @@ pub(crate) struct Membership {
 /// How many gossip rounds an Exiting member waits to hear of its removal.
 const EXIT_ROUNDS: u32 = 10;
 
+/// How often per heartbeat interval a decision held back by doubt is looked at again.
+const DOUBT_CHECKS_PER_HEARTBEAT: u32 = 4;
+
 /// How many members a downing decision is gossiped to at once (Akka gossips to 5 before a
 /// downed member shuts itself down).
 const DECISION_FANOUT: usize = 5;
@@ -316,7 +319,13 @@ impl Membership {
             self.downer.observe(now, self.me, &self.gossip);
         }
         if self.downer.deadline().is_some_and(|at| at <= now) && self.in_doubt(now) {
-            self.downer.postpone(now + self.settings.heartbeat_interval);
+            // Looked at again soon, not a heartbeat later: a check in step with the heartbeat
+            // rounds falls just before their answers arrive, so one late answer per round
+            // held the decision back round after round, past the unstable bound, and the whole
+            // majority downed itself (coordinator-crash seed 7003827: one crashed member, a
+            // long latency tail).
+            self.downer
+                .postpone(now + self.settings.heartbeat_interval / DOUBT_CHECKS_PER_HEARTBEAT);
         }
         let down = self.downer.decide(now, self.me, &self.gossip);
         if !down.is_empty() {

@@ -321,6 +321,60 @@ fn downing_waits_while_a_monitored_member_goes_quiet() {
     );
 }
 
+/// Found by the simulator's check of runs without survivors (coordinator-crash seed 7003827):
+/// a decision held back because a heartbeat answer was late was looked at again a heartbeat
+/// later, just before the next round's answers, where one more late answer held it back again;
+/// round after round it slipped past the unstable bound and the whole majority downed itself
+/// over one crashed member. It is looked at again a quarter heartbeat later, and taken once
+/// the late answer is in.
+#[test]
+fn a_decision_held_back_by_a_late_answer_is_taken_once_the_answer_is_in() {
+    let mut settings = MembershipSettings::new(vec![NodeId(1)]);
+    settings.downing = crate::membership::Downing::KeepMajority {
+        stable_after: Duration::from_secs(5),
+    };
+    let mut a = Membership::new(m(1), joiner(m(1)), settings, at(0));
+    let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    for n in [2, 3] {
+        a.gossip.add_joining(m(1), joiner(m(n)));
+        a.gossip.mark_seen(m(n));
+    }
+    a.act(at(0), true, &mut rng, &mut out);
+    for s in 1..=5 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        for n in [2, 3] {
+            let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+            a.handle_message(at(s * 1000 + 5), m(n), rsp, &mut rng, &mut out);
+        }
+    }
+    a.gossip.observe(m(1), m(3), false);
+    a.act(at(5_010), true, &mut rng, &mut out);
+    assert_eq!(a.downer.deadline(), Some(at(10_010)));
+    // Member 2 answers until 8 s; its answer to the 9 s round is late, in at 10.4 s.
+    for s in 6..=10 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        if s <= 8 {
+            let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+            a.handle_message(at(s * 1000 + 5), m(2), rsp, &mut rng, &mut out);
+        }
+    }
+    let down = |a: &Membership| a.gossip.member(m(3)).map(|m| m.status) == Some(MemberStatus::Down);
+    a.handle_timeout(at(10_010), &mut rng, &mut out);
+    assert!(!down(&a), "member 2 is 2 s quiet: in doubt");
+    assert_eq!(
+        a.downer.deadline(),
+        Some(at(10_260)),
+        "looked at again soon"
+    );
+    a.handle_timeout(at(10_260), &mut rng, &mut out);
+    assert!(!down(&a), "still in doubt");
+    let late = ClusterMessage::HeartbeatRsp { sequence: 9 };
+    a.handle_message(at(10_400), m(2), late, &mut rng, &mut out);
+    a.handle_timeout(at(10_510), &mut rng, &mut out);
+    assert!(down(&a), "taken once the late answer is in");
+}
+
 /// Found by the simulator (swarm seed 7302570): a member that downed itself stopped without
 /// telling anyone, so the others saw a live-looking member go unreachable, moved it Up while
 /// it was joining, and had to detect and down it again; a leader's decision waited for the next

@@ -105,6 +105,7 @@ impl Simulator {
                             b: b.to_string(),
                         });
                         self.net.break_connection(a, b);
+                        self.survival.changed(self.now, false);
                         self.stalls.fault(self.now);
                     }
                 }
@@ -152,6 +153,9 @@ impl Simulator {
                     Some(_) => return,
                     None => self.net.clog_node(node, until),
                 }
+                // Held heartbeats make members look unreachable until the clog ends.
+                self.survival.changed(self.now, false);
+                self.survival.changed(until, false);
                 self.log(|| TraceEvent::Clogged {
                     node: node.to_string(),
                     peer: peer.map(|p| p.to_string()),
@@ -269,6 +273,7 @@ impl Simulator {
         };
         self.stalls.fault(self.now);
         self.nemesis.member_lost();
+        self.survival.downed_by_operator(member);
         self.mark("an operator downed a member");
         let down = shoal_core::Input::Command {
             request: shoal_core::RequestId(0),
@@ -361,12 +366,14 @@ impl Simulator {
         self.kill(node);
         let incarnation = self.last_incarnation.get(&node).map_or(1, |last| last + 1);
         self.start_node(node, Incarnation(incarnation));
+        self.connectivity_changed();
         self.publish_to_everyone();
     }
 
     /// Connectivity changed: downing is decided after `stable-after` without further change, and
     /// failure detection tells every node who is now unreachable (from anyone, as gossip spreads it).
     fn topology_changed(&mut self) {
+        self.connectivity_changed();
         let epoch = self.nemesis.topology_changed();
         if self.opts.cluster.membership == MembershipMode::Real {
             return;

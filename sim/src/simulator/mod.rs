@@ -14,6 +14,7 @@ mod quiescence;
 mod rebalance;
 mod remembering;
 mod run;
+mod survival;
 mod trace;
 mod views;
 mod workload;
@@ -105,6 +106,8 @@ pub(crate) struct Simulator {
     requests: ClientRequests,
     /// Asks' replies sent and how they fared.
     asks: Asks,
+    /// Connectivity over time, to judge downing decisions (see `survival`).
+    survival: crate::survival::Survival,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -166,6 +169,7 @@ impl Simulator {
             shutdowns: rebalance::Shutdowns::default(),
             connections: Connections::default(),
             asks: Asks::default(),
+            survival: crate::survival::Survival::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,

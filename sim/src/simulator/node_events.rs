@@ -132,6 +132,7 @@ impl Simulator {
             .map_or_else(|| n.to_string(), |node| node.id.to_string());
         self.log(|| TraceEvent::LeftCluster { member, downed });
         if downed {
+            self.judge_downing(n);
             self.stalls.fault(self.now);
             let at = self.now + self.nemesis.downed(n);
             self.schedule(at, Ev::Fault(Fault::Restart(n)));
