@@ -261,6 +261,21 @@ fn a_decision_held_back_by_doubt_does_not_slip_past_the_unstable_bound_regressio
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Swarm seed 9000090 (minimized to six actions), found the same way: a member that had left
+/// gracefully went quiet as it exited while the leader's decision about a partitioned member
+/// was due; the decision waited for it as if a partition were being detected, the clock
+/// restarted once the exited member was unreachable, and the unstable bound downed the whole
+/// majority. Fixed in `shoal_core::membership`: an Exiting or Down member going quiet is no
+/// doubt.
+#[test]
+fn an_exiting_member_going_quiet_does_not_hold_a_decision_back_regression() {
+    let schedule = "@59.157 leave n6; @64.725 join; @89.958 leave n1 by n3; @93.930 join; \
+                    @106.452 leave n1; @110.220 partition n1,n2,n5 heal 26.436";
+    let options = replaying(schedule, Options::for_family(9_000_090, Family::Swarm));
+    let report = assert_holds(options, &[]);
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+}
+
 /// Rolling-restart seed 21052 (oracle membership): a shard's load failed through a store
 /// outage, letters from other regions waited in it, and the store then fenced the instance
 /// during a handoff. The letters went back in front of its region's buffer and were forwarded

@@ -366,16 +366,27 @@ impl Membership {
 
     /// Whether a monitored member that is not observed unreachable has gone quiet (an answer
     /// missed, or its suspicion level past a tenth of the threshold): downing waits
-    /// until it answers or is declared unreachable.
+    /// until it answers or is declared unreachable. Exiting and Down members do not count:
+    /// they go quiet because they stop, not because a partition is being detected (swarm seed
+    /// 9000090: a member exiting after a graceful leave went quiet while a decision about a
+    /// partitioned one was due; held back until the exited one was unreachable, which
+    /// restarted the clock, the decision came after the unstable bound and the majority downed
+    /// itself).
     fn in_doubt(&self, now: Instant) -> bool {
         let settings = &self.settings.failure_detector;
         // A heartbeat answer missed: the acceptable pause keeps phi low for seconds, long
         // enough for a decision to count a member cut off since, on our side (flapping-links
         // seed 1092827: 2 and then 4 s of silence, phi still under a tenth of the threshold).
         let missed = self.settings.heartbeat_interval * 3 / 2;
+        let stopping = |member: &MemberId| {
+            self.gossip
+                .member(*member)
+                .is_some_and(|m| matches!(m.status, MemberStatus::Exiting | MemberStatus::Down))
+        };
         self.detectors.iter().any(|(member, (detector, _))| {
             detector.is_monitoring()
                 && !self.gossip.observes_unreachable(self.me, *member)
+                && !stopping(member)
                 && (detector.phi(now, settings) > settings.threshold / 10.0
                     || detector.silence(now).is_some_and(|s| s > missed))
         })

@@ -375,6 +375,53 @@ fn a_decision_held_back_by_a_late_answer_is_taken_once_the_answer_is_in() {
     assert!(down(&a), "taken once the late answer is in");
 }
 
+/// Found by the simulator's check of runs without survivors (swarm seed 9000090): a member that
+/// left gracefully went quiet as it exited while a decision about a partitioned member was
+/// due; the decision waited for it, the clock restarted once it was unreachable, and the
+/// unstable bound downed the whole majority. An Exiting member going quiet is stopping, not
+/// being cut off: no doubt.
+#[test]
+fn an_exiting_member_going_quiet_does_not_hold_a_decision_back() {
+    let mut settings = MembershipSettings::new(vec![NodeId(1)]);
+    settings.downing = crate::membership::Downing::KeepMajority {
+        stable_after: Duration::from_secs(5),
+    };
+    let mut a = Membership::new(m(1), joiner(m(1)), settings, at(0));
+    let (mut out, mut rng) = (Effects::new(m(1)), Rng::new(1));
+    a.handle_timeout(at(0), &mut rng, &mut out);
+    for n in 2..=4 {
+        a.gossip.add_joining(m(1), joiner(m(n)));
+        a.gossip.mark_seen(m(n));
+    }
+    a.act(at(0), true, &mut rng, &mut out);
+    for s in 1..=5 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        for n in 2..=4 {
+            let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+            a.handle_message(at(s * 1000 + 5), m(n), rsp, &mut rng, &mut out);
+        }
+    }
+    a.gossip.set_status(m(1), m(2), MemberStatus::Exiting);
+    a.gossip.observe(m(1), m(4), false);
+    a.act(at(5_010), true, &mut rng, &mut out);
+    assert_eq!(a.downer.deadline(), Some(at(10_010)));
+    // Member 2 exits: it answers until 8 s, then nothing; at 10 s it is 2 s quiet, not yet
+    // unreachable. Member 3 answers throughout.
+    for s in 6..=10 {
+        a.handle_timeout(at(s * 1000), &mut rng, &mut out);
+        for n in [2, 3].into_iter().filter(|n| *n == 3 || s <= 8) {
+            let rsp = ClusterMessage::HeartbeatRsp { sequence: s };
+            a.handle_message(at(s * 1000 + 5), m(n), rsp, &mut rng, &mut out);
+        }
+    }
+    a.handle_timeout(at(10_010), &mut rng, &mut out);
+    assert_eq!(
+        a.gossip.member(m(4)).map(|m| m.status),
+        Some(MemberStatus::Down),
+        "decided on time: the exiting member's silence is no doubt"
+    );
+}
+
 /// Found by the simulator (swarm seed 7302570): a member that downed itself stopped without
 /// telling anyone, so the others saw a live-looking member go unreachable, moved it Up while
 /// it was joining, and had to detect and down it again; a leader's decision waited for the next
