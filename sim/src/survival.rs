@@ -25,8 +25,8 @@ pub(crate) const DECISION_WINDOW: Duration =
 /// The connectivity history of a run, and the first member downed on a majority side.
 #[derive(Debug, Default)]
 pub(crate) struct Survival {
-    /// Each change of connectivity (partitions, heals, crashes, restarts, pauses, clogs and
-    /// their ends, broken connections), in time order: when, and whether the cluster was whole
+    /// Each change of connectivity (partitions, heals, crashes, restarts, joins, pauses, clogs
+    /// and their ends, broken connections), in time order: when, and whether the cluster was whole
     /// after it (no partition, no process out or paused).
     changes: Vec<(Instant, bool)>,
     /// The first member downed on a calm network while on a side holding a majority.

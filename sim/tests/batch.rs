@@ -276,6 +276,50 @@ fn an_exiting_member_going_quiet_does_not_hold_a_decision_back_regression() {
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Found by the check of runs without survivors in a fresh sweep from seed 11000000, each a
+/// keep-majority decision pushed past the unstable bound, so that the whole majority downed
+/// itself on a calm network:
+/// - partitions 11010510 (minimized to one action): a one-way 3|3 partition; each member's own
+///   detector confirmed it up to six seconds after the first report, and each confirmation
+///   restarted the leader's clock. Fixed in `shoal_core::membership`: while the clock on a
+///   picture still runs, a member's own confirmation of a member its side already cannot reach
+///   keeps it (partitions 11007826 is the same with more faults around);
+/// - swarm 11010439 (minimized to six actions): after a crash, a member that had left exited
+///   3 ms before the leader's decision, and its unreachability restarted the clock. Fixed: a
+///   member stopping (Exiting or Down) becoming unreachable keeps a pending decision's clock.
+#[test]
+fn a_pending_decision_keeps_its_clock_through_confirmations_and_exits_regression() {
+    let confirms = "downing: a member's own observation confirming a cut-off keeps the clock";
+    let cases = [
+        (
+            11_010_510,
+            Family::Partitions,
+            "@28.111 partition n1,n2,n6 one-way heal 16.405",
+            &[confirms][..],
+        ),
+        (
+            11_007_826,
+            Family::Partitions,
+            "@39.163 partition n4,n5,n6 heal 59.284; @52.896 clog n5 1.738; @69.210 heal; \
+             @69.210 partition n1,n3,n5 one-way heal 9.585; @102.018 partition n3,n4,n5,n6 heal \
+             56.102; @111.660 clog n4 2.350; @173.240 partition n1,n4,n5,n6 one-way heal 56.758",
+            &[confirms][..],
+        ),
+        (
+            11_010_439,
+            Family::Swarm,
+            "@14.409 crash n3 restart 22.175; @23.559 leave n3; @31.075 crash n5 restart 19.090; \
+             @47.347 join; @60.049 crash n7 restart 10.167; @73.214 crash n1 restart 20.407",
+            &["downing: a stopping member becoming unreachable keeps the clock"][..],
+        ),
+    ];
+    for (seed, family, schedule, probes) in cases {
+        let options = replaying(schedule, Options::for_family(seed, family));
+        let report = assert_holds(options, probes);
+        assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    }
+}
+
 /// Rolling-restart seed 21052 (oracle membership): a shard's load failed through a store
 /// outage, letters from other regions waited in it, and the store then fenced the instance
 /// during a handoff. The letters went back in front of its region's buffer and were forwarded
@@ -638,8 +682,14 @@ fn membership_regression_schedules() {
         assert_eq!(options.cluster.membership, MembershipMode::Real);
         // Flapping-links 8's schedule no longer reaches its branch since digest-only gossip
         // rounds moved membership timing; flapping-links 20 (below) keeps it reached (7 did
-        // until a decision held back by doubt was looked at again sooner).
-        let probes: &[&str] = if seed == 8 { &[] } else { &[probe] };
+        // until a decision held back by doubt was looked at again sooner). Flapping-links 23's
+        // decision no longer waits since a member's own observation confirming a cut-off
+        // keeps a running clock; coordinator-crash 7003827 keeps that branch reached.
+        let probes: &[&str] = if matches!(seed, 8 | 23) {
+            &[]
+        } else {
+            &[probe]
+        };
         assert_holds(options, probes);
     }
     assert_holds(

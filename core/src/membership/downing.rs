@@ -136,16 +136,48 @@ impl Downer {
             }
         }
         if observed != self.observed {
-            if observed.cut_off == self.observed.cut_off
-                && observed.counted == self.observed.counted
-            {
-                crate::probe::hit("downing: a member's own observation restarts the clock");
+            if last_undowned > 0 && only_stoppers_lost(&self.observed, &observed, gossip) {
+                // A decision was pending and all that changed is that members stopping (Exiting
+                // or Down) became unreachable: they count against `me`'s side either way or
+                // from now on, so no decision this change allows is one `me` could not take
+                // before. Restarting the clock pushed the pending one past the unstable bound,
+                // and the whole majority downed itself (swarm seed 11010439: a member that had
+                // left exited 3 ms before the leader's decision about a crashed member).
+                crate::probe::hit(
+                    "downing: a stopping member becoming unreachable keeps the clock",
+                );
+                self.observed = observed;
+            } else if self.confirms_within_the_clock(now, &observed) {
+                crate::probe::hit(
+                    "downing: a member's own observation confirming a cut-off keeps the clock",
+                );
+                self.observed = observed;
+            } else {
+                if observed.cut_off == self.observed.cut_off
+                    && observed.counted == self.observed.counted
+                {
+                    crate::probe::hit("downing: a member's own observation restarts the clock");
+                }
+                self.observed = observed;
+                self.stable_since = now;
+                self.decided = false;
             }
-            self.observed = observed;
-            self.stable_since = now;
-            self.decided = false;
         }
         self.reckon();
+    }
+
+    /// Whether `observed` only adds `me`'s own observations of members its side already
+    /// cannot reach, while the clock on that picture still runs.
+    fn confirms_within_the_clock(&self, now: Instant, observed: &Observed) -> bool {
+        let Some(stable_after) = self.stable_after() else {
+            return false;
+        };
+        !self.decided
+            && now < self.stable_since + stable_after
+            && observed.cut_off == self.observed.cut_off
+            && observed.counted == self.observed.counted
+            && observed.own.is_superset(&self.observed.own)
+            && observed.own.is_subset(&observed.cut_off)
     }
 
     /// When a keep-majority member that has been unable to decide downs itself.
@@ -230,6 +262,21 @@ impl Downer {
             Downing::AutoDown { .. } | Downing::Off => BTreeSet::new(),
         }
     }
+}
+
+/// Whether `now` differs from `before` only by members that are stopping (Exiting or Down in
+/// `gossip`, or gone) becoming unreachable, to `me`'s side or to `me` itself.
+fn only_stoppers_lost(before: &Observed, now: &Observed, gossip: &Gossip) -> bool {
+    let stopping = |id: &MemberId| {
+        gossip
+            .member(*id)
+            .is_none_or(|m| matches!(m.status, MemberStatus::Exiting | MemberStatus::Down))
+    };
+    now.counted == before.counted
+        && now.cut_off.is_superset(&before.cut_off)
+        && now.own.is_superset(&before.own)
+        && now.cut_off.difference(&before.cut_off).all(stopping)
+        && now.own.difference(&before.own).all(stopping)
 }
 
 /// The members whose arrival or departure changes a decision: all but Joining ones (a side

@@ -137,6 +137,9 @@ impl Simulator {
                         self.mark("a node joined while another was down");
                     }
                     self.start_node(NodeId(next), Incarnation(1));
+                    // A partition blocks only the links that existed: a node joining during
+                    // one reaches both sides, and bridges them.
+                    self.connectivity_changed();
                     self.publish_to_everyone();
                 }
             }
