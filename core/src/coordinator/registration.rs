@@ -22,6 +22,14 @@ impl Coordinator {
     ) {
         self.regions.entry(region).or_default();
         let reported: BTreeSet<ShardId> = hosted.iter().chain(&handing_off).copied().collect();
+        if self.regions[&region]
+            .iter()
+            .any(|s| !reported.contains(s) && self.unacked.contains_key(s))
+        {
+            // Its `HostShard` is still on its way (or its `ShardStarted` is): the shard stays
+            // allocated, or it would be allocated again elsewhere while this region starts it.
+            crate::probe::hit("coordinator: a registration races an unacknowledged allocation");
+        }
         // Acknowledged shards it no longer reports have stopped (their `ShardStopped` was lost).
         let vanished: Vec<ShardId> = self.regions[&region]
             .iter()

@@ -18,7 +18,8 @@ impl Simulator {
     }
 
     /// Node `n`'s member was downed (it heard so). If the network was calm and `n` was on a
-    /// side holding a majority of the members its view counts, record it.
+    /// side holding a majority of the members its view counts (as keep-majority counts them),
+    /// record it.
     pub(super) fn judge_downing(&mut self, n: NodeId) {
         let Some(node) = self.nodes.get(&n) else {
             return;
@@ -27,28 +28,34 @@ impl Simulator {
             return;
         }
         let view = node.driver.node().view();
-        // As the core counts: all but Joining members count; a side holds only its Up and
-        // Leaving ones (Down ones count against it, and an Exiting one is on its way out).
-        let counted: Vec<_> = (view.members().iter())
-            .filter(|m| m.status != MemberStatus::Joining)
-            .collect();
-        let Some(lowest) = counted.first().map(|m| m.id) else {
-            return;
+        let runs = |id: shoal_core::MemberId| {
+            (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused())
         };
+        // The members that reach `n` and one another (as the oracle groups sides), among the
+        // Up and Leaving ones: only those hold a side.
         let holds = |status| matches!(status, MemberStatus::Up | MemberStatus::Leaving);
-        let candidates = (counted.iter())
-            .filter(|m| m.id == node.id || holds(m.status))
-            .filter(|m| {
-                (self.nodes.get(&m.id.node)).is_some_and(|p| p.id == m.id && !p.is_paused())
-            })
-            .map(|m| m.id);
-        // The members that reach `n` and one another (as the oracle groups sides).
         let mut side: BTreeSet<shoal_core::MemberId> = [node.id].into();
-        for id in candidates {
-            if side.iter().all(|s| self.net.connected(s.node, id.node)) {
-                side.insert(id);
+        for m in view
+            .members()
+            .iter()
+            .filter(|m| holds(m.status) && runs(m.id))
+        {
+            if side.iter().all(|s| self.net.connected(s.node, m.id.node)) {
+                side.insert(m.id);
             }
         }
+        // Counted as keep-majority counts: Up, Leaving and Down members, and Joining or
+        // Exiting ones off the side (the other side may count them as Up or Leaving).
+        let reached = |id: shoal_core::MemberId| {
+            runs(id) && side.iter().all(|s| self.net.connected(s.node, id.node))
+        };
+        let counted: Vec<shoal_core::MemberId> = (view.members().iter())
+            .filter(|m| holds(m.status) || m.status == MemberStatus::Down || !reached(m.id))
+            .map(|m| m.id)
+            .collect();
+        let Some(&lowest) = counted.first() else {
+            return;
+        };
         let majority = side.len() * 2 > counted.len()
             || (side.len() * 2 == counted.len() && side.contains(&lowest));
         if majority {
