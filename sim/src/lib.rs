@@ -33,6 +33,7 @@ mod oracle;
 mod picture;
 mod plan;
 mod quad_heap;
+mod reach;
 mod remembering;
 mod report;
 mod requests;

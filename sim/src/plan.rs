@@ -116,6 +116,7 @@ impl Schedule {
         }
         plan_operators(o, &mut actions);
         plan_edges(o, &mut actions);
+        crate::reach::plan_reach(o, &mut actions);
         Self(actions)
     }
 }

@@ -91,6 +91,12 @@ pub(crate) enum Stream {
     Queries = 14,
     /// The remember store's latency and failures.
     Store = 15,
+    /// Partitions turned one-way while the majority downs the minority (see `reach`).
+    LastWords = 16,
+    /// Growing partitions of one side before a long one (see `reach`).
+    Ratchets = 17,
+    /// Quick crash-restarts of asking members (see `reach`).
+    Askers = 18,
 }
 
 impl SimRng {

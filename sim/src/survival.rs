@@ -43,6 +43,13 @@ impl Survival {
         self.changes.insert(i, (at, whole));
     }
 
+    /// When connectivity last changed (or will, at a clog's end) at or before `now`.
+    pub(crate) fn last_change(&self, now: Instant) -> Instant {
+        let i = self.changes.partition_point(|(t, _)| *t <= now);
+        i.checked_sub(1)
+            .map_or(Instant::ZERO, |i| self.changes[i].0)
+    }
+
     /// An operator downed `member` (`Command::Down`): whatever side it was on, that is no
     /// decision of keep-majority's.
     pub(crate) fn downed_by_operator(&mut self, member: MemberId) {

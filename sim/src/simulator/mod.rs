@@ -13,6 +13,7 @@ mod node_events;
 mod quiescence;
 mod rebalance;
 mod remembering;
+mod removals;
 mod run;
 mod survival;
 mod trace;
@@ -108,6 +109,8 @@ pub(crate) struct Simulator {
     asks: Asks,
     /// Connectivity over time, to judge downing decisions (see `survival`).
     survival: crate::survival::Survival,
+    /// Down members on their way out (see `removals`).
+    removals: removals::Removals,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -170,6 +173,7 @@ impl Simulator {
             connections: Connections::default(),
             asks: Asks::default(),
             survival: crate::survival::Survival::default(),
+            removals: removals::Removals::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
@@ -247,6 +251,7 @@ impl Simulator {
             self.prefetch_next();
             self.handle(ev);
             self.sample_hosting();
+            self.watch_removals();
         }
         self.now = self.now.max(until);
     }
@@ -398,6 +403,15 @@ impl Simulator {
                     .then(|| self.asks.reply(&entity, &payload))
                     .flatten()
                 {
+                    let replaced_known = self.nodes.get(&member.node).is_some_and(|n| {
+                        let view = n.driver.node().view();
+                        view.members()
+                            .iter()
+                            .any(|m| m.id.node == to.node && m.id.incarnation < to.incarnation)
+                    });
+                    if replaced_known {
+                        self.mark("a reply goes to a restarted asker whose old self is known");
+                    }
                     self.input_to(member, Input::SendApp { to, payload });
                 }
             }

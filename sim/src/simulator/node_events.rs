@@ -85,7 +85,9 @@ impl Simulator {
                 }
             }
             Event::AppDeadLetter {
-                payload, reason, ..
+                to,
+                payload,
+                reason,
             } => {
                 self.log(|| TraceEvent::ReplyDeadLettered {
                     member: member.to_string(),
@@ -93,6 +95,9 @@ impl Simulator {
                 });
                 self.mark("an ask's reply was dead-lettered");
                 self.asks.dead_lettered(&payload);
+                if reason == shoal_core::DeadLetterReason::MemberGone {
+                    self.check_gone(n, member, to);
+                }
             }
             Event::Reply { request, result } if self.requests.is_ours(request) => {
                 self.request_answered(member, request, &result);
@@ -139,6 +144,27 @@ impl Simulator {
         } else {
             let at = self.now + self.nemesis.left_cluster(n);
             self.schedule(at, Ev::Fault(Fault::Exit(n)));
+        }
+    }
+
+    /// `member` (on node `n`) dead-lettered a reply to `to` as gone. An asker whose process
+    /// runs, that no newer incarnation replaced and that `member`'s view neither marks Down
+    /// nor lists as removed is not gone: its reply must reach it (a new incarnation of an
+    /// asker while its node's old one is still known, say).
+    fn check_gone(&mut self, n: NodeId, member: MemberId, to: MemberId) {
+        let Some(node) = self.nodes.get(&n).filter(|_| self.is_running(to)) else {
+            return;
+        };
+        let view = node.driver.node().view();
+        let gone = view.status(to) == Some(shoal_core::MemberStatus::Down)
+            || view.removed().contains(&to)
+            || !self.is_member(to);
+        if !gone {
+            let detail = format!(
+                "{member} dead-lettered a reply to {to} as gone, but {to} runs and is a member"
+            );
+            self.check
+                .fail(self.now, Property::AskReply, member, detail);
         }
     }
 
