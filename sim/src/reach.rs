@@ -1,16 +1,16 @@
 //! Faults planned to reach situations that random faults seldom produce, each drawn from a
 //! random stream of its own, so that the schedules planned before stay what they were:
 //!
-//! - *last words*: after a partition, about when keep-majority decides, the minority can send
-//!   to the majority again but still not hear from it, so what a downed member observed (the
-//!   survivors unreachable) reaches the survivors, who must not count it;
+//! - *last words*: after a partition, about when keep-majority decides, a node joins. A
+//!   partition blocks only the links that exist, so the joiner reaches both sides: the
+//!   minority, which never gossips to members it cannot reach, gossips to it, and what a downed
+//!   member observed (the survivors unreachable) reaches the survivors, who must not count it;
 //! - *a ratchet*: before a partition, shorter ones of the same side, each just past the
 //!   acceptable heartbeat pause and longer than the one before, so that a failure detector
 //!   learning such gaps as its peer's rhythm would sit through the long one;
 //! - *askers restarting*: where entities answer asks, members crash and restart within
 //!   seconds, so that replies go to a new incarnation while its node's old one is still known.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use shoal_core::NodeId;
@@ -41,50 +41,25 @@ fn ms(r: &mut SimRng, lo: Duration, hi: Duration) -> Duration {
     Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
 }
 
-/// The side of a partition of the addresses `1..=known` that keep-majority keeps: the larger,
-/// or on a tie the one holding the lowest address.
-fn majority_of(side: &BTreeSet<NodeId>, known: u64) -> BTreeSet<NodeId> {
-    let rest: BTreeSet<NodeId> = (1..=known)
-        .map(NodeId)
-        .filter(|n| !side.contains(n))
-        .collect();
-    let side_wins =
-        side.len() > rest.len() || (side.len() == rest.len() && side.contains(&NodeId(1)));
-    if side_wins { side.clone() } else { rest }
-}
-
-/// After some partitions, while the majority decides to down the minority, the partition
-/// turns one-way: the majority no longer reaches the minority, which still reaches it.
+/// After some partitions, while the majority decides to down the minority, a node joins.
 fn plan_last_words(o: &Options, actions: &mut Vec<Action>) {
     let mut r = SimRng::of(o.seed, Stream::LastWords);
-    let known = o.cluster.nodes.max(2);
     let mut added = Vec::new();
     for action in actions.iter() {
-        let Act::Partition {
-            side,
-            one_way: false,
-            heal_after,
-        } = &action.act
-        else {
+        let Act::Partition { heal_after, .. } = &action.act else {
             continue;
         };
         if !r.chance(0.4) {
             continue;
         }
-        // Failure detection takes about 4 s, then `stable-after`; the downed minority keeps
-        // gossiping what it observed.
+        // Failure detection takes about 4 s, then `stable-after`.
         let after = STABLE_AFTER + ms(&mut r, Duration::from_secs(2), Duration::from_secs(7));
-        if after >= *heal_after || action.at + after >= o.duration {
-            continue;
+        if after < *heal_after && action.at + after < o.duration {
+            added.push(Action {
+                at: action.at + after,
+                act: Act::Join,
+            });
         }
-        let at = action.at + after;
-        added.push(Action { at, act: Act::Heal });
-        let act = Act::Partition {
-            side: majority_of(side, known),
-            one_way: true,
-            heal_after: *heal_after - after,
-        };
-        added.push(Action { at, act });
     }
     actions.extend(added);
 }
@@ -142,11 +117,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_majority_is_the_larger_side_or_on_a_tie_the_lowest_address() {
-        let set = |ns: &[u64]| ns.iter().map(|n| NodeId(*n)).collect::<BTreeSet<_>>();
-        assert_eq!(majority_of(&set(&[1]), 3), set(&[2, 3]));
-        assert_eq!(majority_of(&set(&[2, 3]), 3), set(&[2, 3]));
-        assert_eq!(majority_of(&set(&[3, 4]), 4), set(&[1, 2]));
-        assert_eq!(majority_of(&set(&[1, 4]), 4), set(&[1, 4]));
+    fn every_kind_is_planned_in_its_families() {
+        let mut o = Options::for_family(3, Family::Partitions);
+        o.duration = Duration::from_secs(400);
+        o.faults.partition_every = Some(Duration::from_secs(20));
+        let mut actions = Vec::new();
+        for i in 1..40 {
+            let side = [NodeId(1)].into();
+            let at = Duration::from_secs(10 * i);
+            let heal_after = Duration::from_secs(15);
+            let act = Act::Partition {
+                side,
+                one_way: false,
+                heal_after,
+            };
+            actions.push(Action { at, act });
+        }
+        plan_reach(&o, &mut actions);
+        assert!(actions.iter().any(|a| a.act == Act::Join), "last words");
+        let short = |a: &Action| matches!(a.act, Act::Partition { heal_after, .. } if heal_after < Duration::from_secs(12));
+        assert!(actions.iter().any(short), "ratchets");
+        assert!(
+            actions.windows(2).all(|w| w[0].at <= w[1].at),
+            "in time order"
+        );
     }
 }

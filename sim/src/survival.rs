@@ -2,9 +2,10 @@
 //! holding a majority of the members and downs the rest; when no side holds one (a three-way
 //! split, say), or the network changes too often to decide (Akka's down-all-when-unstable),
 //! every member downs itself. Such a run makes no progress after healing, and the simulator
-//! classifies it rather than failing it. That must not become a hiding place: a run counts as
-//! "no surviving majority" only if no member was downed while a side holding a majority, which
-//! it belonged to, could reach itself on a *calm* network (see [`Survival::calm`]).
+//! classifies it rather than failing it. That must not become a hiding place: no member may be
+//! downed while a side holding a majority, which it belonged to, could reach itself on a *calm*
+//! network (see [`Survival::calm`]); such a downing is a liveness violation, whether or not
+//! others survive, so a run counts as "no surviving majority" only if it had to lose it.
 //!
 //! The truth is the simulator's: which processes run and are not paused, and which links are
 //! blocked. The count of members is the downed member's view (all but Joining members, as the
@@ -22,15 +23,13 @@ use crate::bounds::STABLE_AFTER;
 pub(crate) const DECISION_WINDOW: Duration =
     Duration::from_millis(STABLE_AFTER.as_millis() as u64 * 7 / 4 + 6_000);
 
-/// The connectivity history of a run, and the first member downed on a majority side.
+/// The connectivity history of a run, and the members operators downed.
 #[derive(Debug, Default)]
 pub(crate) struct Survival {
     /// Each change of connectivity (partitions, heals, crashes, restarts, joins, pauses, clogs
     /// and their ends, broken connections), in time order: when, and whether the cluster was whole
     /// after it (no partition, no process out or paused).
     changes: Vec<(Instant, bool)>,
-    /// The first member downed on a calm network while on a side holding a majority.
-    wrongly_downed: Option<(Instant, MemberId, String)>,
     /// Members an operator downed.
     operator_downs: std::collections::BTreeSet<MemberId>,
 }
@@ -75,18 +74,6 @@ impl Survival {
             [_] => recent.is_none_or(|i| self.changes[i].1),
             _ => false,
         }
-    }
-
-    /// `member` was downed at `at` on a side holding a majority of a calm network (`detail`
-    /// says which).
-    pub(crate) fn downed_on_majority(&mut self, at: Instant, member: MemberId, detail: String) {
-        self.wrongly_downed.get_or_insert((at, member, detail));
-    }
-
-    /// The first member downed on a majority side, if any: a run without survivors then failed
-    /// liveness rather than lost its majority.
-    pub(crate) fn wrongly_downed(&self) -> Option<&(Instant, MemberId, String)> {
-        self.wrongly_downed.as_ref()
     }
 }
 

@@ -91,14 +91,6 @@ pub(crate) fn run_with_sink(
             }
         }
     }
-    // No survivors is a classification only if no member was downed on a majority side of a
-    // calm network (see `crate::survival`): otherwise liveness failed.
-    if let Some((at, member, detail)) = w.survival.wrongly_downed().cloned() {
-        if w.nemesis.no_survivors() {
-            let detail = format!("no member survived, but {detail} at {at}");
-            w.check.fail(end, Property::Liveness, member, detail);
-        }
-    }
     if !w.nemesis.no_survivors() {
         for (entity, sender, seq) in expected {
             if !w.check.was_delivered(&entity, sender, seq) {

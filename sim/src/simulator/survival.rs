@@ -1,10 +1,13 @@
 //! The simulator judges each downing against the true topology (see `crate::survival`): a
-//! member downed while on a side that held a majority of a calm network is recorded, and a run
-//! that then ends without survivors fails liveness instead of being classified.
+//! member downed while on a side that held a majority of a calm network is a liveness
+//! violation, whether or not others survive (a run that ends without survivors is then not
+//! classified as having lost its majority).
 
 use std::collections::BTreeSet;
 
 use shoal_core::{MemberStatus, NodeId};
+
+use crate::check::Property;
 
 use super::Simulator;
 
@@ -19,7 +22,7 @@ impl Simulator {
 
     /// Node `n`'s member was downed (it heard so). If the network was calm and `n` was on a
     /// side holding a majority of the members its view counts (as keep-majority counts them),
-    /// record it.
+    /// that is a violation.
     pub(super) fn judge_downing(&mut self, n: NodeId) {
         let Some(node) = self.nodes.get(&n) else {
             return;
@@ -68,8 +71,8 @@ impl Simulator {
                 counted.len(),
                 names.join(", ")
             );
-            self.mark("a member on a majority side of a calm network was downed");
-            self.survival.downed_on_majority(self.now, member, detail);
+            self.check
+                .fail(self.now, Property::Liveness, member, detail);
         }
     }
 }
