@@ -156,8 +156,7 @@ impl Net {
         &mut self,
         now: Instant,
         link: Link,
-        lane: Lane,
-        user: bool,
+        (lane, user, slower): (Lane, bool, Duration),
     ) -> Option<[Option<Flight>; 2]> {
         let state = self.link(link);
         if user
@@ -176,9 +175,9 @@ impl Net {
             .max(state.clogged_until)
             .max(self.node_clog(link.0))
             .max(self.node_clog(link.1));
-        let first = self.next_arrival(link, lane, held);
+        let first = self.next_arrival(link, lane, held + slower);
         let copy = (self.duplicate > 0.0 && self.rng.chance(self.duplicate))
-            .then(|| self.next_arrival(link, lane, held));
+            .then(|| self.next_arrival(link, lane, held + slower));
         let breaks = self.breaks;
         let flights = [Some(first), copy].map(|at| at.map(|at| Flight { at, breaks, user }));
         if user {
@@ -338,13 +337,14 @@ mod tests {
             outbound_cap: None,
             lanes: false,
             duplicate: 0.0,
+            slow_register_acks: None,
         };
         Net::new(SimRng::of(3, Stream::Network), &options)
     }
 
     fn send(net: &mut Net, link: Link) -> Flight {
         let [first, _] = net
-            .send(Instant::ZERO, link, Lane::Data, true)
+            .send(Instant::ZERO, link, (Lane::Data, true, Duration::ZERO))
             .expect("no cap");
         first.expect("the link is open")
     }
@@ -378,7 +378,7 @@ mod tests {
         net.block(&[c], &[a]);
         assert!(!net.arrives((c, a), ca), "blocked while in flight");
         assert_eq!(
-            net.send(Instant::ZERO, (c, a), Lane::Data, false),
+            net.send(Instant::ZERO, (c, a), (Lane::Data, false, Duration::ZERO)),
             Some([None, None])
         );
         net.heal();
@@ -400,7 +400,9 @@ mod tests {
             "either direction blocked"
         );
         assert!(net.connected(b, far), "links between others");
-        let sent = |net: &mut Net, link| net.send(Instant::ZERO, link, Lane::Data, false);
+        let sent = |net: &mut Net, link| {
+            net.send(Instant::ZERO, link, (Lane::Data, false, Duration::ZERO))
+        };
         assert_eq!(sent(&mut net, (a, far)), Some([None, None]));
         let back = sent(&mut net, (far, a)).expect("no cap")[0].expect("one way only");
         assert!(

@@ -5,9 +5,10 @@
 //!   partition blocks only the links that exist, so the joiner reaches both sides: the
 //!   minority, which never gossips to members it cannot reach, gossips to it, and what a downed
 //!   member observed (the survivors unreachable) reaches the survivors, who must not count it;
-//! - *a ratchet*: before a partition, shorter ones of the same side, each just past the
-//!   acceptable heartbeat pause and longer than the one before, so that a failure detector
-//!   learning such gaps as its peer's rhythm would sit through the long one;
+//! - *a ratchet*: before a partition, shorter ones cutting one member of its minority off from
+//!   part of its majority, each a little longer than the one before, so that a failure
+//!   detector learning such gaps as its peer's rhythm would sit through the long one, believing
+//!   that part still reachable;
 //! - *askers restarting*: where entities answer asks, members crash and restart within
 //!   seconds, so that replies go to a new incarnation while its node's old one is still known.
 
@@ -22,12 +23,11 @@ use crate::schedule::{Act, Action};
 
 /// Adds the faults of every kind above that `o`'s family calls for.
 pub(crate) fn plan_reach(o: &Options, actions: &mut Vec<Action>) {
-    let partitions = matches!(
-        o.family,
-        Family::Swarm | Family::Partitions | Family::FlappingLinks
-    );
-    if partitions {
+    let partitions = matches!(o.family, Family::Partitions | Family::FlappingLinks);
+    if partitions || o.family == Family::Swarm {
         plan_last_words(o, actions);
+    }
+    if partitions {
         plan_ratchets(o, actions);
     }
     if o.family == Family::Swarm && o.host.asks > 0.0 {
@@ -64,34 +64,71 @@ fn plan_last_words(o: &Options, actions: &mut Vec<Action>) {
     actions.extend(added);
 }
 
-/// Before some partitions, three shorter ones of the same side: 3.5–4.5 s, 6–7 s and 9–11 s,
-/// ending well before it.
+/// How many short partitions lead up to a long one, how far apart, the first one's length
+/// and the growth of each next one's.
+const RATCHET_STEPS: u32 = 8;
+const RATCHET_EVERY: Duration = Duration::from_secs(12);
+const RATCHET_FIRST: Duration = Duration::from_millis(2_800);
+const RATCHET_GROWTH: f64 = 1.25;
+
+/// Before some partitions, eight shorter ones, 12 s apart, each a quarter longer than the one
+/// before (2.8 s to 13.4 s), the last ending at least 20 s before it. A partition just shorter
+/// than what a detector tolerates is a gap just under its threshold; one that learnt it would
+/// tolerate a longer one next. Each cuts one member of the coming minority, with part of the
+/// coming majority, off from the rest of it: only the detectors across that cut live through
+/// the gaps, so such detectors would keep that member believing it still reaches those members
+/// of the majority, and on their side, long after the others decided.
 fn plan_ratchets(o: &Options, actions: &mut Vec<Action>) {
     let mut r = SimRng::of(o.seed, Stream::Ratchets);
+    let known = o.cluster.nodes.max(2);
+    let lead = RATCHET_EVERY * RATCHET_STEPS + Duration::from_secs(20);
     let mut added = Vec::new();
-    let lengths = [(3_500, 4_500), (6_000, 7_000), (9_000, 11_000)];
+    let mut windows = Vec::new();
     for action in actions.iter() {
-        let Act::Partition { side, one_way, .. } = &action.act else {
+        let Act::Partition { side, .. } = &action.act else {
             continue;
         };
-        // The first blip must come after the cluster formed and heartbeats flow.
-        if !r.chance(0.3) || action.at < Duration::from_secs(60) {
+        // The cluster forms in the first ten seconds.
+        if !r.chance(0.5) || action.at < lead + Duration::from_secs(10) {
             continue;
         }
-        for (i, (lo, hi)) in lengths.into_iter().enumerate() {
-            let before = Duration::from_secs(15 * (3 - i as u64));
-            let heal_after = ms(&mut r, Duration::from_millis(lo), Duration::from_millis(hi));
+        let rest: Vec<NodeId> = (1..=known)
+            .map(NodeId)
+            .filter(|n| !side.contains(n))
+            .collect();
+        let (minority, majority): (Vec<NodeId>, Vec<NodeId>) = if side.len() <= rest.len() {
+            (side.iter().copied().collect(), rest)
+        } else {
+            (rest, side.iter().copied().collect())
+        };
+        let Some(&member) = minority.first().filter(|_| majority.len() >= 2) else {
+            continue;
+        };
+        // With it, part of the majority: never its lowest address, whose detectors keep
+        // their rhythm.
+        let mut blip: std::collections::BTreeSet<NodeId> = [member].into();
+        blip.extend(majority[1..].iter().filter(|_| r.chance(0.5)));
+        let mut length = RATCHET_FIRST.as_secs_f64();
+        for step in 0..RATCHET_STEPS {
+            let jitter = 0.95 + r.unit() * 0.1;
+            let heal_after = Duration::from_millis((length * jitter * 1000.0) as u64);
             let act = Act::Partition {
-                side: side.clone(),
-                one_way: *one_way,
+                side: blip.clone(),
+                one_way: false,
                 heal_after,
             };
-            added.push(Action {
-                at: action.at - before,
-                act,
-            });
+            let at = action.at - lead + RATCHET_EVERY * step;
+            added.push(Action { at, act });
+            length *= RATCHET_GROWTH;
         }
+        windows.push(action.at - lead..action.at);
     }
+    // Other partitions in a ratchet's way would cut it short (a partition is ignored while
+    // another holds, and a heal ends them all).
+    actions.retain(|a| {
+        let cut = matches!(a.act, Act::Partition { .. } | Act::Heal);
+        !cut || !windows.iter().any(|w| w.contains(&a.at))
+    });
     actions.extend(added);
 }
 

@@ -73,6 +73,9 @@ impl fmt::Display for Options {
         if self.workload.queries > 0.0 {
             write!(f, " queries={:.3}", self.workload.queries)?;
         }
+        if let Some(slower) = self.network.slow_register_acks {
+            write!(f, " slow_register_acks=+{}ms", slower.as_millis())?;
+        }
         if let Some(cap) = self.network.outbound_cap {
             write!(f, " outbound_cap={cap}")?;
         }

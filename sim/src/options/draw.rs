@@ -75,6 +75,7 @@ impl Options {
                 outbound_cap: None,
                 lanes: false,
                 duplicate,
+                slow_register_acks: None,
             },
             workload: WorkloadOptions {
                 entities,
@@ -183,6 +184,9 @@ impl Options {
         if r.chance(0.5) {
             o.remember = Some(Remember::draw(&mut r, o.duration));
         }
+        if r.chance(0.25) {
+            o.network.slow_register_acks = Some(Duration::from_millis(r.range(300, 1_500)));
+        }
         o
     }
 
@@ -202,6 +206,7 @@ impl Options {
                 long_tail: 0.001,
                 outbound_cap: None,
                 lanes: false,
+                slow_register_acks: None,
                 ..self.network
             },
             workload: WorkloadOptions {

@@ -248,6 +248,10 @@ pub struct NetworkOptions {
     pub lanes: bool,
     /// Probability that the network delivers a message twice (the core must drop the copy).
     pub duplicate: f64,
+    /// A coordinator's acknowledgements of registrations take this much longer, if set (and
+    /// what follows them on the link waits behind them): regions send their registrations
+    /// again while the allocations that follow are on their way to them.
+    pub slow_register_acks: Option<Duration>,
 }
 
 /// The clients.

@@ -331,7 +331,13 @@ impl Simulator {
             None => {}
         }
         let (lane, user) = (envelope.lane(), envelope.is_user_traffic());
-        let Some([first, copy]) = self.net.send(self.now, link, lane, user) else {
+        let slower = match body {
+            Some(shoal_core::Body::RegisterAck) => {
+                self.opts.network.slow_register_acks.unwrap_or_default()
+            }
+            _ => Duration::ZERO,
+        };
+        let Some([first, copy]) = self.net.send(self.now, link, (lane, user, slower)) else {
             self.mark("a full outbound queue refused a message");
             let member = envelope.from;
             let input = Box::new(Input::OutboundQueueFull { envelope });
