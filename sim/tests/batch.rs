@@ -320,6 +320,25 @@ fn a_pending_decision_keeps_its_clock_through_confirmations_and_exits_regression
     }
 }
 
+/// Flapping-links seed 50012233 (1 of 20,000 fresh seeds, minimized to two actions): the oldest
+/// member, cut off alone, still ran its coordinator; before it downed itself it started a shard
+/// and remembered an entity there. Its successor had read the store's list of shards when it
+/// took over, before that, so it never started the shard and the entity never ran again.
+/// Fixed in the core: a removal the gate waits out makes the list stale, and it is read again
+/// once the margin has passed.
+#[test]
+fn a_new_coordinator_reads_the_remembered_shards_again_after_a_removal_regression() {
+    let schedule = "@5.280 clog n6 2.246; @9.085 partition n1 heal 26.722";
+    let options = Options::for_family(50_012_233, Family::FlappingLinks);
+    assert_holds(
+        replaying(schedule, options),
+        &[
+            "coordinator: the remembered shards are read again after a removal",
+            "every remembered entity ran again after healing",
+        ],
+    );
+}
+
 /// Rolling-restart seed 21052 (oracle membership): a shard's load failed through a store
 /// outage, letters from other regions waited in it, and the store then fenced the instance
 /// during a handoff. The letters went back in front of its region's buffer and were forwarded
@@ -894,6 +913,9 @@ fn coverage_markers_fire_within_the_batch() {
         "every remembered entity ran again after healing",
         "the whole cluster restarted with another number of shards",
         "a region warned that its coordinator does not answer",
+        "a Down member the survivors agreed on was removed",
+        "a removed member's shards were looked for after the removal margin",
+        "a reply goes to a restarted asker whose old self is known",
         // Branches of the core the guarantees rest on (probes).
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
@@ -916,6 +938,8 @@ fn coverage_markers_fire_within_the_batch() {
         "shard: a store failure during a handoff",
         "shard: a failed remembered entity is restarted after backoff",
         "shard: a start cancels a failed entity's pending restart",
+        "coordinator: a registration races an unacknowledged allocation",
+        "coordinator: the remembered shards are read again after a removal",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {

@@ -304,6 +304,7 @@ impl Coordinator {
     /// Records a removal observed by the node (used by the gate).
     pub(crate) fn note_removal(&mut self, member: MemberId, at: Instant) {
         self.recent_removals.insert(member, at);
+        self.removal_noted();
     }
 
     /// A desired location for the external strategy.

@@ -26,9 +26,12 @@ const TIEBREAK_BITS: u32 = 20;
 #[derive(Debug)]
 pub(super) struct RememberedShards {
     settings: RememberSettings,
-    /// The shards' list arrived.
+    /// The shards' list arrived, and no removal was noted since it was read.
     loaded: bool,
     in_flight: bool,
+    /// Removals noted while the gate was closed; a read answers for those noted when it left.
+    removals: u64,
+    read_for: u64,
     failures: u32,
     retry_at: Option<Instant>,
     /// The last allocation counter handed out.
@@ -49,6 +52,8 @@ impl RememberedShards {
             settings,
             loaded: false,
             in_flight: false,
+            removals: 0,
+            read_for: 0,
             failures: 0,
             retry_at: None,
             counter: 0,
@@ -95,14 +100,38 @@ impl Coordinator {
         }
     }
 
-    /// Sends the read of the remembered shards when it is due.
+    /// A member was removed while the gate is closed: it may have run a coordinator of its own
+    /// (a partition's other side, before it downed itself), whose allocations reached the
+    /// store after the list was read. The list is read again once the removal's margin has
+    /// passed, before the gate opens (flapping-links seed 50012233: the coordinator that
+    /// succeeded one cut off never heard of a shard the old one started meanwhile, and its
+    /// remembered entity never ran again).
+    pub(super) fn removal_noted(&mut self) {
+        if self.gate_open {
+            return;
+        }
+        if let Some(r) = &mut self.remember {
+            if r.loaded || r.in_flight {
+                crate::probe::hit(
+                    "coordinator: the remembered shards are read again after a removal",
+                );
+            }
+            r.removals += 1;
+            r.loaded = false;
+        }
+    }
+
+    /// Sends the read of the remembered shards when it is due: not while a removal's margin
+    /// runs before the gate opens (its member may still be writing).
     pub(super) fn poll_store(&mut self, now: Instant, out: &mut Effects) {
+        let waiting_out = !self.gate_open && !self.recent_removals.is_empty();
         let Some(r) = &mut self.remember else { return };
-        if r.loaded || r.in_flight || r.retry_at.is_some_and(|at| at > now) {
+        if r.loaded || r.in_flight || waiting_out || r.retry_at.is_some_and(|at| at > now) {
             return;
         }
         r.retry_at = None;
         r.in_flight = true;
+        r.read_for = r.removals;
         out.store(StoreRequest::Shards {
             entity_type: self.entity_type.clone(),
             number_of_shards: self.number_of_shards,
@@ -111,9 +140,11 @@ impl Coordinator {
 
     /// When the read is next retried.
     pub(super) fn store_timeout(&self) -> Option<Instant> {
+        // While a removal's margin runs, its end is the coordinator's own timer.
+        let waiting_out = !self.gate_open && !self.recent_removals.is_empty();
         self.remember
             .as_ref()
-            .filter(|r| !r.loaded && !r.in_flight)
+            .filter(|r| !r.loaded && !r.in_flight && !waiting_out)
             .and_then(|r| r.retry_at)
     }
 
@@ -133,7 +164,7 @@ impl Coordinator {
         r.in_flight = false;
         match completion {
             StoreCompletion::Shards(shards) => {
-                r.loaded = true;
+                r.loaded = r.read_for == r.removals;
                 r.failures = 0;
                 for &(_, epoch) in &shards {
                     r.raise_above(epoch);

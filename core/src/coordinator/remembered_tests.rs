@@ -236,3 +236,47 @@ fn a_fenced_shard_of_a_region_being_removed_is_allocated_elsewhere() {
     fence(&mut f, started);
     assert_ne!(f.c.allocations().get(&shard), Some(&region));
 }
+
+/// Flapping-links seed 50012233: the old coordinator, cut off before it downed itself, started
+/// a shard and remembered an entity in it after its successor had read the list; the entity
+/// never ran again. A removal the gate waits out makes the list stale: it is read again once
+/// the margin has passed (and not during it, while the removed member may still write).
+#[test]
+fn the_list_is_read_again_after_a_removal_the_gate_waits_out() {
+    let mut f = Fixture::new();
+    let mut down = Member::up(m(3), 3, &[]);
+    down.status = crate::membership::MemberStatus::Down;
+    f.view = MembershipView::new(vec![
+        Member::up(m(1), 1, &[]),
+        Member::up(m(2), 2, &[]),
+        down,
+    ]);
+    let view = f.view.clone();
+    f.c.handle_membership(at(0), &view, &Default::default(), &mut f.out);
+    assert_eq!(f.taken().0.len(), 1, "the first read");
+    f.complete(1, StoreCompletion::Shards(vec![]));
+    assert!(!f.c.gate_open, "a Down member may still run shards");
+
+    f.view = MembershipView::new(vec![Member::up(m(1), 1, &[]), Member::up(m(2), 2, &[])])
+        .with_removed([m(3)]);
+    let view = f.view.clone();
+    f.c.note_removal(m(3), at(5));
+    f.c.handle_membership(at(5), &view, &Default::default(), &mut f.out);
+    f.c.handle_timeout(at(10), &view, &mut f.out);
+    assert!(f.taken().0.is_empty(), "not read while the margin runs");
+    assert!(f.c.gate(&view).store_pending);
+
+    let margin = ShardingSettings::default().down_removal_margin;
+    f.c.handle_timeout(at(5) + margin, &view, &mut f.out);
+    assert_eq!(f.taken().0.len(), 1, "read again");
+    let started_meanwhile = vec![(ShardId(15), Epoch(7 << TIEBREAK_BITS))];
+    f.complete(26, StoreCompletion::Shards(started_meanwhile));
+    assert!(f.c.gate_open);
+    let (_, hosts) = f.taken();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(
+        hosts[0].0,
+        ShardId(15),
+        "the shard it never heard of starts"
+    );
+}
