@@ -71,7 +71,7 @@ const RATCHET_EVERY: Duration = Duration::from_secs(12);
 const RATCHET_FIRST: Duration = Duration::from_millis(2_800);
 const RATCHET_GROWTH: f64 = 1.25;
 
-/// Before some partitions, eight shorter ones, 12 s apart, each a quarter longer than the one
+/// Before most partitions (seven in ten, their lead-ups apart), eight shorter ones, 12 s apart, each a quarter longer than the one
 /// before (2.8 s to 13.4 s), the last ending at least 20 s before it. A partition just shorter
 /// than what a detector tolerates is a gap just under its threshold; one that learnt it would
 /// tolerate a longer one next. Each cuts one member of the coming minority, with part of the
@@ -83,13 +83,15 @@ fn plan_ratchets(o: &Options, actions: &mut Vec<Action>) {
     let known = o.cluster.nodes.max(2);
     let lead = RATCHET_EVERY * RATCHET_STEPS + Duration::from_secs(20);
     let mut added = Vec::new();
-    let mut windows = Vec::new();
+    let mut windows: Vec<std::ops::Range<Duration>> = Vec::new();
     for action in actions.iter() {
         let Act::Partition { side, .. } = &action.act else {
             continue;
         };
-        // The cluster forms in the first ten seconds.
-        if !r.chance(0.5) || action.at < lead + Duration::from_secs(10) {
+        // The cluster forms in the first ten seconds; ratchets do not overlap.
+        let start = action.at.saturating_sub(lead);
+        let free = windows.last().is_none_or(|w| w.end <= start);
+        if !r.chance(0.7) || action.at < lead + Duration::from_secs(10) || !free {
             continue;
         }
         let rest: Vec<NodeId> = (1..=known)
@@ -121,10 +123,10 @@ fn plan_ratchets(o: &Options, actions: &mut Vec<Action>) {
             added.push(Action { at, act });
             length *= RATCHET_GROWTH;
         }
-        windows.push(action.at - lead..action.at);
+        windows.push(start..action.at);
     }
     // Other partitions in a ratchet's way would cut it short (a partition is ignored while
-    // another holds, and a heal ends them all).
+    // another holds, and a heal ends them all); the partition it leads up to stays.
     actions.retain(|a| {
         let cut = matches!(a.act, Act::Partition { .. } | Act::Heal);
         !cut || !windows.iter().any(|w| w.contains(&a.at))
