@@ -54,6 +54,9 @@ pub(crate) struct EntityHost {
     /// The stop being reported to its node right now, so a start it causes at once is seen
     /// as racing it.
     reporting_stop: Option<(MemberId, EntityId, Option<StopReason>)>,
+    /// Incarnations that asked to be passivated, and when, until their node asks them to stop
+    /// (or they end): a node must carry out a passivation it is asked for.
+    passivation_asks: BTreeMap<Life, Instant>,
 }
 
 impl EntityHost {
@@ -70,6 +73,7 @@ impl EntityHost {
             incarnations: BTreeMap::new(),
             mailboxes: BTreeMap::new(),
             reporting_stop: None,
+            passivation_asks: BTreeMap::new(),
         }
     }
 
@@ -187,8 +191,33 @@ impl EntityHost {
         Some((key, delay))
     }
 
+    /// `member`'s running incarnation of `entity` asks its node to passivate it at `now`
+    /// (nothing to owe if none runs, or its node already asked it to stop).
+    pub(crate) fn asks_to_passivate(&mut self, now: Instant, member: MemberId, entity: &EntityId) {
+        let Some(key) = self.running(member, entity) else {
+            return;
+        };
+        let stop_asked =
+            self.ignored_stops.contains(&key) || self.pending_stops.get(&key).is_some_and(Option::is_some);
+        if !stop_asked {
+            self.passivation_asks.entry(key).or_insert(now);
+        }
+    }
+
+    /// Incarnations that asked to be passivated before `before` and still run, their node
+    /// never having asked them to stop.
+    pub(crate) fn unhonoured_passivations(
+        &self,
+        before: Instant,
+    ) -> impl Iterator<Item = (&Life, Instant)> + '_ {
+        (self.passivation_asks.iter())
+            .filter(move |(_, at)| **at < before)
+            .map(|(key, at)| (key, *at))
+    }
+
     /// How `key`, asked to stop for `reason`, goes about it.
     pub(crate) fn plan_stop(&mut self, key: &Life, reason: StopReason) -> StopPlan {
+        self.passivation_asks.remove(key);
         if reason == StopReason::Forced {
             let was_ignoring = self.ignored_stops.remove(key);
             let slowest = self.options.forced_stop;
@@ -223,6 +252,7 @@ impl EntityHost {
     /// `key` terminated: the stop it was under, if it was stopping (else it is a stale event).
     pub(crate) fn terminated(&mut self, key: &Life) -> Option<Option<StopReason>> {
         let reason = self.pending_stops.remove(key)?;
+        self.passivation_asks.remove(key);
         self.incarnations.remove(&(key.0, key.1.clone()));
         self.mailboxes.remove(&mailbox_key(key.0, &key.1));
         Some(reason)
@@ -232,5 +262,6 @@ impl EntityHost {
     pub(crate) fn process_gone(&mut self, member: MemberId) {
         self.incarnations.retain(|(m, _), _| *m != member);
         self.mailboxes.retain(|(m, _, _), _| *m != member);
+        self.passivation_asks.retain(|(m, _, _), _| *m != member);
     }
 }

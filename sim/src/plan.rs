@@ -117,6 +117,7 @@ impl Schedule {
         plan_operators(o, &mut actions);
         plan_edges(o, &mut actions);
         crate::reach::plan_reach(o, &mut actions);
+        plan_store_outages(o, &mut actions);
         Self(actions)
     }
 }
@@ -237,6 +238,38 @@ fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
         }
     }
     actions.extend(edges);
+    actions.sort_by_key(|a| a.at);
+}
+
+/// Store outages timed against coordinator moves, which outages at random times rarely
+/// overlap: one that begins shortly before a leave (or the oldest member's crash) and outlasts
+/// the move fails the loads of shards allocated just before it, so the new coordinator may read
+/// the store's epochs before those loads land, and allocate below them; the store then fences
+/// the new instance. Remembering runs only, drawn from a stream of their own.
+fn plan_store_outages(o: &Options, actions: &mut Vec<Action>) {
+    if o.remember.is_none() {
+        return;
+    }
+    let mut r = SimRng::of(o.seed, Stream::Outages);
+    let ms = |r: &mut SimRng, lo: Duration, hi: Duration| {
+        Duration::from_millis(r.duration(lo, hi).as_millis() as u64)
+    };
+    let secs = Duration::from_secs;
+    let mut outages = Vec::new();
+    for action in actions.iter() {
+        let moves = matches!(action.act, Act::Leave { .. } | Act::CrashOldest { .. });
+        if !moves || !r.chance(0.5) {
+            continue;
+        }
+        let at = action.at.saturating_sub(ms(&mut r, Duration::ZERO, secs(4)));
+        let lasts = (action.at - at) + ms(&mut r, secs(3), secs(12));
+        let lasts = lasts.min(o.duration.saturating_sub(at));
+        outages.push(Action {
+            at,
+            act: Act::StoreOutage { lasts },
+        });
+    }
+    actions.extend(outages);
     actions.sort_by_key(|a| a.at);
 }
 

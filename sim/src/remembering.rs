@@ -57,6 +57,11 @@ impl Remembering {
         }
     }
 
+    /// The store is unavailable from `now` for `lasts`.
+    pub(crate) fn outage(&mut self, now: Instant, lasts: Duration) {
+        self.store.add_outage(now, now + lasts);
+    }
+
     /// `member` sends `request` at `now`.
     pub(crate) fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
         let ticket = self.store.submit(now, member, request.clone());

@@ -97,6 +97,8 @@ pub(crate) enum Stream {
     Ratchets = 17,
     /// Quick crash-restarts of asking members (see `reach`).
     Askers = 18,
+    /// Store outages timed against coordinator moves (see `plan`).
+    Outages = 19,
 }
 
 impl SimRng {

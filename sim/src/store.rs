@@ -121,6 +121,11 @@ impl SimStore {
         }
     }
 
+    /// The store is unavailable from `from` until `to` (besides the outages it was set up with).
+    pub(crate) fn add_outage(&mut self, from: Instant, to: Instant) {
+        self.settings.outages.push((from, to));
+    }
+
     fn in_outage(&self, now: Instant) -> bool {
         self.settings
             .outages

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 
 use crate::coordinator::Coordinator;
-use crate::effect::Effects;
+use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
 use crate::membership::{MemberStatus, MembershipView};
 use crate::message::Body;
@@ -310,13 +310,26 @@ impl Coordinator {
                 out.send(handoff.owner, &self.entity_type, Body::HandOff { shard });
                 continue;
             }
-            let Some(handoff) = self.handoffs.remove(&shard) else {
+            let Some(Handoff {
+                owner,
+                phase: Phase::Acking { pending, .. },
+                requesters,
+                ..
+            }) = self.handoffs.remove(&shard)
+            else {
                 continue;
             };
-            tracing::warn!(%shard, owner = %handoff.owner, "handoff acks timed out; shard stays with its owner");
+            let waiting_for: Vec<MemberId> = pending.into_iter().collect();
+            tracing::warn!(%shard, %owner, ?waiting_for, "handoff acks timed out; shard stays with its owner");
             crate::probe::hit(
                 "coordinator: a handoff whose acknowledgements timed out is abandoned",
             );
+            out.event(Event::HandoffAbandoned {
+                entity_type: self.entity_type.clone(),
+                shard,
+                owner,
+                waiting_for,
+            });
             // A region shutting down stays out of allocations (rebalancing would otherwise
             // give back shards to a region that is leaving, rolling-restart seed 8089 with the
             // oracle); its next `GracefulShutdownReq` starts the handoff again. Akka forgets
@@ -324,7 +337,7 @@ impl Coordinator {
             self.waiting
                 .entry(shard)
                 .or_default()
-                .extend(handoff.requesters);
+                .extend(requesters);
         }
         self.serve_waiting(now, view, out);
     }

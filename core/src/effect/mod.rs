@@ -232,6 +232,21 @@ pub enum Event {
         /// The shards moved, in order.
         shards: Vec<ShardId>,
     },
+    /// The type's coordinator (on this node) abandoned handing `shard` off from `owner`: these
+    /// regions and proxies had not acknowledged within `handoff_timeout`. Nothing was stopped:
+    /// the shard stays with its owner, and the next rebalance round or graceful shutdown
+    /// request tries again. Regions that crashed or were downed are never waited for; one
+    /// that keeps appearing here cannot be reached.
+    HandoffAbandoned {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// Its owner, which keeps it.
+        owner: MemberId,
+        /// The regions and proxies whose acknowledgements did not come, in order.
+        waiting_for: Vec<MemberId>,
+    },
     /// The type's coordinator (on this node) holds requests for shards nobody has reported
     /// back until its allocation gate opens; emitted when what the gate waits for changes.
     /// Members listed as unregistered that should not host the type are misconfigured: their

@@ -239,6 +239,7 @@ fn count_sharding_event(event: &Event) {
         Event::ShardFenced { .. } => "shoal_shards_fenced_total",
         Event::RememberedIdsMisfiled { .. } => "shoal_remembered_ids_misfiled_total",
         Event::CoordinatorUnanswered { .. } => "shoal_coordinator_unanswered_total",
+        Event::HandoffAbandoned { .. } => "shoal_handoffs_abandoned_total",
         _ => return,
     };
     metrics::counter!(name).increment(1);

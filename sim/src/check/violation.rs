@@ -40,7 +40,8 @@ pub enum Property {
     /// The core's driver detected a busy loop (a timer that stays due).
     BusyLoop,
     /// A graceful operation (a handoff for a rebalance, a shutdown or a leave) overran its
-    /// bound with no fault active.
+    /// bound with no fault active, or a handoff was abandoned waiting for a region its
+    /// coordinator knew had crashed or been downed.
     GracefulStall,
     /// A command answered twice, wrongly, or never (a `StartEntity` said started by a member
     /// where the entity does not run, a location answer that is not what runs there).
@@ -58,6 +59,9 @@ pub enum Property {
     /// twice) after healing, a write of an old epoch accepted by the store, or two allocations
     /// of a shard at one epoch.
     Remembering,
+    /// An entity that asked to be passivated still running, its node never having asked it to
+    /// stop.
+    Passivation,
     /// A node's internal invariants broken after a driver call (`Node::check_invariants`:
     /// a coordinator's table against its region lists, a region's buffer budget and timers).
     CoreInvariant,

@@ -93,6 +93,12 @@ pub enum Act {
         /// Delay until every node starts again.
         restart_after: Duration,
     },
+    /// The remember store becomes unavailable for a while: every request sent to it then fails
+    /// after the store's timeout, changing nothing (no-op in runs that remember nothing).
+    StoreOutage {
+        /// How long.
+        lasts: Duration,
+    },
     /// A node's process stops running (like a long GC pause) and then resumes.
     Pause {
         /// The node.
@@ -158,6 +164,12 @@ mod tests {
             Act::Crash {
                 node: NodeId(3),
                 restart_after: Duration::from_millis(12_500)
+            }
+        );
+        assert_eq!(
+            "@7 store-outage 8.25".parse::<Schedule>().unwrap().0[0].act,
+            Act::StoreOutage {
+                lasts: Duration::from_millis(8_250)
             }
         );
         assert!("@1 explode n1".parse::<Schedule>().is_err());

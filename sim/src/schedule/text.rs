@@ -1,5 +1,5 @@
 //! A schedule's text form: `@12.500 crash n3 restart 20.000; @30.000 partition n1,n2 one-way
-//! heal 15.000; @60.000 full-restart 12 shards restart 10.000; ...`, as printed by `Display`
+//! heal 15.000; @60.000 full-restart 12 shards restart 10.000; @70.000 store-outage 8.000; ...`, as printed by `Display`
 //! and read back by `FromStr`.
 
 use std::fmt;
@@ -50,6 +50,7 @@ impl fmt::Display for Action {
                 None => write!(f, "clog {node} {}", secs(*lasts)),
             },
             Act::Pause { node, lasts } => write!(f, "pause {node} {}", secs(*lasts)),
+            Act::StoreOutage { lasts } => write!(f, "store-outage {}", secs(*lasts)),
             Act::FullRestart {
                 shards,
                 restart_after,
@@ -157,6 +158,9 @@ impl FromStr for Action {
                     .filter(|n| *n > 0)
                     .ok_or_else(|| ScheduleError(format!("{shards:?} is not a shard count")))?,
                 restart_after: parse_secs(d)?,
+            },
+            ["store-outage", d] => Act::StoreOutage {
+                lasts: parse_secs(d)?,
             },
             ["join"] => Act::Join,
             ["heal"] => Act::Heal,

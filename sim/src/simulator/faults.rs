@@ -180,6 +180,12 @@ impl Simulator {
                 shards,
                 restart_after,
             } => self.full_restart(shards, restart_after),
+            Act::StoreOutage { lasts } => {
+                if let Some(remembering) = &mut self.remembering {
+                    remembering.outage(self.now, lasts);
+                    self.mark("the remember store became unavailable for a while");
+                }
+            }
         }
     }
 
@@ -238,6 +244,7 @@ impl Simulator {
             return;
         };
         self.stalls.shutdown_began(self.now, member);
+        self.leavers.insert(member);
         if self.opts.cluster.membership == MembershipMode::Real {
             let (to, command) = match by {
                 Some(by) => {

@@ -5,6 +5,7 @@
 //! every entity effect through the host and the checker. Only this module knows every
 //! component; none of them knows the simulator.
 
+mod abandons;
 mod drive;
 mod faults;
 mod host;
@@ -111,6 +112,8 @@ pub(crate) struct Simulator {
     survival: crate::survival::Survival,
     /// Down members on their way out (see `removals`).
     removals: removals::Removals,
+    /// Members asked to leave gracefully (see `abandons`).
+    leavers: abandons::Leavers,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -174,6 +177,7 @@ impl Simulator {
             asks: Asks::default(),
             survival: crate::survival::Survival::default(),
             removals: removals::Removals::default(),
+            leavers: abandons::Leavers::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
@@ -418,6 +422,7 @@ impl Simulator {
             Ev::Store => self.handle_store_event(),
             Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {
+                self.host.asks_to_passivate(self.now, member, &entity);
                 self.input_to(
                     member,
                     Input::Passivate {

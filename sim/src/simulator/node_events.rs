@@ -121,6 +121,9 @@ impl Simulator {
                 self.stalls.coordinator_changed();
             }
             Event::Rebalance { shards, .. } => rounds.push(shards),
+            Event::HandoffAbandoned {
+                shard, waiting_for, ..
+            } => self.handoff_abandoned(n, shard, &waiting_for),
             // Replies to the simulator's own commands (request 0), registrations, store failures
             // and events of a newer core (they are non-exhaustive): nothing to check.
             _ => {}

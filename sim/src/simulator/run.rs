@@ -11,7 +11,7 @@ use crate::events::Ev;
 use crate::nemesis::Fault;
 use crate::options::Options;
 use crate::report::{Outcome, Report};
-use crate::schedule::Schedule;
+use crate::schedule::{MAX_PAUSE, Schedule};
 use crate::trace::{TraceEvent, TraceLine, TraceSink};
 
 use super::{Simulator, quiescence};
@@ -112,6 +112,13 @@ pub(crate) fn run_with_sink(
     let running = |m: MemberId| w.is_running(m);
     for (subject, detail) in w.requests.unanswered(end, start_deadline, running) {
         w.check.fail(end, Property::CommandReply, subject, detail);
+    }
+    // A passivation is carried out at once; a paused process carries it out when it resumes.
+    let grace = (MAX_PAUSE + Duration::from_secs(1)).as_nanos() as u64;
+    let asked_before = Instant(end.as_nanos().saturating_sub(grace));
+    for ((member, entity, _), at) in w.host.unhonoured_passivations(asked_before) {
+        let detail = format!("{entity} asked {member} to passivate it at {at}, never told to stop");
+        w.check.fail(end, Property::Passivation, entity, detail);
     }
     for stall in w.stalls.overdue(end) {
         w.check
