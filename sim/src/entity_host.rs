@@ -197,8 +197,8 @@ impl EntityHost {
         let Some(key) = self.running(member, entity) else {
             return;
         };
-        let stop_asked =
-            self.ignored_stops.contains(&key) || self.pending_stops.get(&key).is_some_and(Option::is_some);
+        let stop_asked = self.ignored_stops.contains(&key)
+            || self.pending_stops.get(&key).is_some_and(Option::is_some);
         if !stop_asked {
             self.passivation_asks.entry(key).or_insert(now);
         }

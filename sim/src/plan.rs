@@ -247,7 +247,7 @@ fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
 /// the store's epochs before those loads land, and allocate below them; the store then fences
 /// the new instance. Remembering runs only, drawn from a stream of their own.
 fn plan_store_outages(o: &Options, actions: &mut Vec<Action>) {
-    if o.remember.is_none() {
+    if !o.remember.as_ref().is_some_and(|m| m.outages_around_moves) {
         return;
     }
     let mut r = SimRng::of(o.seed, Stream::Outages);
@@ -261,7 +261,9 @@ fn plan_store_outages(o: &Options, actions: &mut Vec<Action>) {
         if !moves || !r.chance(0.5) {
             continue;
         }
-        let at = action.at.saturating_sub(ms(&mut r, Duration::ZERO, secs(4)));
+        let at = action
+            .at
+            .saturating_sub(ms(&mut r, Duration::ZERO, secs(4)));
         let lasts = (action.at - at) + ms(&mut r, secs(3), secs(12));
         let lasts = lasts.min(o.duration.saturating_sub(at));
         outages.push(Action {

@@ -135,7 +135,38 @@ impl Remembering {
     pub(crate) fn owed(&self) -> &BTreeSet<EntityId> {
         &self.owed
     }
+
+    /// Where the store and the entities' lives disagree, `probed` left out (messaged after
+    /// healing, they are owed whatever was recorded): an id the store lists that is owed no
+    /// life (its passivation was never recorded: it would run again after the next move), or
+    /// an entity owed a life the store does not list (it would not come back after a crash).
+    /// Each with what is wrong.
+    pub(crate) fn disagreements(
+        &self,
+        entity_type: &shoal_core::EntityType,
+        probed: &[EntityId],
+    ) -> Vec<(EntityId, &'static str)> {
+        let stored: BTreeSet<EntityId> = (self.store.remembered_ids(entity_type).into_iter())
+            .map(|(id, _)| EntityId::new(id))
+            .filter(|id| !probed.contains(id))
+            .collect();
+        let listed = stored
+            .difference(&self.owed)
+            .map(|e| (e.clone(), LISTED_NOT_OWED));
+        let owed = self
+            .owed
+            .difference(&stored)
+            .map(|e| (e.clone(), OWED_NOT_LISTED));
+        listed.chain(owed).collect()
+    }
 }
+
+/// An id the store lists whose entity was passivated.
+const LISTED_NOT_OWED: &str =
+    "passivated, but the store still lists it (it would start again after a move)";
+/// An entity that runs remembered without the store listing it.
+const OWED_NOT_LISTED: &str =
+    "started and not passivated, but the store does not list it (a crash would lose it)";
 
 /// What one poll of the store gave.
 #[derive(Debug)]
@@ -175,6 +206,7 @@ mod tests {
             // Some slow requests, so a later request is answered first and arms earlier.
             tail_rate: 0.3,
             outages: Vec::new(),
+            outages_around_moves: false,
         };
         let mut r = Remembering::new(11, &options, Duration::from_secs(3600));
         // Scheduled wakeups by (time, sequence number), as the event queue orders them.

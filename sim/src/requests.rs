@@ -10,7 +10,7 @@ use std::time::Duration;
 use shoal_core::{CommandError, EntityId, Instant, MemberId, Reply, RequestId, ShardId};
 
 /// What a request asks.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Asked {
     /// `StartEntity`.
     Start(EntityId),
@@ -20,6 +20,8 @@ pub(crate) enum Asked {
     SetLocation(ShardId),
     /// `GetClusterShardingStats`.
     Stats,
+    /// `GetShardRegionState` (asked with each `Stats`, of the same member).
+    RegionState,
 }
 
 /// One request in flight.
@@ -96,7 +98,9 @@ impl ClientRequests {
             | (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => Some(entity),
             (Asked::Start(_) | Asked::Locate(_), Err(CommandError::RegionStopped(_)))
             | (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
-            (Asked::SetLocation(_), Ok(Reply::Accepted)) => None,
+            (Asked::SetLocation(_), Ok(Reply::Accepted))
+            | (Asked::RegionState, Ok(Reply::ShardRegionState { .. }))
+            | (Asked::RegionState, Err(CommandError::RegionStopped(_))) => None,
             (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
                 // Measured on the coordinator's clock, which may run up to 0.1 % fast.
                 let least = query_timeout - query_timeout / 100;
@@ -154,6 +158,7 @@ impl ClientRequests {
                     Asked::Start(e) | Asked::Locate(e) => e.to_string(),
                     Asked::SetLocation(shard) => format!("{shard}"),
                     Asked::Stats => "statistics".to_owned(),
+                    Asked::RegionState => "region state".to_owned(),
                 };
                 (subject, detail)
             })

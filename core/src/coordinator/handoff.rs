@@ -334,10 +334,7 @@ impl Coordinator {
             // give back shards to a region that is leaving, rolling-restart seed 8089 with the
             // oracle); its next `GracefulShutdownReq` starts the handoff again. Akka forgets
             // the shutdown here until that request comes.
-            self.waiting
-                .entry(shard)
-                .or_default()
-                .extend(requesters);
+            self.waiting.entry(shard).or_default().extend(requesters);
         }
         self.serve_waiting(now, view, out);
     }

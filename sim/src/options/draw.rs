@@ -290,6 +290,7 @@ impl Options {
                     timeout_rate: 0.0,
                     tail_rate: 0.0,
                     outages: Vec::new(),
+                    outages_around_moves: false,
                 });
             }
         }
@@ -331,6 +332,7 @@ impl Remember {
             timeout_rate,
             tail_rate,
             outages,
+            outages_around_moves: true,
         }
     }
 }

@@ -309,6 +309,9 @@ pub struct Remember {
     /// One may outlast the fault phase; one that would begin after it (at or past `duration`)
     /// never happens, since healing ends every fault.
     pub outages: Vec<(Duration, Duration)>,
+    /// Half the leaves and oldest-member crashes come with an outage around them (see
+    /// `Act::StoreOutage`); off in kept regressions planned before these existed.
+    pub outages_around_moves: bool,
 }
 
 /// An entity's mailbox in the simulated host (see [`HostOptions::mailbox`]).

@@ -2,7 +2,9 @@
 //! allocation gates, region statistics, graceful stalls), the coverage markers, and the faults
 //! membership decides (a member downed or removed after leaving).
 
-use shoal_core::{Event, MemberId, NodeId, ShardId};
+use std::collections::BTreeSet;
+
+use shoal_core::{EntityId, Event, MemberId, NodeId, ShardId};
 
 use crate::check::Property;
 use crate::events::Ev;
@@ -225,6 +227,9 @@ impl Simulator {
             Ok(shoal_core::Reply::EntityLocation { alive: true, .. }) => {
                 self.mark("a location query found its entity running on another member");
             }
+            Ok(shoal_core::Reply::ShardRegionState { shards }) => {
+                self.check_region_state(member, shards);
+            }
             Ok(shoal_core::Reply::ClusterShardingStats { failed, .. }) => {
                 self.mark(if failed.is_empty() {
                     "statistics from every region"
@@ -293,8 +298,39 @@ impl Simulator {
         }
     }
 
+    /// `region` lists the shards it hosts with their live entities: only entities that run
+    /// there, each under the shard it maps to, and every one running there that it has not
+    /// told to stop (a region that terminates its shards, downed, lists none while their
+    /// entities finish stopping).
+    fn check_region_state(&mut self, region: MemberId, shards: &[(ShardId, Vec<EntityId>)]) {
+        let running: BTreeSet<&EntityId> = (self.workload.entity_ids().iter())
+            .filter(|e| self.check.is_live(region, e))
+            .collect();
+        let staying = (running.iter()).filter(|e| !self.host.stop_requested(region, e));
+        let listed: BTreeSet<&EntityId> = shards.iter().flat_map(|(_, ids)| ids).collect();
+        let misfiled: Vec<&EntityId> = (shards.iter())
+            .flat_map(|(shard, ids)| {
+                let shards = self.shards;
+                ids.iter()
+                    .filter(move |e| shoal_core::shard_of(e, shards) != *shard)
+            })
+            .collect();
+        let unlisted = staying.clone().any(|e| !listed.contains(e));
+        if !listed.is_subset(&running) || unlisted || !misfiled.is_empty() {
+            let detail = format!(
+                "{region} lists {listed:?} as its live entities ({misfiled:?} under another \
+                 shard), but {running:?} run there"
+            );
+            self.check
+                .fail(self.now, Property::CommandReply, region, detail);
+        }
+        if !listed.is_empty() {
+            self.mark("a region's state listed its live entities");
+        }
+    }
+
     /// `member` says `entity` runs there: it must.
-    pub(super) fn check_started_at(&mut self, member: MemberId, entity: &shoal_core::EntityId) {
+    pub(super) fn check_started_at(&mut self, member: MemberId, entity: &EntityId) {
         if !self.check.is_live(member, entity) {
             let detail =
                 format!("{member} acknowledged {entity} started, but it does not run there");

@@ -141,30 +141,36 @@ impl Simulator {
 
     /// Once the cluster is quiet after healing (traffic has stopped, rebalancing has
     /// converged): every entity that was started and not passivated runs exactly once on the
-    /// running members within the recovery bound. `probed` were messaged after healing (the
-    /// liveness probes): they run whether or not remembering works, so they are left out.
-    /// Returns the time reached.
+    /// running members within the recovery bound, and the store lists exactly those entities.
+    /// `probed` were messaged after healing (the liveness probes): they run whether or not
+    /// remembering works, so they are left out. Returns the time reached.
     pub(crate) fn await_remembered(&mut self, from: Instant, probed: &[EntityId]) -> Instant {
         if let Some(r) = &mut self.remembering {
             r.forgive(probed);
         }
-        if self
-            .remembering
-            .as_ref()
-            .is_none_or(|r| r.owed().is_empty())
-        {
+        let Some(r) = &self.remembering else {
+            return from;
+        };
+        if r.owed().is_empty() && r.disagreements(&self.ty, probed).is_empty() {
             return from;
         }
         let deadline = from + self.recovery_bound();
         let mut at = from;
         let mut wrong = self.misremembered();
-        while !wrong.is_empty() && at < deadline {
+        let disagree = |w: &Self| {
+            (w.remembering.as_ref()).map_or_else(Vec::new, |r| r.disagreements(&w.ty, probed))
+        };
+        while (!wrong.is_empty() || !disagree(self).is_empty()) && at < deadline {
             at = (at + Duration::from_millis(500)).min(deadline);
             self.run_until(at);
             wrong = self.misremembered();
         }
         if wrong.is_empty() {
             self.mark("every remembered entity ran again after healing");
+        }
+        for (entity, detail) in disagree(self) {
+            self.check
+                .fail(at, Property::Remembering, &entity, detail.to_owned());
         }
         for (entity, n) in wrong {
             let detail = format!(

@@ -59,8 +59,17 @@ impl Simulator {
         let Some((sender, asked, command)) = self.workload.query(self.ty.clone()) else {
             return;
         };
+        let stats = asked == Asked::Stats;
         let request = self.requests.send(self.now, sender, asked);
         self.input(sender.node, Input::Command { request, command });
+        if stats {
+            // The region's own view of the same: answered at once, from what it hosts.
+            let request = self.requests.send(self.now, sender, Asked::RegionState);
+            let command = shoal_core::Command::GetShardRegionState {
+                entity_type: self.ty.clone(),
+            };
+            self.input(sender.node, Input::Command { request, command });
+        }
     }
 
     /// Sends the next sequenced message from `sender` to `entity`.
