@@ -136,6 +136,18 @@ impl Remembering {
         &self.owed
     }
 
+    /// Whether a start of `entity` that no message asked for is owed nothing: the entity is
+    /// owed no life (its last one was passivated, or it never ran) and the store does not list
+    /// it (the passivation was recorded), so neither recovery nor a restart after a failure
+    /// may start it.
+    pub(crate) fn start_unowed(
+        &self,
+        entity_type: &shoal_core::EntityType,
+        entity: &EntityId,
+    ) -> bool {
+        !self.owed.contains(entity) && !self.store.lists(entity_type, entity)
+    }
+
     /// Where the store and the entities' lives disagree, `probed` left out (messaged after
     /// healing, they are owed whatever was recorded): an id the store lists that is owed no
     /// life (its passivation was never recorded: it would run again after the next move), or

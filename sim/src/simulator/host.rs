@@ -34,6 +34,7 @@ impl Simulator {
                     }
                 }
                 self.check.start(self.now, member, &entity);
+                self.remembered_starting(member, &entity);
                 self.remembered_started(&entity);
                 self.host.started(member, entity, self.check.starts);
             }
@@ -47,6 +48,7 @@ impl Simulator {
                         message: crate::check::describe(&payload),
                     });
                 }
+                self.remembered_delivered(member, &entity);
                 if self.host.stop_requested(member, &entity) {
                     let detail = format!("{member} delivered to {entity} after stopping it");
                     self.check

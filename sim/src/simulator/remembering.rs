@@ -85,6 +85,39 @@ impl Simulator {
         }
     }
 
+    /// `entity` is starting on `member`: unless a message for it follows in the same call
+    /// (see [`Simulator::judge_unasked_starts`]), something must have asked for the start.
+    pub(crate) fn remembered_starting(&mut self, member: MemberId, entity: &EntityId) {
+        let Some(r) = &self.remembering else {
+            return;
+        };
+        if r.start_unowed(&self.ty, entity) && !self.requests.start_asked(entity) {
+            self.unasked_starts.push((member, entity.clone()));
+        }
+    }
+
+    /// A message was delivered to `entity` on `member`: its start in this call was for it.
+    pub(crate) fn remembered_delivered(&mut self, member: MemberId, entity: &EntityId) {
+        if !self.unasked_starts.is_empty() {
+            self.unasked_starts
+                .retain(|(m, e)| (*m, e) != (member, entity));
+        }
+    }
+
+    /// After a driver call's effects: an entity started with nothing asking for it (no message
+    /// in the same call, no `StartEntity`, no life owed, the store not listing it) came back
+    /// after its passivation was recorded (a restart timer that outlived an earlier start, say).
+    pub(crate) fn judge_unasked_starts(&mut self) {
+        for (member, entity) in std::mem::take(&mut self.unasked_starts) {
+            let detail = format!(
+                "{member} started {entity} with nothing asking for it: its passivation was \
+                 recorded, and no message or StartEntity came for it since"
+            );
+            self.check
+                .fail(self.now, Property::Remembering, &entity, detail);
+        }
+    }
+
     /// An entity started: remembering owes it a life until it is passivated.
     pub(crate) fn remembered_started(&mut self, entity: &EntityId) {
         if let Some(r) = &mut self.remembering {
