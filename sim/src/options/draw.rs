@@ -267,6 +267,10 @@ impl Options {
             Family::MassPassivation => {
                 o.host.passivate = 0.2;
                 o.host.ignore_stop = 0.2;
+                // Some entities also fail: a remembered one restarts after a backoff, and a
+                // message may start it sooner, after which it may passivate before the
+                // backoff ends (the restart must then not happen).
+                o.host.self_stop = o.host.self_stop.max(0.01);
             }
             Family::MassShutdown => {
                 nodes = 7;
