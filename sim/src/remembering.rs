@@ -27,6 +27,20 @@ pub(crate) struct Remembering {
     owed: BTreeSet<EntityId>,
     /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation).
     passivating: BTreeSet<Life>,
+    /// Ids a member's shard loaded from the store and has not started since: its recovery
+    /// may start them, owed or not (a load races the recording of a passivation elsewhere).
+    recoverable: BTreeSet<(MemberId, EntityId)>,
+    /// Messages and `StartEntity` commands sent to each entity and not delivered yet: any of
+    /// them may start it (a message dropped from a full buffer still had its start written).
+    asking: BTreeMap<EntityId, Asking>,
+}
+
+/// What asks an entity to run: the last message each sender sent it that was not delivered
+/// yet, and `StartEntity` commands not yet answered "started".
+#[derive(Debug, Default)]
+struct Asking {
+    told: BTreeMap<MemberId, u64>,
+    starts: u32,
 }
 
 impl Remembering {
@@ -54,6 +68,8 @@ impl Remembering {
             wakeup: None,
             owed: BTreeSet::new(),
             passivating: BTreeSet::new(),
+            recoverable: BTreeSet::new(),
+            asking: BTreeMap::new(),
         }
     }
 
@@ -136,16 +152,53 @@ impl Remembering {
         &self.owed
     }
 
-    /// Whether a start of `entity` that no message asked for is owed nothing: the entity is
-    /// owed no life (its last one was passivated, or it never ran) and the store does not list
-    /// it (the passivation was recorded), so neither recovery nor a restart after a failure
-    /// may start it.
-    pub(crate) fn start_unowed(
-        &self,
-        entity_type: &shoal_core::EntityType,
-        entity: &EntityId,
-    ) -> bool {
-        !self.owed.contains(entity) && !self.store.lists(entity_type, entity)
+    /// A shard on `member` loaded `ids` from the store: its recovery may start them.
+    pub(crate) fn loaded(&mut self, member: MemberId, ids: &[EntityId]) {
+        (self.recoverable).extend(ids.iter().map(|id| (member, id.clone())));
+    }
+
+    /// `sender` sent `entity` its message `seq`.
+    pub(crate) fn told(&mut self, entity: &EntityId, sender: MemberId, seq: u64) {
+        let asking = self.asking.entry(entity.clone()).or_default();
+        asking.told.insert(sender, seq);
+    }
+
+    /// `sender`'s message `seq` reached `entity`: it asks no more (nor do earlier ones).
+    pub(crate) fn delivered(&mut self, entity: &EntityId, sender: MemberId, seq: u64) {
+        let Some(asking) = self.asking.get_mut(entity) else {
+            return;
+        };
+        if asking.told.get(&sender).is_some_and(|&last| last <= seq) {
+            asking.told.remove(&sender);
+        }
+        if asking.told.is_empty() && asking.starts == 0 {
+            self.asking.remove(entity);
+        }
+    }
+
+    /// A client asked for `entity` to start (`StartEntity`).
+    pub(crate) fn start_commanded(&mut self, entity: &EntityId) {
+        self.asking.entry(entity.clone()).or_default().starts += 1;
+    }
+
+    /// A `StartEntity` of `entity` was answered: it runs.
+    pub(crate) fn start_answered(&mut self, entity: &EntityId) {
+        let Some(asking) = self.asking.get_mut(entity) else {
+            return;
+        };
+        asking.starts = asking.starts.saturating_sub(1);
+        if asking.told.is_empty() && asking.starts == 0 {
+            self.asking.remove(entity);
+        }
+    }
+
+    /// `entity` starts on `member`: whether anything accounts for the start: a message or
+    /// `StartEntity` on its way to it, a life owed (a restart after a failure, recovery after
+    /// a move), or a load of `member`'s that listed it (used up: a shard recovers an id at
+    /// most once). Otherwise it was passivated (or never ran) and nothing asked for it since.
+    pub(crate) fn accounts_for_start(&mut self, member: MemberId, entity: &EntityId) -> bool {
+        let recovered = self.recoverable.remove(&(member, entity.clone()));
+        recovered || self.owed.contains(entity) || self.asking.contains_key(entity)
     }
 
     /// Where the store and the entities' lives disagree, `probed` left out (messaged after

@@ -4,7 +4,7 @@
 //! entity then runs; and every request whose requester still runs is answered by the end of
 //! the run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use shoal_core::{CommandError, EntityId, Instant, MemberId, Reply, RequestId, ShardId};
@@ -40,8 +40,6 @@ pub(crate) struct ClientRequests {
     pending: BTreeMap<RequestId, Pending>,
     /// Requests answered, and by which reply.
     answered: BTreeMap<RequestId, String>,
-    /// Entities a `StartEntity` was ever sent for (its start may come long after its answer).
-    starts_asked: BTreeSet<EntityId>,
 }
 
 impl ClientRequests {
@@ -49,9 +47,6 @@ impl ClientRequests {
     pub(crate) fn send(&mut self, at: Instant, requester: MemberId, asked: Asked) -> RequestId {
         self.next += 1;
         let request = RequestId(self.next);
-        if let Asked::Start(entity) = &asked {
-            self.starts_asked.insert(entity.clone());
-        }
         let pending = Pending {
             requester,
             asked,
@@ -59,11 +54,6 @@ impl ClientRequests {
         };
         self.pending.insert(request, pending);
         request
-    }
-
-    /// Whether a `StartEntity` was ever sent for `entity`.
-    pub(crate) fn start_asked(&self, entity: &EntityId) -> bool {
-        self.starts_asked.contains(entity)
     }
 
     /// Whether `request` is one of ours.

@@ -365,11 +365,6 @@ impl SimStore {
             .collect()
     }
 
-    /// Whether some shard's entry of `entity_type` lists `entity`.
-    pub(crate) fn lists(&self, entity_type: &EntityType, entity: &EntityId) -> bool {
-        (self.records.iter()).any(|((t, _), r)| t == entity_type && r.ids.contains(entity))
-    }
-
     /// The ids remembered for a shard.
     #[cfg(test)]
     pub(crate) fn remembered(&self, entity_type: &EntityType, shard: ShardId) -> Vec<EntityId> {

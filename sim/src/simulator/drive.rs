@@ -165,7 +165,6 @@ impl Simulator {
         for shards in rounds {
             self.check_rebalance(n, &shards);
         }
-        self.judge_unasked_starts();
         let node = self.nodes.get_mut(&n).expect("node still running");
         let buffered = node.driver.node().buffered(&self.ty);
         let busy = node.driver.busy_loops();

@@ -48,7 +48,7 @@ impl Simulator {
                         message: crate::check::describe(&payload),
                     });
                 }
-                self.remembered_delivered(member, &entity);
+                self.remembered_delivered(&entity, &payload);
                 if self.host.stop_requested(member, &entity) {
                     let detail = format!("{member} delivered to {entity} after stopping it");
                     self.check

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{
-    Config, Driver, EntityId, EntityType, EntityTypeConfig, Incarnation, Input, Instant, MemberId,
+    Config, Driver, EntityType, EntityTypeConfig, Incarnation, Input, Instant, MemberId,
     MembershipSettings, Node, NodeId, ShardingSettings,
 };
 
@@ -114,9 +114,6 @@ pub(crate) struct Simulator {
     removals: removals::Removals,
     /// Members asked to leave gracefully (see `abandons`).
     leavers: abandons::Leavers,
-    /// Entities started in the current driver call that nothing has asked for yet (see
-    /// `remembered_starting`).
-    unasked_starts: Vec<(MemberId, EntityId)>,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -181,7 +178,6 @@ impl Simulator {
             survival: crate::survival::Survival::default(),
             removals: removals::Removals::default(),
             leavers: abandons::Leavers::default(),
-            unasked_starts: Vec::new(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,

@@ -197,6 +197,9 @@ impl Simulator {
             // Started here: it runs here now (an acknowledgement from another member is
             // checked when it leaves that member).
             Ok(shoal_core::Reply::EntityStarted { entity, region, .. }) => {
+                if let Some(r) = &mut self.remembering {
+                    r.start_answered(entity);
+                }
                 if *region == member {
                     self.check_started_at(member, entity);
                 }

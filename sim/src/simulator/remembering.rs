@@ -41,6 +41,9 @@ impl Simulator {
         }
         for (member, request, completion) in poll.answers {
             self.mark_completion(&request, &completion);
+            if let (Some(r), StoreCompletion::Loaded(ids)) = (&mut self.remembering, &completion) {
+                r.loaded(member, ids);
+            }
             if matches!(completion, StoreCompletion::Failed(_)) {
                 // What waits for the store (entity starts, a handoff) waits longer: a fault.
                 self.stalls.fault(now);
@@ -85,36 +88,40 @@ impl Simulator {
         }
     }
 
-    /// `entity` is starting on `member`: unless a message for it follows in the same call
-    /// (see [`Simulator::judge_unasked_starts`]), something must have asked for the start.
+    /// `entity` is starting on `member`: remembering must account for the start.
     pub(crate) fn remembered_starting(&mut self, member: MemberId, entity: &EntityId) {
-        let Some(r) = &self.remembering else {
+        let Some(r) = &mut self.remembering else {
             return;
         };
-        if r.start_unowed(&self.ty, entity) && !self.requests.start_asked(entity) {
-            self.unasked_starts.push((member, entity.clone()));
-        }
-    }
-
-    /// A message was delivered to `entity` on `member`: its start in this call was for it.
-    pub(crate) fn remembered_delivered(&mut self, member: MemberId, entity: &EntityId) {
-        if !self.unasked_starts.is_empty() {
-            self.unasked_starts
-                .retain(|(m, e)| (*m, e) != (member, entity));
-        }
-    }
-
-    /// After a driver call's effects: an entity started with nothing asking for it (no message
-    /// in the same call, no `StartEntity`, no life owed, the store not listing it) came back
-    /// after its passivation was recorded (a restart timer that outlived an earlier start, say).
-    pub(crate) fn judge_unasked_starts(&mut self) {
-        for (member, entity) in std::mem::take(&mut self.unasked_starts) {
+        if !r.accounts_for_start(member, entity) {
             let detail = format!(
-                "{member} started {entity} with nothing asking for it: its passivation was \
-                 recorded, and no message or StartEntity came for it since"
+                "{member} started {entity} with nothing asking for it: it was passivated (or \
+                 never ran), and no message, StartEntity or load of the store came for it since"
             );
             self.check
-                .fail(self.now, Property::Remembering, &entity, detail);
+                .fail(self.now, Property::Remembering, entity, detail);
+        }
+    }
+
+    /// `sender` sends `entity` its message `payload`.
+    pub(crate) fn remembered_told(&mut self, entity: &EntityId, payload: &shoal_core::Payload) {
+        if let (Some(r), Some((sender, seq))) =
+            (&mut self.remembering, crate::check::decode(payload))
+        {
+            r.told(entity, sender, seq);
+        }
+    }
+
+    /// `payload` was delivered to `entity`.
+    pub(crate) fn remembered_delivered(
+        &mut self,
+        entity: &EntityId,
+        payload: &shoal_core::Payload,
+    ) {
+        if let (Some(r), Some((sender, seq))) =
+            (&mut self.remembering, crate::check::decode(payload))
+        {
+            r.delivered(entity, sender, seq);
         }
     }
 

@@ -43,6 +43,9 @@ impl Simulator {
         let Some((sender, entity)) = self.workload.start() else {
             return;
         };
+        if let Some(r) = &mut self.remembering {
+            r.start_commanded(&entity);
+        }
         let request = self
             .requests
             .send(self.now, sender, Asked::Start(entity.clone()));
@@ -75,6 +78,7 @@ impl Simulator {
     /// Sends the next sequenced message from `sender` to `entity`.
     pub(crate) fn tell(&mut self, sender: MemberId, entity: &EntityId) {
         let payload = self.check.send(entity, sender);
+        self.remembered_told(entity, &payload);
         let input = Input::Tell {
             entity_type: self.ty.clone(),
             entity: entity.clone(),
