@@ -277,6 +277,22 @@ fn an_exiting_member_going_quiet_does_not_hold_a_decision_back_regression() {
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
+/// restarted, and rejoined through a node that had joined during the partition and reached
+/// both sides. Every member then saw all but the bridge observed unreachable by someone, and
+/// all of them downed themselves. Keep-majority has no rule for a network that does not split
+/// into sides (Akka's resolver downs every indirectly connected member, here all but the
+/// bridge): such a run is classified, not judged as a calm network.
+#[test]
+fn a_network_bridged_by_a_joiner_is_not_judged_as_split_into_sides_regression() {
+    let report = run(Options::for_seed(94_002_254));
+    assert_eq!(report.outcome, Outcome::NoProgress, "{report}");
+    assert_reaches(
+        &report,
+        "a member was downed in a network bridged by a node reaching both sides",
+    );
+}
+
 /// Found by the check of runs without survivors in a fresh sweep from seed 11000000, each a
 /// keep-majority decision pushed past the unstable bound, so that the whole majority downed
 /// itself on a calm network:

@@ -30,6 +30,14 @@ impl Simulator {
         if !self.survival.calm(self.now) || self.survival.is_operator_down(node.id) {
             return;
         }
+        if !self.sides_are_cliques() {
+            // A node that joined during a partition reaches both sides: each member sees all
+            // but the bridge observed unreachable by someone, and keep-majority (like Akka's
+            // split brain resolver, which downs every indirectly connected member) keeps no
+            // side. Only a network that splits into sides is judged.
+            self.mark("a member was downed in a network bridged by a node reaching both sides");
+            return;
+        }
         let view = node.driver.node().view();
         let runs = |id: shoal_core::MemberId| {
             (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused())
@@ -74,5 +82,21 @@ impl Simulator {
             self.check
                 .fail(self.now, Property::Liveness, member, detail);
         }
+    }
+
+    /// Whether the running nodes split into sides that reach all of their own side and none of
+    /// the others (connectivity is transitive).
+    fn sides_are_cliques(&self) -> bool {
+        let running: Vec<NodeId> = self.nodes.keys().copied().collect();
+        let connected = |a: NodeId, b: NodeId| self.net.connected(a, b);
+        running.iter().all(|&a| {
+            running
+                .iter()
+                .filter(|&&b| b != a && connected(a, b))
+                .all(|&b| {
+                    (running.iter())
+                        .all(|&c| c == a || c == b || !connected(b, c) || connected(a, c))
+                })
+        })
     }
 }
