@@ -24,6 +24,7 @@ mod entity_host;
 mod events;
 mod explain;
 mod failover;
+mod idleness;
 mod minimize;
 mod nemesis;
 mod net;

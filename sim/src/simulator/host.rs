@@ -36,6 +36,7 @@ impl Simulator {
                 self.check.start(self.now, member, &entity);
                 self.remembered_starting(member, &entity);
                 self.remembered_started(&entity);
+                self.entity_active(member, &entity);
                 self.host.started(member, entity, self.check.starts);
             }
             EntityEffect::Deliver {
@@ -49,6 +50,7 @@ impl Simulator {
                     });
                 }
                 self.remembered_delivered(&entity, &payload);
+                self.entity_active(member, &entity);
                 if self.host.stop_requested(member, &entity) {
                     let detail = format!("{member} delivered to {entity} after stopping it");
                     self.check
@@ -94,6 +96,12 @@ impl Simulator {
                 };
                 if reason == StopReason::Passivation {
                     self.remembered_passivating(key.clone());
+                    if !self.host.asked_to_passivate(&key) {
+                        self.check_idle_passivation(member, &entity);
+                    }
+                }
+                if let Some(idleness) = &mut self.idleness {
+                    idleness.ended(member, &entity);
                 }
                 match self.host.plan_stop(&key, reason) {
                     StopPlan::Ignored => {}
@@ -154,6 +162,9 @@ impl Simulator {
         };
         self.remembered_stopped(&key);
         let (member, entity, _) = key;
+        if let Some(idleness) = &mut self.idleness {
+            idleness.ended(member, &entity);
+        }
         self.log(|| TraceEvent::EntityStopped {
             member: member.to_string(),
             entity: entity.to_string(),
@@ -169,5 +180,33 @@ impl Simulator {
             },
         );
         self.host.reporting(None);
+    }
+
+    /// `entity` on `member` was active (started, or handed a message or a `StartEntity`).
+    pub(super) fn entity_active(&mut self, member: MemberId, entity: &EntityId) {
+        if let Some(idleness) = &mut self.idleness {
+            idleness.active(self.now, member, entity);
+        }
+    }
+
+    /// `member` passivates `entity` without the entity asking: it must have been idle long
+    /// enough.
+    fn check_idle_passivation(&mut self, member: MemberId, entity: &EntityId) {
+        if self.idleness.is_none() {
+            let detail = format!("{member} passivated remembered {entity} for idleness");
+            return (self.check).fail(self.now, Property::Passivation, entity, detail);
+        }
+        self.mark("a node passivated an idle entity");
+        let Some(idleness) = &self.idleness else {
+            return;
+        };
+        if let Some(idle) = idleness.too_early(self.now, member, entity) {
+            let detail = format!(
+                "{member} passivated {entity} for idleness after {:.3}s without activity",
+                idle.as_secs_f64()
+            );
+            self.check
+                .fail(self.now, Property::Passivation, entity, detail);
+        }
     }
 }

@@ -53,6 +53,10 @@ pub(crate) use run::run_with_sink;
 /// The entity type every simulated node serves.
 pub(crate) const TYPE: &str = "sim";
 
+/// How long an entity of a run that does not remember entities stays idle before its node
+/// passivates it: well within a run, so that the checker sees idle entities passivated.
+const PASSIVATE_IDLE_AFTER: Duration = Duration::from_secs(60);
+
 /// The simulated cluster and everything that acts on it.
 #[derive(Debug)]
 pub(crate) struct Simulator {
@@ -100,6 +104,9 @@ pub(crate) struct Simulator {
     host: EntityHost,
     /// The remember store and what remembering owes, when the run remembers entities.
     remembering: Option<Remembering>,
+    /// When each entity was last active, when the run passivates idle entities (remembered
+    /// entities are not passivated for idleness).
+    idleness: Option<crate::idleness::Idleness>,
     // What judges it.
     check: Checker,
     /// Graceful operations in progress, and the faults that excuse them.
@@ -197,6 +204,8 @@ impl Simulator {
                 .remember
                 .as_ref()
                 .map(|r| Remembering::new(seed, r, opts.duration)),
+            idleness: (opts.remember.is_none())
+                .then(|| crate::idleness::Idleness::new(PASSIVATE_IDLE_AFTER)),
             opts,
         };
         if w.opts.cluster.bystander.is_some() {
@@ -291,7 +300,7 @@ impl Simulator {
         let mut t = EntityTypeConfig::new(TYPE);
         t.name = self.ty.clone();
         t.number_of_shards = self.shards;
-        t.passivate_idle_after = Some(Duration::from_secs(60));
+        t.passivate_idle_after = Some(PASSIVATE_IDLE_AFTER);
         t.remember = self
             .opts
             .remember
@@ -369,6 +378,9 @@ impl Simulator {
         self.check.crashed(node.id);
         self.stalls.region_gone(node.id);
         self.host.process_gone(node.id);
+        if let Some(idleness) = &mut self.idleness {
+            idleness.process_gone(node.id);
+        }
         Some(node.id)
     }
 

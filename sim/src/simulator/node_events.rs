@@ -334,6 +334,7 @@ impl Simulator {
 
     /// `member` says `entity` runs there: it must.
     pub(super) fn check_started_at(&mut self, member: MemberId, entity: &EntityId) {
+        self.entity_active(member, entity);
         if !self.check.is_live(member, entity) {
             let detail =
                 format!("{member} acknowledged {entity} started, but it does not run there");

@@ -120,6 +120,15 @@ pub(crate) fn run_with_sink(
         let detail = format!("{entity} asked {member} to passivate it at {at}, never told to stop");
         w.check.fail(end, Property::Passivation, entity, detail);
     }
+    if let Some(idleness) = &w.idleness {
+        let grace = MAX_PAUSE + Duration::from_secs(1);
+        for ((member, entity), at) in idleness.overdue(end, grace) {
+            if w.is_running(*member) && !w.host.stop_requested(*member, entity) {
+                let detail = format!("{entity} idle on {member} since {at}, never passivated");
+                w.check.fail(end, Property::Passivation, entity, detail);
+            }
+        }
+    }
     for stall in w.stalls.overdue(end) {
         w.check
             .fail(end, Property::GracefulStall, stall.subject, stall.detail);

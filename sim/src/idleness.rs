@@ -1,0 +1,121 @@
+//! Passivation of idle entities, as the checker sees it: when each running entity was last
+//! active (started, handed a message, or asked to start while it ran), so that a node that
+//! passivates an entity for idleness is judged on both sides: never before the entity was idle
+//! for `passivate_idle_after`, and not much after (the shard looks every half of it, as Akka's
+//! does).
+//!
+//! A node counts as activity what it hands its entities (starts and messages, which the
+//! simulator carries out) and a `StartEntity` that finds its entity running (acknowledged in
+//! the same call, which the simulator sees): the simulator's last activity is the node's.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use shoal_core::{EntityId, Instant, MemberId};
+
+/// How long a node's clock may run ahead of true time over one idle period, and more: an
+/// idle passivation this much early is still on time.
+const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// When each running entity was last active, in a run whose entities are passivated when
+/// idle.
+#[derive(Debug)]
+pub(crate) struct Idleness {
+    /// `passivate_idle_after`.
+    after: Duration,
+    last_active: BTreeMap<(MemberId, EntityId), Instant>,
+}
+
+impl Idleness {
+    /// Entities passivated after `after` without activity.
+    pub(crate) fn new(after: Duration) -> Self {
+        Self {
+            after,
+            last_active: BTreeMap::new(),
+        }
+    }
+
+    /// `entity` on `member` was active at `now`.
+    pub(crate) fn active(&mut self, now: Instant, member: MemberId, entity: &EntityId) {
+        match self.last_active.get_mut(&(member, entity.clone())) {
+            Some(at) => *at = now,
+            None => {
+                self.last_active.insert((member, entity.clone()), now);
+            }
+        }
+    }
+
+    /// `entity` on `member` was told to stop, or ended: idleness no longer concerns it.
+    pub(crate) fn ended(&mut self, member: MemberId, entity: &EntityId) {
+        self.last_active.remove(&(member, entity.clone()));
+    }
+
+    /// `member`'s process is gone, and its entities with it.
+    pub(crate) fn process_gone(&mut self, member: MemberId) {
+        self.last_active.retain(|(m, _), _| *m != member);
+    }
+
+    /// `member` passivates `entity` for idleness at `now`: how long it had been idle, if that
+    /// is too short.
+    pub(crate) fn too_early(
+        &self,
+        now: Instant,
+        member: MemberId,
+        entity: &EntityId,
+    ) -> Option<Duration> {
+        let at = self.last_active.get(&(member, entity.clone()))?;
+        let idle = now.saturating_duration_since(*at);
+        (idle + EARLY_TOLERANCE < self.after).then_some(idle)
+    }
+
+    /// The latest an entity idle since `since` must be passivated: after `after`, at the
+    /// shard's next look (every half of it), with `grace` for paused processes.
+    fn deadline(&self, since: Instant, grace: Duration) -> Instant {
+        since + self.after + self.after / 2 + grace
+    }
+
+    /// Entities still running and not told to stop at `now` whose passivation is overdue,
+    /// with when they were last active.
+    pub(crate) fn overdue(
+        &self,
+        now: Instant,
+        grace: Duration,
+    ) -> impl Iterator<Item = (&(MemberId, EntityId), Instant)> + '_ {
+        (self.last_active.iter())
+            .filter(move |(_, at)| self.deadline(**at, grace) < now)
+            .map(|(key, at)| (key, *at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member() -> MemberId {
+        MemberId::new(1, 1)
+    }
+
+    #[test]
+    fn an_idle_passivation_is_judged_on_both_sides() {
+        let mut idle = Idleness::new(Duration::from_secs(60));
+        let e = EntityId::new("e1");
+        idle.active(Instant::from_secs(10), member(), &e);
+        idle.active(Instant::from_secs(20), member(), &e);
+        let early = idle.too_early(Instant::from_secs(70), member(), &e);
+        assert_eq!(
+            early,
+            Some(Duration::from_secs(50)),
+            "idle since the last activity"
+        );
+        assert_eq!(idle.too_early(Instant::from_secs(80), member(), &e), None);
+        let grace = Duration::from_secs(2);
+        assert_eq!(idle.overdue(Instant::from_secs(112), grace).count(), 0);
+        let overdue: Vec<_> = idle.overdue(Instant::from_secs(113), grace).collect();
+        assert_eq!(
+            overdue,
+            vec![(&(member(), e.clone()), Instant::from_secs(20))]
+        );
+        idle.ended(member(), &e);
+        assert_eq!(idle.overdue(Instant::from_secs(500), grace).count(), 0);
+    }
+}
