@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use shoal_core::{EntityId, Instant, MemberId, StoreCompletion, StoreRequest};
+use shoal_core::{EntityId, Epoch, Instant, MemberId, ShardId, StoreCompletion, StoreRequest};
 
 use crate::entity_host::Life;
 use crate::options::Remember;
@@ -33,6 +33,9 @@ pub(crate) struct Remembering {
     /// Messages and `StartEntity` commands sent to each entity and not delivered yet: any of
     /// them may start it (a message dropped from a full buffer still had its start written).
     asking: BTreeMap<EntityId, Asking>,
+    /// Shard instances (member, shard, epoch) the store fenced: their writes in flight can
+    /// never land, so they no longer hold a handoff back.
+    fenced: BTreeSet<(MemberId, ShardId, Epoch)>,
 }
 
 /// What asks an entity to run: the last message each sender sent it that was not delivered
@@ -70,6 +73,7 @@ impl Remembering {
             passivating: BTreeSet::new(),
             recoverable: BTreeSet::new(),
             asking: BTreeMap::new(),
+            fenced: BTreeSet::new(),
         }
     }
 
@@ -103,6 +107,11 @@ impl Remembering {
             .into_iter()
             .filter_map(|(ticket, completion)| {
                 let (member, request) = self.tickets.remove(&ticket)?;
+                if let (StoreCompletion::Fenced(_), Some((shard, epoch, _))) =
+                    (&completion, request.shard())
+                {
+                    self.fenced.insert((member, shard, epoch));
+                }
                 Some((member, request, completion))
             })
             .collect();
@@ -155,6 +164,21 @@ impl Remembering {
     /// A shard on `member` loaded `ids` from the store: its recovery may start them.
     pub(crate) fn loaded(&mut self, member: MemberId, ids: &[EntityId]) {
         (self.recoverable).extend(ids.iter().map(|id| (member, id.clone())));
+    }
+
+    /// `member` stopped its instance of `shard` (a handoff): a write of the instance's it has
+    /// not heard back from, if any. A handoff completes only once what the instance recorded
+    /// is durable, or the next instance loads without it (a passivation would be undone).
+    pub(crate) fn write_in_flight(
+        &self,
+        member: MemberId,
+        shard: ShardId,
+    ) -> Option<&StoreRequest> {
+        (self.tickets.values()).find_map(|(m, request)| {
+            let (s, epoch, seq) = request.shard()?;
+            let fenced = self.fenced.contains(&(*m, s, epoch));
+            (*m == member && s == shard && seq > 0 && !fenced).then_some(request)
+        })
     }
 
     /// `sender` sent `entity` its message `seq`.

@@ -293,6 +293,9 @@ impl Simulator {
                 outcome: shoal_core::StartOutcome::Started,
                 ..
             }) => self.check_started_at(envelope.from, entity),
+            Some(shoal_core::Body::ShardStopped { shard }) => {
+                self.check_writes_settled(envelope.from, *shard);
+            }
             Some(shoal_core::Body::RegionStatsReply { shards, .. }) => {
                 self.check_region_stats(envelope.from, shards);
             }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use shoal_core::{EntityId, Input, Instant, MemberId, StoreCompletion, StoreRequest};
+use shoal_core::{EntityId, Input, Instant, MemberId, ShardId, StoreCompletion, StoreRequest};
 
 use crate::check::Property;
 use crate::entity_host::Life;
@@ -100,6 +100,20 @@ impl Simulator {
             );
             self.check
                 .fail(self.now, Property::Remembering, entity, detail);
+        }
+    }
+
+    /// `member` reports its instance of `shard` stopped: nothing it wrote may still be on its
+    /// way to the store.
+    pub(crate) fn check_writes_settled(&mut self, member: MemberId, shard: ShardId) {
+        let Some(r) = &self.remembering else {
+            return;
+        };
+        if let Some(request) = r.write_in_flight(member, shard) {
+            let detail =
+                format!("{member} stopped {shard} before the store answered its write {request:?}");
+            self.check
+                .fail(self.now, Property::Remembering, member, detail);
         }
     }
 
