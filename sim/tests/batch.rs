@@ -942,6 +942,10 @@ fn coverage_markers_fire_within_the_batch() {
         "a Down member the survivors agreed on was removed",
         "a removed member's shards were looked for after the removal margin",
         "a reply goes to a restarted asker whose old self is known",
+        "a node passivated an idle entity",
+        "the remember store became unavailable for a while",
+        "the store fenced an old epoch",
+        "a handoff whose acknowledgements timed out was abandoned",
         // Branches of the core the guarantees rest on (probes).
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
@@ -966,6 +970,7 @@ fn coverage_markers_fire_within_the_batch() {
         "shard: a start cancels a failed entity's pending restart",
         "coordinator: a registration races an unacknowledged allocation",
         "coordinator: the remembered shards are read again after a removal",
+        "coordinator: a fenced shard is hosted again by its region",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {
