@@ -204,11 +204,6 @@ impl EntityHost {
         }
     }
 
-    /// Whether `key` asked to be passivated (and its node has not told it to stop since).
-    pub(crate) fn asked_to_passivate(&self, key: &Life) -> bool {
-        self.passivation_asks.contains_key(key)
-    }
-
     /// Incarnations that asked to be passivated before `before` and still run, their node
     /// never having asked them to stop.
     pub(crate) fn unhonoured_passivations(

@@ -8,7 +8,7 @@
 //! simulator carries out) and a `StartEntity` that finds its entity running (acknowledged in
 //! the same call, which the simulator sees): the simulator's last activity is the node's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{EntityId, Instant, MemberId};
@@ -17,6 +17,17 @@ use shoal_core::{EntityId, Instant, MemberId};
 /// idle passivation this much early is still on time.
 const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
 
+/// Why a node passivated an entity, as far as the checker can tell.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Passivated {
+    /// The entity asked.
+    Asked,
+    /// It was idle long enough.
+    Idle,
+    /// For idleness, though it was active this long before.
+    Early(Duration),
+}
+
 /// When each running entity was last active, in a run whose entities are passivated when
 /// idle.
 #[derive(Debug)]
@@ -24,6 +35,10 @@ pub(crate) struct Idleness {
     /// `passivate_idle_after`.
     after: Duration,
     last_active: BTreeMap<(MemberId, EntityId), Instant>,
+    /// Entities that asked their node to passivate them and were not told to stop since. The
+    /// ask names no incarnation: one that reaches a paused node after its entity stopped
+    /// passivates the next incarnation, idle or not.
+    asked: BTreeSet<(MemberId, EntityId)>,
 }
 
 impl Idleness {
@@ -32,17 +47,13 @@ impl Idleness {
         Self {
             after,
             last_active: BTreeMap::new(),
+            asked: BTreeSet::new(),
         }
     }
 
     /// `entity` on `member` was active at `now`.
     pub(crate) fn active(&mut self, now: Instant, member: MemberId, entity: &EntityId) {
-        match self.last_active.get_mut(&(member, entity.clone())) {
-            Some(at) => *at = now,
-            None => {
-                self.last_active.insert((member, entity.clone()), now);
-            }
-        }
+        self.last_active.insert((member, entity.clone()), now);
     }
 
     /// `entity` on `member` was told to stop, or ended: idleness no longer concerns it.
@@ -53,19 +64,30 @@ impl Idleness {
     /// `member`'s process is gone, and its entities with it.
     pub(crate) fn process_gone(&mut self, member: MemberId) {
         self.last_active.retain(|(m, _), _| *m != member);
+        self.asked.retain(|(m, _)| *m != member);
     }
 
-    /// `member` passivates `entity` for idleness at `now`: how long it had been idle, if that
-    /// is too short.
-    pub(crate) fn too_early(
-        &self,
+    /// `entity` asked `member` to passivate it.
+    pub(crate) fn asked_to_passivate(&mut self, member: MemberId, entity: &EntityId) {
+        self.asked.insert((member, entity.clone()));
+    }
+
+    /// `member` passivates `entity` at `now`: on the entity's ask, or for idleness (on time,
+    /// or too early, after how long).
+    pub(crate) fn passivated(
+        &mut self,
         now: Instant,
         member: MemberId,
         entity: &EntityId,
-    ) -> Option<Duration> {
-        let at = self.last_active.get(&(member, entity.clone()))?;
-        let idle = now.saturating_duration_since(*at);
-        (idle + EARLY_TOLERANCE < self.after).then_some(idle)
+    ) -> Passivated {
+        if self.asked.remove(&(member, entity.clone())) {
+            return Passivated::Asked;
+        }
+        let at = self.last_active.get(&(member, entity.clone()));
+        match at.map(|at| now.saturating_duration_since(*at)) {
+            Some(idle) if idle + EARLY_TOLERANCE < self.after => Passivated::Early(idle),
+            _ => Passivated::Idle,
+        }
     }
 
     /// The latest an entity idle since `since` must be passivated: after `after`, at the
@@ -101,13 +123,16 @@ mod tests {
         let e = EntityId::new("e1");
         idle.active(Instant::from_secs(10), member(), &e);
         idle.active(Instant::from_secs(20), member(), &e);
-        let early = idle.too_early(Instant::from_secs(70), member(), &e);
+        idle.asked_to_passivate(member(), &e);
+        let at = Instant::from_secs;
+        assert_eq!(idle.passivated(at(21), member(), &e), Passivated::Asked);
+        let early = idle.passivated(at(70), member(), &e);
         assert_eq!(
             early,
-            Some(Duration::from_secs(50)),
-            "idle since the last activity"
+            Passivated::Early(Duration::from_secs(50)),
+            "since the last activity"
         );
-        assert_eq!(idle.too_early(Instant::from_secs(80), member(), &e), None);
+        assert_eq!(idle.passivated(at(80), member(), &e), Passivated::Idle);
         let grace = Duration::from_secs(2);
         assert_eq!(idle.overdue(Instant::from_secs(112), grace).count(), 0);
         let overdue: Vec<_> = idle.overdue(Instant::from_secs(113), grace).collect();

@@ -11,6 +11,7 @@ use shoal_core::{EntityEffect, EntityId, Input, MemberId, StopReason};
 use crate::check::Property;
 use crate::entity_host::{Life, StopPlan};
 use crate::events::Ev;
+use crate::idleness::Passivated;
 use crate::trace::TraceEvent;
 
 use super::Simulator;
@@ -96,9 +97,7 @@ impl Simulator {
                 };
                 if reason == StopReason::Passivation {
                     self.remembered_passivating(key.clone());
-                    if !self.host.asked_to_passivate(&key) {
-                        self.check_idle_passivation(member, &entity);
-                    }
+                    self.check_idle_passivation(member, &entity);
                 }
                 if let Some(idleness) = &mut self.idleness {
                     idleness.ended(member, &entity);
@@ -189,24 +188,23 @@ impl Simulator {
         }
     }
 
-    /// `member` passivates `entity` without the entity asking: it must have been idle long
+    /// `member` passivates `entity`: unless the entity asked, it must have been idle long
     /// enough.
     fn check_idle_passivation(&mut self, member: MemberId, entity: &EntityId) {
-        if self.idleness.is_none() {
-            let detail = format!("{member} passivated remembered {entity} for idleness");
-            return (self.check).fail(self.now, Property::Passivation, entity, detail);
-        }
-        self.mark("a node passivated an idle entity");
-        let Some(idleness) = &self.idleness else {
+        let Some(idleness) = &mut self.idleness else {
             return;
         };
-        if let Some(idle) = idleness.too_early(self.now, member, entity) {
-            let detail = format!(
-                "{member} passivated {entity} for idleness after {:.3}s without activity",
-                idle.as_secs_f64()
-            );
-            self.check
-                .fail(self.now, Property::Passivation, entity, detail);
+        match idleness.passivated(self.now, member, entity) {
+            Passivated::Asked => {}
+            Passivated::Idle => self.mark("a node passivated an idle entity"),
+            Passivated::Early(idle) => {
+                let detail = format!(
+                    "{member} passivated {entity} for idleness after {:.3}s without activity",
+                    idle.as_secs_f64()
+                );
+                self.check
+                    .fail(self.now, Property::Passivation, entity, detail);
+            }
         }
     }
 }

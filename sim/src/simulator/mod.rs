@@ -435,6 +435,9 @@ impl Simulator {
             Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {
                 self.host.asks_to_passivate(self.now, member, &entity);
+                if let Some(idleness) = &mut self.idleness {
+                    idleness.asked_to_passivate(member, &entity);
+                }
                 self.input_to(
                     member,
                     Input::Passivate {
