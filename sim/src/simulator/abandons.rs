@@ -5,22 +5,32 @@
 //! abandons a round (`Event::HandoffAbandoned`), every region it waited for is still in its
 //! view, or was asked to leave.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
-use shoal_core::{MemberId, NodeId, ShardId};
+use shoal_core::{Instant, MemberId, NodeId, ShardId};
 
 use crate::check::Property;
 
 use super::Simulator;
 
-/// Members that were asked to leave gracefully.
+/// Members that were asked to leave gracefully, and when (first).
 #[derive(Debug, Default)]
-pub(super) struct Leavers(BTreeSet<MemberId>);
+pub(super) struct Leavers(BTreeMap<MemberId, Instant>);
 
 impl Leavers {
-    /// `member` was asked to leave.
-    pub(super) fn insert(&mut self, member: MemberId) {
-        self.0.insert(member);
+    /// `member` was asked to leave at `now`.
+    pub(super) fn insert(&mut self, now: Instant, member: MemberId) {
+        self.0.entry(member).or_insert(now);
+    }
+
+    /// Members asked to leave before `before`, with when.
+    pub(super) fn asked_before(
+        &self,
+        before: Instant,
+    ) -> impl Iterator<Item = (MemberId, Instant)> + '_ {
+        (self.0.iter())
+            .filter(move |(_, at)| **at < before)
+            .map(|(m, at)| (*m, *at))
     }
 }
 
@@ -38,7 +48,7 @@ impl Simulator {
         };
         let view = node.driver.node().view();
         let gone: Vec<MemberId> = (waiting_for.iter())
-            .filter(|r| view.member(**r).is_none() && !self.leavers.0.contains(r))
+            .filter(|r| view.member(**r).is_none() && !self.leavers.0.contains_key(r))
             .copied()
             .collect();
         if !gone.is_empty() {

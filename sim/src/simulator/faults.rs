@@ -244,7 +244,7 @@ impl Simulator {
             return;
         };
         self.stalls.shutdown_began(self.now, member);
-        self.leavers.insert(member);
+        self.leavers.insert(self.now, member);
         if self.opts.cluster.membership == MembershipMode::Real {
             let (to, command) = match by {
                 Some(by) => {

@@ -129,6 +129,16 @@ pub(crate) fn run_with_sink(
             }
         }
     }
+    // A graceful leave ends with the member removed and its process gone (a downed one
+    // restarts as a new incarnation): what runs at the end was asked to leave too recently.
+    let leave_bound = Duration::from_secs(60);
+    let asked_before = Instant(end.as_nanos().saturating_sub(leave_bound.as_nanos() as u64));
+    for (member, at) in w.leavers.asked_before(asked_before) {
+        if w.is_running(member) {
+            let detail = format!("{member} was asked to leave at {at} and is still a member");
+            w.check.fail(end, Property::GracefulStall, member, detail);
+        }
+    }
     for stall in w.stalls.overdue(end) {
         w.check
             .fail(end, Property::GracefulStall, stall.subject, stall.detail);
