@@ -293,6 +293,9 @@ impl Simulator {
                 outcome: shoal_core::StartOutcome::Started,
                 ..
             }) => self.check_started_at(envelope.from, entity),
+            Some(shoal_core::Body::GetShardHome { shard }) => {
+                self.check_home_asked(envelope.from, *shard);
+            }
             Some(shoal_core::Body::ShardStopped { shard }) => {
                 self.check_writes_settled(envelope.from, *shard);
             }

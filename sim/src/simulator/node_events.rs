@@ -332,6 +332,19 @@ impl Simulator {
         }
     }
 
+    /// `member` asks its coordinator where `shard` lives: never while it hosts the shard
+    /// itself (its messages wait for the shard's handoff, not for a home).
+    pub(super) fn check_home_asked(&mut self, member: MemberId, shard: ShardId) {
+        let Some(node) = self.nodes.get(&member.node).filter(|n| n.id == member) else {
+            return;
+        };
+        if node.driver.node().hosted_shards(&self.ty).contains(&shard) {
+            let detail = format!("{member} asked where {shard} lives while hosting it");
+            self.check
+                .fail(self.now, Property::CoreInvariant, member, detail);
+        }
+    }
+
     /// `member` says `entity` runs there: it must.
     pub(super) fn check_started_at(&mut self, member: MemberId, entity: &EntityId) {
         self.entity_active(member, entity);
