@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use shoal_core::{EntityId, Instant, MemberId};
+use shoal_core::{EntityId, Instant, MemberId, MemberStatus};
 
 use crate::check::Property;
 use crate::events::Ev;
@@ -130,15 +130,25 @@ pub(crate) fn run_with_sink(
         }
     }
     // A graceful leave ends with the member removed and its process gone (a downed one
-    // restarts as a new incarnation): what runs at the end was asked to leave too recently.
-    // Not judged yet: a member left alone in its view while leaving (the others downed or
-    // gone) stays Leaving (swarm seeds 99003289 and 99006094).
+    // restarts as a new incarnation): one that knows it is leaving and still runs at the end
+    // was asked too recently. (One asked through another member may never learn of it: the
+    // request dies with that member if it is downed first.) Not judged yet: a member left
+    // alone in its view while leaving (the others downed or gone) stays Leaving (swarm seeds
+    // 99003289 and 99006094).
     let leave_bound = Duration::from_secs(60);
     let asked_before = Instant(end.as_nanos().saturating_sub(leave_bound.as_nanos() as u64));
     for (member, at) in w.leavers.asked_before(asked_before) {
-        let alone = (w.nodes.get(&member.node))
-            .is_some_and(|n| n.driver.node().view().members().len() <= 1);
-        if w.is_running(member) && !alone {
+        let Some(view) = (w.nodes.get(&member.node))
+            .filter(|n| n.id == member)
+            .map(|n| n.driver.node().view())
+        else {
+            continue;
+        };
+        let knows = matches!(
+            view.status(member),
+            Some(MemberStatus::Leaving | MemberStatus::Exiting)
+        );
+        if knows && view.members().len() > 1 {
             let detail = format!("{member} was asked to leave at {at} and is still a member");
             w.check.fail(end, Property::GracefulStall, member, detail);
         }
