@@ -46,6 +46,13 @@ struct Asking {
     starts: u32,
 }
 
+impl Asking {
+    /// Nothing asks any more.
+    fn is_done(&self) -> bool {
+        self.told.is_empty() && self.starts == 0
+    }
+}
+
 impl Remembering {
     /// The store for a run of `seed` with `options`, whose faults end at `fault_end`.
     pub(crate) fn new(seed: u64, options: &Remember, fault_end: Duration) -> Self {
@@ -195,7 +202,7 @@ impl Remembering {
         if asking.told.get(&sender).is_some_and(|&last| last <= seq) {
             asking.told.remove(&sender);
         }
-        if asking.told.is_empty() && asking.starts == 0 {
+        if asking.is_done() {
             self.asking.remove(entity);
         }
     }
@@ -211,7 +218,7 @@ impl Remembering {
             return;
         };
         asking.starts = asking.starts.saturating_sub(1);
-        if asking.told.is_empty() && asking.starts == 0 {
+        if asking.is_done() {
             self.asking.remove(entity);
         }
     }

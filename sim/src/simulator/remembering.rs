@@ -119,9 +119,10 @@ impl Simulator {
 
     /// `sender` sends `entity` its message `payload`.
     pub(crate) fn remembered_told(&mut self, entity: &EntityId, payload: &shoal_core::Payload) {
-        if let (Some(r), Some((sender, seq))) =
-            (&mut self.remembering, crate::check::decode(payload))
-        {
+        let Some(r) = &mut self.remembering else {
+            return;
+        };
+        if let Some((sender, seq)) = crate::check::decode(payload) {
             r.told(entity, sender, seq);
         }
     }
@@ -132,9 +133,10 @@ impl Simulator {
         entity: &EntityId,
         payload: &shoal_core::Payload,
     ) {
-        if let (Some(r), Some((sender, seq))) =
-            (&mut self.remembering, crate::check::decode(payload))
-        {
+        let Some(r) = &mut self.remembering else {
+            return;
+        };
+        if let Some((sender, seq)) = crate::check::decode(payload) {
             r.delivered(entity, sender, seq);
         }
     }

@@ -113,15 +113,16 @@ pub(crate) fn run_with_sink(
     for (subject, detail) in w.requests.unanswered(end, start_deadline, running) {
         w.check.fail(end, Property::CommandReply, subject, detail);
     }
+    // What `within` before the end may still be under way.
+    let before_end =
+        |within: Duration| Instant(end.as_nanos().saturating_sub(within.as_nanos() as u64));
     // A passivation is carried out at once; a paused process carries it out when it resumes.
-    let grace = (MAX_PAUSE + Duration::from_secs(1)).as_nanos() as u64;
-    let asked_before = Instant(end.as_nanos().saturating_sub(grace));
-    for ((member, entity, _), at) in w.host.unhonoured_passivations(asked_before) {
+    let grace = MAX_PAUSE + Duration::from_secs(1);
+    for ((member, entity, _), at) in w.host.unhonoured_passivations(before_end(grace)) {
         let detail = format!("{entity} asked {member} to passivate it at {at}, never told to stop");
         w.check.fail(end, Property::Passivation, entity, detail);
     }
     if let Some(idleness) = &w.idleness {
-        let grace = MAX_PAUSE + Duration::from_secs(1);
         for ((member, entity), at) in idleness.overdue(end, grace) {
             if w.is_running(*member) && !w.host.stop_requested(*member, entity) {
                 let detail = format!("{entity} idle on {member} since {at}, never passivated");
@@ -136,8 +137,7 @@ pub(crate) fn run_with_sink(
     // alone in its view while leaving (the others downed or gone) stays Leaving (swarm seeds
     // 99003289 and 99006094).
     let leave_bound = Duration::from_secs(60);
-    let asked_before = Instant(end.as_nanos().saturating_sub(leave_bound.as_nanos() as u64));
-    for (member, at) in w.leavers.asked_before(asked_before) {
+    for (member, at) in w.leavers.asked_before(before_end(leave_bound)) {
         let Some(view) = (w.nodes.get(&member.node))
             .filter(|n| n.id == member)
             .map(|n| n.driver.node().view())
