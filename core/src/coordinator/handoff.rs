@@ -257,7 +257,7 @@ impl Coordinator {
             .map(|h| h.requesters)
             .unwrap_or_default();
         self.deallocate(shard);
-        if fenced && self.may_host_again(view, from) {
+        if fenced && Self::may_host_again(view, from) {
             // Its instance may have stopped holding letters whose entity never started (the
             // store refused it before the start was durable); they went back in front of its
             // region's buffer. Hosted there again, they are delivered before anything other
@@ -272,13 +272,11 @@ impl Coordinator {
     }
 
     /// Whether `region`, whose instance of a shard the store fenced, may host it again: it is
-    /// registered, not being removed, and still a member.
-    fn may_host_again(&self, view: &MembershipView, region: MemberId) -> bool {
-        self.regions.contains_key(&region)
-            && !self.terminating.contains_key(&region)
-            && view
-                .member(region)
-                .is_some_and(|m| m.status != MemberStatus::Down)
+    /// still a member, and not Down. It is registered (shards are assigned to registered
+    /// regions only), and a region in its removal margin has already left the view.
+    fn may_host_again(view: &MembershipView, region: MemberId) -> bool {
+        view.member(region)
+            .is_some_and(|m| m.status != MemberStatus::Down)
     }
 
     /// Ends handoffs whose deadline passed: the shard stays with its owner.

@@ -219,22 +219,17 @@ impl Region {
         out: &mut Effects,
     ) -> Handled {
         if region == self.me {
-            match self.shards.get(&shard) {
-                Some(hosted) if !hosted.is_handing_off() => self.flush(now, shard, out),
-                Some(_) => {}
-                None if self.start_after_stop.contains_key(&shard) => {}
-                // Told it lives here, but it does not: say so, so that a coordinator that lost
-                // our `ShardStopped` deallocates it (it ignores this while `HostShard` is
-                // unacknowledged, i.e. possibly still in flight).
-                None if answer && self.buffers.contains(shard) => {
-                    crate::probe::hit("region: told a shard lives here that does not, it says so");
-                    out.send(
-                        self.registration.coordinator.unwrap_or(region),
-                        &self.entity_type,
-                        Body::ShardStopped { shard },
-                    );
-                }
-                None => {}
+            // Told it lives here, but it does not: say so, so that a coordinator that lost our
+            // `ShardStopped` deallocates it (it ignores this while `HostShard` is unacknowledged,
+            // i.e. possibly still in flight). A hosted shard has nothing to flush: the region
+            // buffers nothing for it but while it hands off (see `check_invariants`).
+            if answer && !self.shards.contains_key(&shard) && self.buffers.contains(shard) {
+                crate::probe::hit("region: told a shard lives here that does not, it says so");
+                out.send(
+                    self.registration.coordinator.unwrap_or(region),
+                    &self.entity_type,
+                    Body::ShardStopped { shard },
+                );
             }
             return Handled::Accepted;
         }

@@ -1,11 +1,13 @@
 //! The region's internal invariants, checked after every drain in debug and simulator builds
 //! ([`crate::Node::check_invariants`]).
 
+use crate::id::ShardId;
 use crate::region::Region;
 
 impl Region {
     /// The buffer budget in use equals the letters buffered (by the region, and by its shards
-    /// for stopping entities and starts being written), and only hosted shards have timers.
+    /// for stopping entities and starts being written); only hosted shards have timers or wait
+    /// to start again after a stop; the region buffers nothing for a shard running here.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let broken = |what: String| {
             Err(format!(
@@ -22,6 +24,23 @@ impl Region {
         }
         if let Some(shard) = self.timers.keys().find(|s| !self.shards.contains_key(s)) {
             return broken(format!("{shard} has a timer but is not hosted"));
+        }
+        // A shard's letters wait in the region only until it is hosted here (starting it
+        // flushes them), and again once it hands off: a running shard gets them directly.
+        let running = |s: &ShardId| self.shards.get(s).is_some_and(|h| !h.is_handing_off());
+        if let Some(shard) = self.buffers.shards().iter().find(|s| running(s)) {
+            return broken(format!(
+                "{shard} runs here but the region buffers letters for it"
+            ));
+        }
+        if let Some(shard) = self
+            .start_after_stop
+            .keys()
+            .find(|s| !self.shards.contains_key(s))
+        {
+            return broken(format!(
+                "{shard} waits to start after a stop but is not hosted"
+            ));
         }
         Ok(())
     }

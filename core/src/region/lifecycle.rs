@@ -154,6 +154,7 @@ impl Region {
             dropped.extend(shard.handle_terminate(&mut self.budget, out));
         }
         self.shards.clear();
+        self.start_after_stop.clear();
         self.timers.clear();
         self.homes.clear();
         self.fenced_here.clear();

@@ -28,7 +28,8 @@ pub enum Property {
     Order,
     /// A message lost in a run without loss, crashes or partitions.
     ExactlyOnce,
-    /// A buffer beyond its cap.
+    /// A buffer beyond its cap, or letters still held by a region that stopped for good
+    /// (downed or removed: they must come out as dead letters).
     BufferCap,
     /// New messages not delivered after healing.
     Liveness,

@@ -167,6 +167,11 @@ impl Simulator {
         }
         let node = self.nodes.get_mut(&n).expect("node still running");
         let buffered = node.driver.node().buffered(&self.ty);
+        // Downed or removed, the region stopped for good: what it held came out as dead letters.
+        let terminated = node.driver.node().is_region_stopped(&self.ty)
+            && node
+                .own_status
+                .is_none_or(|s| s == shoal_core::MemberStatus::Down);
         let busy = node.driver.busy_loops();
         let next = node
             .driver
@@ -188,6 +193,11 @@ impl Simulator {
         }
         if buffered > self.settings.buffer_size {
             let detail = format!("{member} buffers {buffered}");
+            self.check
+                .fail(self.now, Property::BufferCap, member, detail);
+        }
+        if terminated && buffered > 0 {
+            let detail = format!("{member}'s region stopped for good but holds {buffered} letters");
             self.check
                 .fail(self.now, Property::BufferCap, member, detail);
         }
