@@ -305,6 +305,7 @@ impl Simulator {
             }) => self.check_started_at(envelope.from, entity),
             Some(shoal_core::Body::GetShardHome { shard }) => {
                 self.check_home_asked(envelope.from, *shard);
+                self.check_home_ask_rate(envelope.from, *shard);
             }
             Some(shoal_core::Body::ShardStopped { shard }) => {
                 self.check_writes_settled(envelope.from, *shard);

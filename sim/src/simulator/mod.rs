@@ -8,6 +8,7 @@
 mod abandons;
 mod drive;
 mod faults;
+mod home_asks;
 mod host;
 mod io;
 mod node_events;
@@ -121,6 +122,8 @@ pub(crate) struct Simulator {
     removals: removals::Removals,
     /// Members asked to leave gracefully (see `abandons`).
     leavers: abandons::Leavers,
+    /// Regions' recent questions for shard homes (see `home_asks`).
+    home_asks: home_asks::HomeAsks,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -185,6 +188,7 @@ impl Simulator {
             survival: crate::survival::Survival::default(),
             removals: removals::Removals::default(),
             leavers: abandons::Leavers::default(),
+            home_asks: home_asks::HomeAsks::default(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
