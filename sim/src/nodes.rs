@@ -62,6 +62,9 @@ pub(crate) struct SimNode {
     pub(crate) view_version: u64,
     /// Its status in its own view, as of its last view change (real membership).
     pub(crate) own_status: Option<shoal_core::MemberStatus>,
+    /// Entity messages and start requests its region sent on to other members: what its
+    /// route counts must report as forwarded.
+    pub(crate) letters_forwarded: u64,
     /// While the process is paused: the inputs that reached it, replayed in order on resume.
     pub(crate) paused: Option<Vec<Input>>,
     /// When the simulator next checks the node's internal invariants (release builds; debug

@@ -64,7 +64,9 @@ pub enum Property {
     /// stop.
     Passivation,
     /// A node's internal invariants broken after a driver call (`Node::check_invariants`:
-    /// a coordinator's table against its region lists, a region's buffer budget and timers).
+    /// a coordinator's table against its region lists, a region's buffer budget and timers),
+    /// its route counts misreporting the letters it forwarded, or a region asking for a
+    /// shard's home while hosting it or more often than its retry interval allows.
     CoreInvariant,
 }
 

@@ -172,6 +172,10 @@ impl Simulator {
             && node
                 .own_status
                 .is_none_or(|s| s == shoal_core::MemberStatus::Down);
+        let forwarded = (
+            node.driver.node().route_counts().forwarded,
+            node.letters_forwarded,
+        );
         let busy = node.driver.busy_loops();
         let next = node
             .driver
@@ -196,6 +200,14 @@ impl Simulator {
             self.check
                 .fail(self.now, Property::BufferCap, member, detail);
         }
+        if forwarded.0 != forwarded.1 {
+            let detail = format!(
+                "{member} counts {} letters forwarded, but sent {}",
+                forwarded.0, forwarded.1
+            );
+            self.check
+                .fail(self.now, Property::CoreInvariant, member, detail);
+        }
         if terminated && buffered > 0 {
             let detail = format!("{member}'s region stopped for good but holds {buffered} letters");
             self.check
@@ -213,6 +225,14 @@ impl Simulator {
         // receiver's (which membership carried here), or answer a member that reached this
         // one (over the connection that member opened).
         let Transmit { address, envelope } = transmit;
+        if matches!(
+            envelope.message.body(),
+            Some(shoal_core::Body::Forward { .. } | shoal_core::Body::StartEntity { .. })
+        ) {
+            if let Some(node) = self.nodes.get_mut(&envelope.from.node) {
+                node.letters_forwarded += 1;
+            }
+        }
         let routed_to = match &address {
             Some(address) => self.routes.node_at(address, envelope.to.node),
             None if self.connections.has_heard(envelope.from, envelope.to) => {

@@ -22,7 +22,13 @@ pub(super) struct HomeAsks(BTreeMap<(MemberId, ShardId), VecDeque<Instant>>);
 
 impl HomeAsks {
     /// Records `member`'s ask for `shard` at `now`; returns how many it sent within `window`.
-    fn record(&mut self, now: Instant, member: MemberId, shard: ShardId, window: Duration) -> usize {
+    fn record(
+        &mut self,
+        now: Instant,
+        member: MemberId,
+        shard: ShardId,
+        window: Duration,
+    ) -> usize {
         let asks = self.0.entry((member, shard)).or_default();
         while asks.front().is_some_and(|at| *at + window <= now) {
             asks.pop_front();
@@ -38,7 +44,8 @@ impl Simulator {
         let window = self.settings.retry_interval;
         let asks = self.home_asks.record(self.now, member, shard, window);
         if asks > ASKS_PER_RETRY_INTERVAL {
-            let detail = format!("{member} asked where {shard} lives {asks} times within {window:?}");
+            let detail =
+                format!("{member} asked where {shard} lives {asks} times within {window:?}");
             self.check
                 .fail(self.now, Property::CoreInvariant, member, detail);
         }

@@ -346,6 +346,7 @@ impl Simulator {
             wakeup: None,
             view_version: 0,
             own_status: None,
+            letters_forwarded: 0,
             paused: None,
             next_invariant_check: self.now,
         };
