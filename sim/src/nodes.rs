@@ -65,6 +65,9 @@ pub(crate) struct SimNode {
     /// Entity messages and start requests its region sent on to other members: what its
     /// route counts must report as forwarded.
     pub(crate) letters_forwarded: u64,
+    /// Entity messages its host was handed: each reached a shard of its region first, so its
+    /// route counts must report at least as many delivered.
+    pub(crate) letters_delivered: u64,
     /// While the process is paused: the inputs that reached it, replayed in order on resume.
     pub(crate) paused: Option<Vec<Input>>,
     /// When the simulator next checks the node's internal invariants (release builds; debug

@@ -172,10 +172,9 @@ impl Simulator {
             && node
                 .own_status
                 .is_none_or(|s| s == shoal_core::MemberStatus::Down);
-        let forwarded = (
-            node.driver.node().route_counts().forwarded,
-            node.letters_forwarded,
-        );
+        let routes = node.driver.node().route_counts();
+        let forwarded = (routes.forwarded, node.letters_forwarded);
+        let delivered = (routes.delivered, node.letters_delivered);
         let busy = node.driver.busy_loops();
         let next = node
             .driver
@@ -204,6 +203,14 @@ impl Simulator {
             let detail = format!(
                 "{member} counts {} letters forwarded, but sent {}",
                 forwarded.0, forwarded.1
+            );
+            self.check
+                .fail(self.now, Property::CoreInvariant, member, detail);
+        }
+        if delivered.0 < delivered.1 {
+            let detail = format!(
+                "{member} counts {} letters delivered, but its entities got {}",
+                delivered.0, delivered.1
             );
             self.check
                 .fail(self.now, Property::CoreInvariant, member, detail);

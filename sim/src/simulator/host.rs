@@ -50,6 +50,9 @@ impl Simulator {
                         message: crate::check::describe(&payload),
                     });
                 }
+                if let Some(node) = self.nodes.get_mut(&member.node) {
+                    node.letters_delivered += 1;
+                }
                 self.remembered_delivered(&entity, &payload);
                 self.entity_active(member, &entity);
                 if self.host.stop_requested(member, &entity) {

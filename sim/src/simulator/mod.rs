@@ -347,6 +347,7 @@ impl Simulator {
             view_version: 0,
             own_status: None,
             letters_forwarded: 0,
+            letters_delivered: 0,
             paused: None,
             next_invariant_check: self.now,
         };
