@@ -56,6 +56,11 @@ impl<V> ByShard<V> {
         self.len == 0
     }
 
+    /// Whether the kept count matches the values held (the region's invariants check it).
+    pub(crate) fn count_is_exact(&self) -> bool {
+        self.len == self.values().count()
+    }
+
     /// The values, by ascending shard id.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.slots.iter().flatten()

@@ -2,12 +2,13 @@
 //! ([`crate::Node::check_invariants`]).
 
 use crate::id::ShardId;
-use crate::region::Region;
+use crate::region::{Lifecycle, Region};
 
 impl Region {
     /// The buffer budget in use equals the letters buffered (by the region, and by its shards
     /// for stopping entities and starts being written); only hosted shards have timers or wait
-    /// to start again after a stop; the region buffers nothing for a shard running here.
+    /// to start again after a stop; the region buffers nothing for a shard running here; its
+    /// tables' counts are exact; and it holds nothing once terminated.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let broken = |what: String| {
             Err(format!(
@@ -41,6 +42,15 @@ impl Region {
             return broken(format!(
                 "{shard} waits to start after a stop but is not hosted"
             ));
+        }
+        if !self.shards.count_is_exact() || !self.homes.count_is_exact() {
+            return broken("the shard table's or the homes' count is off".into());
+        }
+        // Downed or removed, the region let go of everything: its entities were stopped and
+        // what it held came out as dead letters.
+        let holds = !self.shards.is_empty() || !self.buffers.is_empty() || !self.homes.is_empty();
+        if self.lifecycle == Lifecycle::Terminated && holds {
+            return broken("it terminated but still hosts shards, letters or homes".into());
         }
         Ok(())
     }

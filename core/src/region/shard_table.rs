@@ -50,6 +50,11 @@ impl ShardTable {
         self.slots.values().map(|shard| (shard.id_ref(), &**shard))
     }
 
+    /// Whether the table's count matches the shards it holds.
+    pub(crate) fn count_is_exact(&self) -> bool {
+        self.slots.count_is_exact()
+    }
+
     pub(crate) fn clear(&mut self) {
         self.slots.clear();
     }
