@@ -287,6 +287,18 @@ fn an_ask_to_passivate_queued_at_a_paused_node_is_not_an_idle_passivation_regres
     assert_ne!(report.outcome, Outcome::Failed, "{report}");
 }
 
+/// Swarm seeds 99003289 and 99006094, found by the leave check: the last members of the
+/// cluster left together, and the one left alone while leaving had no coordinator to hand its
+/// shards to (a coordinator runs on an Up member); it stayed Leaving for good. A region
+/// shutting down with nobody left that may take its shards over now stops them itself.
+#[test]
+fn the_last_member_leaving_stops_its_shards_itself_regression() {
+    let probe = "region: nobody is left to take its shards, they stop here";
+    for seed in [99_003_289, 99_006_094] {
+        assert_holds(Options::for_seed(seed), &[probe]);
+    }
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

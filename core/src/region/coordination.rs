@@ -310,8 +310,16 @@ impl Region {
     ) {
         self.homes.remove(&shard);
         self.start_after_stop.remove(&shard);
-        let Some(hosted) = self.shards.get_mut(&shard) else {
+        if !self.shards.contains_key(&shard) {
             out.send(coordinator, &self.entity_type, Body::ShardStopped { shard });
+            return;
+        }
+        self.stop_shard(now, shard, out);
+    }
+
+    /// Stops a hosted shard's entities for a handoff; the stop finishes once they have.
+    pub(super) fn stop_shard(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        let Some(hosted) = self.shards.get_mut(&shard) else {
             return;
         };
         let stopped = hosted.handle_handoff(now, out);

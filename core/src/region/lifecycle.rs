@@ -62,6 +62,41 @@ impl Region {
             self.registration.next_attempt = expected.map(|_| now);
             self.handle_timeout(now, rng, out);
         }
+        self.stop_if_nobody_takes_over(now, out);
+    }
+
+    /// Shutting down with nobody left to take its shards over (no other member that is, or
+    /// may become, Up runs the type: the last members of the cluster are leaving), there is
+    /// no coordinator to hand them off: the region stops them itself, and what waits for a
+    /// home comes out as dead letters. Akka's shutdown goes on after its phase timeout.
+    pub(super) fn stop_if_nobody_takes_over(&mut self, now: Instant, out: &mut Effects) {
+        if self.lifecycle != Lifecycle::ShuttingDown || self.anyone_may_take_over() {
+            return;
+        }
+        let running: Vec<ShardId> = (self.shards.iter())
+            .filter(|(_, shard)| !shard.is_handing_off())
+            .map(|(id, _)| *id)
+            .collect();
+        if !running.is_empty() || !self.buffers.is_empty() {
+            crate::probe::hit("region: nobody is left to take its shards, they stop here");
+        }
+        for shard in running {
+            self.stop_shard(now, shard, out);
+        }
+        for delivery in self.buffers.drain_all(&mut self.budget) {
+            out.dead_letter(&self.entity_type, delivery, DeadLetterReason::RegionStopped);
+        }
+        self.try_complete_shutdown(out);
+    }
+
+    /// Whether another member of the view runs the type and is, or may become, Up.
+    fn anyone_may_take_over(&self) -> bool {
+        let (ty, role) = (&self.entity_type, self.role.as_deref());
+        self.view.members().iter().any(|m| {
+            m.id != self.me
+                && matches!(m.status, MemberStatus::Joining | MemberStatus::Up)
+                && m.hosts_type(ty, role)
+        })
     }
 
     /// Begins a graceful shutdown: every shard is handed off, then the region stops.

@@ -212,7 +212,7 @@ impl Region {
         self.retry_registration(now, rng, out);
         if self.next_tick <= now {
             self.next_tick = now + self.settings.retry_interval;
-            self.handle_retry_tick(out);
+            self.handle_retry_tick(now, out);
         }
         for id in self.timers.due(now) {
             if let Some(shard) = self.shards.get_mut(&id) {
@@ -306,7 +306,7 @@ impl Region {
         }
     }
 
-    fn handle_retry_tick(&mut self, out: &mut Effects) {
+    fn handle_retry_tick(&mut self, now: Instant, out: &mut Effects) {
         let mut asked = 0;
         if self.registration.registered {
             for shard in self.buffers.shards() {
@@ -319,6 +319,7 @@ impl Region {
         self.watch_coordinator(asked, out);
         if self.lifecycle == Lifecycle::ShuttingDown {
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
+            self.stop_if_nobody_takes_over(now, out);
             self.try_complete_shutdown(out);
         }
     }

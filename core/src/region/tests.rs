@@ -545,6 +545,66 @@ fn graceful_shutdown_of_an_empty_region_stops_it_and_it_becomes_a_proxy() {
     assert_eq!(f.take(), [send(1, Body::RegisterProxy)]);
 }
 
+/// Found by the simulator (swarm seeds 99003289, 99006094): the last members of a cluster left
+/// together, and the one left alone while leaving had no coordinator to hand its shards to (a
+/// coordinator runs on an Up member): it stayed Leaving for good. With nobody left that is, or
+/// may become, Up and runs the type, the region stops its shards itself and dead-letters what
+/// waits for a home; another member that is still Up (or Joining) is waited for.
+#[test]
+fn a_region_shutting_down_with_nobody_to_take_over_stops_its_shards_itself() {
+    let mut f = Fixture::registered();
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: ShardId(1),
+            epoch: Epoch(0),
+        },
+    );
+    f.tell(1, "m1");
+    f.tell(2, "waiting");
+    f.region.handle_graceful_shutdown(&mut f.out);
+    f.take();
+    let leaving = |n| {
+        let mut member = Member::up(m(n), n, &[]);
+        member.status = MemberStatus::Leaving;
+        member
+    };
+    // Member 3 runs the type and is Joining: it may take over once Up.
+    let mut joining = Member::up(m(3), 3, &[]);
+    joining.status = MemberStatus::Joining;
+    f.handle_view(at(1), &MembershipView::new(vec![leaving(2), joining]));
+    assert_eq!(f.take(), [], "a member that may become Up is waited for");
+    // Only members of another type, or leaving, are left.
+    let other_type = Member::up(m(4), 4, &[]).hosting(&[EntityType::new("other")]);
+    let alone = MembershipView::new(vec![leaving(2), leaving(3), other_type]);
+    f.handle_view(at(2), &alone);
+    let dead = event(Event::DeadLetter {
+        entity_type: ty(),
+        entity: entity(2),
+        payload: Some(Payload::from("waiting".as_bytes())),
+        reason: DeadLetterReason::RegionStopped,
+    });
+    let stop = Effect::Entity(EntityEffect::Stop {
+        entity_type: ty(),
+        entity: entity(1),
+        reason: StopReason::HandOff,
+    });
+    assert_eq!(f.take(), [stop, dead]);
+    f.region
+        .handle_entity_stopped(at(3), &entity(1), &mut f.out);
+    assert_eq!(
+        f.take(),
+        [
+            event(Event::ShardStopped {
+                entity_type: ty(),
+                shard: ShardId(1)
+            }),
+            event(Event::RegionStopped { entity_type: ty() }),
+        ]
+    );
+    assert!(f.region.is_stopped());
+}
+
 /// Found by the simulator (mass-shutdown seeds 100869, 100089): a region that stopped
 /// gracefully routes as a proxy until its member is removed, so what it forwarded last may
 /// still be on its way then. When it is removed it tells every other member hosting the type

@@ -133,9 +133,7 @@ pub(crate) fn run_with_sink(
     // A graceful leave ends with the member removed and its process gone (a downed one
     // restarts as a new incarnation): one that knows it is leaving and still runs at the end
     // was asked too recently. (One asked through another member may never learn of it: the
-    // request dies with that member if it is downed first.) Not judged yet: a member left
-    // alone in its view while leaving (the others downed or gone) stays Leaving (swarm seeds
-    // 99003289 and 99006094).
+    // request dies with that member if it is downed first.)
     let leave_bound = Duration::from_secs(60);
     for (member, at) in w.leavers.asked_before(before_end(leave_bound)) {
         let Some(view) = (w.nodes.get(&member.node))
@@ -148,7 +146,7 @@ pub(crate) fn run_with_sink(
             view.status(member),
             Some(MemberStatus::Leaving | MemberStatus::Exiting)
         );
-        if knows && view.members().len() > 1 {
+        if knows {
             let detail = format!("{member} was asked to leave at {at} and is still a member");
             w.check.fail(end, Property::GracefulStall, member, detail);
         }
