@@ -91,6 +91,22 @@ impl Fixture {
         f
     }
 
+    /// [`Fixture::registered`], hosting shard 1 with an entity running (it got "m1"), and
+    /// "waiting" buffered for shard 2, whose home is not known.
+    fn hosting_one_with_a_letter_waiting() -> Self {
+        let mut f = Self::registered();
+        f.recv(
+            1,
+            Body::HostShard {
+                shard: ShardId(1),
+                epoch: Epoch(0),
+            },
+        );
+        f.tell(1, "m1");
+        f.tell(2, "waiting");
+        f
+    }
+
     fn recv(&mut self, n: u64, body: Body) -> Handled {
         self.region.handle_message(at(0), m(n), body, &mut self.out)
     }
@@ -493,16 +509,7 @@ fn host_shard_while_the_old_instance_stops_waits_for_the_stop() {
 
 #[test]
 fn a_downed_member_stops_everything_and_dead_letters_its_buffers() {
-    let mut f = Fixture::registered();
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: ShardId(1),
-            epoch: Epoch(0),
-        },
-    );
-    f.tell(1, "m1");
-    f.tell(2, "waiting");
+    let mut f = Fixture::hosting_one_with_a_letter_waiting();
     f.take();
     f.handle_view(at(0), &view(true));
     let dead = |s, payload: &str| {
@@ -552,16 +559,7 @@ fn graceful_shutdown_of_an_empty_region_stops_it_and_it_becomes_a_proxy() {
 /// waits for a home; another member that is still Up (or Joining) is waited for.
 #[test]
 fn a_region_shutting_down_with_nobody_to_take_over_stops_its_shards_itself() {
-    let mut f = Fixture::registered();
-    f.recv(
-        1,
-        Body::HostShard {
-            shard: ShardId(1),
-            epoch: Epoch(0),
-        },
-    );
-    f.tell(1, "m1");
-    f.tell(2, "waiting");
+    let mut f = Fixture::hosting_one_with_a_letter_waiting();
     f.region.handle_graceful_shutdown(&mut f.out);
     f.take();
     let leaving = |n| {
