@@ -299,6 +299,32 @@ fn the_last_member_leaving_stops_its_shards_itself_regression() {
     }
 }
 
+/// Flapping-links seed 9309849678269407483 (a 20,000-seed sweep), found by the removal check:
+/// every Up member had been downed, and the members joining since took the first Down member,
+/// whose process was gone, for their leader. Nobody moved them Up or removed the Down members,
+/// for good. A Down member never leads now (as in Akka). Minimized schedule, 27 actions.
+#[test]
+fn members_joining_after_every_up_member_was_downed_are_led_regression() {
+    let schedule = concat!(
+        "@3.553 break n1-n2; @7.597 partition n2,n3 heal 44.076; @16.828 join; ",
+        "@28.236 clog n1-n4 0.595; @34.857 clog n4 2.560; @41.303 clog n4 1.848; ",
+        "@48.746 join; @49.420 clog n3 2.445; @52.973 partition n2,n3 heal 5.582; ",
+        "@62.522 clog n2 2.766; @64.973 partition n2,n3 heal 6.980; ",
+        "@71.934 clog n2 0.805; @73.578 clog n4 2.663; ",
+        "@76.973 partition n2,n3 heal 8.729; @86.216 clog n1 0.221; @86.934 join; ",
+        "@88.973 partition n2,n3 heal 10.356; @92.736 clog n3 2.893; ",
+        "@99.377 clog n2 1.839; @100.973 partition n2,n3 heal 12.761; ",
+        "@102.008 clog n1 2.892; @128.440 clog n2 2.513; @128.592 break n2-n4; ",
+        "@129.712 clog n2 1.502; @131.318 join; @132.973 partition n1,n2,n4 heal 58.549; ",
+        "@143.282 join",
+    );
+    let options = Options::for_seed(9_309_849_678_269_407_483);
+    assert_holds(
+        replaying(schedule, options),
+        &["a Down member the survivors agreed on was removed"],
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

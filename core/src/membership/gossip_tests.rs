@@ -250,6 +250,27 @@ fn the_leader_is_the_first_reachable_up_member() {
     );
 }
 
+/// Found by the simulator (flapping-links seed 9309849678269407483): every Up member had been
+/// downed, and the members joining since named the first Down member, whose process was gone,
+/// their leader: nobody moved them Up or removed the Down members, for good. As in Akka, a
+/// Down member never leads.
+#[test]
+fn a_down_member_never_leads_so_members_joining_after_every_up_member_was_downed_go_up() {
+    let mut g = three_up();
+    g.add_joining(m(1), joining(4));
+    for n in 1..=3 {
+        g.set_status(m(4), m(n), MemberStatus::Down);
+    }
+    assert_eq!(
+        g.leader(m(4)),
+        Some(m(4)),
+        "the first member that is not Down"
+    );
+    g.seen.insert(m(4));
+    assert!(g.leader_actions(m(4), 1, &BTreeMap::new()).is_some());
+    assert_eq!(status(&g, 4), Some(MemberStatus::Up));
+}
+
 #[test]
 fn a_leaving_member_exits_when_ready_and_is_removed_once_it_saw_that() {
     let mut g = three_up();

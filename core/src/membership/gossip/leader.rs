@@ -19,16 +19,16 @@ impl Gossip {
     }
 
     /// The leader as `me` sees it: the first member `me` considers reachable that is Up or
-    /// Leaving, else the first reachable member.
+    /// Leaving, else the first reachable member that is not Down. Never a Down member, as in
+    /// Akka: one is on its way out (its process may be gone already), and were it chosen when
+    /// every Up member had been downed, the members still joining would wait for it forever.
     pub(crate) fn leader(&self, me: MemberId) -> Option<MemberId> {
         let unreachable = self.unreachable();
         let mut first = None;
         // Asked after every change: stops at the first Up member rather than listing all.
-        for m in self
-            .members
-            .values()
-            .filter(|m| m.id == me || !unreachable.contains(&m.id))
-        {
+        for m in self.members.values().filter(|m| {
+            m.status != MemberStatus::Down && (m.id == me || !unreachable.contains(&m.id))
+        }) {
             if matches!(m.status, MemberStatus::Up | MemberStatus::Leaving) {
                 return Some(m.id);
             }
