@@ -166,15 +166,6 @@ impl Simulator {
             self.check_rebalance(n, &shards);
         }
         let node = self.nodes.get_mut(&n).expect("node still running");
-        let buffered = node.driver.node().buffered(&self.ty);
-        // Downed or removed, the region stopped for good: what it held came out as dead letters.
-        let terminated = node.driver.node().is_region_stopped(&self.ty)
-            && node
-                .own_status
-                .is_none_or(|s| s == shoal_core::MemberStatus::Down);
-        let routes = node.driver.node().route_counts();
-        let forwarded = (routes.forwarded, node.letters_forwarded);
-        let delivered = (routes.delivered, node.letters_delivered);
         let busy = node.driver.busy_loops();
         let next = node
             .driver
@@ -194,37 +185,7 @@ impl Simulator {
                 self.schedule(at, Ev::Wakeup(n));
             }
         }
-        if buffered > self.settings.buffer_size {
-            let detail = format!("{member} buffers {buffered}");
-            self.check
-                .fail(self.now, Property::BufferCap, member, detail);
-        }
-        if forwarded.0 != forwarded.1 {
-            let detail = format!(
-                "{member} counts {} letters forwarded, but sent {}",
-                forwarded.0, forwarded.1
-            );
-            self.check
-                .fail(self.now, Property::CoreInvariant, member, detail);
-        }
-        if delivered.0 < delivered.1 {
-            let detail = format!(
-                "{member} counts {} letters delivered, but its entities got {}",
-                delivered.0, delivered.1
-            );
-            self.check
-                .fail(self.now, Property::CoreInvariant, member, detail);
-        }
-        if terminated && buffered > 0 {
-            let detail = format!("{member}'s region stopped for good but holds {buffered} letters");
-            self.check
-                .fail(self.now, Property::BufferCap, member, detail);
-        }
-        if busy > 0 {
-            let detail = format!("{member}: {busy} busy loops");
-            self.check
-                .fail(self.now, Property::BusyLoop, member, detail);
-        }
+        self.check_after_call(n, member);
     }
 
     fn send(&mut self, transmit: Transmit) {

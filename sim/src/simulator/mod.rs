@@ -6,6 +6,7 @@
 //! component; none of them knows the simulator.
 
 mod abandons;
+mod after_call;
 mod drive;
 mod faults;
 mod home_asks;
