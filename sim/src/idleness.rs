@@ -1,5 +1,5 @@
-//! Passivation of idle entities, as the checker sees it: when each running entity was last
-//! active (started, handed a message, or asked to start while it ran), so that a node that
+//! Passivation, as the checker sees it: which entities asked for it, and, in runs that passivate
+//! idle entities, when each running entity was last active (started, handed a message, or asked to start while it ran), so that a node that
 //! passivates an entity for idleness is judged on both sides: never before the entity was idle
 //! for `passivate_idle_after`, and not much after (the shard looks every half of it, as Akka's
 //! does).
@@ -26,14 +26,16 @@ pub(crate) enum Passivated {
     Idle,
     /// For idleness, though it was active this long before.
     Early(Duration),
+    /// For idleness, in a run that does not passivate idle entities (they are remembered).
+    Unexpected,
 }
 
-/// When each running entity was last active, in a run whose entities are passivated when
-/// idle.
+/// Passivation asks, and when each running entity was last active in a run whose entities are
+/// passivated when idle.
 #[derive(Debug)]
 pub(crate) struct Idleness {
-    /// `passivate_idle_after`.
-    after: Duration,
+    /// `passivate_idle_after`; none when the run does not passivate idle entities.
+    after: Option<Duration>,
     last_active: BTreeMap<(MemberId, EntityId), Instant>,
     /// Entities that asked their node to passivate them and were not told to stop since. The
     /// ask names no incarnation: one that reaches a paused node after its entity stopped
@@ -42,8 +44,8 @@ pub(crate) struct Idleness {
 }
 
 impl Idleness {
-    /// Entities passivated after `after` without activity.
-    pub(crate) fn new(after: Duration) -> Self {
+    /// Entities passivated after `after` without activity, or never for idleness.
+    pub(crate) fn new(after: Option<Duration>) -> Self {
         Self {
             after,
             last_active: BTreeMap::new(),
@@ -53,7 +55,9 @@ impl Idleness {
 
     /// `entity` on `member` was active at `now`.
     pub(crate) fn active(&mut self, now: Instant, member: MemberId, entity: &EntityId) {
-        self.last_active.insert((member, entity.clone()), now);
+        if self.after.is_some() {
+            self.last_active.insert((member, entity.clone()), now);
+        }
     }
 
     /// `entity` on `member` was told to stop, or ended: idleness no longer concerns it.
@@ -83,17 +87,20 @@ impl Idleness {
         if self.asked.remove(&(member, entity.clone())) {
             return Passivated::Asked;
         }
+        let Some(after) = self.after else {
+            return Passivated::Unexpected;
+        };
         let at = self.last_active.get(&(member, entity.clone()));
         match at.map(|at| now.saturating_duration_since(*at)) {
-            Some(idle) if idle + EARLY_TOLERANCE < self.after => Passivated::Early(idle),
+            Some(idle) if idle + EARLY_TOLERANCE < after => Passivated::Early(idle),
             _ => Passivated::Idle,
         }
     }
 
     /// The latest an entity idle since `since` must be passivated: after `after`, at the
     /// shard's next look (every half of it), with `grace` for paused processes.
-    fn deadline(&self, since: Instant, grace: Duration) -> Instant {
-        since + self.after + self.after / 2 + grace
+    fn deadline(after: Duration, since: Instant, grace: Duration) -> Instant {
+        since + after + after / 2 + grace
     }
 
     /// Entities still running and not told to stop at `now` whose passivation is overdue,
@@ -103,8 +110,10 @@ impl Idleness {
         now: Instant,
         grace: Duration,
     ) -> impl Iterator<Item = (&(MemberId, EntityId), Instant)> + '_ {
+        // Empty in a run without idle passivation: nothing is recorded as active there.
+        let after = self.after.unwrap_or_default();
         (self.last_active.iter())
-            .filter(move |(_, at)| self.deadline(**at, grace) < now)
+            .filter(move |(_, at)| Self::deadline(after, **at, grace) < now)
             .map(|(key, at)| (key, *at))
     }
 }
@@ -119,7 +128,7 @@ mod tests {
 
     #[test]
     fn an_idle_passivation_is_judged_on_both_sides() {
-        let mut idle = Idleness::new(Duration::from_secs(60));
+        let mut idle = Idleness::new(Some(Duration::from_secs(60)));
         let e = EntityId::new("e1");
         idle.active(Instant::from_secs(10), member(), &e);
         idle.active(Instant::from_secs(20), member(), &e);

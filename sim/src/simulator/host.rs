@@ -102,9 +102,7 @@ impl Simulator {
                     self.remembered_passivating(key.clone());
                     self.check_idle_passivation(member, &entity);
                 }
-                if let Some(idleness) = &mut self.idleness {
-                    idleness.ended(member, &entity);
-                }
+                self.idleness.ended(member, &entity);
                 match self.host.plan_stop(&key, reason) {
                     StopPlan::Ignored => {}
                     StopPlan::After {
@@ -164,9 +162,7 @@ impl Simulator {
         };
         self.remembered_stopped(&key);
         let (member, entity, _) = key;
-        if let Some(idleness) = &mut self.idleness {
-            idleness.ended(member, &entity);
-        }
+        self.idleness.ended(member, &entity);
         self.log(|| TraceEvent::EntityStopped {
             member: member.to_string(),
             entity: entity.to_string(),
@@ -186,19 +182,19 @@ impl Simulator {
 
     /// `entity` on `member` was active (started, or handed a message or a `StartEntity`).
     pub(super) fn entity_active(&mut self, member: MemberId, entity: &EntityId) {
-        if let Some(idleness) = &mut self.idleness {
-            idleness.active(self.now, member, entity);
-        }
+        self.idleness.active(self.now, member, entity);
     }
 
     /// `member` passivates `entity`: unless the entity asked, it must have been idle long
     /// enough.
     fn check_idle_passivation(&mut self, member: MemberId, entity: &EntityId) {
-        let Some(idleness) = &mut self.idleness else {
-            return;
-        };
-        match idleness.passivated(self.now, member, entity) {
+        match self.idleness.passivated(self.now, member, entity) {
             Passivated::Asked => {}
+            Passivated::Unexpected => {
+                let detail = format!("{member} passivated remembered {entity} for idleness");
+                self.check
+                    .fail(self.now, Property::Passivation, entity, detail);
+            }
             Passivated::Idle => self.mark("a node passivated an idle entity"),
             Passivated::Early(idle) => {
                 let detail = format!(

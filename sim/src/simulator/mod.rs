@@ -106,9 +106,9 @@ pub(crate) struct Simulator {
     host: EntityHost,
     /// The remember store and what remembering owes, when the run remembers entities.
     remembering: Option<Remembering>,
-    /// When each entity was last active, when the run passivates idle entities (remembered
-    /// entities are not passivated for idleness).
-    idleness: Option<crate::idleness::Idleness>,
+    /// Passivation asks, and when each entity was last active when the run passivates idle
+    /// entities (remembered entities are not passivated for idleness).
+    idleness: crate::idleness::Idleness,
     // What judges it.
     check: Checker,
     /// Graceful operations in progress, and the faults that excuse them.
@@ -209,8 +209,9 @@ impl Simulator {
                 .remember
                 .as_ref()
                 .map(|r| Remembering::new(seed, r, opts.duration)),
-            idleness: (opts.remember.is_none())
-                .then(|| crate::idleness::Idleness::new(PASSIVATE_IDLE_AFTER)),
+            idleness: crate::idleness::Idleness::new(
+                (opts.remember.is_none()).then_some(PASSIVATE_IDLE_AFTER),
+            ),
             opts,
         };
         if w.opts.cluster.bystander.is_some() {
@@ -385,9 +386,7 @@ impl Simulator {
         self.check.crashed(node.id);
         self.stalls.region_gone(node.id);
         self.host.process_gone(node.id);
-        if let Some(idleness) = &mut self.idleness {
-            idleness.process_gone(node.id);
-        }
+        self.idleness.process_gone(node.id);
         Some(node.id)
     }
 
@@ -442,9 +441,7 @@ impl Simulator {
             Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {
                 self.host.asks_to_passivate(self.now, member, &entity);
-                if let Some(idleness) = &mut self.idleness {
-                    idleness.asked_to_passivate(member, &entity);
-                }
+                self.idleness.asked_to_passivate(member, &entity);
                 self.input_to(
                     member,
                     Input::Passivate {

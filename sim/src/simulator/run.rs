@@ -122,12 +122,10 @@ pub(crate) fn run_with_sink(
         let detail = format!("{entity} asked {member} to passivate it at {at}, never told to stop");
         w.check.fail(end, Property::Passivation, entity, detail);
     }
-    if let Some(idleness) = &w.idleness {
-        for ((member, entity), at) in idleness.overdue(end, grace) {
-            if w.is_running(*member) && !w.host.stop_requested(*member, entity) {
-                let detail = format!("{entity} idle on {member} since {at}, never passivated");
-                w.check.fail(end, Property::Passivation, entity, detail);
-            }
+    for ((member, entity), at) in w.idleness.overdue(end, grace) {
+        if w.is_running(*member) && !w.host.stop_requested(*member, entity) {
+            let detail = format!("{entity} idle on {member} since {at}, never passivated");
+            w.check.fail(end, Property::Passivation, entity, detail);
         }
     }
     // A graceful leave ends with the member removed and its process gone (a downed one
