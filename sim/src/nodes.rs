@@ -62,6 +62,8 @@ pub(crate) struct SimNode {
     pub(crate) view_version: u64,
     /// Its status in its own view, as of its last view change (real membership).
     pub(crate) own_status: Option<shoal_core::MemberStatus>,
+    /// Its status in its own view just before it learned it was Down.
+    pub(crate) status_before_down: Option<shoal_core::MemberStatus>,
     /// Entity messages and start requests its region sent on to other members: what its
     /// route counts must report as forwarded.
     pub(crate) letters_forwarded: u64,

@@ -325,6 +325,20 @@ fn members_joining_after_every_up_member_was_downed_are_led_regression() {
     );
 }
 
+/// Swarm seed 4931397691 (a 20,000-seed sweep), found by the downing judge: a member asked to
+/// leave was Exiting, already removed by half the cluster, when a one-way partition split the
+/// six members 3|3. Its side downed itself, rightly: keep-majority counts an Exiting member on
+/// no side, so it held 2 of 5. The judge had put the downed member on its side whatever its
+/// status; it now judges only members that were Up or Leaving when downed.
+#[test]
+fn a_member_downed_while_exiting_held_no_side_regression() {
+    let schedule = "@40.948 leave n1; @69.813 partition n2,n5,n6 one-way heal 27.945";
+    assert_holds(
+        replaying(schedule, Options::for_seed(4_931_397_691)),
+        &["a member downed while it held no side (Exiting or Joining) is not judged"],
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

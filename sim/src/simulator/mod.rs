@@ -348,6 +348,7 @@ impl Simulator {
             wakeup: None,
             view_version: 0,
             own_status: None,
+            status_before_down: None,
             letters_forwarded: 0,
             letters_delivered: 0,
             paused: None,

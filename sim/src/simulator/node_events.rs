@@ -62,8 +62,12 @@ impl Simulator {
                 rounds.clear();
                 if let Some(node) = self.nodes.get_mut(&n) {
                     let status = node.driver.node().view().status(member);
-                    if std::mem::replace(&mut node.own_status, status) != status {
+                    let before = std::mem::replace(&mut node.own_status, status);
+                    if before != status {
                         self.own_statuses_changed += 1;
+                        if status == Some(shoal_core::MemberStatus::Down) {
+                            node.status_before_down = before;
+                        }
                     }
                 }
                 if self.tracing() {

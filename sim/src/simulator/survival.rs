@@ -38,13 +38,18 @@ impl Simulator {
             self.mark("a member was downed in a network bridged by a node reaching both sides");
             return;
         }
+        // The members that reach `n` and one another (as the oracle groups sides), among the
+        // Up and Leaving ones: only those hold a side. A member that was Exiting (or still
+        // Joining) when it was downed held none: keep-majority counts it on no side.
+        let holds = |status| matches!(status, MemberStatus::Up | MemberStatus::Leaving);
+        if !node.status_before_down.is_some_and(holds) {
+            self.mark("a member downed while it held no side (Exiting or Joining) is not judged");
+            return;
+        }
         let view = node.driver.node().view();
         let runs = |id: shoal_core::MemberId| {
             (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused())
         };
-        // The members that reach `n` and one another (as the oracle groups sides), among the
-        // Up and Leaving ones: only those hold a side.
-        let holds = |status| matches!(status, MemberStatus::Up | MemberStatus::Leaving);
         let mut side: BTreeSet<shoal_core::MemberId> = [node.id].into();
         for m in view
             .members()
