@@ -48,6 +48,7 @@ mod stall;
 mod store;
 mod survival;
 mod trace;
+mod unanswered;
 mod workload;
 
 pub use check::{Property, Violation};

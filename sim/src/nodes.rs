@@ -70,6 +70,8 @@ pub(crate) struct SimNode {
     /// Entity messages its host was handed: each reached a shard of its region first, so its
     /// route counts must report at least as many delivered.
     pub(crate) letters_delivered: u64,
+    /// Its region's requests its coordinator left unanswered, to judge its warnings by.
+    pub(crate) unanswered: crate::unanswered::Unanswered,
     /// While the process is paused: the inputs that reached it, replayed in order on resume.
     pub(crate) paused: Option<Vec<Input>>,
     /// When the simulator next checks the node's internal invariants (release builds; debug

@@ -1001,6 +1001,8 @@ fn coverage_markers_fire_within_the_batch() {
         "every remembered entity ran again after healing",
         "the whole cluster restarted with another number of shards",
         "a region warned that its coordinator does not answer",
+        "a region's shard-home requests went unanswered for six ticks",
+        "a region held letters with five registrations unanswered",
         "a Down member the survivors agreed on was removed",
         "a removed member's shards were looked for after the removal margin",
         "a reply goes to a restarted asker whose old self is known",

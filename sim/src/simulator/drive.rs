@@ -33,6 +33,7 @@ impl Simulator {
             return;
         }
         if let Input::Receive(envelope) = &input {
+            self.note_coordinator_answer(n, envelope);
             self.connections.heard(envelope.to, envelope.from);
             if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
                 self.shutdowns.heard(envelope.to, envelope.from);
@@ -84,7 +85,9 @@ impl Simulator {
         if node.is_paused() {
             return;
         }
+        self.waking = Some(n);
         self.call_driver(n, |driver, local, io| driver.handle_wakeup(local, io));
+        self.waking = None;
     }
 
     /// Makes one driver call on node `n` (if it runs) at its local time, with its effects kept
@@ -231,6 +234,7 @@ impl Simulator {
         // those whose frames cannot outgrow the cap: forwarded entity messages (the core refuses
         // payloads over `max_payload_size`, a quarter of it) and the fixed-size heartbeats and
         // gossip digests, which together are most of the traffic.
+        self.note_coordinator_request(&envelope);
         let body = envelope.message.body();
         if body == Some(&shoal_core::Body::RegisterAck) {
             self.shutdowns.registered(envelope.from, envelope.to);

@@ -20,6 +20,7 @@ mod removals;
 mod run;
 mod survival;
 mod trace;
+mod unanswered;
 mod views;
 mod workload;
 
@@ -125,6 +126,8 @@ pub(crate) struct Simulator {
     leavers: abandons::Leavers,
     /// Regions' recent questions for shard homes (see `home_asks`).
     home_asks: home_asks::HomeAsks,
+    /// The node whose wakeup call (which fires its due timers) is under way.
+    waking: Option<NodeId>,
     /// Members whose internal invariants broke (each reported once).
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
@@ -190,6 +193,7 @@ impl Simulator {
             removals: removals::Removals::default(),
             leavers: abandons::Leavers::default(),
             home_asks: home_asks::HomeAsks::default(),
+            waking: None,
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
@@ -351,6 +355,7 @@ impl Simulator {
             status_before_down: None,
             letters_forwarded: 0,
             letters_delivered: 0,
+            unanswered: crate::unanswered::Unanswered::default(),
             paused: None,
             next_invariant_check: self.now,
         };

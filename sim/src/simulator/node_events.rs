@@ -27,8 +27,21 @@ impl Simulator {
             Event::ShardFenced { .. } => {
                 self.mark("a shard instance was fenced and stopped");
             }
-            Event::CoordinatorUnanswered { .. } => {
+            Event::CoordinatorUnanswered {
+                coordinator,
+                registered,
+                attempts,
+                buffered,
+                ..
+            } => {
                 self.mark("a region warned that its coordinator does not answer");
+                let warning = super::unanswered::Warning {
+                    coordinator,
+                    registered,
+                    attempts,
+                    buffered,
+                };
+                self.check_coordinator_warning(n, member, warning);
             }
             Event::RememberedIdsMisfiled {
                 shard, entities, ..
@@ -60,6 +73,7 @@ impl Simulator {
             }
             Event::MembershipChanged => {
                 rounds.clear();
+                self.coordinator_counts_reset(n);
                 if let Some(node) = self.nodes.get_mut(&n) {
                     let status = node.driver.node().view().status(member);
                     let before = std::mem::replace(&mut node.own_status, status);
@@ -127,10 +141,11 @@ impl Simulator {
                 self.stalls.coordinator_changed();
             }
             Event::Rebalance { shards, .. } => rounds.push(shards),
+            Event::RegionRegistered { .. } => self.coordinator_counts_reset(n),
             Event::HandoffAbandoned {
                 shard, waiting_for, ..
             } => self.handoff_abandoned(n, shard, &waiting_for),
-            // Replies to the simulator's own commands (request 0), registrations, store failures
+            // Replies to the simulator's own commands (request 0), store failures
             // and events of a newer core (they are non-exhaustive): nothing to check.
             _ => {}
         }

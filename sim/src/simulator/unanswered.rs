@@ -1,0 +1,144 @@
+//! A region whose coordinator does not answer warns: from the retry tick on which its requests
+//! have gone unanswered [`WARN_AFTER`] times, every tick while it holds letters. The simulator
+//! counts those requests from what the region sent and received, judges every warning true
+//! (letters held, enough requests unanswered, naming the member they went to) and fails a run
+//! where an owed warning did not come.
+
+use shoal_core::{Body, Envelope, MemberId, MemberStatus, NodeId};
+
+use crate::check::Property;
+use crate::unanswered::WARN_AFTER;
+
+use super::Simulator;
+
+/// What a region's warning says.
+pub(super) struct Warning {
+    pub(super) coordinator: Option<MemberId>,
+    pub(super) registered: bool,
+    pub(super) attempts: u32,
+    pub(super) buffered: u32,
+}
+
+impl Simulator {
+    /// `envelope` left: counted if it is a region's request to its coordinator.
+    pub(super) fn note_coordinator_request(&mut self, envelope: &Envelope) {
+        let interval = self.settings.retry_interval;
+        let Some(node) = self.nodes.get_mut(&envelope.from.node) else {
+            return;
+        };
+        let local = node.clock.local(self.now);
+        match envelope.message.body() {
+            Some(Body::GetShardHome { shard }) => {
+                let rounds = node.unanswered.asked(local, envelope.to, *shard, interval);
+                if rounds > WARN_AFTER {
+                    self.mark("a region's shard-home requests went unanswered for six ticks");
+                }
+            }
+            Some(Body::Register { .. } | Body::RegisterProxy { .. }) => {
+                node.unanswered.registered_to(envelope.to);
+            }
+            _ => {}
+        }
+    }
+
+    /// `envelope` reached node `n`: an answer ends the region's unanswered requests.
+    pub(super) fn note_coordinator_answer(&mut self, n: NodeId, envelope: &Envelope) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        match envelope.message.body() {
+            // Hosting a shard takes its letters out of the buffers without a home answered.
+            Some(Body::ShardHome { .. } | Body::ShardHomes { .. } | Body::HostShard { .. }) => {
+                node.unanswered.homes_answered();
+            }
+            Some(Body::RegisterRequest) => node.unanswered.register_requested(),
+            _ => {}
+        }
+    }
+
+    /// Node `n`'s region registered, or its view changed: its counts start again.
+    pub(super) fn coordinator_counts_reset(&mut self, n: NodeId) {
+        if let Some(node) = self.nodes.get_mut(&n) {
+            node.unanswered.reset();
+        }
+    }
+
+    /// Judges a warning of node `n`'s region: letters held, at least [`WARN_AFTER`] requests
+    /// unanswered, and, once registered with a coordinator on another node, asked for on this
+    /// very tick of the member named.
+    pub(super) fn check_coordinator_warning(&mut self, n: NodeId, member: MemberId, w: Warning) {
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        let local = node.clock.local(self.now);
+        node.unanswered.warned(local);
+        let asked_now = node.unanswered.asked_at(local);
+        let last_to = node.unanswered.last_to();
+        let terminated = node.driver.node().is_region_stopped(&self.ty)
+            && node.own_status.is_none_or(|s| s == MemberStatus::Down);
+        let mut wrong = Vec::new();
+        if w.buffered == 0 {
+            wrong.push("while holding no letters".to_string());
+        }
+        if w.attempts < WARN_AFTER {
+            wrong.push(format!("after {} attempts", w.attempts));
+        }
+        if terminated {
+            wrong.push("after its region stopped for good".to_string());
+        }
+        // A region asks a coordinator on its own node without a message: unseen here.
+        let remote = w.coordinator.is_some_and(|c| c != member);
+        if remote && w.registered && !asked_now {
+            wrong.push("registered, on a tick that asked for no shard".to_string());
+        }
+        if remote && w.coordinator != last_to {
+            wrong.push(format!(
+                "naming {:?}, but it asked {last_to:?}",
+                w.coordinator
+            ));
+        }
+        if wrong.is_empty() {
+            return;
+        }
+        let detail = format!(
+            "{member} warned that its coordinator does not answer {}",
+            wrong.join("; ")
+        );
+        self.check
+            .fail(self.now, Property::CoreInvariant, member, detail);
+    }
+
+    /// After a call of node `n`: a region whose shard-home requests went unanswered on more
+    /// than [`WARN_AFTER`] ticks in a row must have warned on this one (the first ask counted
+    /// may have followed a tick that asked nothing, in the same call), and (after a wakeup, which
+    /// fires a due retry tick) one whose registrations did and that held letters for a whole
+    /// retry interval since must have warned in it.
+    pub(super) fn check_coordinator_warned(&mut self, n: NodeId, member: MemberId, woke: bool) {
+        let interval = self.settings.retry_interval;
+        let Some(node) = self.nodes.get_mut(&n) else {
+            return;
+        };
+        let local = node.clock.local(self.now);
+        let buffered = node.driver.node().buffered(&self.ty);
+        let rounds = node.unanswered.rounds_at(local);
+        let unwarned = !node.unanswered.warned_at(local);
+        let overdue = node
+            .unanswered
+            .registration_warning_overdue(local, buffered, woke, interval);
+        if node.unanswered.owes_warning() {
+            self.mark("a region held letters with five registrations unanswered");
+        }
+        let detail = if rounds > WARN_AFTER && unwarned {
+            format!("{member} asked for shard homes on {rounds} ticks unanswered, but did not warn")
+        } else if let Some(since) = overdue {
+            format!(
+                "{member} has held letters with {WARN_AFTER} registrations unanswered since \
+                 {since} (local), but did not warn on its retry tick"
+            )
+        } else {
+            return;
+        };
+        self.check
+            .fail(self.now, Property::CoreInvariant, member, detail);
+    }
+}
