@@ -34,7 +34,7 @@ impl Simulator {
                     self.mark("a region's shard-home requests went unanswered for six ticks");
                 }
             }
-            Some(Body::Register { .. } | Body::RegisterProxy { .. }) => {
+            Some(Body::Register { .. } | Body::RegisterProxy) => {
                 node.unanswered.registered_to(envelope.to);
             }
             _ => {}
