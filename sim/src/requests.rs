@@ -61,6 +61,13 @@ impl ClientRequests {
         request.0 != 0 && request.0 <= self.next
     }
 
+    /// Whether `request` of `requester` still waits for its answer.
+    pub(crate) fn awaits(&self, request: RequestId, requester: MemberId) -> bool {
+        self.pending
+            .get(&request)
+            .is_some_and(|p| p.requester == requester)
+    }
+
     /// `member` answered `request` at `now`; a violation's detail if the answer is wrong: a
     /// second answer, an answer from another member than the requester, one about something
     /// else than was asked, an answer the request does not allow, or statistics that gave up

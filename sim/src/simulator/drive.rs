@@ -32,14 +32,19 @@ impl Simulator {
             deferred.push(input);
             return;
         }
+        let mut owed = None;
         if let Input::Receive(envelope) = &input {
             self.note_coordinator_answer(n, envelope);
             self.connections.heard(envelope.to, envelope.from);
             if envelope.message.body() == Some(&shoal_core::Body::GracefulShutdownReq) {
                 self.shutdowns.heard(envelope.to, envelope.from);
             }
+            owed = self.answer_owed(n, envelope);
         }
         self.call_driver(n, |driver, local, io| driver.handle_input(local, input, io));
+        if let Some(owed) = owed {
+            self.check_answered(n, owed);
+        }
     }
 
     /// Pauses node `n`'s process; whether it was running and not already paused.
@@ -298,6 +303,9 @@ impl Simulator {
             Some(shoal_core::Body::GetShardHome { shard }) => {
                 self.check_home_asked(envelope.from, *shard);
                 self.check_home_ask_rate(envelope.from, *shard);
+            }
+            Some(shoal_core::Body::EntityLocated { request, .. }) => {
+                self.note_located(envelope.from, envelope.to, *request);
             }
             Some(shoal_core::Body::ShardStopped { shard }) => {
                 self.check_writes_settled(envelope.from, *shard);

@@ -7,6 +7,7 @@
 
 mod abandons;
 mod after_call;
+mod answers;
 mod drive;
 mod faults;
 mod home_asks;
@@ -126,6 +127,8 @@ pub(crate) struct Simulator {
     leavers: abandons::Leavers,
     /// Regions' recent questions for shard homes (see `home_asks`).
     home_asks: home_asks::HomeAsks,
+    /// `EntityLocated` answers sent in the calls under way: `(from, to, request)`.
+    located_sent: Vec<(MemberId, MemberId, shoal_core::RequestId)>,
     /// The node whose wakeup call (which fires its due timers) is under way.
     waking: Option<NodeId>,
     /// Members whose internal invariants broke (each reported once).
@@ -194,6 +197,7 @@ impl Simulator {
             leavers: abandons::Leavers::default(),
             home_asks: home_asks::HomeAsks::default(),
             waking: None,
+            located_sent: Vec::new(),
             rng_membership: SimRng::of(seed, Stream::Membership),
             rng_nodes: SimRng::of(seed, Stream::Nodes),
             settings,
