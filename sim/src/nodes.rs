@@ -84,6 +84,15 @@ impl SimNode {
     pub(crate) fn is_paused(&self) -> bool {
         self.paused.is_some()
     }
+
+    /// Whether its region of `ty` stopped for good (the member was downed or removed): it
+    /// holds nothing, answers no peer and refuses starts.
+    pub(crate) fn region_terminated(&self, ty: &shoal_core::EntityType) -> bool {
+        self.driver.node().is_region_stopped(ty)
+            && self
+                .own_status
+                .is_none_or(|s| s == shoal_core::MemberStatus::Down)
+    }
 }
 
 /// Running processes by address.

@@ -30,6 +30,20 @@ struct Pending {
     requester: MemberId,
     asked: Asked,
     sent: Instant,
+    /// The requester's process was paused since: its timers, and so its timeouts, ran late.
+    delayed: bool,
+}
+
+/// How long a request waits for its answer before the requester gives up, and whether it may
+/// be refused at once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// `shard_region_query_timeout`: a location; twice it for the coordinator's statistics.
+    pub(crate) query: Duration,
+    /// A start: a handoff, a passivation and a query's round trip.
+    pub(crate) start: Duration,
+    /// The requester's region stopped for good (its member was downed): it refuses starts.
+    pub(crate) stopped: bool,
 }
 
 /// The client requests of a run.
@@ -51,6 +65,7 @@ impl ClientRequests {
             requester,
             asked,
             sent: at,
+            delayed: false,
         };
         self.pending.insert(request, pending);
         request
@@ -59,6 +74,13 @@ impl ClientRequests {
     /// Whether `request` is one of ours.
     pub(crate) fn is_ours(&self, request: RequestId) -> bool {
         request.0 != 0 && request.0 <= self.next
+    }
+
+    /// `member`'s process was paused: its requests' timeouts may fire late.
+    pub(crate) fn paused(&mut self, member: MemberId) {
+        for pending in self.pending.values_mut() {
+            pending.delayed |= pending.requester == member;
+        }
     }
 
     /// Whether `request` of `requester` still waits for its answer.
@@ -71,11 +93,13 @@ impl ClientRequests {
     /// `member` answered `request` at `now`; a violation's detail if the answer is wrong: a
     /// second answer, an answer from another member than the requester, one about something
     /// else than was asked, an answer the request does not allow, or statistics that gave up
-    /// on a region before `query_timeout` passed (or list it as answered and failed).
+    /// on a region before `query_timeout` passed (or list it as answered and failed), or a
+    /// timeout given up before its deadline or after it (a requester that was not paused wakes
+    /// for it).
     pub(crate) fn answer(
         &mut self,
         now: Instant,
-        query_timeout: Duration,
+        timeouts: Timeouts,
         member: MemberId,
         request: RequestId,
         result: &Result<Reply, CommandError>,
@@ -93,6 +117,25 @@ impl ClientRequests {
                 pending.requester
             ));
         }
+        let query_timeout = timeouts.query;
+        let waited = match (&pending.asked, result) {
+            (Asked::Start(_), Err(CommandError::StartTimedOut { .. })) => Some(timeouts.start),
+            (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => Some(query_timeout),
+            (Asked::Stats, Err(CommandError::QueryTimedOut { .. })) => Some(query_timeout * 2),
+            _ => None,
+        };
+        if let Some(waited) = waited {
+            // On the requester's clock, which may run up to 0.1 % fast or slow.
+            let slack = waited / 500 + Duration::from_millis(1);
+            let early = now + slack < pending.sent + waited;
+            let late = !pending.delayed && now > pending.sent + waited + slack;
+            if early || late {
+                return Err(format!(
+                    "{request} ({:?}) sent at {} timed out at {now}, after {waited:?}",
+                    pending.asked, pending.sent
+                ));
+            }
+        }
         let about = match (&pending.asked, result) {
             (
                 Asked::Start(_),
@@ -103,11 +146,10 @@ impl ClientRequests {
                 ),
             )
             | (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => Some(entity),
-            (Asked::Start(_) | Asked::Locate(_), Err(CommandError::RegionStopped(_)))
-            | (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
+            (Asked::Start(_), Err(CommandError::RegionStopped(_))) if timeouts.stopped => None,
+            (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
             (Asked::SetLocation(_), Ok(Reply::Accepted))
-            | (Asked::RegionState, Ok(Reply::ShardRegionState { .. }))
-            | (Asked::RegionState, Err(CommandError::RegionStopped(_))) => None,
+            | (Asked::RegionState, Ok(Reply::ShardRegionState { .. })) => None,
             (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
                 // Measured on the coordinator's clock, which may run up to 0.1 % fast.
                 let least = query_timeout - query_timeout / 100;
@@ -125,11 +167,7 @@ impl ClientRequests {
             }
             (
                 Asked::Stats,
-                Err(
-                    CommandError::QueryTimedOut { .. }
-                    | CommandError::NoCoordinator(_)
-                    | CommandError::RegionStopped(_),
-                ),
+                Err(CommandError::QueryTimedOut { .. } | CommandError::NoCoordinator(_)),
             ) => None,
             (asked, other) => {
                 return Err(format!(

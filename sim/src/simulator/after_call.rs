@@ -2,7 +2,7 @@
 //! region stopped for good, route counts that match what it sent and delivered, and no busy
 //! loop.
 
-use shoal_core::{MemberId, MemberStatus, NodeId};
+use shoal_core::{MemberId, NodeId};
 
 use crate::check::Property;
 
@@ -17,8 +17,7 @@ impl Simulator {
         let state = node.driver.node();
         let buffered = state.buffered(&self.ty);
         // Downed or removed, the region stopped for good: what it held came out as dead letters.
-        let terminated = state.is_region_stopped(&self.ty)
-            && node.own_status.is_none_or(|s| s == MemberStatus::Down);
+        let terminated = node.region_terminated(&self.ty);
         let routes = state.route_counts();
         let forwarded = (routes.forwarded, node.letters_forwarded);
         let delivered = (routes.delivered, node.letters_delivered);

@@ -4,7 +4,7 @@
 //! whose answer came back, could still end in a timeout, which the client checks accept (a
 //! timeout is a legitimate answer when messages are lost).
 
-use shoal_core::{Body, Envelope, MemberId, MemberStatus, Metrics, NodeId, RequestId};
+use shoal_core::{Body, Envelope, MemberId, Metrics, NodeId, RequestId};
 
 use crate::check::Property;
 
@@ -79,8 +79,7 @@ impl Simulator {
             return;
         };
         let state = node.driver.node();
-        let terminated = state.is_region_stopped(&self.ty)
-            && node.own_status.is_none_or(|s| s == MemberStatus::Down);
+        let terminated = node.region_terminated(&self.ty);
         if node.id != owed.member || terminated || node_drops(state.metrics()) != owed.drops {
             return;
         }

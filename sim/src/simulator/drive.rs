@@ -52,6 +52,8 @@ impl Simulator {
         match self.nodes.get_mut(&n) {
             Some(node) if node.paused.is_none() => {
                 node.paused = Some(Vec::new());
+                let member = node.id;
+                self.requests.paused(member);
                 self.log(|| TraceEvent::Paused {
                     node: n.to_string(),
                 });
@@ -63,9 +65,15 @@ impl Simulator {
 
     /// Resumes a paused node: it handles what reached it meanwhile, in order, then its timers.
     pub(crate) fn resume(&mut self, n: NodeId) -> bool {
-        let Some(deferred) = self.nodes.get_mut(&n).and_then(|node| node.paused.take()) else {
+        let Some(node) = self.nodes.get_mut(&n) else {
             return false;
         };
+        let member = node.id;
+        let Some(deferred) = node.paused.take() else {
+            return false;
+        };
+        // Requests made while it was paused reach it only now.
+        self.requests.paused(member);
         let waiting = deferred.len();
         self.log(|| TraceEvent::Resumed {
             node: n.to_string(),

@@ -204,10 +204,16 @@ impl Simulator {
             request: request.to_string(),
             result: format!("{result:?}"),
         });
-        let timeout = self.settings.shard_region_query_timeout;
+        let s = &self.settings;
+        let stopped = (self.nodes.get(&member.node)).is_some_and(|n| n.region_terminated(&self.ty));
+        let timeouts = crate::requests::Timeouts {
+            query: s.shard_region_query_timeout,
+            start: s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout,
+            stopped,
+        };
         if let Err(detail) = self
             .requests
-            .answer(self.now, timeout, member, request, result)
+            .answer(self.now, timeouts, member, request, result)
         {
             self.check
                 .fail(self.now, Property::CommandReply, member, detail);

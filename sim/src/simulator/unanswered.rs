@@ -4,7 +4,7 @@
 //! (letters held, enough requests unanswered, naming the member they went to) and fails a run
 //! where an owed warning did not come.
 
-use shoal_core::{Body, Envelope, MemberId, MemberStatus, NodeId};
+use shoal_core::{Body, Envelope, MemberId, NodeId};
 
 use crate::check::Property;
 use crate::unanswered::WARN_AFTER;
@@ -74,8 +74,7 @@ impl Simulator {
         node.unanswered.warned(local);
         let asked_now = node.unanswered.asked_at(local);
         let last_to = node.unanswered.last_to();
-        let terminated = node.driver.node().is_region_stopped(&self.ty)
-            && node.own_status.is_none_or(|s| s == MemberStatus::Down);
+        let terminated = node.region_terminated(&self.ty);
         let mut wrong = Vec::new();
         if w.buffered == 0 {
             wrong.push("while holding no letters".to_string());
