@@ -5,6 +5,11 @@
 //! The counts reset on everything that may reset the region's own (any shard-home answer, any
 //! view change, its registration acknowledged), so they never exceed the region's: a warning
 //! they call owed is owed.
+//!
+//! The same record judges the registrations' rhythm (Akka's backoff): retries start at the
+//! initial backoff and double up to the retry interval, each within ±10 % jitter, so two
+//! retries are never closer than 90 % of the initial backoff, and an unacknowledged region
+//! retries within 110 % of the retry interval.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,6 +21,10 @@ pub(crate) const WARN_AFTER: u32 = 5;
 
 /// How far from one retry interval apart two asks may be and still be consecutive ticks'.
 const TICK_SLACK: Duration = Duration::from_micros(1);
+
+/// How far timers may stray from their deadlines in local time (conversions between true and
+/// local time round).
+const CLOCK_SLACK: Duration = Duration::from_millis(1);
 
 /// One region's unanswered requests to its coordinator, in its node's local time.
 #[derive(Debug, Default)]
@@ -32,6 +41,9 @@ pub(crate) struct Unanswered {
     /// The coordinator asked it to register again: the registration sent in reply is not one
     /// of its retries.
     reply_owed: bool,
+    /// When it last sent a registration, and whether as a proxy; `None` after anything that
+    /// may restart its backoff or delay its timers (a view change, a pause).
+    last_register: Option<(Instant, bool)>,
     /// When it last warned.
     last_warning: Option<Instant>,
     /// Since when it owes a warning for its unacknowledged registrations.
@@ -87,13 +99,51 @@ impl Unanswered {
         self.last_to
     }
 
-    /// The region sent a registration to `to`.
-    pub(crate) fn registered_to(&mut self, to: MemberId) {
+    /// The region sent a registration to `to` at `now` (as a proxy if `proxy`); `Err` with the
+    /// gap if it came sooner than 90 % of `initial` (the initial backoff) after the last one.
+    /// A reply to the coordinator's request to register, or a change from region to proxy
+    /// (which registers at once), is no retry.
+    pub(crate) fn registered_to(
+        &mut self,
+        now: Instant,
+        to: MemberId,
+        proxy: bool,
+        initial: Duration,
+    ) -> Result<(), Duration> {
         self.asking(to);
+        let last = self.last_register.replace((now, proxy));
         if std::mem::take(&mut self.reply_owed) {
-            return;
+            return Ok(());
         }
         self.registrations = self.registrations.saturating_add(1);
+        match last {
+            Some((at, was_proxy)) if was_proxy == proxy => {
+                let gap = now.saturating_duration_since(at);
+                let least = initial - initial / 10;
+                if gap + CLOCK_SLACK < least {
+                    return Err(gap);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Since when the region, unacknowledged, has not retried its registration, if that is
+    /// longer than 110 % of `interval` at `now`.
+    pub(crate) fn registration_retry_overdue(
+        &self,
+        now: Instant,
+        interval: Duration,
+    ) -> Option<Instant> {
+        let (at, _) = self.last_register?;
+        let latest = at + interval + interval / 10 + CLOCK_SLACK;
+        (now > latest).then_some(at)
+    }
+
+    /// The region's process was paused: its timers ran late.
+    pub(crate) fn paused(&mut self) {
+        self.last_register = None;
     }
 
     /// A request goes to `to`: if that is another coordinator than the last one, the region
@@ -116,6 +166,7 @@ impl Unanswered {
         self.asks.clear();
         self.registrations = 0;
         self.owed_since = None;
+        self.last_register = None;
     }
 
     /// The region warned at `now`.
@@ -196,23 +247,54 @@ mod tests {
     #[test]
     fn a_warning_for_registrations_is_owed_one_interval_after_the_fifth() {
         let mut u = Unanswered::default();
+        let initial = I / 8;
         u.register_requested();
-        u.registered_to(C);
-        for _ in 0..WARN_AFTER - 1 {
-            u.registered_to(C);
+        u.registered_to(at(0), C, false, initial).unwrap();
+        for k in 1..WARN_AFTER {
+            u.registered_to(at(u64::from(k) * 125), C, false, initial)
+                .unwrap();
         }
-        assert_eq!(u.registration_warning_overdue(at(0), 3, true, I), None);
-        u.registered_to(C);
-        assert_eq!(u.registration_warning_overdue(at(100), 3, true, I), None);
-        assert_eq!(u.registration_warning_overdue(at(1200), 3, false, I), None);
+        assert_eq!(u.registration_warning_overdue(at(500), 3, true, I), None);
+        u.registered_to(at(625), C, false, initial).unwrap();
+        assert_eq!(u.registration_warning_overdue(at(700), 3, true, I), None);
+        assert_eq!(u.registration_warning_overdue(at(1800), 3, false, I), None);
         assert_eq!(
-            u.registration_warning_overdue(at(1200), 3, true, I),
-            Some(at(100))
+            u.registration_warning_overdue(at(1800), 3, true, I),
+            Some(at(700))
         );
-        u.warned(at(1200));
-        assert_eq!(u.registration_warning_overdue(at(1300), 3, true, I), None);
-        assert_eq!(u.registration_warning_overdue(at(1400), 0, true, I), None);
+        u.warned(at(1800));
+        assert_eq!(u.registration_warning_overdue(at(1900), 3, true, I), None);
+        assert_eq!(u.registration_warning_overdue(at(2000), 0, true, I), None);
         u.reset();
         assert_eq!(u.registration_warning_overdue(at(9000), 3, true, I), None);
+    }
+
+    #[test]
+    fn registrations_keep_their_backoff() {
+        let mut u = Unanswered::default();
+        let initial = I / 8;
+        u.registered_to(at(0), C, false, initial).unwrap();
+        assert_eq!(
+            u.registered_to(at(100), C, false, initial),
+            Err(Duration::from_millis(100)),
+            "sooner than 90 % of the initial backoff"
+        );
+        u.registered_to(at(213), C, false, initial).unwrap();
+        u.register_requested();
+        u.registered_to(at(214), C, false, initial)
+            .expect("a reply to the coordinator is no retry");
+        u.registered_to(at(215), C, true, initial)
+            .expect("a proxy registers at once");
+        assert_eq!(u.registration_retry_overdue(at(1315), I), None);
+        assert_eq!(u.registration_retry_overdue(at(1317), I), Some(at(215)));
+        u.paused();
+        assert_eq!(u.registration_retry_overdue(at(5000), I), None);
+        let other = MemberId {
+            node: shoal_core::NodeId(2),
+            incarnation: shoal_core::Incarnation(1),
+        };
+        u.registered_to(at(5001), C, true, initial).unwrap();
+        u.registered_to(at(5002), other, true, initial)
+            .expect("another coordinator: the backoff starts again");
     }
 }

@@ -53,6 +53,7 @@ impl Simulator {
             Some(node) if node.paused.is_none() => {
                 node.paused = Some(Vec::new());
                 let member = node.id;
+                node.unanswered.paused();
                 self.requests.paused(member);
                 self.log(|| TraceEvent::Paused {
                     node: n.to_string(),

@@ -2,7 +2,10 @@
 //! have gone unanswered [`WARN_AFTER`] times, every tick while it holds letters. The simulator
 //! counts those requests from what the region sent and received, judges every warning true
 //! (letters held, enough requests unanswered, naming the member they went to) and fails a run
-//! where an owed warning did not come.
+//! where an owed warning did not come. Registrations keep Akka's backoff: never sooner than the
+//! initial backoff's jitter allows, and retried within the retry interval until acknowledged.
+
+use std::time::Duration;
 
 use shoal_core::{Body, Envelope, MemberId, NodeId};
 
@@ -34,8 +37,21 @@ impl Simulator {
                     self.mark("a region's shard-home requests went unanswered for six ticks");
                 }
             }
-            Some(Body::Register { .. } | Body::RegisterProxy) => {
-                node.unanswered.registered_to(envelope.to);
+            Some(body @ (Body::Register { .. } | Body::RegisterProxy)) => {
+                let proxy = *body == Body::RegisterProxy;
+                let initial = (interval / 8).max(Duration::from_millis(100));
+                let registered = node
+                    .unanswered
+                    .registered_to(local, envelope.to, proxy, initial);
+                if let Err(gap) = registered {
+                    let (from, to) = (envelope.from, envelope.to);
+                    let detail = format!(
+                        "{from} registered with {to} again after {gap:?}, sooner than its \
+                         initial backoff ({initial:?}) allows"
+                    );
+                    self.check
+                        .fail(self.now, Property::CoreInvariant, from, detail);
+                }
             }
             _ => {}
         }
@@ -107,7 +123,9 @@ impl Simulator {
             .fail(self.now, Property::CoreInvariant, member, detail);
     }
 
-    /// After a call of node `n`: a region whose shard-home requests went unanswered on more
+    /// After a call of node `n`: a region that registered, unacknowledged, retries within its
+    /// retry interval (judged after wakeups, which fire due timers); a region whose shard-home
+    /// requests went unanswered on more
     /// than [`WARN_AFTER`] ticks in a row must have warned on this one (the first ask counted
     /// may have followed a tick that asked nothing, in the same call), and (after a wakeup, which
     /// fires a due retry tick) one whose registrations did and that held letters for a whole
@@ -124,7 +142,17 @@ impl Simulator {
         let overdue = node
             .unanswered
             .registration_warning_overdue(local, buffered, woke, interval);
-        if node.unanswered.owes_warning() {
+        let owes = node.unanswered.owes_warning();
+        // Still unacknowledged by the coordinator its view names (on another node): it retries.
+        let coordinator = node.unanswered.last_to();
+        let retry_overdue = (woke && !node.region_terminated(&self.ty))
+            .then(|| node.unanswered.registration_retry_overdue(local, interval))
+            .flatten()
+            .filter(|_| {
+                coordinator.is_some_and(|c| c != member)
+                    && node.driver.node().view().coordinator_of(&self.ty, None) == coordinator
+            });
+        if owes {
             self.mark("a region held letters with five registrations unanswered");
         }
         let detail = if rounds > WARN_AFTER && unwarned {
@@ -133,6 +161,11 @@ impl Simulator {
             format!(
                 "{member} has held letters with {WARN_AFTER} registrations unanswered since \
                  {since} (local), but did not warn on its retry tick"
+            )
+        } else if let Some(since) = retry_overdue {
+            format!(
+                "{member} last registered with {coordinator:?} at {since} (local), \
+                 unacknowledged, and has not retried within its retry interval"
             )
         } else {
             return;
