@@ -2,9 +2,9 @@
 //! (`Event::CoordinatorUnanswered`), from what the region sent and received alone: its asks for
 //! shard homes on its retry ticks and its registrations since the coordinator last answered.
 //!
-//! The counts reset on everything that may reset the region's own (any shard-home answer, any
-//! view change, its registration acknowledged), so they never exceed the region's: a warning
-//! they call owed is owed.
+//! The counts reset on everything that may reset the region's own (any shard-home answer, a
+//! view naming another coordinator, its registration acknowledged), so they never exceed the
+//! region's: a warning they call owed is owed.
 //!
 //! The same record judges the registrations' rhythm (Akka's backoff): retries start at the
 //! initial backoff and double up to the retry interval, each within ±10 % jitter, so two
@@ -36,6 +36,8 @@ pub(crate) struct Unanswered {
     last_ask: Option<Instant>,
     /// The member its last ask or registration went to.
     last_to: Option<MemberId>,
+    /// The coordinator its view last named (`None` until its first view change).
+    named: Option<Option<MemberId>>,
     /// Registrations sent on its own retries since the last acknowledgement or view change.
     registrations: u32,
     /// The coordinator asked it to register again: the registration sent in reply is not one
@@ -155,13 +157,21 @@ impl Unanswered {
         }
     }
 
+    /// Its view changed and names `coordinator` for the type: another one than before resets
+    /// everything (a region's counts and backoff restart only then).
+    pub(crate) fn coordinator_named(&mut self, coordinator: Option<MemberId>) {
+        if self.named.replace(coordinator) != Some(coordinator) {
+            self.reset();
+        }
+    }
+
     /// The coordinator asked the region to register again.
     pub(crate) fn register_requested(&mut self) {
         self.reply_owed = true;
     }
 
-    /// The region's registration was acknowledged, or its view changed (perhaps naming another
-    /// coordinator): everything counted so far may have been reset.
+    /// The region's registration was acknowledged, or its view names another coordinator:
+    /// everything counted so far may have been reset.
     pub(crate) fn reset(&mut self) {
         self.asks.clear();
         self.registrations = 0;

@@ -73,7 +73,7 @@ impl Simulator {
             }
             Event::MembershipChanged => {
                 rounds.clear();
-                self.coordinator_counts_reset(n);
+                self.coordinator_view_changed(n);
                 if let Some(node) = self.nodes.get_mut(&n) {
                     let status = node.driver.node().view().status(member);
                     let before = std::mem::replace(&mut node.own_status, status);

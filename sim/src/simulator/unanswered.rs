@@ -72,10 +72,19 @@ impl Simulator {
         }
     }
 
-    /// Node `n`'s region registered, or its view changed: its counts start again.
+    /// Node `n`'s region registered: its counts start again.
     pub(super) fn coordinator_counts_reset(&mut self, n: NodeId) {
         if let Some(node) = self.nodes.get_mut(&n) {
             node.unanswered.reset();
+        }
+    }
+
+    /// Node `n`'s view changed: if it names another coordinator for the type, the region's
+    /// counts and backoff start again (as the region's own do, then only).
+    pub(super) fn coordinator_view_changed(&mut self, n: NodeId) {
+        if let Some(node) = self.nodes.get_mut(&n) {
+            let coordinator = node.driver.node().view().coordinator_of(&self.ty, None);
+            node.unanswered.coordinator_named(coordinator);
         }
     }
 

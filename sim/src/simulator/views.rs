@@ -133,6 +133,8 @@ impl Simulator {
                 members: crate::trace::view_entries(&view),
             });
             self.input(member.node, Input::MembershipChanged(view));
+            // The oracle's views come without a view-change event.
+            self.coordinator_view_changed(member.node);
         }
     }
 
