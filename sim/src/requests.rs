@@ -46,6 +46,18 @@ pub(crate) struct Timeouts {
     pub(crate) stopped: bool,
 }
 
+impl Timeouts {
+    /// The timeouts of `settings`, for a requester whose region `stopped` or not.
+    pub(crate) fn of(settings: &shoal_core::ShardingSettings, stopped: bool) -> Self {
+        let s = settings;
+        Timeouts {
+            query: s.shard_region_query_timeout,
+            start: s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout,
+            stopped,
+        }
+    }
+}
+
 /// The client requests of a run.
 #[derive(Debug, Default)]
 pub(crate) struct ClientRequests {

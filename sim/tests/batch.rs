@@ -299,6 +299,24 @@ fn the_last_member_leaving_stops_its_shards_itself_regression() {
     }
 }
 
+/// Swarm seed 16151501322 (a 20,000-seed sweep), a fault of the simulator's judge: a
+/// coordinator abandoned a handoff waiting for a Down region, and its membership removed that
+/// region later in the same call; the judge read the view after the call and found the region
+/// gone, as if the coordinator had waited for a removed one. Abandonments are now judged on the
+/// view they were decided on, as rebalance rounds are. Minimized schedule, four actions.
+#[test]
+fn an_abandoned_handoff_is_judged_on_the_view_it_was_decided_on_regression() {
+    let schedule = concat!(
+        "@18.026 leave n2 by n4; @39.461 leave n2; @50.166 leave n1; ",
+        "@66.342 partition n2,n4 heal 31.295"
+    );
+    let options = Options::for_seed(16_151_501_322);
+    assert_holds(
+        replaying(schedule, options),
+        &["a handoff whose acknowledgements timed out was abandoned"],
+    );
+}
+
 /// Flapping-links seed 9309849678269407483 (a 20,000-seed sweep), found by the removal check:
 /// every Up member had been downed, and the members joining since took the first Down member,
 /// whose process was gone, for their leader. Nobody moved them Up or removed the Down members,

@@ -35,14 +35,14 @@ impl Leavers {
 }
 
 impl Simulator {
-    /// The coordinator on node `n` abandoned handing `shard` off, `waiting_for` these regions.
+    /// The coordinator on node `n` abandoned handing `shard` off, `waiting_for` these regions,
+    /// in a call that did not change its view after that.
     pub(super) fn handoff_abandoned(
         &mut self,
         n: NodeId,
         shard: ShardId,
         waiting_for: &[MemberId],
     ) {
-        self.mark("a handoff whose acknowledgements timed out was abandoned");
         let Some(node) = self.nodes.get(&n) else {
             return;
         };

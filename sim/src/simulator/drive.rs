@@ -170,17 +170,20 @@ impl Simulator {
                 }
             }
         }
-        let mut rounds: Vec<Vec<shoal_core::ShardId>> = Vec::new();
+        let mut decided = super::node_events::Decided::default();
         while let Some(effect) = out.pop_front() {
             match effect {
                 Deferred::Send(transmit) => self.send(transmit),
                 Deferred::Entity(e) => self.entity(member, e),
                 Deferred::Store(request) => self.store_request(member, request),
-                Deferred::Event(event) => self.node_event(n, member, event, &mut rounds),
+                Deferred::Event(event) => self.node_event(n, member, event, &mut decided),
             }
         }
-        for shards in rounds {
+        for shards in decided.rounds {
             self.check_rebalance(n, &shards);
+        }
+        for (shard, waiting_for) in decided.abandoned {
+            self.handoff_abandoned(n, shard, &waiting_for);
         }
         let node = self.nodes.get_mut(&n).expect("node still running");
         let busy = node.driver.busy_loops();

@@ -13,15 +13,25 @@ use crate::trace::TraceEvent;
 
 use super::Simulator;
 
+/// What a coordinator decided in one driver call, judged after it on the view it decided on.
+#[derive(Debug, Default)]
+pub(super) struct Decided {
+    /// Rebalance rounds.
+    pub(super) rounds: Vec<Vec<ShardId>>,
+    /// Handoffs abandoned, with the regions they waited for.
+    pub(super) abandoned: Vec<(ShardId, Vec<MemberId>)>,
+}
+
 impl Simulator {
-    /// Handles `event` of node `n` (member `member`); rebalance rounds are collected in
-    /// `rounds`, to be judged once the call's effects are through.
+    /// Handles `event` of node `n` (member `member`); rebalance rounds and abandoned handoffs
+    /// are collected in `decided`, to be judged once the call's effects are through, on the
+    /// view they were decided on.
     pub(super) fn node_event(
         &mut self,
         n: NodeId,
         member: MemberId,
         event: Event,
-        rounds: &mut Vec<Vec<ShardId>>,
+        decided: &mut Decided,
     ) {
         match event {
             Event::ShardFenced { .. } => {
@@ -72,7 +82,9 @@ impl Simulator {
                 }
             }
             Event::MembershipChanged => {
-                rounds.clear();
+                // Decided before this view change: the view they were decided on is gone.
+                decided.rounds.clear();
+                decided.abandoned.clear();
                 self.coordinator_view_changed(n);
                 if let Some(node) = self.nodes.get_mut(&n) {
                     let status = node.driver.node().view().status(member);
@@ -140,11 +152,14 @@ impl Simulator {
             Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. } => {
                 self.stalls.coordinator_changed();
             }
-            Event::Rebalance { shards, .. } => rounds.push(shards),
+            Event::Rebalance { shards, .. } => decided.rounds.push(shards),
             Event::RegionRegistered { .. } => self.coordinator_counts_reset(n),
             Event::HandoffAbandoned {
                 shard, waiting_for, ..
-            } => self.handoff_abandoned(n, shard, &waiting_for),
+            } => {
+                self.mark("a handoff whose acknowledgements timed out was abandoned");
+                decided.abandoned.push((shard, waiting_for));
+            }
             // Replies to the simulator's own commands (request 0), store failures
             // and events of a newer core (they are non-exhaustive): nothing to check.
             _ => {}
@@ -204,13 +219,8 @@ impl Simulator {
             request: request.to_string(),
             result: format!("{result:?}"),
         });
-        let s = &self.settings;
         let stopped = (self.nodes.get(&member.node)).is_some_and(|n| n.region_terminated(&self.ty));
-        let timeouts = crate::requests::Timeouts {
-            query: s.shard_region_query_timeout,
-            start: s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout,
-            stopped,
-        };
+        let timeouts = crate::requests::Timeouts::of(&self.settings, stopped);
         if let Err(detail) = self
             .requests
             .answer(self.now, timeouts, member, request, result)

@@ -106,9 +106,7 @@ pub(crate) fn run_with_sink(
         quiescence::check_coordinator(&mut w, end);
     }
     let end = end.max(w.now);
-    let s = &w.settings;
-    let start_deadline =
-        s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout;
+    let start_deadline = crate::requests::Timeouts::of(&w.settings, false).start;
     let running = |m: MemberId| w.is_running(m);
     for (subject, detail) in w.requests.unanswered(end, start_deadline, running) {
         w.check.fail(end, Property::CommandReply, subject, detail);
