@@ -50,7 +50,7 @@ impl Timeouts {
     /// The timeouts of `settings`, for a requester whose region `stopped` or not.
     pub(crate) fn of(settings: &shoal_core::ShardingSettings, stopped: bool) -> Self {
         let s = settings;
-        Timeouts {
+        Self {
             query: s.shard_region_query_timeout,
             start: s.handoff_timeout + s.passivation_stop_timeout + s.shard_region_query_timeout,
             stopped,
