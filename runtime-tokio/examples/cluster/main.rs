@@ -12,10 +12,11 @@
 //! per-sender order, that no acknowledged increment was lost and that every counter answers
 //! with its journaled total; it prints a summary table and exits non-zero if a check fails.
 //!
-//! `cargo run --release -p shoal --example cluster -- [--nodes N] [--entities N]
-//! [--workers N] [--duration SECS] [--seed N] [--quick] [--chaos [--auto-down]]`
+//! `cargo run --release -p shoal --example cluster -- --help` lists the flags (`--quick`,
+//! `--chaos [--auto-down]`, `--nodes N`, `--entities N`, `--seed N`, `--store ...`, ...).
 
 mod chaos;
+mod cli;
 mod harness;
 mod journal;
 mod member;
@@ -35,82 +36,10 @@ use std::time::{Duration, Instant};
 
 use shoal::{EntityTypeConfig, NodeBuilder};
 
+use cli::Flags;
 use harness::Run;
 use member::{CLUSTER, COUNTER, Counter, DowningMode, MemberArgs, SECRET};
 use netns::{Host, Lab};
-
-/// Flags.
-struct Flags {
-    nodes: u32,
-    entities: u32,
-    workers: u32,
-    /// Least seconds of traffic (the tour may take longer).
-    duration: u64,
-    seed: u64,
-    chaos: bool,
-    downing: DowningMode,
-    /// `--store`: where the counters are remembered (see `remembered::StoreSpec`).
-    store: String,
-}
-
-const USAGE: &str = "usage: cluster [--nodes N] [--entities N] [--workers N] [--duration SECS] \
-                     [--seed N] [--quick] [--chaos [--auto-down]] \
-                     [--store none|sqlite|sqlite:PATH|postgres://...]";
-
-fn flags(args: &[String]) -> Result<Flags, String> {
-    let mut flags = Flags {
-        nodes: 5,
-        entities: 10_000,
-        workers: 32,
-        duration: 60,
-        seed: getrandom::u64().map_err(|e| e.to_string())? % 1_000_000,
-        chaos: false,
-        downing: DowningMode::KeepMajority,
-        store: "sqlite".into(),
-    };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let value = args
-                .next()
-                .ok_or_else(|| format!("{name} needs a number"))?;
-            value
-                .parse()
-                .map_err(|_| format!("{name} needs a number, not {value:?}"))
-        };
-        match arg.as_str() {
-            "--nodes" => flags.nodes = value("--nodes")? as u32,
-            "--entities" => flags.entities = value("--entities")? as u32,
-            "--workers" => flags.workers = value("--workers")? as u32,
-            "--duration" => flags.duration = value("--duration")?,
-            "--seed" => flags.seed = value("--seed")?,
-            "--quick" => {
-                flags.entities = 2_000;
-                flags.duration = 20;
-            }
-            "--chaos" => flags.chaos = true,
-            "--auto-down" => flags.downing = DowningMode::AutoDown,
-            "--store" => {
-                flags.store = args.next().ok_or("--store needs a value")?.clone();
-            }
-            "--help" | "-h" => return Err(USAGE.into()),
-            other => return Err(format!("unknown flag {other:?}\n{USAGE}")),
-        }
-    }
-    if flags.nodes < 4 || flags.nodes > 100 {
-        return Err(
-            "the tour needs 4 to 100 nodes (one joins, one is killed, one paused, one leaves)"
-                .into(),
-        );
-    }
-    if flags.entities == 0 || flags.workers == 0 {
-        return Err("entities and workers must be positive".into());
-    }
-    if flags.downing == DowningMode::AutoDown && !flags.chaos {
-        return Err("--auto-down is the chaos mode's negative control: add --chaos".into());
-    }
-    Ok(flags)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -127,15 +56,22 @@ fn main() {
         exit_on(outcome);
         return;
     }
-    let outcome = flags(&args).and_then(|flags| {
-        let lab = if flags.chaos { lab(&flags)? } else { None };
-        // Built after entering the lab's namespace: the runtime's threads inherit it.
-        let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-        let outcome = runtime.block_on(harness(&flags, lab.as_ref()));
-        drop(runtime);
-        outcome
-    });
-    exit_on(outcome);
+    let flags = match cli::flags(&args) {
+        Ok(flags) => flags,
+        // `--help` prints and exits 0; a refused flag or value prints why and exits 2.
+        Err(error) => error.exit(),
+    };
+    exit_on(run(&flags));
+}
+
+/// Runs the harness: in its chaos lab if asked for, under a runtime of its own.
+fn run(flags: &Flags) -> Result<(), String> {
+    let lab = if flags.chaos { lab(flags)? } else { None };
+    // Built after entering the lab's namespace: the runtime's threads inherit it.
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let outcome = runtime.block_on(harness(flags, lab.as_ref()));
+    drop(runtime);
+    outcome
 }
 
 fn exit_on(outcome: Result<(), String>) {
