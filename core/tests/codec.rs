@@ -365,3 +365,13 @@ fn wire_format_is_pinned() {
     let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
     insta::assert_snapshot!(hex);
 }
+
+/// The README's wire-format section names the version byte the codec writes and the handshake
+/// enforces: a reader implementing the format from it gets the current one.
+#[test]
+fn the_readme_names_the_current_protocol_version() {
+    let readme = include_str!("../../README.md");
+    let named =
+        format!("one protocol-version byte ({PROTOCOL_VERSION}, `codec::PROTOCOL_VERSION`)");
+    assert!(readme.contains(&named), "the README should say: {named}");
+}
