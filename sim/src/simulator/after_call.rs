@@ -47,6 +47,6 @@ impl Simulator {
         for (property, detail) in broken {
             self.check.fail(self.now, property, member, detail);
         }
-        self.check_coordinator_warned(n, member, self.waking == Some(n));
+        self.check_coordinator_warned(n, member, buffered, self.waking == Some(n));
     }
 }

@@ -25,20 +25,28 @@ pub(super) struct Warning {
 impl Simulator {
     /// `envelope` left: counted if it is a region's request to its coordinator.
     pub(super) fn note_coordinator_request(&mut self, envelope: &Envelope) {
+        // Every envelope sent passes here: look no further than the body for all others.
+        let Some(body @ (Body::GetShardHome { .. } | Body::Register { .. } | Body::RegisterProxy)) =
+            envelope.message.body()
+        else {
+            return;
+        };
         let interval = self.settings.retry_interval;
         let Some(node) = self.nodes.get_mut(&envelope.from.node) else {
             return;
         };
         let local = node.clock.local(self.now);
-        match envelope.message.body() {
-            Some(Body::GetShardHome { shard }) => {
+        match body {
+            Body::GetShardHome { shard } => {
                 let rounds = node.unanswered.asked(local, envelope.to, *shard, interval);
                 if rounds > WARN_AFTER {
                     self.mark("a region's shard-home requests went unanswered for six ticks");
                 }
             }
-            Some(body @ (Body::Register { .. } | Body::RegisterProxy)) => {
+            Body::Register { .. } | Body::RegisterProxy => {
                 let proxy = *body == Body::RegisterProxy;
+                // Akka's initial backoff, written here rather than taken from the region, so
+                // that a region computing it wrongly is caught.
                 let initial = (interval / 8).max(Duration::from_millis(100));
                 let registered = node
                     .unanswered
@@ -59,16 +67,21 @@ impl Simulator {
 
     /// `envelope` reached node `n`: an answer ends the region's unanswered requests.
     pub(super) fn note_coordinator_answer(&mut self, n: NodeId, envelope: &Envelope) {
-        let Some(node) = self.nodes.get_mut(&n) else {
+        let body = envelope.message.body();
+        // Hosting a shard takes its letters out of the buffers without a home answered.
+        let homes = matches!(
+            body,
+            Some(Body::ShardHome { .. } | Body::ShardHomes { .. } | Body::HostShard { .. })
+        );
+        let request = body == Some(&Body::RegisterRequest);
+        if !(homes || request) {
             return;
-        };
-        match envelope.message.body() {
-            // Hosting a shard takes its letters out of the buffers without a home answered.
-            Some(Body::ShardHome { .. } | Body::ShardHomes { .. } | Body::HostShard { .. }) => {
-                node.unanswered.homes_answered();
+        }
+        if let Some(node) = self.nodes.get_mut(&n) {
+            match homes {
+                true => node.unanswered.homes_answered(),
+                false => node.unanswered.register_requested(),
             }
-            Some(Body::RegisterRequest) => node.unanswered.register_requested(),
-            _ => {}
         }
     }
 
@@ -132,20 +145,25 @@ impl Simulator {
             .fail(self.now, Property::CoreInvariant, member, detail);
     }
 
-    /// After a call of node `n`: a region that registered, unacknowledged, retries within its
-    /// retry interval (judged after wakeups, which fire due timers); a region whose shard-home
-    /// requests went unanswered on more
-    /// than [`WARN_AFTER`] ticks in a row must have warned on this one (the first ask counted
-    /// may have followed a tick that asked nothing, in the same call), and (after a wakeup, which
-    /// fires a due retry tick) one whose registrations did and that held letters for a whole
-    /// retry interval since must have warned in it.
-    pub(super) fn check_coordinator_warned(&mut self, n: NodeId, member: MemberId, woke: bool) {
+    /// After a call of node `n`, which holds `buffered` letters: a region whose shard-home
+    /// requests went unanswered on more than [`WARN_AFTER`] ticks in a row must have warned on
+    /// this one (the first ask counted may have followed a tick that asked nothing, in the same
+    /// call). After a wakeup (`woke`, which fires due timers): one whose registrations went
+    /// unanswered [`WARN_AFTER`] times and that held letters for a whole retry interval since
+    /// must have warned in it, and one its coordinator has not acknowledged retries within its
+    /// retry interval.
+    pub(super) fn check_coordinator_warned(
+        &mut self,
+        n: NodeId,
+        member: MemberId,
+        buffered: usize,
+        woke: bool,
+    ) {
         let interval = self.settings.retry_interval;
         let Some(node) = self.nodes.get_mut(&n) else {
             return;
         };
         let local = node.clock.local(self.now);
-        let buffered = node.driver.node().buffered(&self.ty);
         let rounds = node.unanswered.rounds_at(local);
         let unwarned = !node.unanswered.warned_at(local);
         let overdue = node
