@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Counter, Op, fast_membership, fast_settings, logs};
+use common::{Counter, Op, eventually, fast_membership, fast_settings, logs};
 use shoal::store::SqliteStore;
 use shoal::{EntityId, EntityTypeConfig, Node, NodeBuilder, RememberSettings, StartError};
 use tokio::sync::mpsc;
@@ -77,41 +77,45 @@ async fn running(nodes: &[&Node]) -> BTreeMap<EntityId, usize> {
 
 /// Waits (at most `secs`) until exactly `expected` run on `nodes`, each once.
 async fn await_running(nodes: &[&Node], expected: &BTreeSet<EntityId>, secs: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        let lives = running(nodes).await;
-        let ids: BTreeSet<EntityId> = lives.keys().cloned().collect();
-        if ids == *expected && lives.values().all(|n| *n == 1) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "after {secs}s: {} of {} running; missing {:?}",
-            ids.len(),
-            expected.len(),
-            expected.difference(&ids).take(5).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(secs),
+        Duration::from_millis(100),
+        || async {
+            let lives = running(nodes).await;
+            let ids: BTreeSet<EntityId> = lives.keys().cloned().collect();
+            if ids == *expected && lives.values().all(|n| *n == 1) {
+                return Ok(());
+            }
+            Err(format!(
+                "{} of {} running; missing {:?}",
+                ids.len(),
+                expected.len(),
+                expected.difference(&ids).take(5).collect::<Vec<_>>()
+            ))
+        },
+    )
+    .await;
 }
 
 /// Waits (at most `secs`) until the store at `path` remembers exactly `expected`.
 async fn await_remembered(path: &Path, expected: &BTreeSet<EntityId>, secs: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        let remembered = remembered_ids(path);
-        if remembered == *expected {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "after {secs}s the store remembers {} of {}; extra {:?}",
-            remembered.len(),
-            expected.len(),
-            remembered.difference(expected).take(5).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(secs),
+        Duration::from_millis(100),
+        || async {
+            let remembered = remembered_ids(path);
+            if remembered == *expected {
+                return Ok(());
+            }
+            Err(format!(
+                "the store remembers {} of {}; extra {:?}",
+                remembered.len(),
+                expected.len(),
+                remembered.difference(expected).take(5).collect::<Vec<_>>()
+            ))
+        },
+    )
+    .await;
 }
 
 /// The counter ids the SQLite store at `path` remembers, read beside the nodes' own handles.

@@ -110,22 +110,41 @@ pub(crate) async fn cluster(n: usize) -> Vec<Node> {
     nodes
 }
 
+/// Polls `probe` every `every` until it returns `Ok`; after `within`, fails with the last
+/// `Err` it gave (what it found instead).
+pub(crate) async fn eventually<F, Fut>(within: Duration, every: Duration, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let outcome = probe().await;
+        let Err(found) = outcome else {
+            return;
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after {within:?}: {found}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Waits (at most 20 s) until `node`'s coordinator knows `n` regions.
 pub(crate) async fn await_regions(node: &Node, n: usize) {
     let region = node.region::<Counter>("counter").unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(regions) = region.current_regions().await {
-            if regions.len() == n {
-                return;
+    eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async {
+            match region.current_regions().await {
+                Ok(regions) if regions.len() == n => Ok(()),
+                _ => Err(format!("{n} regions never registered")),
             }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{n} regions never registered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        },
+    )
+    .await;
 }
 
 /// The counter `id`, reached through `node`.
