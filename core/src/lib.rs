@@ -95,7 +95,6 @@ pub mod probe;
 mod region;
 mod remember;
 mod rng;
-mod shard;
 mod time;
 
 pub use config::{

@@ -6,8 +6,8 @@ use crate::id::{Epoch, MemberId, ShardId};
 use crate::message::{Body, RegionShards};
 use crate::region::lifecycle::initial_backoff;
 use crate::region::pending_queries::QueryKind;
+use crate::region::shard::Shard;
 use crate::region::{Lifecycle, Region};
-use crate::shard::Shard;
 use crate::time::Instant;
 
 /// Whether a message was acted on; rejected messages are counted by the node.

@@ -18,6 +18,7 @@ mod lifecycle;
 mod pending_queries;
 mod query;
 mod remembering;
+mod shard;
 mod shard_table;
 mod watch;
 
@@ -32,9 +33,9 @@ use crate::letter::{Delivery, Letter};
 use crate::membership::MembershipView;
 use crate::message::Body;
 use crate::node::RouteCounts;
+use crate::region::shard::{Shard, ShardSettings};
 use crate::remember::RememberSettings;
 use crate::rng::Rng;
-use crate::shard::{Shard, ShardSettings};
 use crate::time::{Instant, earliest};
 
 use crate::deadlines::Deadlines;

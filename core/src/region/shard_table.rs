@@ -3,7 +3,7 @@
 
 use crate::id::ShardId;
 use crate::region::by_shard::ByShard;
-use crate::shard::Shard;
+use crate::region::shard::Shard;
 
 #[derive(Debug, Default)]
 pub(crate) struct ShardTable {
@@ -74,7 +74,7 @@ mod tests {
 
     use super::*;
     use crate::id::EntityType;
-    use crate::shard::ShardSettings;
+    use crate::region::shard::ShardSettings;
     use crate::time::Instant;
 
     fn shard(id: u32) -> Shard {

@@ -25,7 +25,6 @@ use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::time::{Instant, earliest};
 
-#[path = "remember_api.rs"]
 mod api;
 
 pub use api::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
@@ -371,5 +370,4 @@ impl Remembered {
 }
 
 #[cfg(test)]
-#[path = "remember_tests.rs"]
 mod tests;

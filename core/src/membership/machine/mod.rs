@@ -402,5 +402,4 @@ fn anyone_at(node: NodeId) -> MemberId {
 }
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
 mod tests;

@@ -9,7 +9,7 @@
 //! A stopping entity that has not stopped by its deadline gets a forced stop. An entity that stops
 //! on its own (no passivation) is simply removed.
 //!
-//! With remembering on (see `remember.rs` and `shard_remember.rs`) a new entity starts only once
+//! With remembering on (see `crate::remember` and `remembering`) a new entity starts only once
 //! its start is durable, its letters waiting meanwhile; the remembered ones start when the shard
 //! has loaded them; a handoff also waits for the recorded changes to be written.
 
@@ -24,9 +24,7 @@ use crate::region::BufferBudget;
 use crate::remember::Remembered;
 use crate::time::Instant;
 
-#[path = "shard_remember.rs"]
 mod remembering;
-#[path = "shard_timers.rs"]
 mod timers;
 
 use timers::idle_check_interval;
@@ -365,5 +363,4 @@ fn stop(entity_type: &EntityType, entity: &EntityId, reason: StopReason) -> Enti
 }
 
 #[cfg(test)]
-#[path = "shard_tests.rs"]
 mod tests;

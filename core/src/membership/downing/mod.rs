@@ -375,5 +375,4 @@ fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
 }
 
 #[cfg(test)]
-#[path = "downing_tests.rs"]
 mod tests;

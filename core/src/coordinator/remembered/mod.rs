@@ -194,5 +194,4 @@ impl Coordinator {
 }
 
 #[cfg(test)]
-#[path = "remembered_tests.rs"]
 mod tests;

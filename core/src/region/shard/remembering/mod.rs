@@ -309,5 +309,4 @@ impl Restarts {
 }
 
 #[cfg(test)]
-#[path = "shard_remember_tests.rs"]
 mod tests;

@@ -341,5 +341,4 @@ impl Gossip {
 }
 
 #[cfg(test)]
-#[path = "gossip_tests.rs"]
 mod tests;

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use super::*;
 use crate::effect::{Effect, Event};
+use crate::region::shard::ShardSettings;
+use crate::region::shard::tests::{SHARD, deliver, id, out, p, start, stop, ty};
 use crate::remember::{RecoveryStrategy, StoreRequest};
-use crate::shard::ShardSettings;
-use crate::shard::tests::{SHARD, deliver, id, out, p, start, stop, ty};
 
 const EPOCH: Epoch = Epoch(9);
 
