@@ -124,7 +124,7 @@ pub enum CommandError {
         /// The entity.
         entity: crate::id::EntityId,
         /// Why.
-        reason: crate::effect::DeadLetterReason,
+        reason: crate::reason::DeadLetterReason,
     },
     /// No region reported the entity started in time: its shard's home may be unreachable.
     /// The start may still happen.

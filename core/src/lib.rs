@@ -85,13 +85,13 @@ mod hash;
 pub mod hint;
 mod id;
 mod input;
-mod letter;
 mod link_seq;
 mod membership;
 mod message;
 mod node;
 mod node_table;
 pub mod probe;
+mod reason;
 mod region;
 mod remember;
 mod rng;
@@ -101,7 +101,7 @@ pub use config::{
     AllocationStrategyConfig, Config, EntityTypeConfig, MAX_PAYLOAD_SIZE, ShardingSettings,
 };
 pub use driver::{Driver, Io};
-pub use effect::{DeadLetterReason, Effect, EntityEffect, Event, Reply, StopReason, Transmit};
+pub use effect::{Effect, EntityEffect, Event, Reply, Transmit};
 pub use error::{CodecError, CommandError, ConfigError};
 #[cfg(feature = "arbitrary")]
 pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
@@ -111,7 +111,6 @@ pub use id::{
     ShardId,
 };
 pub use input::{Command, Input};
-pub use letter::{StartAck, StartOutcome};
 pub use membership::{
     ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
     LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
@@ -119,9 +118,11 @@ pub use membership::{
 };
 pub use message::{
     AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,
-    RegionStats,
+    RegionStats, StartAck, StartOutcome,
 };
-pub use node::{Metrics, Node, RouteCounts};
+pub use node::{Metrics, Node};
+pub use reason::{DeadLetterReason, StopReason};
+pub use region::RouteCounts;
 pub use remember::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
 pub use rng::Rng;
 pub use time::{Instant, earliest};

@@ -3,12 +3,13 @@
 
 use std::collections::VecDeque;
 
-use super::{DeadLetterReason, Effect, EntityEffect, Event, Reply, Transmit};
+use super::{Effect, EntityEffect, Event, Reply, Transmit};
 use crate::error::CommandError;
 use crate::id::{Address, EntityType, MemberId, RequestId};
-use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::membership::ClusterMessage;
 use crate::message::{Body, Envelope, Message, Payload};
+use crate::message::{Delivery, Letter, StartOutcome};
+use crate::reason::DeadLetterReason;
 use crate::remember::StoreRequest;
 
 /// The FIFO effect queue owned by the `Node`; roles write into it through `&mut Effects`.

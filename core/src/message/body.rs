@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{CoordinatorState, Payload, RegionShards, RegionStats};
+use super::{Delivery, Letter, StartAck, StartOutcome};
 use crate::hash::shard_of;
 use crate::id::{EntityId, Epoch, MemberId, NodeId, RequestId, ShardId};
-use crate::letter::{Delivery, Letter, StartAck, StartOutcome};
 
 /// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]

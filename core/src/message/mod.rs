@@ -6,11 +6,14 @@
 //! `Envelope::from`: a region obeys only the coordinator its membership view names.
 
 mod body;
+mod letter;
 mod reports;
 
 use serde::{Deserialize, Serialize};
 
 pub use body::Body;
+pub(crate) use letter::{Delivery, Letter};
+pub use letter::{StartAck, StartOutcome};
 pub use reports::{AllocationGate, CoordinatorState, RegionShards, RegionStats};
 
 use crate::id::{EntityType, MemberId};

@@ -2,10 +2,11 @@
 //! `ask`'s reply travels as. They share the numbered FIFO link with the sharding protocol, so
 //! a copy the transport repeats is dropped and one for another incarnation never delivered.
 
-use crate::effect::{DeadLetterReason, Event};
+use crate::effect::Event;
 use crate::id::MemberId;
 use crate::message::Payload;
 use crate::node::Node;
+use crate::reason::DeadLetterReason;
 
 impl Node {
     /// Sends `payload` to `to`, or says why it cannot go.

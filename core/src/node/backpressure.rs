@@ -3,11 +3,11 @@
 //! (`Input::MailboxFull`). Either way the application hears of it as a dead letter, so a
 //! message is never dropped silently.
 
-use crate::effect::DeadLetterReason;
 use crate::id::{EntityId, EntityType};
-use crate::letter::Letter;
+use crate::message::Letter;
 use crate::message::{Envelope, Message, Payload};
 use crate::node::Node;
+use crate::reason::DeadLetterReason;
 
 impl Node {
     /// The host dropped `envelope` before it left this node.

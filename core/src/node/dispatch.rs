@@ -2,9 +2,10 @@
 //! coordinator or region, after checking the type and its shards.
 
 use super::Node;
-use crate::effect::{DeadLetterReason, Event};
+use crate::effect::Event;
 use crate::id::MemberId;
 use crate::message::{Body, Envelope, Message};
+use crate::reason::DeadLetterReason;
 use crate::region::Handled;
 use crate::time::Instant;
 

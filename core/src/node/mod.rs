@@ -18,31 +18,19 @@ use self::peers::Peers;
 use self::type_table::TypeTable;
 use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
-use crate::effect::{DeadLetterReason, Effect, Effects};
+use crate::effect::{Effect, Effects};
 use crate::error::ConfigError;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
-use crate::letter::Letter;
 use crate::link_seq::Acceptance;
 use crate::membership::{ClusterMessage, GossipMember, Membership, MembershipView};
+use crate::message::Letter;
 use crate::message::{Envelope, Message, Payload};
+use crate::reason::DeadLetterReason;
 use crate::region::Region;
 use crate::remember::{StoreCompletion, StoreRequest};
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
-
-/// How the regions of a node routed messages, counted since it started. A buffered message
-/// is counted again when it is later delivered or forwarded.
-#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
-#[non_exhaustive]
-pub struct RouteCounts {
-    /// Handed to a shard hosted on this node.
-    pub delivered: u64,
-    /// Forwarded to the member hosting the shard.
-    pub forwarded: u64,
-    /// Held while the shard's home was unknown or the shard was being handed off.
-    pub buffered: u64,
-}
 
 /// Counters of peer input that was dropped. Bad input never panics a node; it is counted here.
 #[derive(Clone, Debug, Default, Eq, PartialEq)]

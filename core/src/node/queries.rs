@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{Metrics, Node, RouteCounts};
+use super::{Metrics, Node};
 use crate::coordinator::Coordinator;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::membership::MembershipView;
+use crate::region::RouteCounts;
 
 impl Node {
     /// This member's id.

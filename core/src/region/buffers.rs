@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::id::ShardId;
-use crate::letter::Delivery;
+use crate::message::Delivery;
 
 /// The region-wide buffer budget (`buffer_size`), shared by the region's per-shard buffers and
 /// its shards' per-entity buffers, so the cap bounds everything the region holds.

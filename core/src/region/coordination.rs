@@ -1,9 +1,10 @@
 //! How a region handles protocol messages: from its coordinator (fenced by the membership view)
 //! and from other regions.
 
-use crate::effect::{DeadLetterReason, Effects, Event, Reply};
+use crate::effect::{Effects, Event, Reply};
 use crate::id::{Epoch, MemberId, ShardId};
 use crate::message::{Body, RegionShards};
+use crate::reason::DeadLetterReason;
 use crate::region::lifecycle::initial_backoff;
 use crate::region::pending_queries::QueryKind;
 use crate::region::shard::Shard;

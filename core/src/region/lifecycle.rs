@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
 use crate::membership::{MemberStatus, MembershipView};
 use crate::message::Body;
+use crate::reason::DeadLetterReason;
 use crate::region::{Lifecycle, Region};
 use crate::rng::Rng;
 use crate::time::Instant;

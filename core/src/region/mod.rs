@@ -26,13 +26,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{EntityTypeConfig, ShardingSettings};
-use crate::effect::{DeadLetterReason, Effects, Event};
+use crate::effect::{Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
-use crate::letter::{Delivery, Letter};
 use crate::membership::MembershipView;
 use crate::message::Body;
-use crate::node::RouteCounts;
+use crate::message::{Delivery, Letter};
+use crate::reason::DeadLetterReason;
 use crate::region::shard::{Shard, ShardSettings};
 use crate::remember::RememberSettings;
 use crate::rng::Rng;
@@ -46,6 +46,19 @@ pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
 use shard_table::ShardTable;
+
+/// How the regions of a node routed messages, counted since it started. A buffered message
+/// is counted again when it is later delivered or forwarded.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+#[non_exhaustive]
+pub struct RouteCounts {
+    /// Handed to a shard hosted on this node.
+    pub delivered: u64,
+    /// Forwarded to the member hosting the shard.
+    pub forwarded: u64,
+    /// Held while the shard's home was unknown or the shard was being handed off.
+    pub buffered: u64,
+}
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]

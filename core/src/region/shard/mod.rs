@@ -16,10 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use crate::effect::{DeadLetterReason, Effects, EntityEffect, StopReason};
+use crate::effect::{Effects, EntityEffect};
 use crate::id::{EntityId, EntityType, ShardId};
-use crate::letter::{Delivery, Letter, StartOutcome};
 use crate::message::Body;
+use crate::message::{Delivery, Letter, StartOutcome};
+use crate::reason::{DeadLetterReason, StopReason};
 use crate::region::BufferBudget;
 use crate::remember::Remembered;
 use crate::time::Instant;

@@ -5,8 +5,8 @@ use std::time::Duration;
 use super::*;
 use crate::effect::{Effect, Event};
 use crate::id::{MemberId, RequestId};
-use crate::letter::{StartAck, StartOutcome};
 use crate::message::Payload;
+use crate::message::{StartAck, StartOutcome};
 
 pub(super) fn ty() -> EntityType {
     EntityType::new("counter")

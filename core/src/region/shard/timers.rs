@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use super::{Shard, stop};
-use crate::effect::{Effects, StopReason};
+use crate::effect::Effects;
 use crate::id::EntityId;
+use crate::reason::StopReason;
 use crate::region::BufferBudget;
 use crate::time::{Instant, earliest};
 

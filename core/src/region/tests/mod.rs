@@ -3,9 +3,10 @@
 
 use super::*;
 use crate::config::EntityTypeConfig;
-use crate::effect::{Effect, EntityEffect, StopReason, Transmit};
+use crate::effect::{Effect, EntityEffect, Transmit};
 use crate::membership::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Message, Payload, RegionShards};
+use crate::reason::StopReason;
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)

@@ -9,10 +9,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::{Shard, StopReason};
-use crate::effect::{DeadLetterReason, Effects, Event};
+use super::Shard;
+use crate::effect::{Effects, Event};
 use crate::id::{EntityId, Epoch};
-use crate::letter::{Delivery, Letter};
+use crate::message::{Delivery, Letter};
+use crate::reason::DeadLetterReason;
+use crate::reason::StopReason;
 use crate::region::BufferBudget;
 use crate::remember::{RememberOut, RememberSettings, Remembered, StoreCompletion};
 use crate::time::Instant;

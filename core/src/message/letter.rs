@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::effect::DeadLetterReason;
+use super::Payload;
 use crate::id::{EntityId, MemberId, RequestId};
-use crate::message::Payload;
+use crate::reason::DeadLetterReason;
 
 /// A letter for an entity.
 #[derive(Clone, Debug, Eq, PartialEq)]

@@ -1,0 +1,45 @@
+//! Why things stop and why messages are dropped: the reasons the wire, the effects and the
+//! errors all name, so they sit below all three.
+
+use serde::{Deserialize, Serialize};
+
+/// Why an entity is stopped.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum StopReason {
+    /// It asked to passivate or was idle: send it its stop message after queued messages.
+    Passivation,
+    /// Its shard is being handed off: send it its stop message after queued messages.
+    HandOff,
+    /// It did not stop in time, or its node left the cluster: terminate it now.
+    Forced,
+}
+
+/// Why a message was dropped.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// The region's (or shard's) buffer was at `buffer_size`.
+    BufferFull,
+    /// No region of that entity type runs on this node.
+    UnknownEntityType,
+    /// The region has stopped (graceful shutdown finished, or this member was downed/removed).
+    RegionStopped,
+    /// The payload exceeds `max_payload_size`.
+    PayloadTooLarge,
+    /// A peer forwarded it under a shard its entity does not hash to (the peer runs with a
+    /// different `number_of_shards`: a deployment error).
+    ShardMismatch,
+    /// An application message for a member that is gone: removed, or replaced by a newer
+    /// incarnation of its node (a reply to an asker that restarted).
+    MemberGone,
+    /// The host's outbound queue to the receiving member was full
+    /// (`Input::OutboundQueueFull`).
+    OutboundQueueFull,
+    /// The entity's mailbox in the host was full (`Input::MailboxFull`).
+    MailboxFull,
+    /// The remember store fenced this member's instance of the shard, and a coordinator that
+    /// took over meanwhile placed the shard on another member: the letters held here would
+    /// reach it after newer ones their senders send there directly, out of order.
+    FencedShardMoved,
+}
