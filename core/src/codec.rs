@@ -2,7 +2,7 @@
 //! Decoding arbitrary bytes never panics; anything unexpected is a [`CodecError`].
 
 use crate::error::CodecError;
-use crate::membership::ClusterMessage;
+use crate::message::ClusterMessage;
 use crate::message::{Body, Envelope, Message};
 
 /// The protocol version this build speaks; the first byte of every frame.

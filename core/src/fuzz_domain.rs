@@ -13,7 +13,7 @@ use arbitrary::{Arbitrary, Result, Unstructured};
 use crate::id::{
     Address, AppVersion, EntityId, EntityType, Incarnation, NodeId, RequestId, ShardId,
 };
-use crate::membership::{Member, MembershipView};
+use crate::members::{Member, MembershipView};
 use crate::message::Payload;
 
 /// Entity types the fuzz targets configure, plus one no node serves.

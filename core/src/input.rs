@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::message::{Envelope, Payload};
 use crate::remember::{StoreCompletion, StoreRequest};
 

@@ -86,6 +86,7 @@ pub mod hint;
 mod id;
 mod input;
 mod link_seq;
+mod members;
 mod membership;
 mod message;
 mod node;
@@ -111,14 +112,14 @@ pub use id::{
     ShardId,
 };
 pub use input::{Command, Input};
+pub use members::{Gossip, GossipMember, Member, MemberStatus, MembershipView, Seen, StateDigest};
 pub use membership::{
-    ClusterMessage, Downing, FailureDetectorSettings, Gossip, GossipMember, LeaseEvent,
-    LeaseRequest, LeaseSettings, Member, MemberStatus, MembershipSettings, MembershipView, Phase,
-    SeedNode, Seen, StateDigest,
+    Downing, FailureDetectorSettings, LeaseEvent, LeaseRequest, LeaseSettings, MembershipSettings,
+    Phase, SeedNode,
 };
 pub use message::{
-    AllocationGate, Body, CoordinatorState, Envelope, Lane, Message, Payload, RegionShards,
-    RegionStats, StartAck, StartOutcome,
+    AllocationGate, Body, ClusterMessage, CoordinatorState, Envelope, Lane, Message, Payload,
+    RegionShards, RegionStats, StartAck, StartOutcome,
 };
 pub use node::{Metrics, Node};
 pub use reason::{DeadLetterReason, StopReason};

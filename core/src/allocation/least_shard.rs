@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::allocation::{AllocationStrategy, AllocationView, RegionAllocation};
 use crate::id::{MemberId, ShardId};
-use crate::membership::MemberStatus;
+use crate::members::MemberStatus;
 
 /// Akka's newer `LeastShardAllocationStrategy` (Akka ≥ 2.6.10,
 /// `akka.cluster.sharding.internal.LeastShardAllocationStrategy`).

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::config::AllocationStrategyConfig;
 use crate::id::{AppVersion, MemberId, NodeId, ShardId};
-use crate::membership::MemberStatus;
+use crate::members::MemberStatus;
 
 pub use consistent_hashing::ConsistentHashingStrategy;
 pub use external::ExternalStrategy;

@@ -7,7 +7,7 @@
 
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
-use crate::membership::{Member, MemberStatus, MembershipView};
+use crate::members::{Member, MemberStatus, MembershipView};
 use crate::message::{AllocationGate, Body, CoordinatorState};
 use crate::time::Instant;
 

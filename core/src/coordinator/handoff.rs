@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
-use crate::membership::{MemberStatus, MembershipView};
+use crate::members::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::time::Instant;
 

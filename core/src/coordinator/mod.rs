@@ -33,7 +33,7 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::deadlines::Deadlines;
 use crate::effect::Effects;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::message::Body;
 use crate::time::{Instant, earliest};
 

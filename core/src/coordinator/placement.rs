@@ -9,7 +9,7 @@ use crate::allocation::{AllocationView, RegionAllocation};
 use crate::coordinator::Coordinator;
 use crate::effect::Effects;
 use crate::id::{MemberId, ShardId};
-use crate::membership::{MemberStatus, MembershipView};
+use crate::members::{MemberStatus, MembershipView};
 use crate::message::{AllocationGate, Body};
 use crate::time::Instant;
 

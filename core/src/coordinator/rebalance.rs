@@ -7,7 +7,7 @@ use super::Coordinator;
 use super::handoff::Handoff;
 use crate::effect::{Effects, Event};
 use crate::id::{MemberId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::message::Body;
 use crate::time::Instant;
 

@@ -7,7 +7,7 @@ use crate::coordinator::handoff::Handoff;
 use crate::coordinator::{Coordinator, SHARD_HOMES_BATCH};
 use crate::effect::Effects;
 use crate::id::{MemberId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::message::{Body, RegionShards};
 use crate::time::Instant;
 

@@ -6,8 +6,8 @@ use crate::config::EntityTypeConfig;
 use crate::effect::Effect;
 use crate::effect::Event;
 use crate::id::{Epoch, RequestId};
-use crate::membership::Member;
-use crate::membership::MemberStatus;
+use crate::members::Member;
+use crate::members::MemberStatus;
 use crate::message::{AllocationGate, Message, RegionShards, RegionStats};
 
 fn m(n: u64) -> MemberId {

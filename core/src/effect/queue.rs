@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use super::{Effect, EntityEffect, Event, Reply, Transmit};
 use crate::error::CommandError;
 use crate::id::{Address, EntityType, MemberId, RequestId};
-use crate::membership::ClusterMessage;
+use crate::message::ClusterMessage;
 use crate::message::{Body, Envelope, Message, Payload};
 use crate::message::{Delivery, Letter, StartOutcome};
 use crate::reason::DeadLetterReason;

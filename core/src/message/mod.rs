@@ -6,18 +6,19 @@
 //! `Envelope::from`: a region obeys only the coordinator its membership view names.
 
 mod body;
+mod cluster;
 mod letter;
 mod reports;
 
 use serde::{Deserialize, Serialize};
 
 pub use body::Body;
+pub use cluster::ClusterMessage;
 pub(crate) use letter::{Delivery, Letter};
 pub use letter::{StartAck, StartOutcome};
 pub use reports::{AllocationGate, CoordinatorState, RegionShards, RegionStats};
 
 use crate::id::{EntityType, MemberId};
-use crate::membership::ClusterMessage;
 
 /// Opaque application bytes carried to an entity.
 #[derive(Clone, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]

@@ -5,7 +5,9 @@
 use crate::effect::{Event, Reply};
 use crate::error::CommandError;
 use crate::id::{MemberId, RequestId};
-use crate::membership::{ClusterMessage, MemberStatus, Phase};
+use crate::members::MemberStatus;
+use crate::membership::Phase;
+use crate::message::ClusterMessage;
 use crate::node::Node;
 use crate::time::Instant;
 

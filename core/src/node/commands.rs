@@ -5,7 +5,7 @@ use crate::effect::Reply;
 use crate::error::CommandError;
 use crate::id::RequestId;
 use crate::input::Command;
-use crate::membership::MemberStatus;
+use crate::members::MemberStatus;
 use crate::message::Body;
 use crate::node::Node;
 use crate::time::Instant;

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::effect::Transmit;
 use crate::id::{Address, MemberId, NodeId};
 use crate::link_seq::{Acceptance, PeerLinks};
-use crate::membership::{Member, MembershipView};
+use crate::members::{Member, MembershipView};
 use crate::message::Lane;
 use crate::node_table::NodeTable;
 
@@ -144,7 +144,7 @@ fn last_word(members: &[Member], from: usize, node: NodeId) -> (Option<&Address>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::membership::ClusterMessage;
+    use crate::message::ClusterMessage;
     use std::collections::BTreeMap;
 
     /// Every member's address written in view order, as the book learned before it kept track

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::{Metrics, Node};
 use crate::coordinator::Coordinator;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::region::RouteCounts;
 
 impl Node {

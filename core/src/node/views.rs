@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::Node;
 use crate::coordinator::Coordinator;
 use crate::effect::Event;
-use crate::membership::{MemberStatus, MembershipView};
+use crate::members::{MemberStatus, MembershipView};
 use crate::time::Instant;
 
 impl Node {

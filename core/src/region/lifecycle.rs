@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
-use crate::membership::{MemberStatus, MembershipView};
+use crate::members::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::reason::DeadLetterReason;
 use crate::region::{Lifecycle, Region};

@@ -29,7 +29,7 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::message::Body;
 use crate::message::{Delivery, Letter};
 use crate::reason::DeadLetterReason;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
-use crate::membership::MembershipView;
+use crate::members::MembershipView;
 use crate::remember::{RememberSettings, StoreCompletion, StoreRequest};
 use crate::time::Instant;
 

@@ -6,7 +6,7 @@ use super::*;
 use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{Effect, Event};
 use crate::id::EntityType;
-use crate::membership::Member;
+use crate::members::Member;
 use crate::message::Body;
 
 fn m(n: u64) -> MemberId {
@@ -245,7 +245,7 @@ fn a_fenced_shard_of_a_region_being_removed_is_allocated_elsewhere() {
 fn the_list_is_read_again_after_a_removal_the_gate_waits_out() {
     let mut f = Fixture::new();
     let mut down = Member::up(m(3), 3, &[]);
-    down.status = crate::membership::MemberStatus::Down;
+    down.status = crate::members::MemberStatus::Down;
     f.view = MembershipView::new(vec![
         Member::up(m(1), 1, &[]),
         Member::up(m(2), 2, &[]),

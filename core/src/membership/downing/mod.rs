@@ -18,9 +18,9 @@
 use std::collections::BTreeSet;
 
 use crate::id::MemberId;
-use crate::membership::gossip::Gossip;
+use crate::members::Gossip;
+use crate::members::MemberStatus;
 use crate::membership::settings::Downing;
-use crate::membership::view::MemberStatus;
 use crate::time::Instant;
 
 /// What a downing decision rests on; any change restarts the stability clock.

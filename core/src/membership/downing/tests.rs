@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::id::AppVersion;
-use crate::membership::gossip::GossipMember;
+use crate::members::GossipMember;
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)

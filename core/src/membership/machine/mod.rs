@@ -7,14 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
+use crate::members::{Gossip, GossipMember, Received, StateDigest, StateStamp, StatusMatch};
+use crate::members::{MemberStatus, MembershipView};
 use crate::membership::detector::{PhiAccrual, monitored};
 use crate::membership::downing::Downer;
-use crate::membership::gossip::{
-    Gossip, GossipMember, Received, StateDigest, StateStamp, StatusMatch,
-};
-use crate::membership::message::ClusterMessage;
 use crate::membership::settings::MembershipSettings;
-use crate::membership::view::{MemberStatus, MembershipView};
+use crate::message::ClusterMessage;
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
 

@@ -7,9 +7,9 @@
 //! searches in the sorted eligible ids and the sorted seen set.
 
 use crate::id::MemberId;
-use crate::membership::gossip::{Gossip, StateStamp};
-use crate::membership::search::search_from;
-use crate::membership::view::MemberStatus;
+use crate::members::MemberStatus;
+use crate::members::search_from;
+use crate::members::{Gossip, StateStamp};
 use crate::rng::Rng;
 
 /// The members eligible under the state stamped `state` (worked out again only when the state

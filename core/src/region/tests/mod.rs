@@ -4,7 +4,7 @@
 use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, Transmit};
-use crate::membership::{Member, MemberStatus, MembershipView};
+use crate::members::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Message, Payload, RegionShards};
 use crate::reason::StopReason;
 

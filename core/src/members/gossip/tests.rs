@@ -335,7 +335,7 @@ fn the_leader_waits_for_enough_members_of_each_role() {
 #[test]
 fn a_gossip_frame_measured_from_its_digest_is_the_frame_written() {
     use crate::codec::{encode, frame_len};
-    use crate::membership::ClusterMessage;
+    use crate::message::ClusterMessage;
     use crate::message::{Envelope, Message};
 
     let mut g = three_up();

@@ -23,7 +23,7 @@ pub(crate) struct MemberMap {
 
 impl MemberMap {
     fn find(&self, id: &MemberId) -> Result<usize, usize> {
-        crate::membership::search::search(&self.entries, id, |(key, _)| key)
+        crate::members::search(&self.entries, id, |(key, _)| key)
     }
 
     /// The member `id`, if any.

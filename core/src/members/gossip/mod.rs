@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::reachability::Reachability;
 use crate::id::{Address, AppVersion, EntityType, MemberId};
-use crate::membership::reachability::Reachability;
-use crate::membership::seen::Seen;
-use crate::membership::view::{Member, MemberStatus, MembershipView};
+use crate::members::Seen;
+use crate::members::{Member, MemberStatus, MembershipView};
 
 mod digest;
 mod leader;

@@ -188,7 +188,7 @@ impl MembershipView {
 
     /// The member with this exact id (address and incarnation), if present.
     pub fn member(&self, id: MemberId) -> Option<&Member> {
-        crate::membership::search::search(&self.members, &id, |m| &m.id)
+        crate::members::search(&self.members, &id, |m| &m.id)
             .ok()
             .map(|i| &self.members[i])
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Gossip, GossipMember};
 use crate::id::MemberId;
-use crate::membership::{MembershipView, Seen};
+use crate::members::{MembershipView, Seen};
 
 /// A digest of a gossip's state (members, removed members, reachability; not the seen set):
 /// two 64-bit hashes of its wire encoding, FNV-1a over each member's encoding folded together

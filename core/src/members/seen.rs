@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::id::MemberId;
-use crate::membership::search::search;
+use crate::members::search;
 
 /// The members that have seen a gossip state (what a `GossipSeen` carries), sorted; encoded
 /// as the set it is. Keeps an order-independent digest of them (the xor of a 64-bit mix of

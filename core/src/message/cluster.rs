@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::id::{Address, AppVersion, EntityType};
-use crate::membership::gossip::{Gossip, StateDigest};
-use crate::membership::seen::Seen;
+use crate::members::Seen;
+use crate::members::{Gossip, StateDigest};
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
