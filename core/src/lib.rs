@@ -67,34 +67,69 @@
 //!     # break;
 //! }
 //! ```
+//!
+//! ## Where things live, and the layering
+//!
+//! Read first the host contract: `driver` ([`Driver`], [`Io`]), `input` ([`Input`]),
+//! `effect` ([`Effect`], [`Event`]) and `node` ([`Node`]). Then the roles it composes:
+//! `region` (routing, buffering, and the shards it hosts under `region/shard/`),
+//! `coordinator`, `remember` (remembering a shard's entities) and `membership` (the membership
+//! state machine). Beneath them lie the wire (`message`: [`Envelope`], [`Body`],
+//! [`ClusterMessage`]; [`codec`]), the membership state that is gossiped (`members`: [`Gossip`],
+//! [`MembershipView`]), the settings ([`Config`]) and errors, and the leaves: ids, time,
+//! reasons ([`DeadLetterReason`]), hashing, randomness.
+//!
+//! Modules sit on floors and import only from floors below (inside a folder, siblings obey
+//! the same rule, without circles):
+//!
+//! | floor | modules |
+//! |---|---|
+//! | 9 | `driver` |
+//! | 8 | `node` |
+//! | 7 | `region` (with its shards), `coordinator` |
+//! | 6 | `allocation` |
+//! | 5 | `config` |
+//! | 4 | `membership` (the state machine) |
+//! | 3 | `effect`, `input`, `codec`, `fuzz_domain` |
+//! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API) |
+//! | 1 | `members` (the gossiped state), `error`, `hash` |
+//! | 0 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
+//!
+//! So the wire depends on no state machine and no effect, a role never knows its node, and
+//! the leaves know nothing of the crate. The workspace test `tests/tests/layering.rs` holds
+//! this table and fails on an import that climbs a floor or closes a circle.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The host contract: read these first.
+mod driver;
+mod effect;
+mod input;
+mod node;
+
+// The roles a node composes, and the membership state machine.
+mod coordinator;
+mod membership;
+mod region;
+mod remember;
+
+// What travels and what is named: the wire, membership state, ids, reasons, settings.
 pub mod allocation;
 pub mod codec;
 mod config;
-mod coordinator;
-mod deadlines;
-mod driver;
-mod effect;
 mod error;
+mod id;
+mod members;
+mod message;
+mod reason;
+
+// Leaves: time, hashing, randomness, and tools for the simulator and the fuzzers.
 #[cfg(feature = "arbitrary")]
 mod fuzz_domain;
 mod hash;
 pub mod hint;
-mod id;
-mod input;
-mod link_seq;
-mod members;
-mod membership;
-mod message;
-mod node;
-mod node_table;
 pub mod probe;
-mod reason;
-mod region;
-mod remember;
 mod rng;
 mod time;
 

@@ -30,11 +30,11 @@ use std::sync::Arc;
 
 use crate::allocation::{AllocationStrategy, strategy_for};
 use crate::config::{EntityTypeConfig, ShardingSettings};
-use crate::deadlines::Deadlines;
 use crate::effect::Effects;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::members::MembershipView;
 use crate::message::Body;
+use crate::time::Deadlines;
 use crate::time::{Instant, earliest};
 
 use handoff::Handoff;

@@ -1,16 +1,16 @@
 //! What a node keeps per peer address, in one record: where the peer is reached (every
 //! envelope leaves with its receiver's address, so a host can dial a member it only heard of
-//! through gossip) and the sequence numbers of its links (see [`crate::link_seq`]). Every
+//! through gossip) and the sequence numbers of its links (see [`crate::node::link_seq`]). Every
 //! envelope sent needs both and every envelope received the numbers: one table finds them
 //! with one lookup (two tables cost two cache misses an envelope at a thousand nodes).
 
 use crate::config::Config;
 use crate::effect::Transmit;
 use crate::id::{Address, MemberId, NodeId};
-use crate::link_seq::{Acceptance, PeerLinks};
 use crate::members::{Member, MembershipView};
 use crate::message::Lane;
-use crate::node_table::NodeTable;
+use crate::node::link_seq::{Acceptance, PeerLinks};
+use crate::node::table::NodeTable;
 
 /// Addresses and link numbers, by peer address (node id).
 #[derive(Debug)]

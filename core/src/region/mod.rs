@@ -38,7 +38,7 @@ use crate::remember::RememberSettings;
 use crate::rng::Rng;
 use crate::time::{Instant, earliest};
 
-use crate::deadlines::Deadlines;
+use crate::time::Deadlines;
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 use by_shard::ByShard;

@@ -1,10 +1,16 @@
 //! The core's own notion of time: a point passed in by the host, never read from a clock.
+//!
+//! [`Deadlines`] is the table of due times the roles keep their timers in.
 
 use std::fmt;
 use std::ops::{Add, AddAssign};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+mod deadlines;
+
+pub(crate) use deadlines::Deadlines;
 
 /// Nanoseconds since an arbitrary origin chosen by the host. The host passes the current
 /// `Instant` into every `handle_*` call; it must never decrease (the [`crate::Driver`] clamps it).

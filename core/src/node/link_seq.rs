@@ -111,7 +111,7 @@ impl PeerLinks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node_table::NodeTable;
+    use crate::node::table::NodeTable;
     use Lane::{Control, Data};
 
     /// Links per peer address, as a node keeps them.

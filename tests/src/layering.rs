@@ -1,0 +1,441 @@
+//! The layering check: finds import circles between the modules of one crate.
+//!
+//! A crate's modules form a tree; their `use` edges must form floors, each module importing only
+//! from modules below it. A parent and its own descendants may use each other (a child sees its
+//! parent's items, the parent declares its children); any other edge is lifted to the two
+//! siblings under the lowest common ancestor, and the siblings of every folder must import
+//! each other without a circle. Test code (`mod tests`, `tests.rs`) is left out: tests may
+//! reach across the floors.
+//!
+//! The reading is syntactic, which is enough for this workspace's style: every path starting
+//! with `crate::`, `super::` or `self::` (in `use` trees, braces expanded, and inline), resolved
+//! through the modules' `pub use` re-exports to the module that defines the name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A module path inside a crate: `[]` is the crate root, `["region", "shard"]` is
+/// `crate::region::shard`.
+pub type ModulePath = Vec<String>;
+
+/// One crate's non-test source: its modules and the paths each of them names.
+#[derive(Debug, Default)]
+pub struct Crate {
+    /// Every module, with the `crate::`-relative paths its code names (resolved from `super::`
+    /// and `self::`).
+    modules: BTreeMap<ModulePath, Vec<Vec<String>>>,
+    /// `pub use` re-exports: (module, name) → the path the name comes from.
+    reexports: BTreeMap<(ModulePath, String), Vec<String>>,
+}
+
+impl Crate {
+    /// Reads every `.rs` file under `src` (the folder holding `lib.rs` or `main.rs`).
+    pub fn read(src: &Path) -> std::io::Result<Self> {
+        let mut krate = Self::default();
+        let mut files = Vec::new();
+        collect_files(src, &mut files)?;
+        for file in files {
+            let relative = file.strip_prefix(src).expect("under src");
+            let Some(module) = module_of(relative) else {
+                continue;
+            };
+            let text = fs::read_to_string(&file)?;
+            krate.add(module, &text);
+        }
+        Ok(krate)
+    }
+
+    /// Adds one module's source text (used by [`Crate::read`], and by tests with made-up trees).
+    pub fn add(&mut self, module: ModulePath, text: &str) {
+        let code = strip_tests(&strip_comments(text));
+        let mut named = Vec::new();
+        for (path, is_reexport) in paths_in(&code) {
+            let Some(absolute) = absolute(&module, &path) else {
+                continue;
+            };
+            if is_reexport && let Some(name) = absolute.last() {
+                self.reexports
+                    .insert((module.clone(), name.clone()), absolute.clone());
+            }
+            named.push(absolute);
+        }
+        self.modules.entry(module).or_default().extend(named);
+    }
+
+    /// The module a `crate::`-relative path names an item of (or is): the longest prefix that is
+    /// a module, followed through re-exports.
+    fn target(&self, path: &[String]) -> ModulePath {
+        let mut module: ModulePath = Vec::new();
+        let mut hops = 0;
+        let mut rest: Vec<String> = path.to_vec();
+        while let Some(next) = rest.first().cloned() {
+            let mut child = module.clone();
+            child.push(next.clone());
+            if self.modules.contains_key(&child) {
+                module = child;
+                rest.remove(0);
+            } else if let Some(source) = self.reexports.get(&(module.clone(), next)) {
+                hops += 1;
+                if hops > 16 || source.as_slice() == path {
+                    break;
+                }
+                let mut followed = source.clone();
+                followed.extend(rest.drain(1..));
+                module = Vec::new();
+                rest = followed;
+            } else {
+                break;
+            }
+        }
+        module
+    }
+
+    /// The import edges between sibling modules, by the folder (parent module) they sit in.
+    pub fn sibling_edges(&self) -> BTreeMap<ModulePath, BTreeSet<(String, String)>> {
+        let mut edges: BTreeMap<ModulePath, BTreeSet<(String, String)>> = BTreeMap::new();
+        for (from, paths) in &self.modules {
+            for path in paths {
+                let to = self.target(path);
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common == from.len() || common == to.len() {
+                    continue; // the same module, or a parent and its descendant
+                }
+                edges
+                    .entry(from[..common].to_vec())
+                    .or_default()
+                    .insert((from[common].clone(), to[common].clone()));
+            }
+        }
+        edges
+    }
+
+    /// Every import circle: per folder, each strongly connected group of two or more siblings,
+    /// named `folder: a → b → … `.
+    pub fn circles(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (folder, edges) in self.sibling_edges() {
+            for group in strongly_connected(&edges) {
+                let place = if folder.is_empty() {
+                    "crate".to_string()
+                } else {
+                    folder.join("::")
+                };
+                let arrows: Vec<String> = edges
+                    .iter()
+                    .filter(|(a, b)| group.contains(a) && group.contains(b))
+                    .map(|(a, b)| format!("{a} → {b}"))
+                    .collect();
+                found.push(format!("{place}: {}", arrows.join(", ")));
+            }
+        }
+        found
+    }
+
+    /// The modules the crate root's children import, for the layering report: child → the
+    /// siblings it imports.
+    pub fn root_imports(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for module in self.modules.keys().filter(|m| m.len() == 1) {
+            out.entry(module[0].clone()).or_default();
+        }
+        if let Some(edges) = self.sibling_edges().get(&Vec::new()) {
+            for (a, b) in edges {
+                out.entry(a.clone()).or_default().insert(b.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The imports between the crate root's children that do not go down the given floors (a
+/// module may import only modules on lower floors), and the children the table leaves out.
+pub fn floor_breaks(krate: &Crate, floors: &[(u32, &[&str])]) -> Vec<String> {
+    let floor_of = |module: &str| {
+        floors
+            .iter()
+            .find(|(_, modules)| modules.contains(&module))
+            .map(|(floor, _)| *floor)
+    };
+    let mut breaks = Vec::new();
+    for (module, imports) in krate.root_imports() {
+        let Some(floor) = floor_of(&module) else {
+            breaks.push(format!("{module} is on no floor"));
+            continue;
+        };
+        for import in imports {
+            match floor_of(&import) {
+                Some(below) if below < floor => {}
+                _ => breaks.push(format!("{module} (floor {floor}) imports {import}")),
+            }
+        }
+    }
+    breaks
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+/// `region/shard/mod.rs` → `["region", "shard"]`; `None` for test files and binaries' trees.
+fn module_of(relative: &Path) -> Option<ModulePath> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin") || parts.iter().any(|p| p == "tests") {
+        return None;
+    }
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    Some(parts)
+}
+
+/// Drops `//` comments (doc links are not imports) and string literals' contents.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut in_string = false;
+        let mut prev = ' ';
+        let mut kept = String::new();
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if !in_string && c == '/' && chars.get(i + 1) == Some(&'/') {
+                break;
+            }
+            if c == '"' && prev != '\\' && prev != '\'' {
+                in_string = !in_string;
+            }
+            if !in_string {
+                kept.push(c);
+            }
+            prev = c;
+            i += 1;
+        }
+        out.push_str(&kept);
+        out.push('\n');
+    }
+    out
+}
+
+/// Cuts an inline `#[cfg(test)] mod tests { … }` (always the end of a file here) and test-only
+/// `use` lines.
+fn strip_tests(code: &str) -> String {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        if line == "#[cfg(test)]" {
+            let next = lines.get(i + 1).map(|l| l.trim()).unwrap_or("");
+            if next.starts_with("mod tests {") {
+                break;
+            }
+            i += 2; // a test-only item of one line (`mod tests;`, a `use`)
+            continue;
+        }
+        out.push_str(lines[i]);
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
+/// Every path starting with `crate`, `super` or `self` in the code, with `use` groups expanded,
+/// and whether it is a `pub use` re-export.
+fn paths_in(code: &str) -> Vec<(Vec<String>, bool)> {
+    let tokens = tokenize(code);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i].as_str();
+        // `use child::Item` in a module is relative to it (a foreign crate's path resolves to
+        // the module itself, which is no edge).
+        let relative_use = t == "use"
+            && tokens
+                .get(i + 1)
+                .is_some_and(|n| is_ident(n) && !matches!(n.as_str(), "crate" | "super" | "self"));
+        if relative_use {
+            let (paths, end) = use_tree(&tokens, i + 1, vec!["self".to_string()]);
+            let is_reexport = is_pub(&tokens[..i]);
+            out.extend(paths.into_iter().map(|p| (p, is_reexport)));
+            i = end;
+            continue;
+        }
+        let starts = matches!(t, "crate" | "super" | "self")
+            && tokens.get(i + 1).is_some_and(|n| n == "::")
+            && (i == 0 || tokens[i - 1] != "::");
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let is_reexport = i >= 2 && tokens[i - 1] == "use" && is_pub(&tokens[..i - 1]);
+        let (paths, end) = use_tree(&tokens, i, Vec::new());
+        for path in paths {
+            out.push((path, is_reexport));
+        }
+        i = end.max(i + 1);
+    }
+    out
+}
+
+fn is_pub(before: &[String]) -> bool {
+    // `pub use`, `pub(crate) use`, `pub(super) use`
+    let n = before.len();
+    (n >= 1 && before[n - 1] == "pub") || (n >= 4 && before[n - 1] == ")" && before[n - 4] == "pub")
+}
+
+/// Parses a path or use tree starting at `i`, prefixed by `prefix`; returns the leaf paths and the
+/// index after the tree.
+fn use_tree(tokens: &[String], mut i: usize, prefix: Vec<String>) -> (Vec<Vec<String>>, usize) {
+    let mut path = prefix;
+    loop {
+        match tokens.get(i).map(String::as_str) {
+            Some("{") => {
+                let mut out = Vec::new();
+                i += 1;
+                while i < tokens.len() && tokens[i] != "}" {
+                    if tokens[i] == "," {
+                        i += 1;
+                        continue;
+                    }
+                    let (paths, end) = use_tree(tokens, i, path.clone());
+                    out.extend(paths);
+                    i = end;
+                }
+                return (out, i + 1);
+            }
+            Some(word) if is_ident(word) => {
+                path.push(word.to_string());
+                i += 1;
+                if tokens.get(i).is_some_and(|t| t == "::") {
+                    i += 1;
+                    continue;
+                }
+                if tokens.get(i).is_some_and(|t| t == "as") {
+                    i += 2;
+                }
+                return (vec![path], i);
+            }
+            _ => return (vec![path], i),
+        }
+    }
+}
+
+fn is_ident(word: &str) -> bool {
+    word.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && word.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// Identifiers, `::`, and single punctuation characters.
+fn tokenize(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(chars[start..i].iter().collect());
+        } else if c == ':' && chars.get(i + 1) == Some(&':') {
+            tokens.push("::".to_string());
+            i += 2;
+        } else {
+            if !c.is_whitespace() {
+                tokens.push(c.to_string());
+            }
+            i += 1;
+        }
+    }
+    tokens
+}
+
+/// Resolves `super::`/`self::` against the module the path is written in; `None` for `*` globs
+/// and bare `self`.
+fn absolute(module: &ModulePath, path: &[String]) -> Option<Vec<String>> {
+    let mut base: Vec<String> = module.clone();
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") => {
+            base.clear();
+            rest = &rest[1..];
+        }
+        Some("self") => rest = &rest[1..],
+        Some("super") => {
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop()?;
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    let rest: Vec<String> = rest.iter().filter(|s| *s != "self").cloned().collect();
+    if rest.is_empty() {
+        return None;
+    }
+    base.extend(rest);
+    Some(base)
+}
+
+/// The strongly connected groups of two or more nodes, in a stable order.
+fn strongly_connected(edges: &BTreeSet<(String, String)>) -> Vec<BTreeSet<String>> {
+    let mut nodes: BTreeSet<&String> = BTreeSet::new();
+    let mut next: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+    for (a, b) in edges {
+        nodes.insert(a);
+        nodes.insert(b);
+        next.entry(a).or_default().push(b);
+    }
+    // Reachability closure: the graphs here have a few dozen nodes.
+    let reach = |from: &String| {
+        let mut seen: BTreeSet<&String> = BTreeSet::new();
+        let mut stack = vec![from];
+        while let Some(n) = stack.pop() {
+            for m in next.get(n).into_iter().flatten() {
+                if seen.insert(m) {
+                    stack.push(m);
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&String, BTreeSet<&String>> =
+        nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut groups: Vec<BTreeSet<String>> = Vec::new();
+    let mut placed: BTreeSet<&String> = BTreeSet::new();
+    for n in &nodes {
+        if placed.contains(n) || !reachable[n].contains(n) {
+            continue;
+        }
+        let group: BTreeSet<&String> = reachable[n]
+            .iter()
+            .filter(|m| reachable[*m].contains(n))
+            .copied()
+            .collect();
+        placed.extend(group.iter().copied());
+        if group.len() >= 2 {
+            groups.push(group.into_iter().cloned().collect());
+        }
+    }
+    groups
+}
