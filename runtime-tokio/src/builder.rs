@@ -19,6 +19,7 @@ use crate::entity::{Entity, Factory, FactoryFn};
 use crate::error::StartError;
 use crate::event::MemberTracker;
 use crate::host::Host;
+use crate::host::command::HostHandle;
 use crate::host::io::{StoreLink, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
@@ -264,7 +265,7 @@ impl NodeBuilder {
                 .to_string(),
         };
         let address = Address::new(advertised.as_str());
-        let node = node_id_of(&advertised);
+        let node = NodeId::of_address(&advertised);
         let incarnation = Incarnation(self.incarnation.unwrap_or_else(incarnation_now));
         let seed = match self.seed {
             Some(seed) => seed,
@@ -285,7 +286,7 @@ impl NodeBuilder {
             .unwrap_or_else(|| MembershipSettings::new(Vec::<SeedNode>::new()));
         membership.seed_nodes = seeds
             .iter()
-            .map(|s| SeedNode::new(node_id_of(s), Address::new(s.as_str())))
+            .map(|s| SeedNode::new(NodeId::of_address(s), Address::new(s.as_str())))
             .collect();
         membership.app_version = self.app_version;
         let mut config = Config::new(node, incarnation);
@@ -360,23 +361,18 @@ impl NodeBuilder {
             host.run()
                 .instrument(tracing::info_span!("node", member = %me)),
         );
-        let node = Node::new(me, address, commands_tx, events, self.types);
+        let node = Node::new(
+            me,
+            address,
+            HostHandle::new(commands_tx),
+            events,
+            self.types,
+        );
         if self.handle_signals {
             tokio::spawn(crate::node::leave_on_signal(node.clone()));
         }
         Ok(node)
     }
-}
-
-/// The node id of an advertised address: FNV-1a, so every member derives the same id for a
-/// seed from its address alone.
-pub fn node_id_of(address: &str) -> NodeId {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in address.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    NodeId(hash)
 }
 
 /// Microseconds since the Unix epoch: a restarted node is a newer incarnation.

@@ -62,7 +62,7 @@ mod region;
 pub mod store;
 pub mod transport;
 
-pub use builder::{NodeBuilder, node_id_of};
+pub use builder::NodeBuilder;
 pub use entity::{Entity, EntityContext};
 pub use error::{AskError, QueryError, RegionError, StartError, TellError};
 pub use event::NodeEvent;
@@ -70,9 +70,9 @@ pub use host::command::NodeStats;
 pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
-    AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig,
-    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, RecoveryStrategy,
-    RememberSettings, RouteCounts, ShardingSettings,
+    AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig, Event,
+    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, NodeId, RecoveryStrategy,
+    RememberSettings, RouteCounts, SeedNode, ShardingSettings,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 #[cfg(feature = "tls")]

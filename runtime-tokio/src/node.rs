@@ -7,12 +7,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use shoal_core::{Address, Command, EntityType, MemberId, Reply};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use crate::entity::Entity;
 use crate::error::{QueryError, RegionError};
 use crate::event::NodeEvent;
-use crate::host::command::{HostCommand, NodeStats};
+use crate::host::command::{HostCommand, HostHandle, NodeStats};
 use crate::region::Region;
 
 /// The Rust type registered for an entity type name.
@@ -25,7 +25,7 @@ pub(crate) struct RegisteredType {
 struct Inner {
     me: MemberId,
     address: Address,
-    commands: mpsc::Sender<HostCommand>,
+    host: HostHandle,
     events: broadcast::Sender<NodeEvent>,
     types: HashMap<EntityType, RegisteredType>,
 }
@@ -49,7 +49,7 @@ impl Node {
     pub(crate) fn new(
         me: MemberId,
         address: Address,
-        commands: mpsc::Sender<HostCommand>,
+        host: HostHandle,
         events: broadcast::Sender<NodeEvent>,
         types: HashMap<EntityType, RegisteredType>,
     ) -> Self {
@@ -57,7 +57,7 @@ impl Node {
             inner: Arc::new(Inner {
                 me,
                 address,
-                commands,
+                host,
                 events,
                 types,
             }),
@@ -93,7 +93,7 @@ impl Node {
         }
         Ok(Region {
             entity_type: entity_type.clone(),
-            commands: self.inner.commands.clone(),
+            host: self.inner.host.clone(),
             entity: PhantomData,
         })
     }
@@ -110,7 +110,7 @@ impl Node {
         let (done, left) = oneshot::channel();
         if self
             .inner
-            .commands
+            .host
             .send(HostCommand::Leave { done })
             .await
             .is_ok()
@@ -122,20 +122,20 @@ impl Node {
     /// Stops the node at once, as a crash would: no handoff; the others detect the failure
     /// and move its shards. For tests and for processes that cannot wait.
     pub async fn abort(&self) {
-        let _ = self.inner.commands.send(HostCommand::Abort).await;
-        self.inner.commands.closed().await;
+        let _ = self.inner.host.send(HostCommand::Abort).await;
+        self.inner.host.closed().await;
     }
 
     /// Whether the node has stopped.
     pub fn is_stopped(&self) -> bool {
-        self.inner.commands.is_closed()
+        self.inner.host.is_closed()
     }
 
     /// The node's counters (transport, core, entities).
     pub async fn stats(&self) -> Result<NodeStats, QueryError> {
         let (answer, stats) = oneshot::channel();
         self.inner
-            .commands
+            .host
             .send(HostCommand::Stats { answer })
             .await
             .map_err(|_| QueryError::ShuttingDown)?;
@@ -156,21 +156,8 @@ impl Node {
 
     /// Sends a core command and waits for its reply.
     pub(crate) async fn command(&self, command: Command) -> Result<Reply, QueryError> {
-        send_command(&self.inner.commands, command).await
+        self.inner.host.command(command).await
     }
-}
-
-/// Sends `command` to the host and waits for the core's reply.
-pub(crate) async fn send_command(
-    commands: &mpsc::Sender<HostCommand>,
-    command: Command,
-) -> Result<Reply, QueryError> {
-    let (answer, reply) = oneshot::channel();
-    commands
-        .send(HostCommand::Command { command, answer })
-        .await
-        .map_err(|_| QueryError::ShuttingDown)?;
-    reply.await.map_err(|_| QueryError::ShuttingDown)?
 }
 
 /// Leaves gracefully on SIGTERM or ctrl-c.

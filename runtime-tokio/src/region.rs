@@ -7,18 +7,15 @@ use std::time::Duration;
 use shoal_core::{
     Command, CoordinatorState, EntityId, EntityType, MemberId, RegionStats, Reply, ShardId,
 };
-use tokio::sync::{mpsc, oneshot};
 
 use crate::entity::Entity;
-use crate::entity::letter::Letter;
 use crate::error::{AskError, QueryError, TellError};
-use crate::host::command::HostCommand;
-use crate::node::send_command;
+use crate::host::command::HostHandle;
 
 /// The entities of one type, wherever they run.
 pub struct Region<E> {
     pub(crate) entity_type: EntityType,
-    pub(crate) commands: mpsc::Sender<HostCommand>,
+    pub(crate) host: HostHandle,
     pub(crate) entity: PhantomData<fn() -> E>,
 }
 
@@ -26,7 +23,7 @@ impl<E> Clone for Region<E> {
     fn clone(&self) -> Self {
         Self {
             entity_type: self.entity_type.clone(),
-            commands: self.commands.clone(),
+            host: self.host.clone(),
             entity: PhantomData,
         }
     }
@@ -144,7 +141,7 @@ impl<E: Entity> Region<E> {
     }
 
     async fn command(&self, command: Command) -> Result<Reply, QueryError> {
-        send_command(&self.commands, command).await
+        self.host.command(command).await
     }
 }
 
@@ -179,35 +176,26 @@ impl<E: Entity> EntityRef<E> {
     pub async fn tell(&self, message: &E::Message) -> Result<(), TellError> {
         let message =
             postcard::to_allocvec(message).map_err(|e| TellError::Codec(e.to_string()))?;
-        let command = HostCommand::Tell {
-            entity_type: self.region.entity_type.clone(),
-            entity: self.entity.clone(),
-            payload: Letter { ask: None, message }.to_payload(),
-        };
-        self.region
-            .commands
-            .send(command)
+        let region = &self.region;
+        region
+            .host
+            .tell(region.entity_type.clone(), self.entity.clone(), message)
             .await
-            .map_err(|_| TellError::ShuttingDown)
     }
 
     /// Sends `message` and waits up to `timeout` for the entity's reply.
     pub async fn ask(&self, message: &E::Message, timeout: Duration) -> Result<E::Reply, AskError> {
         let message = postcard::to_allocvec(message).map_err(|e| AskError::Codec(e.to_string()))?;
-        let (answer, reply) = oneshot::channel();
-        let command = HostCommand::Ask {
-            entity_type: self.region.entity_type.clone(),
-            entity: self.entity.clone(),
-            message,
-            timeout,
-            answer,
-        };
-        self.region
-            .commands
-            .send(command)
-            .await
-            .map_err(|_| AskError::ShuttingDown)?;
-        let bytes = reply.await.map_err(|_| AskError::ShuttingDown)??;
+        let region = &self.region;
+        let bytes = region
+            .host
+            .ask(
+                region.entity_type.clone(),
+                self.entity.clone(),
+                message,
+                timeout,
+            )
+            .await?;
         postcard::from_bytes(&bytes).map_err(|e| AskError::Codec(e.to_string()))
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{Op, builder, fast_membership};
 use futures_util::future::BoxFuture;
-use shoal::{AskError, BoxConnection, Downing, Listener, Network, Node, NodeEvent, node_id_of};
+use shoal::{AskError, BoxConnection, Downing, Listener, Network, Node, NodeEvent, NodeId};
 use tokio::sync::broadcast::error::RecvError;
 
 /// turmoil's TCP as the node's network.
@@ -103,7 +103,7 @@ fn add_node(
                 .network(SimulatedTcp)
                 .bind(format!("0.0.0.0:{PORT}"))
                 .advertise(address.as_str())
-                .seed(seed ^ node_id_of(&address).0 ^ life)
+                .seed(seed ^ NodeId::of_address(&address).0 ^ life)
                 .incarnation(life)
                 .start()
                 .await?;
@@ -316,7 +316,7 @@ fn check_run(seed: u64) {
     );
     // The restarted node is a new incarnation; the old one is removed.
     assert!(has(&trace, "c started as"), "{text}");
-    let c = node_id_of(&format!("c:{PORT}"));
+    let c = NodeId::of_address(&format!("c:{PORT}"));
     let up_again =
         format!("a: MemberUp {{ member: MemberId {{ node: {c:?}, incarnation: Incarnation(2) }}");
     assert!(trace.iter().any(|l| l.contains(&up_again)), "{text}");

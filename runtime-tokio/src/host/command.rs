@@ -3,10 +3,90 @@
 use std::time::Duration;
 
 use shoal_core::{Command, EntityId, EntityType, Metrics, Payload, Reply, RouteCounts};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
-use crate::error::{AskError, QueryError};
+use crate::entity::letter::Letter;
+use crate::error::{AskError, QueryError, TellError};
 use crate::transport::TransportStats;
+
+/// The handles' one way into the host task: its command queue, with the requests they make.
+/// [`crate::Node`], [`crate::Region`] and [`crate::EntityRef`] each hold a clone.
+#[derive(Clone)]
+pub(crate) struct HostHandle(mpsc::Sender<HostCommand>);
+
+impl HostHandle {
+    pub(crate) fn new(commands: mpsc::Sender<HostCommand>) -> Self {
+        Self(commands)
+    }
+
+    /// Sends a core command and waits for the core's reply.
+    pub(crate) async fn command(&self, command: Command) -> Result<Reply, QueryError> {
+        let (answer, reply) = oneshot::channel();
+        self.send(HostCommand::Command { command, answer })
+            .await
+            .map_err(|_| QueryError::ShuttingDown)?;
+        reply.await.map_err(|_| QueryError::ShuttingDown)?
+    }
+
+    /// Sends an encoded message to an entity, fire and forget. The letter is built here, on
+    /// the sender's task, so the host (one task for the whole node) does not.
+    pub(crate) async fn tell(
+        &self,
+        entity_type: EntityType,
+        entity: EntityId,
+        message: Vec<u8>,
+    ) -> Result<(), TellError> {
+        let payload = Letter { ask: None, message }.to_payload();
+        self.send(HostCommand::Tell {
+            entity_type,
+            entity,
+            payload,
+        })
+        .await
+        .map_err(|_| TellError::ShuttingDown)
+    }
+
+    /// Sends an encoded message to an entity and waits up to `timeout` for its encoded reply.
+    /// The host builds the letter: its ask reference is the host's request id.
+    pub(crate) async fn ask(
+        &self,
+        entity_type: EntityType,
+        entity: EntityId,
+        message: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, AskError> {
+        let (answer, reply) = oneshot::channel();
+        self.send(HostCommand::Ask {
+            entity_type,
+            entity,
+            message,
+            timeout,
+            answer,
+        })
+        .await
+        .map_err(|_| AskError::ShuttingDown)?;
+        reply.await.map_err(|_| AskError::ShuttingDown)?
+    }
+
+    /// Queues a command, waiting while the queue is full; fails once the host has stopped.
+    pub(crate) async fn send(&self, command: HostCommand) -> Result<(), HostStopped> {
+        self.0.send(command).await.map_err(|_| HostStopped)
+    }
+
+    /// Returns once the host task has stopped.
+    pub(crate) async fn closed(&self) {
+        self.0.closed().await;
+    }
+
+    /// Whether the host task has stopped.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// The host task has stopped: nothing more can be asked of it.
+#[derive(Debug)]
+pub(crate) struct HostStopped;
 
 /// A request to the host task.
 pub(crate) enum HostCommand {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::SinkExt;
-use shoal_core::{Address, Envelope, Rng};
+use shoal_core::{Address, Envelope, NodeId, Rng};
 use tokio::io::{AsyncReadExt, ReadHalf};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -82,7 +82,7 @@ async fn run(address: Address, shared: Arc<Shared>, mut lanes: Lanes) {
     let settings = &shared.settings;
     let mut backoff = settings.reconnect_min;
     let mut failures = 0u32;
-    let mut rng = Rng::new(shared.seed ^ crate::builder::node_id_of(address.as_str()).0);
+    let mut rng = Rng::new(shared.seed ^ NodeId::of_address(address.as_str()).0);
     loop {
         match dial(&address, &shared).await {
             Ok(stream) => {
