@@ -8,16 +8,13 @@
 //! `cargo run --release -p shoal --example remember_recovery [--features postgres] --
 //! [--entities N] [--store sqlite|postgres://...] [--recovery all|constant:N:MS]`
 
-#[path = "common/loopback.rs"]
-mod loopback;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use shoal::{
-    Entity, EntityContext, EntityId, EntityTypeConfig, Node, NodeBuilder, RecoveryStrategy,
-    RememberSettings, ShardingSettings,
+    Entity, EntityContext, EntityId, EntityTypeConfig, MembershipSettings, Node, NodeBuilder,
+    RecoveryStrategy, RememberSettings, SeedNode, ShardingSettings,
 };
 use tokio::sync::mpsc;
 
@@ -90,7 +87,7 @@ type Starts = mpsc::UnboundedSender<(usize, EntityId, Instant)>;
 
 async fn node(index: usize, seeds: &[String], flags: &Flags, starts: &Starts) -> Node {
     let name = flags.type_name.clone();
-    let membership = loopback::quick_membership();
+    let membership = MembershipSettings::lan(Vec::<SeedNode>::new());
     let settings = ShardingSettings {
         down_removal_margin: Duration::from_secs(2),
         ..ShardingSettings::default()

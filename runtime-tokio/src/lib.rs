@@ -70,9 +70,9 @@ pub use host::command::NodeStats;
 pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
-    AppVersion, DeadLetterReason, Downing, EntityId, EntityType, EntityTypeConfig, Event,
-    FailureDetectorSettings, MemberId, MembershipSettings, Metrics, NodeId, RecoveryStrategy,
-    RememberSettings, RouteCounts, SeedNode, ShardingSettings,
+    AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
+    EntityTypeConfig, Event, FailureDetectorSettings, MemberId, MembershipSettings, Metrics,
+    NodeId, RecoveryStrategy, RememberSettings, RouteCounts, SeedNode, ShardingSettings,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 #[cfg(feature = "tls")]

@@ -63,7 +63,7 @@ async fn a_full_mailbox_turns_asks_into_dead_letters_with_their_reason() {
     assert!(refused >= 5, "only {refused} refused with a mailbox of 2");
     let mut dead_letters = 0;
     while let Ok(event) = events.try_recv() {
-        if let shoal::NodeEvent::Sharding(shoal_core::Event::DeadLetter { reason, .. }) = event {
+        if let shoal::NodeEvent::Sharding(shoal::Event::DeadLetter { reason, .. }) = event {
             assert_eq!(reason, DeadLetterReason::MailboxFull);
             dead_letters += 1;
         }

@@ -103,7 +103,7 @@ impl DowningMode {
 /// Membership for a demo on one machine: failures noticed within about 2 s, downing after
 /// 5 s more of stable unreachability.
 pub(crate) fn membership(mode: DowningMode) -> MembershipSettings {
-    let mut m = MembershipSettings::new(Vec::<shoal_core::SeedNode>::new());
+    let mut m = MembershipSettings::new(Vec::<shoal::SeedNode>::new());
     m.gossip_interval = Duration::from_millis(200);
     m.heartbeat_interval = Duration::from_millis(250);
     m.failure_detector = FailureDetectorSettings {
@@ -219,7 +219,7 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
     loop {
         match events.recv().await {
             Ok(NodeEvent::Stopped) | Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            Ok(NodeEvent::Sharding(shoal_core::Event::DeadLetter { reason, .. })) => {
+            Ok(NodeEvent::Sharding(shoal::Event::DeadLetter { reason, .. })) => {
                 journal.record(&Fact::DeadLetter {
                     node: index,
                     reason: format!("{reason:?}"),

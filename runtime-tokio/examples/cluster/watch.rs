@@ -70,7 +70,7 @@ impl Watch {
             NodeEvent::MemberReachable { member } => (Change::Reachable, member),
             NodeEvent::MemberDowned { member } => (Change::Downed, member),
             NodeEvent::MemberRemoved { member } => (Change::Removed, member),
-            NodeEvent::Sharding(shoal_core::Event::DeadLetter { reason, .. }) => {
+            NodeEvent::Sharding(shoal::Event::DeadLetter { reason, .. }) => {
                 *seen.dead_letters.entry(format!("{reason:?}")).or_default() += 1;
                 return;
             }

@@ -14,9 +14,7 @@ mod peer;
 pub mod tls;
 
 #[cfg(test)]
-mod handshake_tests;
-#[cfg(test)]
-mod heard_tests;
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;

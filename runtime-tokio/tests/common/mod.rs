@@ -55,7 +55,7 @@ impl shoal::Entity for Counter {
 
 /// Membership tuned for tests: fast gossip and failure detection, quick downing.
 pub(crate) fn fast_membership() -> MembershipSettings {
-    let mut m = MembershipSettings::new(Vec::<shoal_core::SeedNode>::new());
+    let mut m = MembershipSettings::new(Vec::<shoal::SeedNode>::new());
     m.gossip_interval = Duration::from_millis(100);
     m.heartbeat_interval = Duration::from_millis(100);
     m.seed_node_timeout = Duration::from_millis(500);

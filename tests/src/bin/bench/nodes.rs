@@ -4,11 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shoal::{Entity, EntityContext, EntityTypeConfig, Node, NodeBuilder, ShardingSettings};
-use shoal_core::AllocationStrategyConfig;
-
-#[path = "../../../../runtime-tokio/examples/common/loopback.rs"]
-mod loopback;
+use shoal::{
+    AllocationStrategyConfig, Entity, EntityContext, EntityTypeConfig, MembershipSettings, Node,
+    NodeBuilder, SeedNode, ShardingSettings,
+};
 
 /// Every ask's timeout.
 pub(crate) const ASK: Duration = Duration::from_secs(10);
@@ -79,7 +78,7 @@ impl Setup {
         let tally = self.tally.clone();
         NodeBuilder::new("bench")
             .seed_nodes(seeds.iter().cloned())
-            .membership(loopback::quick_membership())
+            .membership(MembershipSettings::lan(Vec::<SeedNode>::new()))
             .settings(settings)
             .mailbox_capacity(100_000)
             .transport(shoal::TransportSettings {

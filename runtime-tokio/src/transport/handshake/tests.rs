@@ -1,6 +1,6 @@
 use shoal_core::{Address, MemberId};
 
-use super::handshake::{Handshake, HandshakeError, Identity, MAGIC, Peer, Role};
+use super::{Handshake, HandshakeError, Identity, MAGIC, Peer, Role};
 
 fn identity(node: u64, cluster: &str, secret: &[u8]) -> Identity {
     Identity {

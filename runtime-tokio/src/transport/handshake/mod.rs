@@ -281,3 +281,6 @@ impl Handshake {
 fn encode(frame: &Frame) -> Vec<u8> {
     postcard::to_allocvec(frame).expect("handshake frames always encode")
 }
+
+#[cfg(test)]
+mod tests;
