@@ -6,14 +6,16 @@
 //! other members), turns membership changes into events, and sleeps until the core's next
 //! timer or the next request deadline.
 //!
-//! The loop is deterministic: each round takes what is ready in a fixed order (control lane,
-//! due timers, entity signals, store completions, commands, data lane), at most `ROUND` from each queue so none
-//! waits behind another, and never relies on a random choice between ready branches. On a
-//! simulated network and clock (turmoil) one seed therefore gives one run.
+//! The loop is deterministic: each round takes what is ready in the fixed order of
+//! `sources::SOURCES` (control lane, due timers, entity signals, store completions, commands,
+//! data lane), at most `ROUND` from each queue so none waits behind another, and never relies
+//! on a random choice between ready branches. On a simulated network and clock (turmoil) one
+//! seed therefore gives one run.
 
 pub(crate) mod command;
 pub(crate) mod io;
 pub mod requests;
+mod sources;
 
 use std::time::Duration;
 
@@ -85,19 +87,9 @@ impl Host {
             let wake = self
                 .next_deadline()
                 .map_or(next_export, |at| at.min(next_export));
-            // Whatever woke the loop, the next round handles it (and anything else ready).
-            tokio::select! {
-                biased;
-                Some(envelope) = self.control_in.recv() => self.input(Input::Receive(envelope)),
-                () = tokio::time::sleep_until(self.clock.deadline(wake)) => {}
-                Some(signal) = self.signals.recv() => self.handle_signal(signal),
-                Some(completed) = self.store_done.recv() => self.input(completed),
-                Some(command) = self.commands.recv() => {
-                    if !self.handle_command(command) {
-                        break;
-                    }
-                }
-                Some(envelope) = self.data_in.recv() => self.input(Input::Receive(envelope)),
+            // Whatever woke the loop is handled now; the next round takes anything else ready.
+            if !self.wait(wake).await {
+                break;
             }
         }
         self.io.transport.close().await;
@@ -107,51 +99,6 @@ impl Host {
     /// The core's next timer or the next request deadline, whichever comes first.
     fn next_deadline(&self) -> Option<Instant> {
         earliest(self.driver.next_wakeup(), self.io.next_deadline())
-    }
-
-    /// One round over everything ready at `now`, in the loop's fixed order.
-    fn handle_ready(&mut self, now: Instant) -> Round {
-        let mut busy = false;
-        // Membership and failure detection first: drain the control lane.
-        while let Ok(envelope) = self.control_in.try_recv() {
-            self.input(Input::Receive(envelope));
-            busy = true;
-        }
-        if self.next_deadline().is_some_and(|at| at <= now) {
-            self.wakeup();
-            busy = true;
-        }
-        for _ in 0..ROUND {
-            let Ok(signal) = self.signals.try_recv() else {
-                break;
-            };
-            self.handle_signal(signal);
-            busy = true;
-        }
-        for _ in 0..ROUND {
-            let Ok(completed) = self.store_done.try_recv() else {
-                break;
-            };
-            self.input(completed);
-            busy = true;
-        }
-        for _ in 0..ROUND {
-            let Ok(command) = self.commands.try_recv() else {
-                break;
-            };
-            if !self.handle_command(command) {
-                return Round::Stop;
-            }
-            busy = true;
-        }
-        for _ in 0..ROUND {
-            let Ok(envelope) = self.data_in.try_recv() else {
-                break;
-            };
-            self.input(Input::Receive(envelope));
-            busy = true;
-        }
-        if busy { Round::Busy } else { Round::Idle }
     }
 
     fn input(&mut self, input: Input) {
