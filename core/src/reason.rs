@@ -43,3 +43,21 @@ pub enum DeadLetterReason {
     /// reach it after newer ones their senders send there directly, out of order.
     FencedShardMoved,
 }
+
+impl DeadLetterReason {
+    /// The reason's name in snake case (`"buffer_full"`): the label every host's logs and
+    /// metrics use.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::BufferFull => "buffer_full",
+            Self::UnknownEntityType => "unknown_entity_type",
+            Self::RegionStopped => "region_stopped",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::ShardMismatch => "shard_mismatch",
+            Self::MemberGone => "member_gone",
+            Self::OutboundQueueFull => "outbound_queue_full",
+            Self::MailboxFull => "mailbox_full",
+            Self::FencedShardMoved => "fenced_shard_moved",
+        }
+    }
+}

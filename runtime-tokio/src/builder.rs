@@ -17,13 +17,13 @@ use crate::clock::Clock;
 use crate::entity::runtime::EntityRuntime;
 use crate::entity::{Entity, Factory, FactoryFn};
 use crate::error::StartError;
-use crate::event::MemberTracker;
 use crate::host::Host;
 use crate::host::command::HostHandle;
-use crate::host::io::{StoreLink, TokioIo};
+use crate::host::io::{Feedback, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
 use crate::store::RememberStore;
+use crate::store::StoreLink;
 use crate::transport::handshake::Identity;
 use crate::transport::network::{Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
@@ -327,23 +327,15 @@ impl NodeBuilder {
             inbox,
         );
         let io = TokioIo {
-            me,
             transport,
             entities: EntityRuntime::new(self.factories, self.mailbox_capacity, signals_tx),
-            asks: Requests::default(),
-            commands: Requests::default(),
-            events: events.clone(),
-            feedback: Vec::new(),
-            membership_changed: true,
-            left: false,
-            store: self.remember_store.map(|store| StoreLink {
-                store,
-                timeout: self.store_timeout,
-                done: store_tx,
-            }),
+            store: (self.remember_store)
+                .map(|store| StoreLink::new(store, self.store_timeout, store_tx)),
+            feedback: Feedback::default(),
         };
         let query = self.settings.shard_region_query_timeout;
         let host = Host {
+            me,
             driver: Driver::new(core, clock.now()),
             io,
             clock,
@@ -352,7 +344,10 @@ impl NodeBuilder {
             data_in,
             signals,
             store_done,
-            members: MemberTracker::default(),
+            asks: Requests::default(),
+            requests: Requests::default(),
+            events: events.clone(),
+            left: false,
             leave_waiters: Vec::new(),
             seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),
             command_timeout: query * 4 + Duration::from_secs(5),

@@ -57,6 +57,7 @@ pub mod entity;
 mod error;
 mod event;
 pub mod host;
+mod metric_names;
 mod node;
 mod region;
 pub mod store;

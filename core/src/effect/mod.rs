@@ -174,6 +174,43 @@ pub enum Event {
     /// This node's membership view changed (when it manages membership); read it with
     /// `Node::view`.
     MembershipChanged,
+    /// A member became Up (this node included), as this node's view first shows it.
+    MemberUp {
+        /// The member.
+        member: MemberId,
+        /// Where it is reached, if the view says.
+        address: Option<Address>,
+    },
+    /// A member this node's view held reachable is unreachable (its failure detector, or a
+    /// peer's through gossip, lost it).
+    MemberUnreachable {
+        /// The member.
+        member: MemberId,
+        /// Where it is reached, if the view says.
+        address: Option<Address>,
+    },
+    /// A member unreachable before is reachable again.
+    MemberReachable {
+        /// The member.
+        member: MemberId,
+        /// Where it is reached, if the view says.
+        address: Option<Address>,
+    },
+    /// A member was marked Down (by the split-brain resolver or by an operator); it is
+    /// removed once every member has seen that.
+    MemberDowned {
+        /// The member.
+        member: MemberId,
+        /// Where it is reached, if the view says.
+        address: Option<Address>,
+    },
+    /// A member left the view: removed after leaving, or after being downed.
+    MemberRemoved {
+        /// The member.
+        member: MemberId,
+        /// Where it was reached, if the view said.
+        address: Option<Address>,
+    },
     /// An application message from another member (sent with `Input::SendApp` there; an
     /// `ask`'s reply, say). It travels on the same numbered FIFO link as the sharding protocol
     /// and only reaches the incarnation it was addressed to.
@@ -249,6 +286,39 @@ pub enum Event {
         /// The shards asked for, in order.
         shards: Vec<ShardId>,
     },
+}
+
+impl Event {
+    /// The event's name in snake case (`"dead_letter"`, `"member_up"`): one name per kind for
+    /// every host's logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Reply { .. } => "reply",
+            Self::DeadLetter { .. } => "dead_letter",
+            Self::RegionRegistered { .. } => "region_registered",
+            Self::ShardStarted { .. } => "shard_started",
+            Self::ShardStopped { .. } => "shard_stopped",
+            Self::RememberStoreFailed { .. } => "remember_store_failed",
+            Self::CoordinatorUnanswered { .. } => "coordinator_unanswered",
+            Self::RememberedIdsMisfiled { .. } => "remembered_ids_misfiled",
+            Self::ShardFenced { .. } => "shard_fenced",
+            Self::MembershipChanged => "membership_changed",
+            Self::MemberUp { .. } => "member_up",
+            Self::MemberUnreachable { .. } => "member_unreachable",
+            Self::MemberReachable { .. } => "member_reachable",
+            Self::MemberDowned { .. } => "member_downed",
+            Self::MemberRemoved { .. } => "member_removed",
+            Self::AppMessage { .. } => "app_message",
+            Self::AppDeadLetter { .. } => "app_dead_letter",
+            Self::LeftCluster { .. } => "left_cluster",
+            Self::RegionStopped { .. } => "region_stopped",
+            Self::CoordinatorStarted { .. } => "coordinator_started",
+            Self::CoordinatorStopped { .. } => "coordinator_stopped",
+            Self::Rebalance { .. } => "rebalance",
+            Self::HandoffAbandoned { .. } => "handoff_abandoned",
+            Self::AllocationWaiting { .. } => "allocation_waiting",
+        }
+    }
 }
 
 /// Successful answers to commands.

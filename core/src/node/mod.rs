@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod dispatch;
 mod link_seq;
+mod member_events;
 mod peers;
 mod queries;
 mod table;

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::Node;
+use super::member_events::emit_member_changes;
 use crate::coordinator::Coordinator;
 use crate::effect::Event;
 use crate::members::{MemberStatus, MembershipView};
@@ -14,6 +15,7 @@ impl Node {
     /// removals (for the margin before their shards move), addresses learned, and each
     /// type's coordinator started or stopped here before the roles get the view.
     pub(super) fn handle_membership(&mut self, now: Instant, view: MembershipView) {
+        emit_member_changes(&self.view, &view, &mut self.effects);
         // A member removed after Exiting had stopped all its regions (it could not exit
         // before): nothing of it can still run, so its removal needs no margin. Others may
         // have hosted shards a new coordinator has not heard of.

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
 
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
+use crate::metric_names;
 
 /// One running incarnation.
 struct Running {
@@ -107,7 +108,7 @@ impl EntityRuntime {
         let span =
             tracing::info_span!("entity", region = %entity_type, shard = shard.0, id = %entity);
         let task = factory.spawn(mailbox, link, span).abort_handle();
-        metrics::counter!("shoal_entities_started_total").increment(1);
+        metrics::counter!(metric_names::ENTITIES_STARTED_TOTAL).increment(1);
         let running = Running {
             generation: self.next_generation,
             mailbox: Some(sender),
@@ -150,7 +151,7 @@ impl EntityRuntime {
                 payload
             }
         };
-        metrics::counter!("shoal_mailbox_full_total").increment(1);
+        metrics::counter!(metric_names::MAILBOX_FULL_TOTAL).increment(1);
         feedback.push(Input::MailboxFull {
             entity_type,
             entity,

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::letter::{AskFailure, Letter};
 use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind};
+use crate::metric_names;
 
 /// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -83,14 +84,14 @@ async fn run<E: Entity>(
     let mut backoff = MIN_BACKOFF;
     while let Some(payload) = mailbox.recv().await {
         let Ok(letter) = Letter::from_payload(&payload) else {
-            metrics::counter!("shoal_entity_letters_malformed_total").increment(1);
+            metrics::counter!(metric_names::ENTITY_LETTERS_MALFORMED_TOTAL).increment(1);
             tracing::warn!(entity = %ctx.id(), "a payload that is not a letter of this runtime");
             continue;
         };
         let message = match postcard::from_bytes::<E::Message>(&letter.message) {
             Ok(message) => message,
             Err(error) => {
-                metrics::counter!("shoal_entity_messages_undecodable_total").increment(1);
+                metrics::counter!(metric_names::ENTITY_MESSAGES_UNDECODABLE_TOTAL).increment(1);
                 tracing::warn!(entity = %ctx.id(), %error, "a message that does not decode as the entity's type");
                 answer(&ctx, &letter, Err(AskFailure::Codec(error.to_string())));
                 continue;
@@ -110,7 +111,7 @@ async fn run<E: Entity>(
                 }
             }
             Err(panic) => {
-                metrics::counter!("shoal_entity_panics_total").increment(1);
+                metrics::counter!(metric_names::ENTITY_PANICS_TOTAL).increment(1);
                 tracing::error!(
                     entity_type = %ctx.entity_type(),
                     entity = %ctx.id(),
@@ -134,7 +135,7 @@ async fn run<E: Entity>(
         .catch_unwind()
         .await
     {
-        metrics::counter!("shoal_entity_panics_total").increment(1);
+        metrics::counter!(metric_names::ENTITY_PANICS_TOTAL).increment(1);
         tracing::error!(entity = %ctx.id(), panic = panic_text(&*panic), "entity panicked in its stop hook");
     }
 }

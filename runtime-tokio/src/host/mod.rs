@@ -13,21 +13,30 @@
 //! seed therefore gives one run.
 
 pub(crate) mod command;
+mod events;
 pub(crate) mod io;
 pub mod requests;
 mod sources;
 
 use std::time::Duration;
 
-use shoal_core::{Address, Command, Driver, Envelope, Input, Instant, earliest};
-use tokio::sync::{mpsc, oneshot};
+use shoal_core::{Address, Command, Driver, Envelope, Input, Instant, MemberId, Reply, earliest};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::entity::letter::{AskRef, Letter};
 use crate::entity::{EntitySignal, SignalKind};
-use crate::event::{MemberTracker, NodeEvent, log_member_event};
+use crate::error::{AskError, QueryError};
+use crate::event::NodeEvent;
+use crate::metric_names;
 use command::{HostCommand, NodeStats};
 use io::TokioIo;
+use requests::Requests;
+
+/// Waits for an ask's reply.
+pub(crate) type AskAnswer = oneshot::Sender<Result<Vec<u8>, AskError>>;
+/// Waits for a command's reply.
+pub(crate) type CommandAnswer = oneshot::Sender<Result<Reply, QueryError>>;
 
 /// How often the core's counters are exported to the `metrics` facade.
 const METRICS_EVERY: Duration = Duration::from_secs(1);
@@ -47,6 +56,7 @@ enum Round {
 
 /// The host task's state.
 pub(crate) struct Host {
+    pub(crate) me: MemberId,
     pub(crate) driver: Driver,
     pub(crate) io: TokioIo,
     pub(crate) clock: Clock,
@@ -56,7 +66,13 @@ pub(crate) struct Host {
     pub(crate) signals: mpsc::UnboundedReceiver<EntitySignal>,
     /// Completions of remember-store requests (see `io::StoreLink`).
     pub(crate) store_done: mpsc::UnboundedReceiver<Input>,
-    pub(crate) members: MemberTracker,
+    /// Asks of this node's handles waiting for their reply.
+    pub(crate) asks: Requests<AskAnswer>,
+    /// Commands of this node's handles waiting for the core's reply.
+    pub(crate) requests: Requests<CommandAnswer>,
+    pub(crate) events: broadcast::Sender<NodeEvent>,
+    /// This member is out of the cluster (`Event::LeftCluster`).
+    pub(crate) left: bool,
     pub(crate) leave_waiters: Vec<oneshot::Sender<()>>,
     /// Seed addresses: their transport tasks are kept while joining.
     pub(crate) seeds: Vec<Address>,
@@ -69,7 +85,7 @@ impl Host {
     pub(crate) async fn run(mut self) {
         let mut next_export = self.clock.now() + METRICS_EVERY;
         self.after_call();
-        while !self.io.left {
+        while !self.left {
             let now = self.clock.now();
             if now >= next_export {
                 self.export_metrics();
@@ -98,7 +114,8 @@ impl Host {
 
     /// The core's next timer or the next request deadline, whichever comes first.
     fn next_deadline(&self) -> Option<Instant> {
-        earliest(self.driver.next_wakeup(), self.io.next_deadline())
+        let requests = earliest(self.asks.next_deadline(), self.requests.next_deadline());
+        earliest(self.driver.next_wakeup(), requests)
     }
 
     fn input(&mut self, input: Input) {
@@ -110,33 +127,21 @@ impl Host {
     fn wakeup(&mut self) {
         let now = self.clock.now();
         self.driver.handle_wakeup(now, &mut self.io);
-        self.io.expire(now);
+        self.expire_requests(now);
         self.after_call();
     }
 
-    /// Feeds back what the last call's effects produced, until nothing is left.
+    /// Handles what the last call's effects left (events, refused sends, answers for other
+    /// members), feeding inputs back until nothing is left.
     fn after_call(&mut self) {
         while !self.io.feedback.is_empty() {
+            for event in std::mem::take(&mut self.io.feedback.events) {
+                self.handle_event(event);
+            }
             let now = self.clock.now();
-            for input in std::mem::take(&mut self.io.feedback) {
+            for input in std::mem::take(&mut self.io.feedback.inputs) {
                 self.driver.handle_input(now, input, &mut self.io);
             }
-        }
-        if std::mem::take(&mut self.io.membership_changed) {
-            let view = self.driver.node().view();
-            for event in self.members.changes(view) {
-                log_member_event(&event, view);
-                let _ = self.io.events.send(event);
-            }
-            let seeds = &self.seeds;
-            let known = |address: &Address| {
-                seeds.contains(address)
-                    || view
-                        .members()
-                        .iter()
-                        .any(|m| m.address.as_ref() == Some(address))
-            };
-            self.io.transport.retain(known);
         }
     }
 
@@ -149,7 +154,7 @@ impl Host {
         } = signal;
         let input = match kind {
             SignalKind::Answer { ask, answer } => {
-                self.io.answer(ask.asker, ask.id, answer);
+                self.answer(ask.asker, ask.id, answer);
                 self.after_call();
                 return;
             }
@@ -186,9 +191,9 @@ impl Host {
                 timeout,
                 answer,
             } => {
-                let id = self.io.asks.insert(now + timeout, answer);
+                let id = self.asks.insert(now + timeout, answer);
                 let ask = Some(AskRef {
-                    asker: self.io.me,
+                    asker: self.me,
                     id: id.0,
                 });
                 let payload = Letter { ask, message }.to_payload();
@@ -199,14 +204,14 @@ impl Host {
                 });
             }
             HostCommand::Command { command, answer } => {
-                let request = self.io.commands.insert(now + self.command_timeout, answer);
+                let request = self.requests.insert(now + self.command_timeout, answer);
                 self.input(Input::Command { request, command });
             }
             HostCommand::Leave { done } => {
                 self.leave_waiters.push(done);
-                tracing::info!(me = %self.io.me, "leaving the cluster");
+                tracing::info!(me = %self.me, "leaving the cluster");
                 let (answer, _) = oneshot::channel();
-                let request = self.io.commands.insert(now + self.command_timeout, answer);
+                let request = self.requests.insert(now + self.command_timeout, answer);
                 self.input(Input::Command {
                     request,
                     command: Command::Leave,
@@ -219,8 +224,8 @@ impl Host {
                     core: self.driver.node().metrics().clone(),
                     routes: self.driver.node().route_counts(),
                     entities: self.io.entities.len(),
-                    pending_asks: self.io.asks.len(),
-                    late_replies: self.io.asks.late_replies(),
+                    pending_asks: self.asks.len(),
+                    late_replies: self.asks.late_replies(),
                 });
             }
         }
@@ -231,27 +236,30 @@ impl Host {
         let m = self.driver.node().metrics();
         let routes = self.driver.node().route_counts();
         for (name, value) in [
-            ("shoal_messages_delivered_total", routes.delivered),
-            ("shoal_messages_forwarded_total", routes.forwarded),
-            ("shoal_messages_buffered_total", routes.buffered),
-            ("shoal_core_misaddressed_total", m.misaddressed),
-            ("shoal_core_duplicates_total", m.duplicates),
+            (metric_names::MESSAGES_DELIVERED_TOTAL, routes.delivered),
+            (metric_names::MESSAGES_FORWARDED_TOTAL, routes.forwarded),
+            (metric_names::MESSAGES_BUFFERED_TOTAL, routes.buffered),
+            (metric_names::CORE_MISADDRESSED_TOTAL, m.misaddressed),
+            (metric_names::CORE_DUPLICATES_TOTAL, m.duplicates),
             (
-                "shoal_core_from_older_incarnation_total",
+                metric_names::CORE_FROM_OLDER_INCARNATION_TOTAL,
                 m.from_older_incarnation,
             ),
             (
-                "shoal_core_unknown_entity_type_total",
+                metric_names::CORE_UNKNOWN_ENTITY_TYPE_TOTAL,
                 m.unknown_entity_type,
             ),
-            ("shoal_core_fenced_total", m.fenced),
-            ("shoal_core_rejected_total", m.rejected),
-            ("shoal_core_busy_loops_total", self.driver.busy_loops()),
+            (metric_names::CORE_FENCED_TOTAL, m.fenced),
+            (metric_names::CORE_REJECTED_TOTAL, m.rejected),
+            (
+                metric_names::CORE_BUSY_LOOPS_TOTAL,
+                self.driver.busy_loops(),
+            ),
         ] {
             metrics::counter!(name).absolute(value);
         }
-        metrics::gauge!("shoal_entities").set(self.io.entities.len() as f64);
-        metrics::gauge!("shoal_asks_pending").set(self.io.asks.len() as f64);
+        metrics::gauge!(metric_names::ENTITIES).set(self.io.entities.len() as f64);
+        metrics::gauge!(metric_names::ASKS_PENDING).set(self.asks.len() as f64);
     }
 
     fn stop(mut self) {
@@ -260,7 +268,7 @@ impl Host {
         for waiter in self.leave_waiters.drain(..) {
             let _ = waiter.send(());
         }
-        let _ = self.io.events.send(NodeEvent::Stopped);
-        tracing::info!(me = %self.io.me, "node stopped");
+        self.publish(NodeEvent::Stopped);
+        tracing::info!(me = %self.me, "node stopped");
     }
 }

@@ -106,7 +106,10 @@ impl Host {
     /// The next item of a queue, if one is there (a closed queue has none).
     fn poll_queue(&mut self, source: Source, cx: &mut Context<'_>) -> Option<Ready> {
         let polled = match source {
-            Source::Control => self.control_in.poll_recv(cx).map(|e| e.map(Ready::Envelope)),
+            Source::Control => self
+                .control_in
+                .poll_recv(cx)
+                .map(|e| e.map(Ready::Envelope)),
             Source::Signals => self.signals.poll_recv(cx).map(|s| s.map(Ready::Signal)),
             Source::Store => self.store_done.poll_recv(cx).map(|i| i.map(Ready::Stored)),
             Source::Commands => self.commands.poll_recv(cx).map(|c| c.map(Ready::Command)),

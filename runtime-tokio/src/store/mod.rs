@@ -12,9 +12,10 @@
 //! shard, throttled recovery) belongs to the core and is simulated there; these are its
 //! runtime adapters.
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -22,6 +23,7 @@ mod sqlite;
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
 
+pub(crate) use link::StoreLink;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::handshake::HandshakeError;
+use crate::metric_names;
 
 /// The transport's counters (shared by its tasks).
 #[derive(Debug, Default)]
@@ -49,27 +50,28 @@ fn bump(counter: &AtomicU64) {
 impl Counters {
     pub(crate) fn dialed(&self) {
         bump(&self.dialed);
-        metrics::counter!("shoal_connections_total", "direction" => "outbound").increment(1);
+        metrics::counter!(metric_names::CONNECTIONS_TOTAL, "direction" => "outbound").increment(1);
     }
 
     pub(crate) fn accepted(&self) {
         bump(&self.accepted);
-        metrics::counter!("shoal_connections_total", "direction" => "inbound").increment(1);
+        metrics::counter!(metric_names::CONNECTIONS_TOTAL, "direction" => "inbound").increment(1);
     }
 
     pub(crate) fn dial_failed(&self) {
         bump(&self.dial_failures);
-        metrics::counter!("shoal_dial_failures_total").increment(1);
+        metrics::counter!(metric_names::DIAL_FAILURES_TOTAL).increment(1);
     }
 
     pub(crate) fn handshake_failed(&self, error: &HandshakeFailure) {
         bump(&self.handshakes_failed);
-        metrics::counter!("shoal_handshakes_failed_total", "reason" => error.label()).increment(1);
+        metrics::counter!(metric_names::HANDSHAKES_FAILED_TOTAL, "reason" => error.label())
+            .increment(1);
     }
 
     pub(crate) fn frame_rejected(&self, reason: &'static str) {
         bump(&self.frames_rejected);
-        metrics::counter!("shoal_frames_rejected_total", "reason" => reason).increment(1);
+        metrics::counter!(metric_names::FRAMES_REJECTED_TOTAL, "reason" => reason).increment(1);
     }
 
     pub(crate) fn received(&self) {
