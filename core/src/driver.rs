@@ -126,7 +126,11 @@ impl Driver {
         }
         self.next_wakeup = self.node.poll_timeout();
         self.busy_loops += 1;
-        tracing::error!(%now, next = ?self.node.poll_timeout(), "busy loop: a timer stays due after firing");
+        tracing::error!(
+            %now,
+            due = ?self.node.due_timers(now),
+            "busy loop: a timer stays due after firing"
+        );
     }
 
     fn drain(&mut self, io: &mut impl Io) {

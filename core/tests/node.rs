@@ -1609,3 +1609,30 @@ fn a_region_whose_coordinator_never_answers_says_so() {
     c.advance(Duration::from_secs(20));
     assert_eq!(warnings(&c).len(), before, "answered: no more warnings");
 }
+
+#[test]
+fn due_timers_name_the_role_and_the_timer() {
+    // A node joining through itself: its first join attempt is due at once, and the region
+    // of its type ticks; nothing is due once they have run.
+    let mut c = config(1, type_config(10));
+    c.membership = Some(MembershipSettings::new([NodeId(1)]));
+    let mut node = Node::new(c, Instant::ZERO).expect("valid");
+    let due = node.due_timers(Instant::ZERO);
+    assert!(
+        due.contains(&"membership: join attempt".to_string()),
+        "{due:?}"
+    );
+    assert!(
+        due.iter()
+            .all(|name| name.starts_with("membership: ") || name.starts_with("region counter: ")),
+        "{due:?}"
+    );
+    node.handle_timeout(Instant::ZERO);
+    while node.poll_effect().is_some() {}
+    assert_eq!(node.due_timers(Instant::ZERO), Vec::<String>::new());
+    let next = node.poll_timeout().expect("a timer is set");
+    assert!(
+        !node.due_timers(next).is_empty(),
+        "the next timer is named when it is due"
+    );
+}

@@ -35,7 +35,7 @@ use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::members::MembershipView;
 use crate::message::Body;
 use crate::time::Deadlines;
-use crate::time::{Instant, earliest};
+use crate::time::Instant;
 
 use handoff::Handoff;
 use query::StatsQuery;
@@ -344,18 +344,32 @@ impl Coordinator {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let mut next = self.gate_open.then_some(self.next_rebalance);
-        next = earliest(next, self.next_register_request.filter(|_| !self.gate_open));
-        next = earliest(next, self.terminating.values().min().copied());
-        next = earliest(next, self.unacked.next());
-        next = earliest(next, self.handoffs.values().map(|h| h.deadline).min());
-        next = earliest(next, self.stats.values().map(|q| q.deadline).min());
-        next = earliest(next, self.store_timeout());
+        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+    }
+
+    /// Each of the coordinator's timers with its name (for [`Coordinator::poll_timeout`] and
+    /// for naming the timer of a busy loop).
+    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 8] {
         let margin = self.settings.down_removal_margin;
-        earliest(
-            next,
-            self.recent_removals.values().map(|at| *at + margin).min(),
-        )
+        [
+            ("rebalance", self.gate_open.then_some(self.next_rebalance)),
+            (
+                "register request",
+                self.next_register_request.filter(|_| !self.gate_open),
+            ),
+            (
+                "terminating region",
+                self.terminating.values().min().copied(),
+            ),
+            ("unacknowledged allocation", self.unacked.next()),
+            ("handoff", self.handoffs.values().map(|h| h.deadline).min()),
+            ("stats query", self.stats.values().map(|q| q.deadline).min()),
+            ("store timeout", self.store_timeout()),
+            (
+                "removal margin",
+                self.recent_removals.values().map(|at| *at + margin).min(),
+            ),
+        ]
     }
 
     /// The allocation table: shard → region. Used by checkers and tests.

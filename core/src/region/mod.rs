@@ -36,7 +36,7 @@ use crate::reason::DeadLetterReason;
 use crate::region::shard::{Shard, ShardSettings};
 use crate::remember::RememberSettings;
 use crate::rng::Rng;
-use crate::time::{Instant, earliest};
+use crate::time::Instant;
 
 use crate::time::Deadlines;
 pub(crate) use buffers::BufferBudget;
@@ -237,12 +237,27 @@ impl Region {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        let queries = self.queries.next_deadline();
+        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+    }
+
+    /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for
+    /// naming the timer of a busy loop).
+    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
+        let queries = ("query deadline", self.queries.next_deadline());
         if self.lifecycle == Lifecycle::Terminated {
-            return queries;
+            return [
+                ("tick", None),
+                ("registration", None),
+                ("shard timer", None),
+                queries,
+            ];
         }
-        let next = earliest(Some(self.next_tick), self.registration.next_attempt);
-        earliest(earliest(next, self.timers.next()), queries)
+        [
+            ("tick", Some(self.next_tick)),
+            ("registration", self.registration.next_attempt),
+            ("shard timer", self.timers.next()),
+            queries,
+        ]
     }
 
     /// Whether the region stopped hosting: graceful shutdown done, or member downed.

@@ -14,7 +14,7 @@ use crate::membership::downing::Downer;
 use crate::membership::settings::MembershipSettings;
 use crate::message::ClusterMessage;
 use crate::rng::Rng;
-use crate::time::{Instant, earliest};
+use crate::time::Instant;
 
 mod receive;
 mod rounds;
@@ -246,16 +246,29 @@ impl Membership {
 
     /// When [`Membership::handle_timeout`] should run next.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+    }
+
+    /// Each of the machine's timers with its name (for [`Membership::poll_timeout`] and for
+    /// naming the timer of a busy loop).
+    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
         match self.phase {
-            Phase::Joining => earliest(Some(self.next_join_attempt), self.form_cluster_at),
-            Phase::Member => {
-                let next = self.next_heartbeat.min(self.next_gossip);
-                earliest(
-                    earliest(Some(next), self.downer.deadline()),
-                    self.exit_deadline,
-                )
-            }
-            Phase::Removed | Phase::Downed => None,
+            Phase::Joining => [
+                ("join attempt", Some(self.next_join_attempt)),
+                ("form cluster", self.form_cluster_at),
+                ("heartbeat or gossip", None),
+                ("downing or exit", None),
+            ],
+            Phase::Member => [
+                (
+                    "heartbeat or gossip",
+                    Some(self.next_heartbeat.min(self.next_gossip)),
+                ),
+                ("downing", self.downer.deadline()),
+                ("exit", self.exit_deadline),
+                ("join attempt", None),
+            ],
+            Phase::Removed | Phase::Downed => [("none", None); 4],
         }
     }
 
