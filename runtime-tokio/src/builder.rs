@@ -25,7 +25,7 @@ use crate::node::{Node, RegisteredType};
 use crate::store::RememberStore;
 use crate::store::StoreLink;
 use crate::transport::handshake::Identity;
-use crate::transport::network::{Network, Tcp};
+use crate::transport::network::{Listener, Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
 
 /// Queue sizes between the transport, the entities and the host task.
@@ -226,6 +226,14 @@ impl NodeBuilder {
 
     /// Binds, starts the node's tasks and joins the cluster.
     pub async fn start(self) -> Result<Node, StartError> {
+        self.validate()?;
+        let (listener, advertised) = self.bind_listener().await?;
+        let (config, seeds) = self.configure(&advertised)?;
+        self.spawn(listener, config, seeds)
+    }
+
+    /// Refuses settings that cannot run, before anything is bound.
+    fn validate(&self) -> Result<(), StartError> {
         if self.cluster_name.is_empty() {
             return Err(StartError::Builder("the cluster name is empty".into()));
         }
@@ -246,26 +254,26 @@ impl NodeBuilder {
         if self.store_timeout.is_zero() {
             return Err(StartError::Builder("remember store timeout 0".into()));
         }
-        let listener = self
-            .network
-            .bind(&self.bind)
-            .await
-            .map_err(|source| StartError::Bind {
-                address: self.bind.clone(),
-                source,
-            })?;
+        Ok(())
+    }
+
+    /// Binds the listener; returns it with the address this node advertises.
+    async fn bind_listener(&self) -> Result<(Box<dyn Listener>, String), StartError> {
+        let bind_error = |source| StartError::Bind {
+            address: self.bind.clone(),
+            source,
+        };
+        let listener = self.network.bind(&self.bind).await.map_err(bind_error)?;
         let advertised = match &self.advertise {
             Some(address) => address.clone(),
-            None => listener
-                .local_addr()
-                .map_err(|source| StartError::Bind {
-                    address: self.bind.clone(),
-                    source,
-                })?
-                .to_string(),
+            None => listener.local_addr().map_err(bind_error)?.to_string(),
         };
-        let address = Address::new(advertised.as_str());
-        let node = NodeId::of_address(&advertised);
+        Ok((listener, advertised))
+    }
+
+    /// The core's configuration for a node advertised at `advertised`, and the seed addresses.
+    fn configure(&self, advertised: &str) -> Result<(Config, Vec<String>), StartError> {
+        let address = Address::new(advertised);
         let incarnation = Incarnation(self.incarnation.unwrap_or_else(incarnation_now));
         let seed = match self.seed {
             Some(seed) => seed,
@@ -275,29 +283,36 @@ impl NodeBuilder {
                 u64::from_le_bytes(seed)
             }
         };
-
         let seeds: Vec<String> = if self.seed_nodes.is_empty() {
-            vec![advertised]
+            vec![advertised.to_string()]
         } else {
             self.seed_nodes.clone()
         };
-        let mut membership = self
-            .membership
+        let mut membership = (self.membership.clone())
             .unwrap_or_else(|| MembershipSettings::new(Vec::<SeedNode>::new()));
         membership.seed_nodes = seeds
             .iter()
             .map(|s| SeedNode::new(NodeId::of_address(s), Address::new(s.as_str())))
             .collect();
         membership.app_version = self.app_version;
-        let mut config = Config::new(node, incarnation);
-        config.address = address.clone();
-        config.roles = self.roles;
+        let mut config = Config::new(NodeId::of_address(advertised), incarnation);
+        config.address = address;
+        config.roles = self.roles.clone();
         config.seed = seed;
-        config.entity_types = self.entity_types;
+        config.entity_types = self.entity_types.clone();
         config.settings = self.settings.clone();
         config.membership = Some(membership);
-        let me = config.member_id();
+        Ok((config, seeds))
+    }
 
+    /// Starts the core, the transport and the host task; returns the node's handle.
+    fn spawn(
+        self,
+        listener: Box<dyn Listener>,
+        config: Config,
+        seeds: Vec<String>,
+    ) -> Result<Node, StartError> {
+        let (me, address, seed) = (config.member_id(), config.address.clone(), config.seed);
         let clock = Clock::start();
         let core = shoal_core::Node::new(config, clock.now())?;
         tracing::info!(%me, %address, seed, "node starting (seed and incarnation replay this run)");

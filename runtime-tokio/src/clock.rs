@@ -6,26 +6,26 @@ use std::time::Duration;
 
 /// A node's clock: its origin is when the node started.
 #[derive(Clone, Copy, Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     origin: tokio::time::Instant,
 }
 
 impl Clock {
     /// A clock starting now.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             origin: tokio::time::Instant::now(),
         }
     }
 
     /// The core's time now.
-    pub fn now(&self) -> shoal_core::Instant {
+    pub(crate) fn now(&self) -> shoal_core::Instant {
         shoal_core::Instant::ZERO + self.origin.elapsed()
     }
 
     /// When tokio should wake the node for a core deadline (`Instant::MAX`, "never", maps to
     /// a year from the origin, far past any timer the core sets).
-    pub fn deadline(&self, at: shoal_core::Instant) -> tokio::time::Instant {
+    pub(crate) fn deadline(&self, at: shoal_core::Instant) -> tokio::time::Instant {
         const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
         let since_origin = Duration::from_nanos(at.as_nanos()).min(NEVER);
         self.origin + since_origin

@@ -52,11 +52,11 @@
 #![warn(missing_docs)]
 
 mod builder;
-pub mod clock;
+mod clock;
 pub mod entity;
 mod error;
 mod event;
-pub mod host;
+mod host;
 mod metric_names;
 mod node;
 mod region;

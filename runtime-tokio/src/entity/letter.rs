@@ -10,26 +10,26 @@ use crate::error::AskError;
 /// Who waits for the reply to an ask: the asking member (its incarnation: a reply never
 /// reaches a restarted asker) and its request.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub struct AskRef {
+pub(crate) struct AskRef {
     /// The asking member.
-    pub asker: MemberId,
+    pub(crate) asker: MemberId,
     /// The ask's id in the asker's request table.
-    pub id: u64,
+    pub(crate) id: u64,
 }
 
 /// A message for an entity, as a core payload.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub struct Letter {
+pub(crate) struct Letter {
     /// For an ask: where the reply goes.
-    pub ask: Option<AskRef>,
+    pub(crate) ask: Option<AskRef>,
     /// The entity's message, postcard-encoded.
     #[serde(with = "serde_bytes")]
-    pub message: Vec<u8>,
+    pub(crate) message: Vec<u8>,
 }
 
 /// An application message between runtimes.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub enum AppFrame {
+pub(crate) enum AppFrame {
     /// An entity's reply to ask `id` of the receiving member.
     Reply {
         /// The ask.
@@ -49,7 +49,7 @@ pub enum AppFrame {
 
 /// Why an ask failed on another member, as it travels back to the asker.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub enum AskFailure {
+pub(crate) enum AskFailure {
     /// The message was dead-lettered there.
     DeadLetter(DeadLetterReason),
     /// The message or the reply did not (de)serialize there.
@@ -72,28 +72,28 @@ impl From<AskFailure> for AskError {
 /// A payload that is not what this runtime sends.
 #[derive(Debug, Eq, PartialEq, thiserror::Error)]
 #[error("payload is not a letter or frame of this runtime")]
-pub struct Malformed;
+pub(crate) struct Malformed;
 
 impl Letter {
     /// As a core payload.
-    pub fn to_payload(&self) -> Payload {
+    pub(crate) fn to_payload(&self) -> Payload {
         encode(self)
     }
 
     /// From a core payload.
-    pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
+    pub(crate) fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
         decode(payload)
     }
 }
 
 impl AppFrame {
     /// As a core payload.
-    pub fn to_payload(&self) -> Payload {
+    pub(crate) fn to_payload(&self) -> Payload {
         encode(self)
     }
 
     /// From a core payload.
-    pub fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
+    pub(crate) fn from_payload(payload: &Payload) -> Result<Self, Malformed> {
         decode(payload)
     }
 }

@@ -11,7 +11,7 @@
 //! single activation holds; only the entity's in-memory state is lost, as in Akka's
 //! restart-with-backoff supervision.
 
-pub mod letter;
+pub(crate) mod letter;
 pub(crate) mod runtime;
 mod task;
 

@@ -15,7 +15,7 @@
 pub(crate) mod command;
 mod events;
 pub(crate) mod io;
-pub mod requests;
+pub(crate) mod requests;
 mod sources;
 
 use std::time::Duration;

@@ -12,7 +12,7 @@ use shoal_core::{Instant, RequestId};
 
 /// Requests awaiting an answer.
 #[derive(Debug)]
-pub struct Requests<T> {
+pub(crate) struct Requests<T> {
     next: u64,
     pending: BTreeMap<RequestId, (Instant, T)>,
     /// `(deadline, request)`, to find the expired ones without a scan.
@@ -35,7 +35,7 @@ impl<T> Default for Requests<T> {
 impl<T> Requests<T> {
     /// Records a request answered through `answer` by `deadline`; returns its id (never 0,
     /// never reused).
-    pub fn insert(&mut self, deadline: Instant, answer: T) -> RequestId {
+    pub(crate) fn insert(&mut self, deadline: Instant, answer: T) -> RequestId {
         self.next += 1;
         let id = RequestId(self.next);
         self.pending.insert(id, (deadline, answer));
@@ -44,7 +44,7 @@ impl<T> Requests<T> {
     }
 
     /// The reply to `id` arrived: what answers it, if it still waits.
-    pub fn complete(&mut self, id: RequestId) -> Option<T> {
+    pub(crate) fn complete(&mut self, id: RequestId) -> Option<T> {
         let Some((deadline, answer)) = self.pending.remove(&id) else {
             self.late += 1;
             return None;
@@ -54,7 +54,7 @@ impl<T> Requests<T> {
     }
 
     /// Takes every request whose deadline is at or before `now`, earliest first.
-    pub fn expire(&mut self, now: Instant) -> Vec<(RequestId, T)> {
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<(RequestId, T)> {
         let mut expired = Vec::new();
         while let Some(&(deadline, id)) = self.deadlines.first() {
             if deadline > now {
@@ -69,22 +69,17 @@ impl<T> Requests<T> {
     }
 
     /// The earliest deadline of a waiting request.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.deadlines.first().map(|&(deadline, _)| deadline)
     }
 
     /// Requests waiting.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
 
-    /// Whether none waits.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
     /// Replies that found their request already answered or expired.
-    pub fn late_replies(&self) -> u64 {
+    pub(crate) fn late_replies(&self) -> u64 {
         self.late
     }
 }
@@ -120,7 +115,7 @@ mod tests {
         assert_eq!(r.len(), 1);
 
         assert_eq!(r.expire(at(1_000)), [(a, "a")]);
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert_eq!(r.next_deadline(), None);
         assert_eq!(r.late_replies(), 2);
     }

@@ -12,10 +12,10 @@
 //! shard, throttled recovery) belongs to the core and is simulated there; these are its
 //! runtime adapters.
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;

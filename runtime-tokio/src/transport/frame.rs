@@ -11,7 +11,7 @@ use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 /// Why a frame was refused; the connection is closed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum FrameError {
+pub(crate) enum FrameError {
     /// Reading or writing the socket failed, or a length prefix exceeded the cap.
     #[error("connection: {0}")]
     Io(#[from] std::io::Error),
@@ -22,7 +22,7 @@ pub enum FrameError {
 
 /// Encodes and decodes envelopes as length-delimited frames.
 #[derive(Debug)]
-pub struct EnvelopeCodec {
+pub(crate) struct EnvelopeCodec {
     frames: LengthDelimitedCodec,
 }
 

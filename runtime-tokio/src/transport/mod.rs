@@ -5,8 +5,12 @@
 
 mod connect;
 mod counters;
-pub mod frame;
+mod frame;
+#[cfg(feature = "fuzzing")]
 pub mod handshake;
+#[cfg(not(feature = "fuzzing"))]
+#[allow(unreachable_pub)]
+pub(crate) mod handshake;
 mod inbound;
 pub mod network;
 mod peer;

@@ -273,6 +273,7 @@ impl Handshake {
     }
 
     /// Whether the handshake failed (the connection must be closed).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn has_failed(&self) -> bool {
         matches!(self.state, State::Failed)
     }
