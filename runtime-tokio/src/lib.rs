@@ -47,6 +47,23 @@
 //! The transport reaches the network through the [`Network`] seam: real TCP ([`Tcp`]) by
 //! default, mutual TLS around any network with the `tls` feature (`MutualTls`), and
 //! turmoil's simulated TCP in this crate's deterministic tests.
+//!
+//! ## The layering
+//!
+//! Modules import only from floors below; the workspace test `tests/tests/layering.rs` holds
+//! this table and fails on an import that climbs it or closes a circle:
+//!
+//! | floor | modules |
+//! |---|---|
+//! | 5 | `builder` (validates, binds, configures and spawns a node) |
+//! | 4 | `node` (the handle of a running node) |
+//! | 3 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
+//! | 2 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
+//! | 1 | `entity` (entity tasks), `store` (remember stores), `transport` (TCP, handshake) |
+//! | 0 | `clock`, `error`, `event`, `metric_names` |
+//!
+//! The handles reach the host only through its command queue (`host::command::HostHandle`);
+//! the transport never knows the node's face.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

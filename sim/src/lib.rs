@@ -10,6 +10,17 @@
 //!
 //! Everything derives from one seed: `run(Options::from_seed(seed))` is reproducible exactly,
 //! and its `Report::digest` proves it.
+//!
+//! ## The layering
+//!
+//! `simulator` is the orchestrator: it owns the components (network `net`, `connections`,
+//! `nodes`, `nemesis`, `workload`, `entity_host`, `remembering`, `check`, ...) and drives them;
+//! no component imports it, and only `run` (the entry point every tool goes through) does.
+//! The tools (`explain`, `failover`, `minimize`, `speed`, `picture`) sit above `run`; setup
+//! (`options`, `plan`, `schedule`) below the components; `scripted` is the fixed-schedule
+//! cluster the core's scenario tests use. The workspace test `tests/tests/layering.rs` fails
+//! on an import circle between these modules, or on a module other than `run` importing
+//! `simulator`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

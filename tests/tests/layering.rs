@@ -40,6 +40,16 @@ const CORE_FLOORS: &[(u32, &[&str])] = &[
     (0, &["id", "time", "reason", "rng", "probe", "hint"]),
 ];
 
+/// The floors written in `runtime-tokio/src/lib.rs`'s documentation.
+const RUNTIME_FLOORS: &[(u32, &[&str])] = &[
+    (5, &["builder"]),
+    (4, &["node"]),
+    (3, &["region"]),
+    (2, &["host"]),
+    (1, &["entity", "store", "transport"]),
+    (0, &["clock", "error", "event", "metric_names"]),
+];
+
 fn read(src: &str) -> Crate {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(src);
     Crate::read(&root).expect("readable sources")
@@ -52,6 +62,31 @@ fn the_core_keeps_its_floors() {
         breaks.is_empty(),
         "core/src/lib.rs's floors broken:\n{}",
         breaks.join("\n")
+    );
+}
+
+#[test]
+fn the_runtime_keeps_its_floors() {
+    let breaks = floor_breaks(&read("runtime-tokio/src"), RUNTIME_FLOORS);
+    assert!(
+        breaks.is_empty(),
+        "runtime-tokio/src/lib.rs's floors broken:\n{}",
+        breaks.join("\n")
+    );
+}
+
+#[test]
+fn only_run_imports_the_simulator() {
+    let importers: Vec<String> = read("sim/src")
+        .root_imports()
+        .into_iter()
+        .filter(|(_, imports)| imports.contains("simulator"))
+        .map(|(module, _)| module)
+        .collect();
+    assert_eq!(
+        importers,
+        vec!["run".to_string()],
+        "sim/src/lib.rs's layering"
     );
 }
 
