@@ -33,7 +33,7 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::Effects;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::members::MembershipView;
-use crate::message::Body;
+use crate::message::{Body, Handled};
 use crate::time::Deadlines;
 use crate::time::Instant;
 
@@ -141,7 +141,7 @@ impl Coordinator {
         from: MemberId,
         body: Body,
         out: &mut Effects,
-    ) -> bool {
+    ) -> Handled {
         let Some(status) = view.status(from) else {
             return self.handle_last_words(now, view, from, body, out);
         };
@@ -152,7 +152,7 @@ impl Coordinator {
             } => {
                 if !status.may_host_shards() || !self.has_role(view, from) {
                     tracing::debug!(%from, ?status, "registration refused");
-                    return false;
+                    return Handled::Rejected;
                 }
                 let reported: Vec<ShardId> = shards.iter().chain(&handing_off).copied().collect();
                 self.handle_register(now, from, shards, handing_off, out);
@@ -175,7 +175,7 @@ impl Coordinator {
             Body::GetShardHome { shard } => {
                 if !self.is_registered(from) {
                     out.send(from, &self.entity_type, Body::RegisterRequest);
-                    return false;
+                    return Handled::Rejected;
                 }
                 self.answer_or_defer(now, view, shard, [from].into(), out);
             }
@@ -216,10 +216,10 @@ impl Coordinator {
             }
             other => {
                 tracing::debug!(%from, ?other, "not a coordinator message");
-                return false;
+                return Handled::Rejected;
             }
         }
-        true
+        Handled::Accepted
     }
 
     /// Membership changed: regions of removed members are terminated (after the margin, unless
@@ -281,10 +281,10 @@ impl Coordinator {
         from: MemberId,
         body: Body,
         out: &mut Effects,
-    ) -> bool {
+    ) -> Handled {
         if !self.regions.contains_key(&from) {
             tracing::debug!(%from, "coordinator ignores a non-member");
-            return false;
+            return Handled::Rejected;
         }
         crate::probe::hit("coordinator: the last words of a region that left are heard");
         match body {
@@ -295,10 +295,10 @@ impl Coordinator {
             Body::RegionStopped => self.remove_region(now, view, from, out),
             other => {
                 tracing::debug!(%from, ?other, "coordinator ignores a region that left");
-                return false;
+                return Handled::Rejected;
             }
         }
-        true
+        Handled::Accepted
     }
 
     /// Records a removal observed by the node (used by the gate).

@@ -111,6 +111,7 @@ impl Fixture {
     fn recv_at(&mut self, secs: u64, n: u64, body: Body) -> bool {
         self.c
             .handle_message(at(secs), &self.view, m(n), body, &mut self.out)
+            == Handled::Accepted
     }
 
     fn register(&mut self, n: u64, shards: &[u32], handing_off: &[u32]) -> bool {

@@ -9,6 +9,7 @@ mod body;
 mod cluster;
 mod letter;
 mod reports;
+mod route;
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +18,7 @@ pub use cluster::ClusterMessage;
 pub(crate) use letter::{Delivery, Letter};
 pub use letter::{StartAck, StartOutcome};
 pub use reports::{AllocationGate, CoordinatorState, RegionShards, RegionStats};
+pub(crate) use route::{Handled, Route};
 
 use crate::id::{EntityType, MemberId};
 

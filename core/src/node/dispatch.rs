@@ -4,9 +4,8 @@
 use super::Node;
 use crate::effect::Event;
 use crate::id::MemberId;
-use crate::message::{Body, Envelope, Message};
+use crate::message::{Body, Envelope, Handled, Message, Route};
 use crate::reason::DeadLetterReason;
-use crate::region::Handled;
 use crate::time::Instant;
 
 impl Node {
@@ -40,29 +39,30 @@ impl Node {
             return;
         }
         let out = &mut self.effects;
-        match body {
-            Body::SetShardLocations { locations } => {
-                for (shard, node) in locations {
-                    t.desired.insert(shard, node);
-                    if let Some(c) = &mut t.coordinator {
-                        c.set_desired_location(shard, node);
+        let handled = match body.route() {
+            Route::Node => {
+                if let Body::SetShardLocations { locations } = body {
+                    for (shard, node) in locations {
+                        t.desired.insert(shard, node);
+                        if let Some(c) = &mut t.coordinator {
+                            c.set_desired_location(shard, node);
+                        }
                     }
                 }
+                Handled::Accepted
             }
-            body if is_for_coordinator(&body) => {
-                let accepted = match &mut t.coordinator {
-                    Some(c) => c.handle_message(now, &self.view, from, body, out),
-                    None => false,
-                };
-                if !accepted {
-                    self.metrics.rejected += 1;
-                }
-            }
-            body => match t.region.handle_message(now, from, body, out) {
-                Handled::Accepted => {}
-                Handled::Fenced => self.metrics.fenced += 1,
-                Handled::Rejected => self.metrics.rejected += 1,
+            Route::Coordinator => match &mut t.coordinator {
+                Some(c) => c.handle_message(now, &self.view, from, body, out),
+                None => Handled::Rejected,
             },
+            Route::Region | Route::RegionFromCoordinator => {
+                t.region.handle_message(now, from, body, out)
+            }
+        };
+        match handled {
+            Handled::Accepted => {}
+            Handled::Fenced => self.metrics.fenced += 1,
+            Handled::Rejected => self.metrics.rejected += 1,
         }
     }
 
@@ -72,25 +72,4 @@ impl Node {
             self.dispatch(now, from, message);
         }
     }
-}
-
-/// Messages addressed to a coordinator rather than a region.
-fn is_for_coordinator(body: &Body) -> bool {
-    matches!(
-        body,
-        Body::Register { .. }
-            | Body::RegisterProxy
-            | Body::GetShardHome { .. }
-            | Body::ShardStarted { .. }
-            | Body::BeginHandOffAck { .. }
-            | Body::ShardStopped { .. }
-            | Body::ShardFenced { .. }
-            | Body::GracefulShutdownReq
-            | Body::RegionStopped
-            | Body::GetCurrentRegions { .. }
-            | Body::GetClusterShardingStats { .. }
-            | Body::RegionStatsReply { .. }
-            | Body::GetCoordinatorState { .. }
-            | Body::RegionExited { .. }
-    )
 }

@@ -1,25 +1,14 @@
 //! How a region handles protocol messages: from its coordinator (fenced by the membership view)
 //! and from other regions.
 
-use crate::effect::{Effects, Event, Reply};
+use crate::effect::{Effects, Event};
 use crate::id::{Epoch, MemberId, ShardId};
-use crate::message::{Body, RegionShards};
+use crate::message::{Body, Handled, RegionShards, Route};
 use crate::reason::DeadLetterReason;
 use crate::region::lifecycle::initial_backoff;
-use crate::region::pending_queries::QueryKind;
 use crate::region::shard::Shard;
 use crate::region::{Lifecycle, Region};
 use crate::time::Instant;
-
-/// Whether a message was acted on; rejected messages are counted by the node.
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
-pub(crate) enum Handled {
-    Accepted,
-    /// Ignored: sent by a coordinator this region's view does not name.
-    Fenced,
-    /// Ignored: not a message a region handles, or contradicting local state.
-    Rejected,
-}
 
 impl Region {
     /// A protocol message addressed to this region.
@@ -30,7 +19,9 @@ impl Region {
         body: Body,
         out: &mut Effects,
     ) -> Handled {
-        if is_from_coordinator(&body) && Some(from) != self.registration.coordinator {
+        if body.route() == Route::RegionFromCoordinator
+            && Some(from) != self.registration.coordinator
+        {
             tracing::debug!(%from, ?body, "ignoring a coordinator that the view does not name");
             return Handled::Fenced;
         }
@@ -49,6 +40,24 @@ impl Region {
         if self.lifecycle == Lifecycle::Terminated {
             return Handled::Rejected;
         }
+        match body.route() {
+            Route::RegionFromCoordinator => self.handle_from_coordinator(now, from, body, out),
+            Route::Region => self.handle_from_peer(from, body, out),
+            Route::Coordinator | Route::Node => {
+                tracing::debug!(%from, ?body, "not a region message");
+                Handled::Rejected
+            }
+        }
+    }
+
+    /// A message from the coordinator the view names.
+    fn handle_from_coordinator(
+        &mut self,
+        now: Instant,
+        from: MemberId,
+        body: Body,
+        out: &mut Effects,
+    ) -> Handled {
         match body {
             Body::RegisterAck => self.handle_register_ack(from, out),
             Body::RegisterRequest => {
@@ -109,67 +118,8 @@ impl Region {
                     Body::RegionStatsReply { query, shards },
                 );
             }
-            Body::RelayHandOffAck {
-                shard,
-                coordinator,
-                round,
-            } => {
-                // Everything `from` forwarded before this ack has been routed by now (FIFO).
-                let ack = Body::BeginHandOffAck {
-                    shard,
-                    region: from,
-                    round,
-                };
-                out.send(coordinator, &self.entity_type, ack);
-            }
-            Body::RelayExit { coordinator } => {
-                // Everything `from` forwarded before it exited has been routed by now (FIFO).
-                let exited = Body::RegionExited { region: from };
-                out.send(coordinator, &self.entity_type, exited);
-            }
-            Body::LocateEntity { request, entity } => {
-                self.handle_locate(from, request, entity, out)
-            }
-            Body::EntityLocated {
-                request,
-                entity,
-                shard,
-                hosted,
-                alive,
-            } => {
-                let region = hosted.then_some(from);
-                let reply = Reply::EntityLocation {
-                    entity,
-                    shard,
-                    region,
-                    alive,
-                };
-                return self.handle_answer(from, request, QueryKind::Locate, reply, out);
-            }
-            Body::CurrentRegions { request, regions } => {
-                let reply = Reply::CurrentRegions { regions };
-                return self.handle_answer(from, request, QueryKind::CurrentRegions, reply, out);
-            }
-            Body::ClusterShardingStats {
-                request,
-                regions,
-                failed,
-            } => {
-                let reply = Reply::ClusterShardingStats { regions, failed };
-                return self.handle_answer(from, request, QueryKind::Stats, reply, out);
-            }
-            Body::StartEntityAck {
-                request,
-                entity,
-                outcome,
-            } => return self.handle_start_ack(from, request, entity, outcome, out),
-            Body::CoordinatorState { request, state } => {
-                let reply = Reply::CoordinatorState(state);
-                let kind = QueryKind::CoordinatorState;
-                return self.handle_answer(from, request, kind, reply, out);
-            }
             other => {
-                tracing::debug!(%from, ?other, "not a region message");
+                tracing::debug!(%from, ?other, "not a coordinator's message");
                 return Handled::Rejected;
             }
         }
@@ -329,22 +279,6 @@ impl Region {
             self.finish_shard_stop(now, shard, out);
         }
     }
-}
-
-/// Messages only a coordinator sends; a region obeys them only from the coordinator its
-/// membership view names (fencing, DESIGN.md decision 2).
-fn is_from_coordinator(body: &Body) -> bool {
-    matches!(
-        body,
-        Body::RegisterAck
-            | Body::RegisterRequest
-            | Body::ShardHome { .. }
-            | Body::ShardHomes { .. }
-            | Body::HostShard { .. }
-            | Body::BeginHandOff { .. }
-            | Body::HandOff { .. }
-            | Body::GetRegionStats { .. }
-    )
 }
 
 fn count(n: usize) -> u32 {

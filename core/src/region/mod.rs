@@ -13,6 +13,7 @@
 mod buffers;
 mod by_shard;
 mod coordination;
+mod from_peers;
 mod invariants;
 mod lifecycle;
 mod pending_queries;
@@ -42,7 +43,6 @@ use crate::time::Deadlines;
 pub(crate) use buffers::BufferBudget;
 use buffers::ShardBuffers;
 use by_shard::ByShard;
-pub(crate) use coordination::Handled;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
 use shard_table::ShardTable;

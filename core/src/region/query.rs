@@ -6,9 +6,10 @@ use crate::error::CommandError;
 use crate::hash::shard_of;
 use crate::id::{EntityId, MemberId, RequestId};
 use crate::message::Body;
+use crate::message::Handled;
 use crate::message::{Letter, StartAck, StartOutcome};
 use crate::region::pending_queries::QueryKind;
-use crate::region::{Handled, Lifecycle, Region};
+use crate::region::{Lifecycle, Region};
 use crate::time::Instant;
 
 impl Region {

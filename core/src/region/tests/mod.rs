@@ -5,7 +5,7 @@ use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, Transmit};
 use crate::members::{Member, MemberStatus, MembershipView};
-use crate::message::{Envelope, Message, Payload, RegionShards};
+use crate::message::{Envelope, Handled, Message, Payload, RegionShards};
 use crate::reason::StopReason;
 
 fn m(n: u64) -> MemberId {
