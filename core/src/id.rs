@@ -23,6 +23,17 @@ impl NodeId {
     }
 }
 
+/// One handoff round of a shard at its coordinator (the coordinator's clock at its start
+/// plus a count): an acknowledgement of another round is ignored.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct HandoffRound(pub u64);
+
+/// One statistics query of a coordinator, which the regions' replies name.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct StatsQueryId(pub u64);
+
 /// Distinguishes successive lives of one [`NodeId`]: a restarted node is a new member.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
 pub struct Incarnation(pub u64);

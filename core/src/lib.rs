@@ -143,8 +143,8 @@ pub use error::{CodecError, CommandError, ConfigError};
 pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{
-    Address, AppVersion, EntityId, EntityType, Epoch, Incarnation, MemberId, NodeId, RequestId,
-    ShardId,
+    Address, AppVersion, EntityId, EntityType, Epoch, HandoffRound, Incarnation, MemberId, NodeId,
+    RequestId, ShardId, StatsQueryId,
 };
 pub use input::{Command, Input};
 pub use members::{Gossip, GossipMember, Member, MemberStatus, MembershipView, Seen, StateDigest};

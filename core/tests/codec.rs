@@ -6,8 +6,8 @@ use proptest::strategy::ValueTree;
 use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode, frame_len};
 use shoal_core::{
     AllocationGate, Body, CodecError, CoordinatorState, DeadLetterReason, EntityId, EntityType,
-    Envelope, Epoch, MemberId, Message, NodeId, Payload, RegionShards, RegionStats, RequestId,
-    ShardId, StartAck, StartOutcome,
+    Envelope, Epoch, HandoffRound, MemberId, Message, NodeId, Payload, RegionShards, RegionStats,
+    RequestId, ShardId, StartAck, StartOutcome, StatsQueryId,
 };
 
 fn member() -> impl Strategy<Value = MemberId> {
@@ -52,7 +52,7 @@ fn body() -> impl Strategy<Value = Body> {
             Body::BeginHandOffAck {
                 shard,
                 region,
-                round,
+                round: HandoffRound(round),
             }
         }),
         shard().prop_map(|shard| Body::ShardStopped { shard }),
@@ -60,8 +60,10 @@ fn body() -> impl Strategy<Value = Body> {
         Just(Body::RegionStopped),
         request().prop_map(|request| Body::GetCurrentRegions { request }),
         request().prop_map(|request| Body::GetClusterShardingStats { request }),
-        (any::<u64>(), counts())
-            .prop_map(|(query, shards)| Body::RegionStatsReply { query, shards }),
+        (any::<u64>(), counts()).prop_map(|(query, shards)| Body::RegionStatsReply {
+            query: StatsQueryId(query),
+            shards
+        }),
         Just(Body::RegisterAck),
         Just(Body::RegisterRequest),
         (shard(), member()).prop_map(|(shard, region)| Body::ShardHome { shard, region }),
@@ -82,7 +84,7 @@ fn body() -> impl Strategy<Value = Body> {
         (shard(), member(), any::<u64>()).prop_map(|(shard, owner, round)| Body::BeginHandOff {
             shard,
             owner,
-            round
+            round: HandoffRound(round)
         }),
         shard().prop_map(|shard| Body::HandOff { shard }),
         (request(), prop::collection::vec(member(), 0..5))
@@ -100,7 +102,9 @@ fn body() -> impl Strategy<Value = Body> {
                     .collect(),
                 failed,
             }),
-        any::<u64>().prop_map(|query| Body::GetRegionStats { query }),
+        any::<u64>().prop_map(|query| Body::GetRegionStats {
+            query: StatsQueryId(query)
+        }),
         (shard(), entity(), payload()).prop_map(|(shard, entity, payload)| {
             Body::Forward {
                 shard,
@@ -112,7 +116,7 @@ fn body() -> impl Strategy<Value = Body> {
             Body::RelayHandOffAck {
                 shard,
                 coordinator,
-                round,
+                round: HandoffRound(round),
             }
         }),
         (request(), entity()).prop_map(|(request, entity)| Body::LocateEntity { request, entity }),

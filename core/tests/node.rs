@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use shoal_core::{
     Address, Body, Command, CommandError, Config, ConfigError, DeadLetterReason, Driver, Effect,
-    EntityId, EntityType, Envelope, Epoch, Event, Incarnation, Input, Instant, Member, MemberId,
-    MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId, Payload, Reply,
-    RequestId, SeedNode, ShardId, StartAck, StartOutcome, StopReason,
+    EntityId, EntityType, Envelope, Epoch, Event, HandoffRound, Incarnation, Input, Instant,
+    Member, MemberId, MemberStatus, MembershipSettings, MembershipView, Message, Node, NodeId,
+    Payload, Reply, RequestId, SeedNode, ShardId, StartAck, StartOutcome, StatsQueryId, StopReason,
 };
 use sim::scripted::{Cluster, StopPolicy, config, entity_in_shard, member, type_config};
 
@@ -311,7 +311,7 @@ fn malformed_peer_input_never_panics() {
         Body::BeginHandOffAck {
             shard: ShardId(3),
             region: member(7),
-            round: 1,
+            round: HandoffRound(1),
         },
         Body::ShardStarted {
             shard: ShardId(u32::MAX),
@@ -322,14 +322,14 @@ fn malformed_peer_input_never_panics() {
             ack: None,
         },
         Body::RegionStatsReply {
-            query: 77,
+            query: StatsQueryId(77),
             shards: vec![],
         },
         Body::HandOff { shard: ShardId(5) },
         Body::RelayHandOffAck {
             shard: ShardId(5),
             coordinator: member(9),
-            round: u64::MAX,
+            round: HandoffRound(u64::MAX),
         },
     ];
     for body in bodies {

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use shoal_core::{Instant, MemberId, ShardId, ShardingSettings};
+use shoal_core::{HandoffRound, Instant, MemberId, ShardId, ShardingSettings};
 
 use crate::bounds;
 use crate::options::Options;
@@ -28,7 +28,7 @@ struct Open {
     since: Instant,
     coordinators: u64,
     /// The handoff round, for the acknowledgement phase.
-    round: Option<u64>,
+    round: Option<HandoffRound>,
     /// The shard's owner runs on the coordinator's node: `HandOff` and `ShardStopped` never
     /// reach the wire, so the move may be past the acknowledgements unseen.
     owner_local: bool,
@@ -133,7 +133,7 @@ impl Stalls {
         now: Instant,
         shard: ShardId,
         (coordinator, owner): (MemberId, MemberId),
-        round: u64,
+        round: HandoffRound,
     ) -> Option<Stall> {
         let previous = match self.shards.get(&shard) {
             Some((Phase::Acking, open)) if open.round == Some(round) => return None,
@@ -401,7 +401,7 @@ fn prev(phase: Phase) -> Phase {
 mod tests {
     use std::time::Duration;
 
-    use shoal_core::{Instant, MemberId, ShardId, ShardingSettings};
+    use shoal_core::{HandoffRound, Instant, MemberId, ShardId, ShardingSettings};
 
     use super::Stalls;
     use crate::options::Options;
@@ -424,7 +424,7 @@ mod tests {
             let roles = (member(1), member(owner));
             assert!(
                 stalls
-                    .begin_handoff(Instant::from_secs(100), ShardId(3), roles, 1)
+                    .begin_handoff(Instant::from_secs(100), ShardId(3), roles, HandoffRound(1))
                     .is_none()
             );
             stalls
@@ -454,7 +454,8 @@ mod tests {
         };
         let mut stalls = Stalls::new(&opts, &settings, Duration::from_secs(7));
         let roles = (member(1), member(1));
-        let begun = stalls.begin_handoff(Instant::from_secs(100), ShardId(3), roles, 1);
+        let begun =
+            stalls.begin_handoff(Instant::from_secs(100), ShardId(3), roles, HandoffRound(1));
         assert!(begun.is_none());
         let late = stalls.overdue(Instant::from_secs(100 + 600));
         assert!(late.is_empty(), "{late:?}");

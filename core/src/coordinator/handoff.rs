@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
-use crate::id::{Epoch, MemberId, ShardId};
+use crate::id::{Epoch, HandoffRound, MemberId, ShardId};
 use crate::members::{MemberStatus, MembershipView};
 use crate::message::Body;
 use crate::time::Instant;
@@ -27,7 +27,7 @@ enum Phase {
     /// Waiting for these regions and proxies to forget the shard's home and acknowledge
     /// this round.
     Acking {
-        round: u64,
+        round: HandoffRound,
         pending: BTreeSet<MemberId>,
     },
     /// `HandOff` sent; waiting for the owner's `ShardStopped`.
@@ -90,7 +90,7 @@ impl Coordinator {
             .collect();
         // Rounds are unique across this member's coordinators too: they start from the time
         // the coordinator started.
-        let round = self.next_round;
+        let round = HandoffRound(self.next_round);
         self.next_round += 1;
         for &region in &pending {
             let begin = Body::BeginHandOff {
@@ -116,7 +116,7 @@ impl Coordinator {
         &mut self,
         shard: ShardId,
         region: MemberId,
-        acked: u64,
+        acked: HandoffRound,
         out: &mut Effects,
     ) {
         if let Some(Handoff {
@@ -125,7 +125,7 @@ impl Coordinator {
         }) = self.handoffs.get_mut(&shard)
         {
             if *round != acked {
-                tracing::debug!(%shard, %region, acked, round, "acknowledgement of another handoff round");
+                tracing::debug!(%shard, %region, acked = acked.0, round = round.0, "acknowledgement of another handoff round");
                 crate::probe::hit(
                     "coordinator: an acknowledgement of another handoff round is ignored",
                 );

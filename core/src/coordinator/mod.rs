@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::allocation::{AllocationStrategy, strategy_for};
 use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::Effects;
-use crate::id::{EntityType, MemberId, NodeId, ShardId};
+use crate::id::{EntityType, MemberId, NodeId, ShardId, StatsQueryId};
 use crate::members::MembershipView;
 use crate::message::{Body, Handled};
 use crate::time::Deadlines;
@@ -72,7 +72,7 @@ pub(crate) struct Coordinator {
     recent_removals: BTreeMap<MemberId, Instant>,
     next_rebalance: Instant,
     next_register_request: Option<Instant>,
-    stats: BTreeMap<u64, StatsQuery>,
+    stats: BTreeMap<StatsQueryId, StatsQuery>,
     next_query: u64,
     /// The next handoff round (see `Body::BeginHandOff`).
     next_round: u64,

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::coordinator::Coordinator;
 use crate::effect::Effects;
-use crate::id::{MemberId, RequestId, ShardId};
+use crate::id::{MemberId, RequestId, ShardId, StatsQueryId};
 use crate::message::{Body, RegionStats};
 use crate::time::Instant;
 
@@ -27,7 +27,7 @@ impl Coordinator {
         request: RequestId,
         out: &mut Effects,
     ) {
-        let query = self.next_query;
+        let query = StatsQueryId(self.next_query);
         self.next_query += 1;
         let waiting: BTreeSet<MemberId> = self.regions.keys().copied().collect();
         for &region in &waiting {
@@ -47,7 +47,7 @@ impl Coordinator {
 
     pub(super) fn handle_stats_reply(
         &mut self,
-        query: u64,
+        query: StatsQueryId,
         region: MemberId,
         shards: Vec<(ShardId, u32)>,
         out: &mut Effects,
@@ -62,7 +62,7 @@ impl Coordinator {
     }
 
     pub(super) fn expire_stats_queries(&mut self, now: Instant, out: &mut Effects) {
-        let expired: Vec<u64> = self
+        let expired: Vec<StatsQueryId> = self
             .stats
             .iter()
             .filter(|(_, q)| q.deadline <= now)
@@ -74,7 +74,7 @@ impl Coordinator {
     }
 
     /// Answers the query if every region replied (or `force`: the deadline passed).
-    fn finish_stats_query(&mut self, query: u64, force: bool, out: &mut Effects) {
+    fn finish_stats_query(&mut self, query: StatsQueryId, force: bool, out: &mut Effects) {
         let done = self
             .stats
             .get(&query)

@@ -5,7 +5,7 @@ use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::Effect;
 use crate::effect::Event;
-use crate::id::{Epoch, RequestId};
+use crate::id::{Epoch, HandoffRound, RequestId, StatsQueryId};
 use crate::members::Member;
 use crate::members::MemberStatus;
 use crate::message::{AllocationGate, Message, RegionShards, RegionStats};
@@ -51,7 +51,7 @@ impl Fixture {
             let ack = Body::BeginHandOffAck {
                 shard,
                 region: m(acker),
-                round: 0,
+                round: HandoffRound(0),
             };
             self.recv(2, ack);
         }
@@ -340,7 +340,7 @@ fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
             Body::BeginHandOff {
                 shard: s(3),
                 owner: m(2),
-                round: 0,
+                round: HandoffRound(0),
             },
         )
     };
@@ -352,7 +352,7 @@ fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
             Body::BeginHandOffAck {
                 shard: s(3),
                 region: m(acker),
-                round: 0,
+                round: HandoffRound(0),
             },
         );
         assert_eq!(f.sends(), [], "waiting for every ack");
@@ -362,7 +362,7 @@ fn graceful_shutdown_runs_a_handoff_through_every_region_and_proxy() {
         Body::BeginHandOffAck {
             shard: s(3),
             region: m(2),
-            round: 0,
+            round: HandoffRound(0),
         },
     );
     assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
@@ -395,7 +395,7 @@ fn a_removed_region_counts_as_having_acknowledged() {
             Body::BeginHandOffAck {
                 shard: s(3),
                 region: m(acker),
-                round: 0,
+                round: HandoffRound(0),
             },
         );
     }
@@ -465,7 +465,7 @@ fn a_stop_that_is_late_repeats_handoff_and_still_deallocates() {
             Body::BeginHandOffAck {
                 shard: s(3),
                 region: m(acker),
-                round: 0,
+                round: HandoffRound(0),
             },
         );
     }
@@ -625,14 +625,14 @@ fn stats_list_silent_regions_as_failed_after_the_query_timeout() {
     f.recv(
         2,
         Body::RegionStatsReply {
-            query: 0,
+            query: StatsQueryId(0),
             shards: vec![(s(3), 7)],
         },
     );
     f.recv(
         1,
         Body::RegionStatsReply {
-            query: 0,
+            query: StatsQueryId(0),
             shards: vec![],
         },
     );
@@ -744,7 +744,7 @@ fn a_shard_acknowledged_by_a_region_that_is_shutting_down_is_handed_off() {
         let body = Body::BeginHandOff {
             shard: s(8),
             owner: home,
-            round: 0,
+            round: HandoffRound(0),
         };
         (to, body)
     };
@@ -770,11 +770,11 @@ fn acknowledgements_of_an_abandoned_handoff_do_not_count_for_the_next() {
         round,
     };
     for acker in 1..=4 {
-        f.recv(2, ack(acker, 0));
+        f.recv(2, ack(acker, HandoffRound(0)));
     }
     assert_eq!(f.sends(), [], "round 0 is over");
     for acker in 1..=4 {
-        f.recv(2, ack(acker, 1));
+        f.recv(2, ack(acker, HandoffRound(1)));
     }
     assert_eq!(f.sends(), [(2, Body::HandOff { shard: s(3) })]);
 }
@@ -823,7 +823,7 @@ fn an_exited_region_must_acknowledge_but_a_removed_one_need_not() {
             let ack = Body::BeginHandOffAck {
                 shard: s(3),
                 region: m(4),
-                round: 0,
+                round: HandoffRound(0),
             };
             f.recv(2, ack);
             assert_eq!(f.sends(), [handoff]);

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::{CoordinatorState, Payload, RegionShards, RegionStats};
 use super::{Delivery, Letter, StartAck, StartOutcome};
 use crate::hash::shard_of;
-use crate::id::{EntityId, Epoch, MemberId, NodeId, RequestId, ShardId};
+use crate::id::{
+    EntityId, Epoch, HandoffRound, MemberId, NodeId, RequestId, ShardId, StatsQueryId,
+};
 
 /// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
@@ -41,7 +43,7 @@ pub enum Body {
         /// The region that acknowledges.
         region: MemberId,
         /// The handoff round acknowledged (from its `BeginHandOff`).
-        round: u64,
+        round: HandoffRound,
     },
     /// Every entity of the shard has stopped; the region no longer hosts it. Also sent when a
     /// region is told a shard lives with it that it does not host.
@@ -74,7 +76,7 @@ pub enum Body {
     /// A region's answer to [`Body::GetRegionStats`].
     RegionStatsReply {
         /// The coordinator's query number.
-        query: u64,
+        query: StatsQueryId,
         /// Entity counts per hosted shard.
         shards: Vec<(ShardId, u32)>,
     },
@@ -112,7 +114,7 @@ pub enum Body {
         owner: MemberId,
         /// Which handoff this is: an acknowledgement counts only for its own round, so a late
         /// one from an abandoned handoff cannot complete the barrier of the next.
-        round: u64,
+        round: HandoffRound,
     },
     /// Stop every entity of the shard and answer `ShardStopped`.
     HandOff {
@@ -138,7 +140,7 @@ pub enum Body {
     /// The coordinator asks a region for its entity counts.
     GetRegionStats {
         /// Correlates the answer.
-        query: u64,
+        query: StatsQueryId,
     },
 
     // ---- region → region ----
@@ -160,7 +162,7 @@ pub enum Body {
         /// The coordinator that started the handoff.
         coordinator: MemberId,
         /// The handoff round acknowledged.
-        round: u64,
+        round: HandoffRound,
     },
     /// Query an entity's liveness at its home region.
     LocateEntity {

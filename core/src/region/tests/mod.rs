@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::EntityTypeConfig;
 use crate::effect::{Effect, EntityEffect, Transmit};
+use crate::id::HandoffRound;
 use crate::members::{Member, MemberStatus, MembershipView};
 use crate::message::{Envelope, Handled, Message, Payload, RegionShards};
 use crate::reason::StopReason;
@@ -327,7 +328,7 @@ fn begin_handoff_is_acknowledged_directly_by_the_owner() {
         Body::BeginHandOff {
             shard: ShardId(1),
             owner: m(2),
-            round: 7,
+            round: HandoffRound(7),
         },
     );
     assert_eq!(
@@ -337,7 +338,7 @@ fn begin_handoff_is_acknowledged_directly_by_the_owner() {
             Body::BeginHandOffAck {
                 shard: ShardId(1),
                 region: m(2),
-                round: 7,
+                round: HandoffRound(7),
             }
         )]
     );
@@ -358,7 +359,7 @@ fn begin_handoff_is_acknowledged_through_the_owner() {
         Body::BeginHandOff {
             shard: ShardId(1),
             owner: m(3),
-            round: 7,
+            round: HandoffRound(7),
         },
     );
     assert_eq!(
@@ -368,7 +369,7 @@ fn begin_handoff_is_acknowledged_through_the_owner() {
             Body::RelayHandOffAck {
                 shard: ShardId(1),
                 coordinator: m(1),
-                round: 7,
+                round: HandoffRound(7),
             }
         )]
     );
@@ -388,7 +389,7 @@ fn a_relayed_ack_goes_to_the_named_coordinator() {
         Body::RelayHandOffAck {
             shard: ShardId(1),
             coordinator: m(1),
-            round: 7,
+            round: HandoffRound(7),
         },
     );
     assert_eq!(
@@ -398,7 +399,7 @@ fn a_relayed_ack_goes_to_the_named_coordinator() {
             Body::BeginHandOffAck {
                 shard: ShardId(1),
                 region: m(3),
-                round: 7,
+                round: HandoffRound(7),
             }
         )]
     );
