@@ -25,14 +25,28 @@ impl NodeId {
 
 /// One handoff round of a shard at its coordinator (the coordinator's clock at its start
 /// plus a count): an acknowledgement of another round is ignored.
-#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[derive(Clone, Copy, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct HandoffRound(pub u64);
 
+impl fmt::Debug for HandoffRound {
+    /// The bare number, as traces and logs showed it before it had a type of its own.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// One statistics query of a coordinator, which the regions' replies name.
-#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[derive(Clone, Copy, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct StatsQueryId(pub u64);
+
+impl fmt::Debug for StatsQueryId {
+    /// The bare number, as traces and logs showed it before it had a type of its own.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// Distinguishes successive lives of one [`NodeId`]: a restarted node is a new member.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]

@@ -137,7 +137,7 @@ pub use config::{
     AllocationStrategyConfig, Config, EntityTypeConfig, MAX_PAYLOAD_SIZE, ShardingSettings,
 };
 pub use driver::{Driver, Io};
-pub use effect::{Effect, EntityEffect, Event, Reply, Transmit};
+pub use effect::{ContractBreach, Effect, EntityEffect, EntityLedger, Event, Reply, Transmit};
 pub use error::{CodecError, CommandError, ConfigError};
 #[cfg(feature = "arbitrary")]
 pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};

@@ -6,8 +6,9 @@
 //! * no panic and no busy loop (a timer that stays due after firing);
 //! * buffers within `buffer_size`; no shard hosted twice or outside `0..number_of_shards`, in
 //!   the region or in the coordinator's table;
-//! * entities: started only when not running, on the shard their id hashes to, for a type the
-//!   node serves; messages delivered only to running entities;
+//! * entities: the entity contract (`shoal_core::EntityLedger`: one start per incarnation, no
+//!   delivery to an entity not running or asked to stop, no stop of one not running), started
+//!   on the shard their id hashes to, for a type the node serves;
 //! * every command answered at most once, and only commands that were asked;
 //! * every envelope the node sends encodes, and decodes back to itself.
 
@@ -17,9 +18,10 @@ use std::time::Duration;
 use arbitrary::{Arbitrary, Unstructured};
 use shoal_core::codec;
 use shoal_core::{
-    AllocationStrategyConfig, Config, Driver, EntityEffect, EntityId, EntityType, EntityTypeConfig,
-    Envelope, Event, Incarnation, Input, Instant, Io, Member, MemberId, MembershipSettings,
-    MembershipView, Message, Node, NodeId, RequestId, StoreRequest, Transmit, shard_of,
+    AllocationStrategyConfig, Config, Driver, EntityEffect, EntityId, EntityLedger, EntityType,
+    EntityTypeConfig, Envelope, Event, Incarnation, Input, Instant, Io, Member, MemberId,
+    MembershipSettings, MembershipView, Message, Node, NodeId, RequestId, StoreRequest, Transmit,
+    shard_of,
 };
 
 /// One thing that happens to the node.
@@ -175,7 +177,8 @@ pub fn check(scenario: Scenario) {
 struct Host {
     types: BTreeMap<EntityType, u32>,
     buffer_size: usize,
-    running: BTreeSet<(EntityType, EntityId)>,
+    /// The node's entities: the entity contract every effect is checked against.
+    ledger: EntityLedger,
     /// Entities asked to stop, in order, not yet reported stopped.
     stopping: Vec<(EntityType, EntityId)>,
     /// Commands asked and not yet answered, by request id (ids may repeat).
@@ -191,7 +194,7 @@ impl Host {
                 .map(|t| (t.name.clone(), t.number_of_shards))
                 .collect(),
             buffer_size: config.settings.buffer_size,
-            running: BTreeSet::new(),
+            ledger: EntityLedger::default(),
             stopping: Vec::new(),
             outstanding: BTreeMap::new(),
         }
@@ -205,9 +208,10 @@ impl Host {
                 entity_type,
                 entity,
             } => {
-                // An entity that terminated on its own (or a host reporting nonsense).
+                // An entity that terminated on its own (or a host reporting nonsense, which
+                // is this harness's to send and the node's to ignore).
                 let key = (entity_type.clone(), entity.clone());
-                self.running.remove(&key);
+                let _ = self.ledger.stopped(entity_type, entity);
                 self.stopping.retain(|k| *k != key);
             }
             _ => {}
@@ -270,6 +274,9 @@ impl Io for Host {
     }
 
     fn entity(&mut self, effect: EntityEffect) {
+        if let Err(breach) = self.ledger.effect(&effect) {
+            panic!("the entity contract: {breach}");
+        }
         match effect {
             EntityEffect::Start {
                 entity_type,
@@ -285,24 +292,15 @@ impl Io for Host {
                     shard_of(&entity, shards),
                     "{entity} started on {shard}"
                 );
-                let fresh = self.running.insert((entity_type, entity.clone()));
-                assert!(fresh, "{entity} started while running");
             }
-            EntityEffect::Deliver {
-                entity_type,
-                entity,
-                ..
-            } => assert!(
-                self.running.contains(&(entity_type, entity.clone())),
-                "delivered to {entity}, which is not running"
-            ),
+            EntityEffect::Deliver { .. } => {}
             EntityEffect::Stop {
                 entity_type,
                 entity,
                 ..
             } => {
                 let key = (entity_type, entity);
-                if self.running.contains(&key) && !self.stopping.contains(&key) {
+                if !self.stopping.contains(&key) {
                     self.stopping.push(key);
                 }
             }

@@ -77,6 +77,8 @@ pub(crate) struct SimNode {
     /// When the simulator next checks the node's internal invariants (release builds; debug
     /// builds check after every drain in the driver).
     pub(crate) next_invariant_check: Instant,
+    /// Its entities as its effects and the host's reports make them: the entity contract.
+    pub(crate) ledger: shoal_core::EntityLedger,
 }
 
 impl SimNode {

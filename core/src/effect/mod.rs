@@ -1,5 +1,6 @@
 //! What a [`crate::Node`] asks its host to do, in one FIFO queue across roles.
 
+mod ledger;
 mod queue;
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use crate::message::{AllocationGate, CoordinatorState, Envelope, Payload, Region
 use crate::reason::{DeadLetterReason, StopReason};
 use crate::remember::StoreRequest;
 
+pub use ledger::{ContractBreach, EntityLedger};
 pub(crate) use queue::Effects;
 
 /// One effect. Effects must be executed in the order they are polled; dropping one is a bug.

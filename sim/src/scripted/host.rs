@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use shoal_core::{
-    EntityEffect, EntityId, EntityType, Input, Instant, MemberId, NodeId, Payload, StopReason,
+    EntityEffect, EntityId, EntityLedger, EntityType, Input, Instant, MemberId, NodeId, Payload,
+    StopReason,
 };
 
 /// How a scripted entity answers being told to stop.
@@ -105,6 +106,9 @@ pub(crate) struct Host {
     due: BTreeMap<(Instant, u64), (NodeId, Due)>,
     seq: u64,
     starts: u64,
+    /// Each node's entities as its effects and this host's reports make them: the entity
+    /// contract every effect is checked against.
+    ledgers: BTreeMap<NodeId, EntityLedger>,
 }
 
 impl std::fmt::Debug for Host {
@@ -128,6 +132,7 @@ impl Host {
             due: BTreeMap::new(),
             seq: 0,
             starts: 0,
+            ledgers: BTreeMap::new(),
         }
     }
 
@@ -144,19 +149,21 @@ impl Host {
         n: NodeId,
         effect: EntityEffect,
     ) -> Result<Vec<String>, String> {
+        if let EntityEffect::Start { entity, .. } = &effect {
+            // One activation in the cluster, before the node's own contract.
+            if let Some((elsewhere, _)) = self.alive.keys().find(|(m, e)| e == entity && *m != n) {
+                return Err(format!(
+                    "{entity} started on n{} while alive on n{}",
+                    n.0, elsewhere.0
+                ));
+            }
+        }
+        let ledger = self.ledgers.entry(n).or_default();
+        ledger
+            .effect(&effect)
+            .map_err(|breach| format!("n{}: {breach}", n.0))?;
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
-                if let Some((elsewhere, _)) =
-                    self.alive.keys().find(|(m, e)| *e == entity && *m != n)
-                {
-                    return Err(format!(
-                        "{entity} started on n{} while alive on n{}",
-                        n.0, elsewhere.0
-                    ));
-                }
-                if self.alive.contains_key(&(n, entity.clone())) {
-                    return Err(format!("{entity} started twice on n{}", n.0));
-                }
                 self.starts += 1;
                 self.alive.insert((n, entity.clone()), self.starts);
                 Ok(vec![format!("{now} n{} start {entity} ({shard})", n.0)])
@@ -289,8 +296,22 @@ impl Host {
         // What its entities were about to do or say dies with them too: a node started again
         // at the address must not hear it.
         self.alive.retain(|(node, _), _| *node != n);
+        self.ledgers.remove(&n);
         self.due.retain(|_, (node, _)| *node != n);
         self.held_stops.retain(|(node, ..)| *node != n);
+    }
+
+    /// Node `n` is about to hear `input`: a report that an entity stopped ends its life in
+    /// the node's ledger. A report the ledger does not expect (a test feeding its own) is the
+    /// core's to ignore, not a breach of the node's.
+    pub(crate) fn feeding(&mut self, n: NodeId, input: &Input) {
+        if let Input::EntityStopped {
+            entity_type,
+            entity,
+        } = input
+        {
+            let _ = (self.ledgers.entry(n).or_default()).stopped(entity_type, entity);
+        }
     }
 
     /// The running entities: (node, entity).
@@ -345,12 +366,15 @@ mod tests {
     }
 
     /// Carries out what is due by `until`, as the cluster does: terminations end their
-    /// incarnation; inputs are left to the caller (here: dropped).
+    /// incarnation; inputs reach the node's ledger, not a node (there is none here).
     fn run_due(host: &mut Host, until: Instant) {
         while host.next_due().is_some_and(|t| t <= until) {
             let (t, n, due) = host.pop_due().expect("due");
-            if let Due::Terminate(ty, entity, life) = due {
-                host.terminate(t, n, ty, entity, life);
+            match due {
+                Due::Terminate(ty, entity, life) => {
+                    host.terminate(t, n, ty, entity, life);
+                }
+                Due::Input(input) => host.feeding(n, &input),
             }
         }
     }

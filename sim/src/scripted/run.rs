@@ -18,6 +18,9 @@ impl Cluster {
     /// Feeds one input to node `n` and carries out its effects (nothing happens if no node
     /// runs at `n`).
     pub fn input(&mut self, n: u64, input: Input) {
+        if self.nodes.contains_key(&NodeId(n)) {
+            self.host.feeding(NodeId(n), &input);
+        }
         self.call(NodeId(n), |driver, now, io| {
             driver.handle_input(now, input, io)
         });

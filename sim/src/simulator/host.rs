@@ -1,8 +1,9 @@
 //! The simulator carries out entity effects with the entity host: starts are checked,
 //! deliveries recorded, stops take a while (graceful ones may be ignored until forced, and
 //! forced ones take a while too), some entities passivate themselves or stop on their own; the
-//! drive contract is checked (no delivery to an entity the node told to stop, no stop of an
-//! entity that is not running).
+//! entity contract is checked on every effect and report (`shoal_core::EntityLedger`: one start
+//! per incarnation, no delivery to an entity the node told to stop, no stop of an entity that
+//! is not running).
 
 use std::time::Duration;
 
@@ -19,6 +20,14 @@ use super::Simulator;
 impl Simulator {
     /// Carries out `effect` of `member`'s node.
     pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
+        let breach = (self.nodes.get_mut(&member.node))
+            .filter(|node| node.id == member)
+            .and_then(|node| node.ledger.effect(&effect).err());
+        if let Some(breach) = breach {
+            let detail = format!("{member}: {breach}");
+            self.check
+                .fail(self.now, Property::HostContract, member, detail);
+        }
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
                 self.log(|| TraceEvent::EntityStarted {
@@ -55,11 +64,6 @@ impl Simulator {
                 }
                 self.remembered_delivered(&entity, &payload);
                 self.entity_active(member, &entity);
-                if self.host.stop_requested(member, &entity) {
-                    let detail = format!("{member} delivered to {entity} after stopping it");
-                    self.check
-                        .fail(self.now, Property::HostContract, &entity, detail);
-                }
                 if self.host.mailbox_full(self.now, member, &entity) {
                     self.mark("a full mailbox refused a message");
                     self.check.refused(self.now, member, &entity);
@@ -92,11 +96,9 @@ impl Simulator {
                     entity: entity.to_string(),
                     reason: format!("{reason:?}"),
                 });
+                // A stop of an entity that does not run broke the contract (checked above).
                 let Some(key) = self.host.running(member, &entity) else {
-                    let detail = format!("{member} stopped {entity}, which does not run there");
-                    return self
-                        .check
-                        .fail(self.now, Property::HostContract, &entity, detail);
+                    return;
                 };
                 if reason == StopReason::Passivation {
                     self.remembered_passivating(key.clone());
@@ -169,6 +171,14 @@ impl Simulator {
         });
         self.check.stopped(member, &entity);
         let entity_type = self.ty.clone();
+        let reported = (self.nodes.get_mut(&member.node))
+            .filter(|node| node.id == member)
+            .map(|node| node.ledger.stopped(&entity_type, &entity));
+        if let Some(Err(breach)) = reported {
+            let detail = format!("{member}: {breach}");
+            self.check
+                .fail(self.now, Property::HostContract, member, detail);
+        }
         self.host.reporting(Some((member, entity.clone(), reason)));
         self.input_to(
             member,

@@ -362,6 +362,7 @@ impl Simulator {
             unanswered: crate::unanswered::Unanswered::default(),
             paused: None,
             next_invariant_check: self.now,
+            ledger: shoal_core::EntityLedger::default(),
         };
         self.nodes.insert(node, sim);
         self.log(|| TraceEvent::ProcessStarted {
