@@ -30,6 +30,10 @@ pub(crate) struct EntityRuntime {
     running: HashMap<EntityType, HashMap<EntityId, Running>>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
+    /// Debug builds check the core's effects and this host's reports against the entity
+    /// contract, as the simulator does on every run.
+    #[cfg(debug_assertions)]
+    ledger: shoal_core::EntityLedger,
 }
 
 impl EntityRuntime {
@@ -46,6 +50,8 @@ impl EntityRuntime {
             running: HashMap::new(),
             next_generation: 0,
             signals,
+            #[cfg(debug_assertions)]
+            ledger: shoal_core::EntityLedger::default(),
         }
     }
 
@@ -61,6 +67,10 @@ impl EntityRuntime {
     /// Executes one of the core's entity effects; what the core must hear back (a full
     /// mailbox) goes to `feedback`.
     pub(crate) fn handle_effect(&mut self, effect: EntityEffect, feedback: &mut Vec<Input>) {
+        #[cfg(debug_assertions)]
+        if let Err(breach) = self.ledger.effect(&effect) {
+            tracing::error!(%breach, "the core broke the entity contract");
+        }
         match effect {
             EntityEffect::Start {
                 entity_type,
@@ -90,6 +100,7 @@ impl EntityRuntime {
         let Some(factory) = self.factories.get(&entity_type) else {
             // The core starts only types it hosts, and every hosted type has a factory.
             tracing::error!(%entity_type, %entity, "start of an entity type without a factory");
+            self.reporting_stopped(&entity_type, &entity);
             feedback.push(Input::EntityStopped {
                 entity_type,
                 entity,
@@ -186,6 +197,7 @@ impl EntityRuntime {
         Some(match step {
             Lifecycle::Stopped => {
                 of_type.remove(&entity);
+                self.reporting_stopped(&entity_type, &entity);
                 Input::EntityStopped {
                     entity_type,
                     entity,
@@ -196,6 +208,16 @@ impl EntityRuntime {
                 entity,
             },
         })
+    }
+
+    /// The core is about to hear that this incarnation terminated.
+    fn reporting_stopped(&mut self, entity_type: &EntityType, entity: &EntityId) {
+        #[cfg(debug_assertions)]
+        if let Err(breach) = self.ledger.stopped(entity_type, entity) {
+            tracing::error!(%breach, "this host broke the entity contract");
+        }
+        #[cfg(not(debug_assertions))]
+        let _ = (entity_type, entity);
     }
 
     /// Aborts every entity (the node is stopping).
