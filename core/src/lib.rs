@@ -1,7 +1,7 @@
 //! # shoal-core
 //!
 //! Shoal's cluster-sharding protocol (Akka Cluster Sharding's, with the changes listed in
-//! `DESIGN.md`) as pure, sans-IO state machines. Per cluster member one [`Node`] composes, for
+//! the README) as pure, sans-IO state machines. Per cluster member one [`Node`] composes, for
 //! each entity type, a *region* (routes, buffers, hosts *shards*, which track *entities*) and,
 //! while the member is the oldest Up member with the type's role, the type's *coordinator*
 //! (allocates shards to regions, rebalances, hands shards off).

@@ -5,7 +5,7 @@
 //! connection breaks and partitions, with node crashes and restarts, clock drift, a membership
 //! oracle (keep-majority downing, or auto-down as a negative control), entities that stop slowly
 //! or ignore stops, and clients sending sequenced messages. After every event the checker
-//! verifies DESIGN.md's guarantees against true time; at the end it checks loss, liveness after
+//! verifies Shoal's guarantees against true time; at the end it checks loss, liveness after
 //! healing, and the coordinator's table.
 //!
 //! Everything derives from one seed: `run(Options::from_seed(seed))` is reproducible exactly,

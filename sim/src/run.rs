@@ -11,7 +11,7 @@ pub fn run(options: Options) -> Report {
 }
 
 /// Runs the simulation, writing a JSON-lines trace of every event to `trace` if given (see
-/// [`TraceLine`](crate::TraceLine); [`read_trace`](crate::read_trace) reads it back).
+/// [`crate::TraceLine`]; [`crate::read_trace`] reads it back).
 pub fn run_traced(options: Options, trace: Option<Box<dyn std::io::Write>>) -> Report {
     run_with_sink(options, trace.map(TraceSink::Json)).0
 }

@@ -1,4 +1,4 @@
-//! The allocation gate (DESIGN.md decision 1): a coordinator that has no store learns where
+//! The allocation gate (the README's protocol decision 1): a coordinator that has no store learns where
 //! shards live from the regions' registrations, so it allocates a shard nobody reported only
 //! once every member that hosts the type has registered, no member was removed so recently
 //! that it may still run shards, and enough regions registered. While it waits it says so: an

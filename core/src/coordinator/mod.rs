@@ -1,6 +1,6 @@
 //! The coordinator: one per entity type, on the oldest Up member with the type's role.
 //!
-//! It keeps no store (DESIGN.md decision 1). A new coordinator starts empty and rebuilds its
+//! It keeps no store (the README's protocol decision 1). A new coordinator starts empty and rebuilds its
 //! table from registrations: every `Register` lists the shards the region hosts and those it is
 //! still stopping. Shards it learns this way are answered at once; an *unknown* shard is
 //! allocated only once the gate opens: every member that may host shards has registered (or was
@@ -241,8 +241,8 @@ impl Coordinator {
             .collect();
         for region in gone {
             self.proxies.remove(&region);
-            // A crashed or downed region counts as having acknowledged every handoff (DESIGN.md
-            // decision 5). One that exited gracefully does not: its process lives on for a
+            // A crashed or downed region counts as having acknowledged every handoff (the README's
+            // protocol decision 5). One that exited gracefully does not: its process lives on for a
             // while and what it forwarded last, and its acknowledgement behind it, may still
             // be on their way to the owner (mass-shutdown seed 100869: counting it let the
             // owner stop the shard before those forwards arrived, and they were lost).

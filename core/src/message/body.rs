@@ -10,7 +10,8 @@ use crate::id::{
     EntityId, Epoch, HandoffRound, MemberId, NodeId, RequestId, ShardId, StatsQueryId,
 };
 
-/// The protocol (reference §1.2–1.3, with the differences listed in DESIGN.md).
+/// The protocol: Akka Cluster Sharding's messages, with the differences the README lists under
+/// its protocol decisions.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum Body {

@@ -26,7 +26,7 @@ pub struct RegionStats {
 }
 
 /// What a coordinator's allocation gate waits for before it allocates shards nobody has
-/// reported (DESIGN.md decision 1): every member that hosts the type registered, no member
+/// reported (the README's protocol decision 1): every member that hosts the type registered, no member
 /// removed so recently that it may still run shards, and enough hosting regions.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]

@@ -94,7 +94,7 @@ pub struct Node {
     membership: Option<Membership>,
     /// Whether this member is leaving gracefully (its regions hand off, then it exits).
     leaving: bool,
-    /// Whether [`Event::LeftCluster`] was emitted.
+    /// Whether [`Event::LeftCluster`](crate::Event::LeftCluster) was emitted.
     left: bool,
     metrics: Metrics,
 }

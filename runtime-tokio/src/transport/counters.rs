@@ -1,5 +1,5 @@
 //! What the transport counts: exported through the `metrics` facade and readable as a
-//! snapshot ([`crate::Node::transport_stats`]) so tests and operators see the same figures.
+//! snapshot ([`crate::Node::stats`]) so tests and operators see the same figures.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,4 +1,4 @@
-//! The guarantees of DESIGN.md, checked against true (simulator) time: single activation and
+//! Shoal's guarantees, checked against true (simulator) time: single activation and
 //! "no delivery to a dead incarnation" on every entity effect, per-sender order (no
 //! duplicates, no reordering) on every delivery, buffer caps after every event, and at the end
 //! loss (exactly-once in runs without loss) and the coordinator's table at quiescence.

@@ -1,6 +1,6 @@
 //! A handoff is never held up by a region its coordinator knows is gone. A region that crashed
 //! or was downed counts as having acknowledged every handoff once its coordinator's view no
-//! longer holds it (DESIGN.md decision 5); only one that left gracefully is still waited for
+//! longer holds it (the README's protocol decision 5); only one that left gracefully is still waited for
 //! after its removal, its acknowledgement coming through the owner. So when a coordinator
 //! abandons a round (`Event::HandoffAbandoned`), every region it waited for is still in its
 //! view, or was asked to leave.

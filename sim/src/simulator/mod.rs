@@ -370,7 +370,7 @@ impl Simulator {
         });
         self.nodes_epoch += 1;
         let last = self.last_incarnation.entry(node).or_default();
-        // A member id never comes back (DESIGN.md decision 7); reusing one is a simulator bug.
+        // A member id never comes back (the README's protocol decision 7); reusing one is a simulator bug.
         assert!(incarnation.0 > *last, "{id} was started before");
         *last = incarnation.0;
         match self.opts.cluster.membership {

@@ -1,6 +1,6 @@
 //! The connection handshake, sans-IO: a synchronous state machine fed the peer's frames and
 //! polled for its own, so that every rule of who may connect is unit-tested and fuzzed apart
-//! from sockets (DESIGN.md §Runtime).
+//! from sockets (the README's runtime section).
 //!
 //! Each side sends a [`Hello`] (magic, protocol version, cluster name, its member id and
 //! address, a fresh nonce) as soon as it starts. On the peer's hello it checks magic, version
