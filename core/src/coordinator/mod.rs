@@ -344,7 +344,7 @@ impl Coordinator {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+        self.deadlines().iter().filter_map(|(_, at)| *at).min()
     }
 
     /// Each of the coordinator's timers with its name (for [`Coordinator::poll_timeout`] and

@@ -237,7 +237,7 @@ impl Region {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+        self.deadlines().iter().filter_map(|(_, at)| *at).min()
     }
 
     /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for

@@ -246,7 +246,7 @@ impl Membership {
 
     /// When [`Membership::handle_timeout`] should run next.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().into_iter().filter_map(|(_, at)| at).min()
+        self.deadlines().iter().filter_map(|(_, at)| *at).min()
     }
 
     /// Each of the machine's timers with its name (for [`Membership::poll_timeout`] and for
