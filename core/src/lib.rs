@@ -159,6 +159,9 @@ pub use message::{
 pub use node::{Metrics, Node};
 pub use reason::{DeadLetterReason, StopReason};
 pub use region::RouteCounts;
-pub use remember::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
+pub use remember::{
+    FENCING_CASES, FencingCase, FencingVerdict, RecoveryStrategy, RememberSettings, ShardClaim,
+    StoreCompletion, StoreRequest,
+};
 pub use rng::Rng;
 pub use time::{Instant, earliest};

@@ -50,6 +50,33 @@ async fn write(
         .await
 }
 
+/// The core's table of fencing cases, each on a shard of its own: the store's verdicts are
+/// `shoal_core::FencingVerdict`'s, as the simulator's store's are.
+async fn fencing_cases(store: &dyn RememberStore) {
+    let kind = EntityType::from("fencing-cases");
+    for (n, case) in shoal_core::FENCING_CASES.iter().enumerate() {
+        let shard = 100 + u32::try_from(n).expect("a few cases");
+        for (i, &(epoch, seq, expected)) in case.steps.iter().enumerate() {
+            let answer = match seq {
+                0 => store
+                    .load(&kind, ShardId(shard), Epoch(epoch))
+                    .await
+                    .map(drop),
+                _ => write(store, &kind, (shard, epoch, seq), &[], &[]).await,
+            };
+            let got = match answer {
+                Ok(()) => None,
+                Err(StoreError::Fenced { refused, current }) => {
+                    assert_eq!(refused, Epoch(epoch), "{}: step {i}", case.name);
+                    Some(current.0)
+                }
+                Err(other) => panic!("{}: step {i}: {other}", case.name),
+            };
+            assert_eq!(got, expected, "{}: step {i}", case.name);
+        }
+    }
+}
+
 /// An instance's write that timed out and lands after its newer one changes nothing.
 async fn late_writes_of_an_instance_are_refused(store: &dyn RememberStore, kind: &EntityType) {
     assert_eq!(store.load(kind, ShardId(11), Epoch(3)).await, Ok(vec![]));
@@ -152,6 +179,7 @@ async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &
 
 /// The behaviour every store shares; `kind` keeps runs in one database apart.
 async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str) {
+    fencing_cases(store).await;
     another_count_refiles_every_id_once(store, other).await;
     let kind = EntityType::from(kind);
     // The coordinator reads first (nothing to refile), as it does before any shard starts.

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{
-    EntityId, EntityType, Epoch, Instant, MemberId, ShardId, StoreCompletion, StoreRequest,
+    EntityId, EntityType, Epoch, FencingVerdict, Instant, MemberId, ShardClaim, ShardId,
+    StoreCompletion, StoreRequest,
 };
 
 use crate::rng::SimRng;
@@ -269,22 +270,28 @@ impl SimStore {
             .records
             .entry((entity_type.clone(), shard))
             .or_default();
-        if epoch.0 < record.epoch {
-            self.fenced += 1;
-            return StoreCompletion::Fenced(Epoch(record.epoch));
-        }
-        // A write older than the newest one applied at this epoch is stale: it changes
-        // nothing. A load at the same epoch reads and leaves the sequence; a newer one resets it.
-        match request {
-            StoreRequest::Update { seq, .. } if epoch.0 == record.epoch && *seq < record.seq => {
-                self.stale += 1;
-                return StoreCompletion::Fenced(Epoch(record.epoch));
+        let seq = match request {
+            StoreRequest::Update { seq, .. } => *seq,
+            _ => 0,
+        };
+        let stored = ShardClaim {
+            epoch: Epoch(record.epoch),
+            seq: record.seq,
+        };
+        match FencingVerdict::of(Some(stored), epoch, seq) {
+            FencingVerdict::Fenced(current) => {
+                self.fenced += 1;
+                return StoreCompletion::Fenced(current);
             }
-            StoreRequest::Update { seq, .. } => record.seq = *seq,
-            _ if epoch.0 > record.epoch => record.seq = 0,
-            _ => {}
+            FencingVerdict::Stale(current) => {
+                self.stale += 1;
+                return StoreCompletion::Fenced(current);
+            }
+            FencingVerdict::Accept(claim) => {
+                record.epoch = claim.epoch.0;
+                record.seq = claim.seq;
+            }
         }
-        record.epoch = epoch.0;
         match request {
             StoreRequest::Shards { .. } => unreachable!("answered above"),
             StoreRequest::Load { .. } => {
@@ -427,6 +434,26 @@ mod tests {
             let at = s.next_event().expect("an answer is pending");
             if let Some((_, completion)) = s.poll(at).into_iter().find(|(t, _)| *t == ticket) {
                 return (at, completion);
+            }
+        }
+    }
+
+    #[test]
+    fn the_store_passes_every_fencing_case() {
+        for case in shoal_core::FENCING_CASES {
+            let mut s = store(StoreSettings::default());
+            let now = Instant::from_secs(1);
+            for (i, &(epoch, seq, expected)) in case.steps.iter().enumerate() {
+                let request = match seq {
+                    0 => load(epoch),
+                    _ => write_seq(epoch, seq, &[], &[]),
+                };
+                let got = match ask(&mut s, now, request).1 {
+                    StoreCompletion::Fenced(current) => Some(current.0),
+                    StoreCompletion::Loaded(_) | StoreCompletion::Written => None,
+                    other => panic!("{}: step {i}: {other:?}", case.name),
+                };
+                assert_eq!(got, expected, "{}: step {i}", case.name);
             }
         }
     }

@@ -26,8 +26,10 @@ use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::time::{Instant, earliest};
 
 mod api;
+mod fencing;
 
 pub use api::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
+pub use fencing::{FENCING_CASES, FencingCase, FencingVerdict, ShardClaim};
 
 /// What a call produced, for the shard to act on.
 #[derive(Debug, Default, PartialEq)]

@@ -11,8 +11,8 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Transaction};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_EPOCH,
-    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, epoch_value, fenced, shard_epoch, unavailable,
+    CLAIM_OF, CLAIM_ROW, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM,
+    SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -64,7 +64,9 @@ impl PostgresStore {
     }
 }
 
-/// Claims `epoch` for the shard inside `tx`, or says why not.
+/// Claims `epoch` for the shard inside `tx`, or says why not: `shoal_core::FencingVerdict`
+/// decides. The claim row's lock, taken first, orders concurrent requests of one shard: one
+/// that waited reads the claim the other committed.
 async fn claim(
     tx: &Transaction<'_>,
     entity_type: &str,
@@ -72,24 +74,21 @@ async fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let (value, seq) = epoch_value(epoch, seq)?;
-    let claimed = tx
-        .execute(CLAIM_EPOCH, &[&entity_type, &shard, &value, &seq])
+    tx.execute(CLAIM_ROW, &[&entity_type, &shard])
         .await
         .map_err(unavailable)?;
-    if claimed == 1 {
-        return Ok(());
-    }
-    let current = tx
-        .query_opt(CURRENT_EPOCH, &[&entity_type, &shard])
+    let locked = format!("{CLAIM_OF} FOR UPDATE");
+    let stored = tx
+        .query_opt(&locked, &[&entity_type, &shard])
         .await
         .map_err(unavailable)?
-        .map_or(0, |row| row.get::<_, i64>(0));
-    if seq == 0 && current == value {
-        // A load at the instance's own epoch: it reads, and leaves the write sequence.
-        return Ok(());
+        .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1)));
+    if let Some((epoch, seq)) = verdict(stored, epoch, seq)? {
+        tx.execute(SET_CLAIM, &[&entity_type, &shard, &epoch, &seq])
+            .await
+            .map_err(unavailable)?;
     }
-    Err(fenced(epoch, current))
+    Ok(())
 }
 
 impl RememberStore for PostgresStore {

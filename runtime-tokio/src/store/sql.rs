@@ -3,25 +3,26 @@
 
 use std::collections::BTreeSet;
 
-use shoal_core::{EntityId, Epoch, ShardId, shard_of};
+use shoal_core::{EntityId, Epoch, FencingVerdict, ShardClaim, ShardId, shard_of};
 
 use super::StoreError;
 
-/// Raises the shard's `(epoch, seq)` to the given one unless it is already newer: one row
-/// changed if accepted, none otherwise: an older epoch is fenced; an older sequence at the
-/// same epoch is a write of that instance that timed out and landed late; a load (seq 0) at
-/// the same epoch after writes is a read that leaves the sequence (the caller checks which).
-/// `$1` type, `$2` shard, `$3` epoch, `$4` seq (0 for a load, 1, 2, ... for writes).
-pub(super) const CLAIM_EPOCH: &str = "
-INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, $3, $4)
-ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
-WHERE shoal_remembered_shards.epoch < excluded.epoch
-   OR (shoal_remembered_shards.epoch = excluded.epoch
-       AND shoal_remembered_shards.seq <= excluded.seq)";
+/// Makes sure the shard has a claim row (epoch 0, sequence 0: what no row means), so that the
+/// row lock of [`CLAIM_OF`]'s `FOR UPDATE` orders concurrent requests of one shard even before
+/// its first load. `$1` type, `$2` shard.
+pub(super) const CLAIM_ROW: &str = "
+INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, 0, 0)
+ON CONFLICT (entity_type, shard) DO NOTHING";
 
-/// The shard's current epoch (to report a refusal).
-pub(super) const CURRENT_EPOCH: &str =
-    "SELECT epoch FROM shoal_remembered_shards WHERE entity_type = $1 AND shard = $2";
+/// The shard's claim: its newest accepted epoch and write sequence. `$1` type, `$2` shard.
+pub(super) const CLAIM_OF: &str =
+    "SELECT epoch, seq FROM shoal_remembered_shards WHERE entity_type = $1 AND shard = $2";
+
+/// Records the claim `shoal_core::FencingVerdict` accepted. `$1` type, `$2` shard, `$3` epoch,
+/// `$4` seq.
+pub(super) const SET_CLAIM: &str = "
+INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, $3, $4)
+ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq";
 
 /// The shard's remembered ids.
 pub(super) const LOAD: &str = "SELECT entity_id FROM shoal_remembered_entities
@@ -112,11 +113,31 @@ pub(super) fn epoch_value(epoch: Epoch, seq: u64) -> Result<(i64, i64), StoreErr
     Ok((epoch, seq))
 }
 
-/// The refusal of `refused` when the store holds `current`.
-pub(super) fn fenced(refused: Epoch, current: i64) -> StoreError {
-    StoreError::Fenced {
-        refused,
-        current: Epoch(u64::try_from(current).unwrap_or(0)),
+/// The store's verdict on a request of `epoch` and `seq` (0 for a load) against the shard's
+/// claim row as read (`None`: no row): the claim to write, if it changed, or the refusal.
+pub(super) fn verdict(
+    stored: Option<(i64, i64)>,
+    epoch: Epoch,
+    seq: u64,
+) -> Result<Option<(i64, i64)>, StoreError> {
+    let stored = match stored {
+        Some((epoch, seq)) => Some(ShardClaim {
+            epoch: Epoch(
+                u64::try_from(epoch).map_err(|_| StoreError::Invalid(format!("epoch {epoch}")))?,
+            ),
+            seq: u64::try_from(seq).map_err(|_| StoreError::Invalid(format!("seq {seq}")))?,
+        }),
+        None => None,
+    };
+    match FencingVerdict::of(stored, epoch, seq) {
+        FencingVerdict::Accept(claim) if Some(claim) == stored => Ok(None),
+        FencingVerdict::Accept(claim) => epoch_value(claim.epoch, claim.seq).map(Some),
+        FencingVerdict::Fenced(current) | FencingVerdict::Stale(current) => {
+            Err(StoreError::Fenced {
+                refused: epoch,
+                current,
+            })
+        }
     }
 }
 

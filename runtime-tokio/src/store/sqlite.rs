@@ -13,8 +13,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
 use super::sql::{
-    CLAIM_EPOCH, CURRENT_EPOCH, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_EPOCH,
-    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, epoch_value, fenced, shard_epoch, unavailable,
+    CLAIM_OF, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM, SET_EPOCH,
+    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -92,7 +92,8 @@ impl Drop for Abandon {
     }
 }
 
-/// Claims `epoch` for the shard inside `tx`, or says why not.
+/// Claims `epoch` for the shard inside `tx` (an immediate transaction: no other writer runs
+/// until it ends), or says why not: `shoal_core::FencingVerdict` decides.
 fn claim(
     tx: &rusqlite::Transaction<'_>,
     entity_type: &str,
@@ -100,25 +101,17 @@ fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let (value, seq) = epoch_value(epoch, seq)?;
-    let claimed = tx
-        .execute(&sql(CLAIM_EPOCH), params![entity_type, shard, value, seq])
-        .map_err(unavailable)?;
-    if claimed == 1 {
-        return Ok(());
-    }
-    let current: Option<i64> = tx
-        .query_row(&sql(CURRENT_EPOCH), params![entity_type, shard], |row| {
-            row.get(0)
+    let stored: Option<(i64, i64)> = tx
+        .query_row(&sql(CLAIM_OF), params![entity_type, shard], |row| {
+            Ok((row.get(0)?, row.get(1)?))
         })
         .optional()
         .map_err(unavailable)?;
-    let current = current.unwrap_or(0);
-    if seq == 0 && current == value {
-        // A load at the instance's own epoch: it reads, and leaves the write sequence.
-        return Ok(());
+    if let Some((epoch, seq)) = verdict(stored, epoch, seq)? {
+        tx.execute(&sql(SET_CLAIM), params![entity_type, shard, epoch, seq])
+            .map_err(unavailable)?;
     }
-    Err(fenced(epoch, current))
+    Ok(())
 }
 
 impl RememberStore for SqliteStore {
