@@ -316,40 +316,6 @@ impl Node {
         earliest(next, self.types_deadline)
     }
 
-    /// The names of the timers due at `now` (`"region counter: shard timer"`), for the log
-    /// line of a busy loop: a timer that stays due after firing is a bug in its role.
-    pub fn due_timers(&self, now: Instant) -> Vec<String> {
-        let due = |at: &Option<Instant>| at.is_some_and(|at| at <= now);
-        let mut names = Vec::new();
-        if let Some(m) = &self.membership {
-            let timers = m.deadlines();
-            names.extend(
-                timers
-                    .iter()
-                    .filter(|(_, at)| due(at))
-                    .map(|(n, _)| format!("membership: {n}")),
-            );
-        }
-        let margin = self.config.settings.down_removal_margin;
-        if due(&self.removals.values().map(|at| *at + margin).min()) {
-            names.push("node: removal margin".to_string());
-        }
-        for t in self.types.values() {
-            let name = &t.config.name;
-            for (timer, at) in t.region.deadlines() {
-                if due(&at) {
-                    names.push(format!("region {name}: {timer}"));
-                }
-            }
-            for (timer, at) in t.coordinator.iter().flat_map(|c| c.deadlines()) {
-                if due(&at) {
-                    names.push(format!("coordinator {name}: {timer}"));
-                }
-            }
-        }
-        names
-    }
-
     /// Works the types' deadline out again if any type's roles were lent out to change.
     fn keep_types_deadline(&mut self) {
         if self.types.take_touched() {

@@ -1,6 +1,6 @@
 //! What hosts, checkers and tests may read of a node: its id and view, counters, the
-//! coordinator's table and desired locations, a region's shards and buffers, and its internal
-//! invariants.
+//! coordinator's table and desired locations, a region's shards and buffers, its due timers by
+//! name, and its internal invariants.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +9,43 @@ use crate::coordinator::Coordinator;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::members::MembershipView;
 use crate::region::RouteCounts;
+use crate::time::Instant;
 
 impl Node {
+    /// The names of the timers due at `now` (`"region counter: shard timer"`), for the log
+    /// line of a busy loop: a timer that stays due after firing is a bug in its role.
+    pub fn due_timers(&self, now: Instant) -> Vec<String> {
+        let due = |at: &Option<Instant>| at.is_some_and(|at| at <= now);
+        let mut names = Vec::new();
+        if let Some(m) = &self.membership {
+            let timers = m.deadlines();
+            names.extend(
+                timers
+                    .iter()
+                    .filter(|(_, at)| due(at))
+                    .map(|(n, _)| format!("membership: {n}")),
+            );
+        }
+        let margin = self.config.settings.down_removal_margin;
+        if due(&self.removals.values().map(|at| *at + margin).min()) {
+            names.push("node: removal margin".to_string());
+        }
+        for t in self.types.values() {
+            let name = &t.config.name;
+            for (timer, at) in t.region.deadlines() {
+                if due(&at) {
+                    names.push(format!("region {name}: {timer}"));
+                }
+            }
+            for (timer, at) in t.coordinator.iter().flat_map(|c| c.deadlines()) {
+                if due(&at) {
+                    names.push(format!("coordinator {name}: {timer}"));
+                }
+            }
+        }
+        names
+    }
+
     /// This member's id.
     pub fn member_id(&self) -> MemberId {
         self.me

@@ -19,6 +19,7 @@ mod lifecycle;
 mod pending_queries;
 mod query;
 mod remembering;
+mod route_counts;
 mod shard;
 mod shard_table;
 mod watch;
@@ -45,20 +46,8 @@ use buffers::ShardBuffers;
 use by_shard::ByShard;
 use lifecycle::initial_backoff;
 use pending_queries::PendingQueries;
+pub use route_counts::RouteCounts;
 use shard_table::ShardTable;
-
-/// How the regions of a node routed messages, counted since it started. A buffered message
-/// is counted again when it is later delivered or forwarded.
-#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
-#[non_exhaustive]
-pub struct RouteCounts {
-    /// Handed to a shard hosted on this node.
-    pub delivered: u64,
-    /// Forwarded to the member hosting the shard.
-    pub forwarded: u64,
-    /// Held while the shard's home was unknown or the shard was being handed off.
-    pub buffered: u64,
-}
 
 /// Where the region is in its life.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]

@@ -244,34 +244,6 @@ impl Membership {
         }
     }
 
-    /// When [`Membership::handle_timeout`] should run next.
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().iter().filter_map(|(_, at)| *at).min()
-    }
-
-    /// Each of the machine's timers with its name (for [`Membership::poll_timeout`] and for
-    /// naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
-        match self.phase {
-            Phase::Joining => [
-                ("join attempt", Some(self.next_join_attempt)),
-                ("form cluster", self.form_cluster_at),
-                ("heartbeat or gossip", None),
-                ("downing or exit", None),
-            ],
-            Phase::Member => [
-                (
-                    "heartbeat or gossip",
-                    Some(self.next_heartbeat.min(self.next_gossip)),
-                ),
-                ("downing", self.downer.deadline()),
-                ("exit", self.exit_deadline),
-                ("join attempt", None),
-            ],
-            Phase::Removed | Phase::Downed => [("none", None); 4],
-        }
-    }
-
     fn try_join(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         if self.form_cluster_at.is_some_and(|at| at <= now) {
             // No other seed answered: this first seed forms a new cluster.

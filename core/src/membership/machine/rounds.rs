@@ -1,11 +1,40 @@
-//! A member's periodic rounds: gossip (full states to those that have not seen them, digests
-//! otherwise) and heartbeats to the monitored members, which update reachability.
+//! A member's periodic rounds and their timers: gossip (full states to those that have not
+//! seen them, digests otherwise) and heartbeats to the monitored members, which update
+//! reachability.
 
 use std::time::Duration;
 
 use super::*;
 
 impl Membership {
+    /// When [`Membership::handle_timeout`] should run next.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines().iter().filter_map(|(_, at)| *at).min()
+    }
+
+    /// Each of the machine's timers with its name (for [`Membership::poll_timeout`] and for
+    /// naming the timer of a busy loop).
+    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
+        match self.phase {
+            Phase::Joining => [
+                ("join attempt", Some(self.next_join_attempt)),
+                ("form cluster", self.form_cluster_at),
+                ("heartbeat or gossip", None),
+                ("downing or exit", None),
+            ],
+            Phase::Member => [
+                (
+                    "heartbeat or gossip",
+                    Some(self.next_heartbeat.min(self.next_gossip)),
+                ),
+                ("downing", self.downer.deadline()),
+                ("exit", self.exit_deadline),
+                ("join attempt", None),
+            ],
+            Phase::Removed | Phase::Downed => [("none", None); 4],
+        }
+    }
+
     /// How long until the next gossip round: a third of the interval while fewer than half
     /// the members have seen this state (Akka's `isGossipSpeedupNeeded`), since rounds alone
     /// spread what a member learns from its peers.
