@@ -1,6 +1,6 @@
-//! A region's life: following the coordinator the membership view names (registration with
-//! backoff), graceful shutdown (after which it routes as a proxy), and termination when its
-//! member is downed or removed.
+//! A region's life and its timers: following the coordinator the membership view names
+//! (registration with backoff), graceful shutdown (after which it routes as a proxy), and
+//! termination when its member is downed or removed.
 
 use std::time::Duration;
 
@@ -14,6 +14,31 @@ use crate::rng::Rng;
 use crate::time::Instant;
 
 impl Region {
+    /// When the region's next timer is due.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines().iter().filter_map(|(_, at)| *at).min()
+    }
+
+    /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for
+    /// naming the timer of a busy loop).
+    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
+        let queries = ("query deadline", self.queries.next_deadline());
+        if self.lifecycle == Lifecycle::Terminated {
+            return [
+                ("tick", None),
+                ("registration", None),
+                ("shard timer", None),
+                queries,
+            ];
+        }
+        [
+            ("tick", Some(self.next_tick)),
+            ("registration", self.registration.next_attempt),
+            ("shard timer", self.timers.next()),
+            queries,
+        ]
+    }
+
     /// Membership changed: follow the coordinator the view names (`coordinator`, which the
     /// node works out once for both its roles), forgetting the homes the old one gave; forget
     /// homes on removed members, and stop everything if this member was downed or removed.

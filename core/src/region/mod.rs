@@ -225,30 +225,6 @@ impl Region {
         }
     }
 
-    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().iter().filter_map(|(_, at)| *at).min()
-    }
-
-    /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for
-    /// naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
-        let queries = ("query deadline", self.queries.next_deadline());
-        if self.lifecycle == Lifecycle::Terminated {
-            return [
-                ("tick", None),
-                ("registration", None),
-                ("shard timer", None),
-                queries,
-            ];
-        }
-        [
-            ("tick", Some(self.next_tick)),
-            ("registration", self.registration.next_attempt),
-            ("shard timer", self.timers.next()),
-            queries,
-        ]
-    }
-
     /// Whether the region stopped hosting: graceful shutdown done, or member downed.
     pub(crate) fn is_stopped(&self) -> bool {
         matches!(self.lifecycle, Lifecycle::Stopped | Lifecycle::Terminated)
