@@ -137,10 +137,11 @@ mod tests {
 
     #[test]
     fn stale_and_fenced_are_told_apart() {
-        let stored = Some(ShardClaim {
+        let claim = ShardClaim {
             epoch: Epoch(3),
             seq: 2,
-        });
+        };
+        let stored = Some(claim);
         assert_eq!(
             FencingVerdict::of(stored, Epoch(3), 1),
             FencingVerdict::Stale(Epoch(3))
@@ -151,7 +152,7 @@ mod tests {
         );
         assert_eq!(
             FencingVerdict::of(stored, Epoch(3), 0),
-            FencingVerdict::Accept(stored.unwrap())
+            FencingVerdict::Accept(claim)
         );
     }
 }
