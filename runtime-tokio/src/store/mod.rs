@@ -6,7 +6,9 @@
 //! machine) and PostgreSQL (production). Every write carries the shard allocation's fencing
 //! [`Epoch`]: a shard instance claims its epoch when it loads, and the store refuses a load or
 //! write from an older epoch with [`StoreError::Fenced`], in the same transaction as the change,
-//! so an instance of the shard that should no longer exist cannot change the set.
+//! so an instance of the shard that should no longer exist cannot change the set. The verdict
+//! is `shoal_core::FencingVerdict`'s, the same the simulator's store gives; a store of your own
+//! should call it too, and pass the table of `shoal_core::FENCING_CASES` as both stores here do.
 //!
 //! The protocol that drives a store (loading at shard start, batching one write in flight per
 //! shard, throttled recovery) belongs to the core and is simulated there; these are its
