@@ -79,6 +79,9 @@
 //! [`MembershipView`]), the settings ([`Config`]) and errors, and the leaves: ids, time,
 //! reasons ([`DeadLetterReason`]), hashing, randomness.
 //!
+//! A module with children is a folder with a `mod.rs`; a module's unit tests are its `tests`
+//! child, written at the end of its file or, in a folder, as `tests.rs`.
+//!
 //! Modules sit on floors and import only from floors below (inside a folder, siblings obey
 //! the same rule, without circles):
 //!
