@@ -30,7 +30,7 @@ impl NodeId {
 pub struct HandoffRound(pub u64);
 
 impl fmt::Debug for HandoffRound {
-    /// The bare number, as traces and logs showed it before it had a type of its own.
+    /// The bare number, as the wire carries it: traces and logs stay short.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
@@ -42,7 +42,7 @@ impl fmt::Debug for HandoffRound {
 pub struct StatsQueryId(pub u64);
 
 impl fmt::Debug for StatsQueryId {
-    /// The bare number, as traces and logs showed it before it had a type of its own.
+    /// The bare number, as the wire carries it: traces and logs stay short.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }

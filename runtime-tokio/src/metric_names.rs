@@ -45,6 +45,8 @@ pub(crate) const ENTITY_MESSAGES_UNDECODABLE_TOTAL: &str =
 pub(crate) const ENTITY_PANICS_TOTAL: &str = "shoal_entity_panics_total";
 /// `shoal_envelopes_unaddressed_total`.
 pub(crate) const ENVELOPES_UNADDRESSED_TOTAL: &str = "shoal_envelopes_unaddressed_total";
+/// `shoal_events_total`: the core's events, by `kind` label (`Event::kind`).
+pub(crate) const EVENTS_TOTAL: &str = "shoal_events_total";
 /// `shoal_frames_rejected_total`.
 pub(crate) const FRAMES_REJECTED_TOTAL: &str = "shoal_frames_rejected_total";
 /// `shoal_handoffs_abandoned_total`.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use shoal_tests::layering::{Crate, floor_breaks};
+use shoal_tests::layering::{Crate, Floor, floor_breaks, floors_in_docs};
 
 fn circles_in(src: &str) -> Vec<String> {
     read(src).circles()
@@ -26,29 +26,18 @@ fn no_crate_has_an_import_circle() {
     assert!(report.is_empty(), "import circles:\n{}", report.join("\n"));
 }
 
-/// The floors written in `core/src/lib.rs`'s documentation.
-const CORE_FLOORS: &[(u32, &[&str])] = &[
-    (9, &["driver"]),
-    (8, &["node"]),
-    (7, &["region", "coordinator"]),
-    (6, &["allocation"]),
-    (5, &["config"]),
-    (4, &["membership"]),
-    (3, &["effect", "input", "codec", "fuzz_domain"]),
-    (2, &["message", "remember"]),
-    (1, &["members", "error", "hash"]),
-    (0, &["id", "time", "reason", "rng", "probe", "hint"]),
-];
-
-/// The floors written in `runtime-tokio/src/lib.rs`'s documentation.
-const RUNTIME_FLOORS: &[(u32, &[&str])] = &[
-    (5, &["builder"]),
-    (4, &["node"]),
-    (3, &["region"]),
-    (2, &["host"]),
-    (1, &["entity", "store", "transport"]),
-    (0, &["clock", "error", "event", "metric_names"]),
-];
+/// The floors a crate root's documentation writes.
+fn floors_of(lib_rs: &str) -> Vec<Floor> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(lib_rs);
+    let floors = floors_in_docs(&std::fs::read_to_string(path).expect("a crate root"));
+    assert!(
+        floors.len() >= 5,
+        "{lib_rs}: no floor table in its documentation"
+    );
+    floors
+}
 
 fn read(src: &str) -> Crate {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(src);
@@ -57,7 +46,7 @@ fn read(src: &str) -> Crate {
 
 #[test]
 fn the_core_keeps_its_floors() {
-    let breaks = floor_breaks(&read("core/src"), CORE_FLOORS);
+    let breaks = floor_breaks(&read("core/src"), &floors_of("core/src/lib.rs"));
     assert!(
         breaks.is_empty(),
         "core/src/lib.rs's floors broken:\n{}",
@@ -67,7 +56,10 @@ fn the_core_keeps_its_floors() {
 
 #[test]
 fn the_runtime_keeps_its_floors() {
-    let breaks = floor_breaks(&read("runtime-tokio/src"), RUNTIME_FLOORS);
+    let breaks = floor_breaks(
+        &read("runtime-tokio/src"),
+        &floors_of("runtime-tokio/src/lib.rs"),
+    );
     assert!(
         breaks.is_empty(),
         "runtime-tokio/src/lib.rs's floors broken:\n{}",
@@ -100,9 +92,17 @@ fn a_climbing_import_breaks_the_floors() {
     );
     krate.add(vec!["node".into()], "use crate::message::Body;\n");
     krate.add(vec!["id".into()], "pub struct NodeId;\n");
-    let floors: &[(u32, &[&str])] = &[(2, &["node"]), (1, &["message"])];
+    let docs = "//! | floor | modules |\n//! |---|---|\n//! | 2 | `node` (the top, not `id`) |\n//! | 1 | `message` |\n";
+    let floors = floors_in_docs(docs);
     assert_eq!(
-        floor_breaks(&krate, floors),
+        floors,
+        vec![
+            (2, vec!["node".to_string()]),
+            (1, vec!["message".to_string()])
+        ]
+    );
+    assert_eq!(
+        floor_breaks(&krate, &floors),
         vec![
             "id is on no floor".to_string(),
             "message (floor 1) imports id".into(),

@@ -40,17 +40,22 @@ impl Node {
         }
         let out = &mut self.effects;
         let handled = match body.route() {
-            Route::Node => {
-                if let Body::SetShardLocations { locations } = body {
+            Route::Node => match body {
+                Body::SetShardLocations { locations } => {
                     for (shard, node) in locations {
                         t.desired.insert(shard, node);
                         if let Some(c) = &mut t.coordinator {
                             c.set_desired_location(shard, node);
                         }
                     }
+                    Handled::Accepted
                 }
-                Handled::Accepted
-            }
+                other => {
+                    // `Body::route` sends only these here; a new one must be handled above.
+                    tracing::debug!(%from, ?other, "not a message for the node");
+                    Handled::Rejected
+                }
+            },
             Route::Coordinator => match &mut t.coordinator {
                 Some(c) => c.handle_message(now, &self.view, from, body, out),
                 None => Handled::Rejected,

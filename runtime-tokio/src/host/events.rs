@@ -13,6 +13,7 @@ use crate::metric_names;
 impl Host {
     /// Handles one event the core emitted.
     pub(super) fn handle_event(&mut self, event: Event) {
+        metrics::counter!(metric_names::EVENTS_TOTAL, "kind" => event.kind()).increment(1);
         match event {
             Event::Reply { request, result } => {
                 if let Some(answer) = self.requests.complete(request) {

@@ -1,10 +1,10 @@
 //! The host: the one task that owns the node's [`Driver`] by value (no lock around protocol
 //! state). Everything else talks to it through channels: envelopes from the transport
 //! (control lane first), signals from entity tasks, remember-store completions, commands from
-//! handles. After every driver
-//! call it feeds back what the `io::TokioIo` collected (refusals of full queues, answers for
-//! other members), turns membership changes into events, and sleeps until the core's next
-//! timer or the next request deadline.
+//! handles. After every driver call it handles what the `io::TokioIo` collected: the core's
+//! events (replies complete the request tables, member events are logged, all go to the event
+//! stream) and refusals of full queues and answers for other members, fed back to the core.
+//! Then it sleeps until the core's next timer or the next request deadline.
 //!
 //! The loop is deterministic: each round takes what is ready in the fixed order of
 //! `sources::SOURCES` (control lane, due timers, entity signals, store completions, commands,
@@ -64,7 +64,7 @@ pub(crate) struct Host {
     pub(crate) control_in: mpsc::Receiver<Box<Envelope>>,
     pub(crate) data_in: mpsc::Receiver<Box<Envelope>>,
     pub(crate) signals: mpsc::UnboundedReceiver<EntitySignal>,
-    /// Completions of remember-store requests (see `io::StoreLink`).
+    /// Completions of remember-store requests (see `crate::store::StoreLink`).
     pub(crate) store_done: mpsc::UnboundedReceiver<Input>,
     /// Asks of this node's handles waiting for their reply.
     pub(crate) asks: Requests<AskAnswer>,
@@ -127,8 +127,9 @@ impl Host {
     fn wakeup(&mut self) {
         let now = self.clock.now();
         self.driver.handle_wakeup(now, &mut self.io);
-        self.expire_requests(now);
+        // Answers the wake-up produced complete their requests before deadlines fail them.
         self.after_call();
+        self.expire_requests(now);
     }
 
     /// Handles what the last call's effects left (events, refused sends, answers for other

@@ -4,7 +4,7 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use shoal_core::{Envelope, Input, Instant};
 use tokio::time::Sleep;
@@ -66,12 +66,11 @@ impl Host {
     /// One round over everything ready at `now`, in the order of [`SOURCES`].
     pub(super) fn handle_ready(&mut self, now: Instant) -> Round {
         let mut busy = false;
-        let mut cx = Context::from_waker(Waker::noop());
         for source in SOURCES {
             for _ in 0..source.per_round() {
                 let ready = match source {
                     Source::Timers => self.timers_due(now).then_some(Ready::Timers),
-                    _ => self.poll_queue(source, &mut cx),
+                    _ => self.try_queue(source),
                 };
                 let Some(ready) = ready else { break };
                 busy = true;
@@ -103,7 +102,21 @@ impl Host {
         self.handle(ready)
     }
 
-    /// The next item of a queue, if one is there (a closed queue has none).
+    /// The next item of a queue if one is there, without waiting. Unlike `poll_recv`, this
+    /// spends none of tokio's cooperative budget, so a round takes what its limits say.
+    fn try_queue(&mut self, source: Source) -> Option<Ready> {
+        match source {
+            Source::Control => self.control_in.try_recv().ok().map(Ready::Envelope),
+            Source::Signals => self.signals.try_recv().ok().map(Ready::Signal),
+            Source::Store => self.store_done.try_recv().ok().map(Ready::Stored),
+            Source::Commands => self.commands.try_recv().ok().map(Ready::Command),
+            Source::Data => self.data_in.try_recv().ok().map(Ready::Envelope),
+            Source::Timers => None,
+        }
+    }
+
+    /// The next item of a queue, registering for a wake-up if there is none (a closed queue
+    /// has none).
     fn poll_queue(&mut self, source: Source, cx: &mut Context<'_>) -> Option<Ready> {
         let polled = match source {
             Source::Control => self

@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Transaction};
 
 use super::sql::{
-    CLAIM_OF, CLAIM_ROW, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM,
+    CLAIM_OF_LOCKED, CLAIM_ROW, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM,
     SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
@@ -74,15 +74,20 @@ async fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    tx.execute(CLAIM_ROW, &[&entity_type, &shard])
-        .await
-        .map_err(unavailable)?;
-    let locked = format!("{CLAIM_OF} FOR UPDATE");
-    let stored = tx
-        .query_opt(&locked, &[&entity_type, &shard])
-        .await
-        .map_err(unavailable)?
-        .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1)));
+    let read = || async {
+        let row = tx.query_opt(CLAIM_OF_LOCKED, &[&entity_type, &shard]).await;
+        let row = row.map_err(unavailable)?;
+        Ok::<_, StoreError>(row.map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))))
+    };
+    // Nearly always the row exists and this one statement locks it; before a shard's first
+    // load, the row is made first so that there is something to lock.
+    let mut stored = read().await?;
+    if stored.is_none() {
+        tx.execute(CLAIM_ROW, &[&entity_type, &shard])
+            .await
+            .map_err(unavailable)?;
+        stored = read().await?;
+    }
     if let Some((epoch, seq)) = verdict(stored, epoch, seq)? {
         tx.execute(SET_CLAIM, &[&entity_type, &shard, &epoch, &seq])
             .await

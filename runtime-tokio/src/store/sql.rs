@@ -8,15 +8,23 @@ use shoal_core::{EntityId, Epoch, FencingVerdict, ShardClaim, ShardId, shard_of}
 use super::StoreError;
 
 /// Makes sure the shard has a claim row (epoch 0, sequence 0: what no row means), so that the
-/// row lock of [`CLAIM_OF`]'s `FOR UPDATE` orders concurrent requests of one shard even before
-/// its first load. `$1` type, `$2` shard.
+/// row lock of `CLAIM_OF_LOCKED` orders concurrent requests of one shard even before its first
+/// load. `$1` type, `$2` shard.
+#[cfg(feature = "postgres")]
 pub(super) const CLAIM_ROW: &str = "
 INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, 0, 0)
 ON CONFLICT (entity_type, shard) DO NOTHING";
 
 /// The shard's claim: its newest accepted epoch and write sequence. `$1` type, `$2` shard.
+#[cfg(feature = "sqlite")]
 pub(super) const CLAIM_OF: &str =
     "SELECT epoch, seq FROM shoal_remembered_shards WHERE entity_type = $1 AND shard = $2";
+
+/// `CLAIM_OF`, locking the row until the transaction ends (PostgreSQL; SQLite's immediate
+/// transaction already excludes every other writer).
+#[cfg(feature = "postgres")]
+pub(super) const CLAIM_OF_LOCKED: &str = "SELECT epoch, seq FROM shoal_remembered_shards
+WHERE entity_type = $1 AND shard = $2 FOR UPDATE";
 
 /// Records the claim `shoal_core::FencingVerdict` accepted. `$1` type, `$2` shard, `$3` epoch,
 /// `$4` seq.

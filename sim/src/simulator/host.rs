@@ -24,9 +24,16 @@ impl Simulator {
             .filter(|node| node.id == member)
             .and_then(|node| node.ledger.effect(&effect).err());
         if let Some(breach) = breach {
+            // Named by the entity, as every entity property is, so explaining it follows the
+            // entity's life.
+            let entity = match &effect {
+                EntityEffect::Start { entity, .. }
+                | EntityEffect::Deliver { entity, .. }
+                | EntityEffect::Stop { entity, .. } => entity.clone(),
+            };
             let detail = format!("{member}: {breach}");
             self.check
-                .fail(self.now, Property::HostContract, member, detail);
+                .fail(self.now, Property::HostContract, &entity, detail);
         }
         match effect {
             EntityEffect::Start { entity, shard, .. } => {
@@ -177,7 +184,7 @@ impl Simulator {
         if let Some(Err(breach)) = reported {
             let detail = format!("{member}: {breach}");
             self.check
-                .fail(self.now, Property::HostContract, member, detail);
+                .fail(self.now, Property::HostContract, &entity, detail);
         }
         self.host.reporting(Some((member, entity.clone(), reason)));
         self.input_to(

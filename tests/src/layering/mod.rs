@@ -152,13 +152,56 @@ impl Crate {
     }
 }
 
+/// One floor of a crate: its number (0 at the bottom) and its modules.
+pub type Floor = (u32, Vec<String>);
+
+/// The floors a crate root's documentation writes as a table: every line `//! | N | ... |`
+/// whose first cell is a number, its modules the names in backticks in the second cell (before
+/// any parenthesis that explains them).
+pub fn floors_in_docs(lib_rs: &str) -> Vec<Floor> {
+    let mut floors = Vec::new();
+    for line in lib_rs.lines() {
+        let Some(row) = line.strip_prefix("//! |") else {
+            continue;
+        };
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (Some(number), Some(modules)) = (cells.first(), cells.get(1)) else {
+            continue;
+        };
+        let Ok(number) = number.parse::<u32>() else {
+            continue;
+        };
+        let mut names = Vec::new();
+        let mut depth = 0;
+        let mut rest: &str = modules;
+        while let Some(at) = rest.find(['`', '(', ')']) {
+            match rest.as_bytes()[at] {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                _ => {
+                    let after = &rest[at + 1..];
+                    let Some(end) = after.find('`') else { break };
+                    if depth == 0 {
+                        names.push(after[..end].to_string());
+                    }
+                    rest = &after[end + 1..];
+                    continue;
+                }
+            }
+            rest = &rest[at + 1..];
+        }
+        floors.push((number, names));
+    }
+    floors
+}
+
 /// The imports between the crate root's children that do not go down the given floors (a
 /// module may import only modules on lower floors), and the children the table leaves out.
-pub fn floor_breaks(krate: &Crate, floors: &[(u32, &[&str])]) -> Vec<String> {
+pub fn floor_breaks(krate: &Crate, floors: &[Floor]) -> Vec<String> {
     let floor_of = |module: &str| {
         floors
             .iter()
-            .find(|(_, modules)| modules.contains(&module))
+            .find(|(_, modules)| modules.iter().any(|m| m == module))
             .map(|(floor, _)| *floor)
     };
     let mut breaks = Vec::new();
