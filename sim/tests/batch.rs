@@ -262,6 +262,26 @@ fn a_decision_held_back_by_doubt_does_not_slip_past_the_unstable_bound_regressio
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Coordinator-crash seed 27182830252 (minimized to five actions), found by a sweep of fresh
+/// seeds: the coordinator's member crashed and the others declared it unreachable at once, but
+/// the leader heard it through a slow link (2.9 s), so its own detector declared it 8 s later,
+/// while the decision, due by then, waited on that very doubt. Its own observation restarted
+/// the clock at that moment, the decision fell past the unstable bound, and the whole majority
+/// downed itself. Fixed in `shoal_core::membership`: a member's own observation confirming a
+/// cut-off runs the clock from when it last heard that member, not from the observation.
+#[test]
+fn a_slow_detector_confirming_a_cut_off_keeps_the_clock_regression() {
+    let schedule = "@20.551 store-outage 11.506; @20.638 crash-oldest restart 20.071; \
+                    @47.618 crash-oldest restart 11.273; @76.429 crash-oldest restart 24.901; \
+                    @126.130 crash-oldest restart 31.329";
+    let options = Options::for_family(27_182_830_252, Family::CoordinatorCrash);
+    let report = assert_holds(
+        replaying(schedule, options),
+        &["downing: a member's own observation confirming a cut-off keeps the clock"],
+    );
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+}
+
 /// Swarm seed 9000090 (minimized to six actions), found the same way: a member that had left
 /// gracefully went quiet as it exited while the leader's decision about a partitioned member
 /// was due; the decision waited for it as if a partition were being detected, the clock

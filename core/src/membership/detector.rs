@@ -102,6 +102,11 @@ impl PhiAccrual {
         self.last.is_some()
     }
 
+    /// When the last heartbeat arrived (`None` before the first).
+    pub(crate) fn last_heard(&self) -> Option<Instant> {
+        self.last
+    }
+
     /// How long since the last heartbeat (`None` before the first).
     pub(crate) fn silence(&self, now: Instant) -> Option<std::time::Duration> {
         self.last.map(|last| now.saturating_duration_since(last))

@@ -97,8 +97,21 @@ impl Downer {
     /// did not change: a member `me` reaches again may still be unreachable in an older record of
     /// another member's (one now cut off), and a decision resting on that record alone could
     /// come right after a new partition starts, before the other side has had `stable-after`
-    /// to decide (flapping-links seed 1039587).
-    pub(crate) fn observe(&mut self, now: Instant, me: MemberId, gossip: &Gossip) {
+    /// to decide (flapping-links seed 1039587). `me` confirming a member its side already cannot
+    /// reach is the exception: the picture did not change, only `me`'s evidence for it, so the
+    /// clock runs from when it started or from when `me` last heard that member (`last_heard`,
+    /// from its failure detector), whichever is later. A stale record is one `me` contradicted
+    /// by hearing the member during the clock, so it still gets a clock of its own from there;
+    /// a detector that is merely slow (a slow link) no longer restarts it after the decision
+    /// was held back waiting for that very detector, which pushed the leader past its side's
+    /// unstable bound (coordinator-crash seed 27182830252).
+    pub(crate) fn observe(
+        &mut self,
+        now: Instant,
+        me: MemberId,
+        gossip: &Gossip,
+        last_heard: &dyn Fn(MemberId) -> Option<Instant>,
+    ) {
         let cut_off = gossip.unreachable_from(me);
         let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
         let (counted, joining) = counted_ids(gossip);
@@ -147,10 +160,17 @@ impl Downer {
                     "downing: a stopping member becoming unreachable keeps the clock",
                 );
                 self.observed = observed;
-            } else if self.confirms_within_the_clock(now, &observed) {
-                crate::probe::hit(
-                    "downing: a member's own observation confirming a cut-off keeps the clock",
-                );
+            } else if let Some(since) = self.confirmed_since(&observed, last_heard) {
+                if since > self.stable_since {
+                    // `me` heard a member it now confirms after the clock started: the record
+                    // the clock ran on may be stale; it runs again from when `me` last heard it.
+                    crate::probe::hit("downing: a member's own observation restarts the clock");
+                    self.stable_since = since;
+                } else {
+                    crate::probe::hit(
+                        "downing: a member's own observation confirming a cut-off keeps the clock",
+                    );
+                }
                 self.observed = observed;
             } else {
                 if observed.cut_off == self.observed.cut_off
@@ -166,18 +186,27 @@ impl Downer {
         self.reckon();
     }
 
-    /// Whether `observed` only adds `me`'s own observations of members its side already
-    /// cannot reach, while the clock on that picture still runs.
-    fn confirms_within_the_clock(&self, now: Instant, observed: &Observed) -> bool {
-        let Some(stable_after) = self.stable_after() else {
-            return false;
-        };
-        !self.decided
-            && now < self.stable_since + stable_after
+    /// If `observed` only adds `me`'s own observations of members its side already cannot reach
+    /// (a pending decision not taken yet): since when the picture has held for `me` too, the
+    /// later of the clock's start and the last time `me` heard one of the members it confirms.
+    fn confirmed_since(
+        &self,
+        observed: &Observed,
+        last_heard: &dyn Fn(MemberId) -> Option<Instant>,
+    ) -> Option<Instant> {
+        let confirms = self.stable_after().is_some()
+            && !self.decided
             && observed.cut_off == self.observed.cut_off
             && observed.counted == self.observed.counted
             && observed.own.is_superset(&self.observed.own)
-            && observed.own.is_subset(&observed.cut_off)
+            && observed.own.is_subset(&observed.cut_off);
+        confirms.then(|| {
+            observed
+                .own
+                .difference(&self.observed.own)
+                .filter_map(|id| last_heard(*id))
+                .fold(self.stable_since, Instant::max)
+        })
     }
 
     /// When a keep-majority member that has been unable to decide downs itself.

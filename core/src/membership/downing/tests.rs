@@ -52,6 +52,11 @@ fn keep_majority(stable_secs: u64) -> Downer {
     )
 }
 
+/// No failure detector's record: confirmations keep the clock (see `Downer::observe`).
+fn never_heard(_: MemberId) -> Option<Instant> {
+    None
+}
+
 fn ids(ns: &[u64]) -> BTreeSet<MemberId> {
     ns.iter().map(|n| m(*n)).collect()
 }
@@ -60,7 +65,7 @@ fn ids(ns: &[u64]) -> BTreeSet<MemberId> {
 fn the_majority_downs_the_minority_after_stable_after() {
     let g = cluster(5, 1, 1, &[4, 5]);
     let mut d = keep_majority(20);
-    d.observe(at(1), m(1), &g);
+    d.observe(at(1), m(1), &g, &never_heard);
     assert_eq!(d.deadline(), Some(at(21)));
     assert!(
         d.decide(at(20), m(1), &g).is_empty(),
@@ -68,7 +73,7 @@ fn the_majority_downs_the_minority_after_stable_after() {
     );
     assert_eq!(d.decide(at(21), m(1), &g), ids(&[4, 5]));
     let mut other = keep_majority(20);
-    other.observe(at(1), m(2), &g);
+    other.observe(at(1), m(2), &g, &never_heard);
     assert!(
         other.decide(at(21), m(2), &g).is_empty(),
         "only the leader acts"
@@ -81,7 +86,7 @@ fn the_majority_downs_the_minority_after_stable_after() {
 fn a_stable_situation_is_decided_once() {
     let g = cluster(5, 2, 1, &[4, 5]);
     let mut d = keep_majority(20);
-    d.observe(at(0), m(2), &g);
+    d.observe(at(0), m(2), &g, &never_heard);
     assert!(
         d.decide(at(20), m(2), &g).is_empty(),
         "member 2 does not lead"
@@ -91,13 +96,13 @@ fn a_stable_situation_is_decided_once() {
         Some(at(35)),
         "only the unstable bound remains (7/4 of stable-after)"
     );
-    d.observe(at(30), m(2), &cluster(5, 2, 1, &[5]));
+    d.observe(at(30), m(2), &cluster(5, 2, 1, &[5]), &never_heard);
     assert_eq!(
         d.deadline(),
         Some(at(35)),
         "a change re-arms, the bound stays"
     );
-    d.observe(at(31), m(2), &cluster(5, 2, 1, &[]));
+    d.observe(at(31), m(2), &cluster(5, 2, 1, &[]), &never_heard);
     assert_eq!(d.deadline(), None, "nobody unreachable: nothing to decide");
 }
 
@@ -109,7 +114,7 @@ fn a_stable_situation_is_decided_once() {
 fn joins_do_not_delay_a_decision_and_instability_is_bounded() {
     let mut g = cluster(4, 3, 3, &[1, 2]);
     let mut d = keep_majority(10);
-    d.observe(at(0), m(3), &g);
+    d.observe(at(0), m(3), &g, &never_heard);
     g.add_joining(
         m(3),
         GossipMember::joining(
@@ -119,7 +124,7 @@ fn joins_do_not_delay_a_decision_and_instability_is_bounded() {
             BTreeSet::new(),
         ),
     );
-    d.observe(at(5), m(3), &g);
+    d.observe(at(5), m(3), &g, &never_heard);
     assert_eq!(
         d.decide(at(10), m(3), &g),
         ids(&[3]),
@@ -127,10 +132,10 @@ fn joins_do_not_delay_a_decision_and_instability_is_bounded() {
     );
     // A side whose view keeps changing downs itself at 7/4 of stable-after.
     let mut d = keep_majority(10);
-    d.observe(at(0), m(1), &cluster(5, 1, 1, &[5]));
+    d.observe(at(0), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
     for t in [6, 12] {
         let flap = if t == 6 { vec![4, 5] } else { vec![5] };
-        d.observe(at(t), m(1), &cluster(5, 1, 1, &flap));
+        d.observe(at(t), m(1), &cluster(5, 1, 1, &flap), &never_heard);
     }
     assert!(d.decide(at(17), m(1), &cluster(5, 1, 1, &[5])).is_empty());
     assert_eq!(
@@ -145,7 +150,7 @@ fn the_minority_downs_itself() {
     // Member 4's view: 1, 2 and 3 unreachable.
     let g = cluster(5, 4, 4, &[1, 2, 3]);
     let mut d = keep_majority(20);
-    d.observe(at(0), m(4), &g);
+    d.observe(at(0), m(4), &g, &never_heard);
     assert_eq!(
         d.decide(at(20), m(4), &g),
         ids(&[4]),
@@ -153,7 +158,7 @@ fn the_minority_downs_itself() {
     );
     // Member 5 decides for itself too, without waiting for member 4 (which stops).
     let mut d5 = keep_majority(20);
-    d5.observe(at(0), m(5), &g);
+    d5.observe(at(0), m(5), &g, &never_heard);
     assert_eq!(d5.decide(at(20), m(5), &g), ids(&[5]));
 }
 
@@ -161,11 +166,11 @@ fn the_minority_downs_itself() {
 fn a_tie_goes_to_the_side_with_the_lowest_address() {
     let g = cluster(4, 1, 1, &[3, 4]);
     let mut d = keep_majority(5);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     assert_eq!(d.decide(at(5), m(1), &g), ids(&[3, 4]));
     let other = cluster(4, 3, 3, &[1, 2]);
     let mut d = keep_majority(5);
-    d.observe(at(0), m(3), &other);
+    d.observe(at(0), m(3), &other, &never_heard);
     assert_eq!(d.decide(at(5), m(3), &other), ids(&[3]), "downs itself");
 }
 
@@ -173,12 +178,12 @@ fn a_tie_goes_to_the_side_with_the_lowest_address() {
 fn any_change_restarts_the_stability_clock() {
     let g = cluster(5, 1, 1, &[5]);
     let mut d = keep_majority(10);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     let g2 = cluster(5, 1, 1, &[4, 5]);
-    d.observe(at(4), m(1), &g2);
+    d.observe(at(4), m(1), &g2, &never_heard);
     assert!(d.decide(at(10), m(1), &g2).is_empty());
     assert_eq!(d.decide(at(14), m(1), &g2), ids(&[4, 5]));
-    d.observe(at(15), m(1), &cluster(5, 1, 1, &[]));
+    d.observe(at(15), m(1), &cluster(5, 1, 1, &[]), &never_heard);
     assert_eq!(d.deadline(), None, "nobody unreachable");
 }
 
@@ -191,10 +196,10 @@ fn auto_down_downs_whatever_it_cannot_reach_even_as_a_minority() {
         },
         at(0),
     );
-    d.observe(at(0), m(4), &g);
+    d.observe(at(0), m(4), &g, &never_heard);
     assert_eq!(d.decide(at(5), m(4), &g), ids(&[1, 2, 3]));
     let mut off = Downer::new(Downing::Off, at(0));
-    off.observe(at(0), m(4), &g);
+    off.observe(at(0), m(4), &g, &never_heard);
     assert!(off.decide(at(1000), m(4), &g).is_empty());
 }
 
@@ -209,7 +214,7 @@ fn observations_from_the_far_side_do_not_count() {
     assert_eq!(g.unreachable_from(m(1)), ids(&[4, 5]));
     assert_eq!(g.unreachable_from(m(4)), ids(&[1, 2, 3]));
     let mut d = keep_majority(1);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     assert_eq!(d.decide(at(1), m(1), &g), ids(&[4, 5]));
 }
 
@@ -248,9 +253,9 @@ fn both_sides_count_a_member_in_transition_the_same() {
     joining_side.observe(m(3), m(1), false);
     joining_side.observe(m(3), m(2), false);
     let mut a = keep_majority(1);
-    a.observe(at(0), m(1), &up_side);
+    a.observe(at(0), m(1), &up_side, &never_heard);
     let mut b = keep_majority(1);
-    b.observe(at(0), m(3), &joining_side);
+    b.observe(at(0), m(3), &joining_side, &never_heard);
     assert_eq!(
         a.decide(at(1), m(1), &up_side),
         ids(&[3, 4]),
@@ -287,9 +292,9 @@ fn a_member_joining_during_a_partition_does_not_count_for_its_side() {
     g3.observe(m(3), m(2), false);
     g3.add_joining(m(3), join(1));
     let mut d2 = keep_majority(1);
-    d2.observe(at(0), m(2), &g2);
+    d2.observe(at(0), m(2), &g2, &never_heard);
     let mut d3 = keep_majority(1);
-    d3.observe(at(0), m(3), &g3);
+    d3.observe(at(0), m(3), &g3, &never_heard);
     assert_eq!(
         d2.decide(at(1), m(2), &g2),
         ids(&[3]),
@@ -334,7 +339,7 @@ fn our_own_joining_members_do_not_count_against_us() {
     big.observe(m(3), m(2), false);
     big.observe(m(3), m(5), false);
     let mut d = keep_majority(1);
-    d.observe(at(0), m(3), &big);
+    d.observe(at(0), m(3), &big, &never_heard);
     assert_eq!(
         d.decide(at(1), m(3), &big),
         ids(&[2, 5]),
@@ -346,7 +351,7 @@ fn our_own_joining_members_do_not_count_against_us() {
     small.observe(m(2), m(6), false);
     small.observe(m(2), MemberId::new(1, 2), false);
     let mut d = keep_majority(1);
-    d.observe(at(0), m(2), &small);
+    d.observe(at(0), m(2), &small, &never_heard);
     assert_eq!(d.decide(at(1), m(2), &small), ids(&[2]), "2 and 5 lose");
 }
 
@@ -359,7 +364,7 @@ fn members_we_downed_count_against_us_until_removed() {
     let mut g = cluster(3, 2, 2, &[1, 3]);
     g.set_status(m(2), m(1), MemberStatus::Down);
     let mut d = keep_majority(7);
-    d.observe(at(0), m(2), &g);
+    d.observe(at(0), m(2), &g, &never_heard);
     assert_eq!(
         d.decide(at(7), m(2), &g),
         ids(&[2]),
@@ -377,7 +382,7 @@ fn a_reachable_down_member_counts_against_us() {
     let mut g = cluster(3, 1, 1, &[2]);
     g.set_status(m(3), m(3), MemberStatus::Down);
     let mut d = keep_majority(7);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     assert_eq!(
         d.decide(at(7), m(1), &g),
         ids(&[1]),
@@ -407,9 +412,9 @@ fn an_unreachable_exiting_member_counts_against_us() {
         leaving.observe(m(3), m(s), false);
     }
     let mut small = keep_majority(7);
-    small.observe(at(0), m(1), &exiting);
+    small.observe(at(0), m(1), &exiting, &never_heard);
     let mut large = keep_majority(7);
-    large.observe(at(0), m(3), &leaving);
+    large.observe(at(0), m(3), &leaving, &never_heard);
     assert_eq!(
         small.decide(at(7), m(1), &exiting),
         ids(&[1]),
@@ -431,9 +436,9 @@ fn an_unreachable_exiting_member_counts_against_us() {
 fn an_unreachable_member_marked_down_does_not_restart_the_clock() {
     let mut g = cluster(5, 1, 1, &[4, 5]);
     let mut d = keep_majority(7);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     g.set_status(m(1), m(5), MemberStatus::Down);
-    d.observe(at(5), m(1), &g);
+    d.observe(at(5), m(1), &g, &never_heard);
     assert_eq!(
         d.deadline(),
         Some(at(7)),
@@ -445,7 +450,7 @@ fn an_unreachable_member_marked_down_does_not_restart_the_clock() {
         "only the member not yet Down is downed"
     );
     g.set_status(m(1), m(4), MemberStatus::Down);
-    d.observe(at(7), m(1), &g);
+    d.observe(at(7), m(1), &g, &never_heard);
     assert_eq!(
         d.deadline(),
         None,
@@ -454,23 +459,50 @@ fn an_unreachable_member_marked_down_does_not_restart_the_clock() {
 }
 
 /// Found by the simulator (flapping-links seed 1039587): the record that made 3 unreachable was
-/// another member's, older than `stable-after`; `me` observing 3 itself then changes what the
-/// decision rests on, so the clock restarts even though the set of unreachable members did not
-/// change.
+/// another member's, and `me` still heard 3 long after the clock on it started (the record was
+/// stale); `me` then observing 3 itself changes what the decision rests on, so the clock runs
+/// again from when `me` last heard 3, even though the set of unreachable members did not change.
 #[test]
-fn a_members_own_observation_after_the_clock_ran_restarts_it() {
+fn a_members_own_observation_of_a_member_it_heard_during_the_clock_restarts_it() {
     let g = cluster(3, 1, 2, &[3]);
     let mut d = keep_majority(7);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     let mut own = g.clone();
     own.observe(m(1), m(3), false);
     assert_eq!(own.unreachable_from(m(1)), g.unreachable_from(m(1)));
-    d.observe(at(8), m(1), &own);
-    assert!(d.decide(at(8), m(1), &own).is_empty(), "restarted at 8");
+    let heard_at_6 = |id: MemberId| (id == m(3)).then_some(at(6));
+    d.observe(at(8), m(1), &own, &heard_at_6);
+    assert!(d.decide(at(8), m(1), &own).is_empty(), "restarted at 6");
     assert!(
         d.decide(at(12), m(1), &own).is_empty(),
         "no decision on the old clock"
     );
+    assert_eq!(
+        d.deadline(),
+        Some(at(12) + Duration::from_millis(250)),
+        "unstable first"
+    );
+}
+
+/// Found by the simulator (coordinator-crash seed 27182830252): a crashed member was declared
+/// by every other member within a second; the leader heard it through a slow link, so its own
+/// detector declared it 7 s later. Its decision, due on the others' records, waited for that
+/// detector (`postpone`), and the confirmation, coming after the clock had run, restarted it:
+/// the decision fell past the unstable bound of the others, which downed themselves. `me` had
+/// not heard the member since just after the clock started: the clock runs from then.
+#[test]
+fn a_slow_detectors_confirmation_after_the_clock_ran_keeps_it() {
+    let g = cluster(3, 1, 2, &[3]);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(1), &g, &never_heard);
+    d.postpone(at(8));
+    assert!(d.decide(at(7), m(1), &g).is_empty(), "held back");
+    let mut own = g.clone();
+    own.observe(m(1), m(3), false);
+    let heard_at_1 = |id: MemberId| (id == m(3)).then_some(at(1));
+    d.observe(at(8), m(1), &own, &heard_at_1);
+    assert_eq!(d.deadline(), Some(at(8)), "due 7 s after 1, held back to 8");
+    assert_eq!(d.decide(at(8), m(1), &own), ids(&[3]));
 }
 
 /// Found by the simulator's check of runs without survivors (partitions seed 11010510): each
@@ -482,10 +514,10 @@ fn a_members_own_observation_after_the_clock_ran_restarts_it() {
 fn a_members_own_confirmation_keeps_a_running_clock() {
     let g = cluster(3, 1, 2, &[3]);
     let mut d = keep_majority(7);
-    d.observe(at(0), m(1), &g);
+    d.observe(at(0), m(1), &g, &never_heard);
     let mut own = g.clone();
     own.observe(m(1), m(3), false);
-    d.observe(at(5), m(1), &own);
+    d.observe(at(5), m(1), &own, &never_heard);
     assert_eq!(
         d.decide(at(7), m(1), &own),
         ids(&[3]),
@@ -500,7 +532,7 @@ fn a_members_own_confirmation_keeps_a_running_clock() {
 fn a_member_seen_unreachable_by_others_runs_its_unstable_bound() {
     let g = cluster(3, 2, 1, &[2]);
     let mut d = keep_majority(8);
-    d.observe(at(0), m(2), &g);
+    d.observe(at(0), m(2), &g, &never_heard);
     assert!(
         d.decide(at(13), m(2), &g).is_empty(),
         "before 7/4 of stable-after"

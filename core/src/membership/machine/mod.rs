@@ -202,7 +202,7 @@ impl Membership {
         tracing::info!(%member, ?status, "operator moves a member");
         crate::probe::hit("membership: an operator moves a member");
         if self.gossip.set_status(self.me, member, status) {
-            self.downer.observe(now, self.me, &self.gossip);
+            self.observe_for_downing(now);
             self.act(now, true, rng, out);
             self.gossip_to(DECISION_FANOUT, rng, out);
         }
@@ -299,7 +299,7 @@ impl Membership {
             }
         }
         if changed {
-            self.downer.observe(now, self.me, &self.gossip);
+            self.observe_for_downing(now);
         }
         if self.downer.deadline().is_some_and(|at| at <= now) && self.in_doubt(now) {
             // Looked at again soon, not a heartbeat later: a check in step with the heartbeat
@@ -315,7 +315,7 @@ impl Membership {
             for id in down {
                 self.gossip.set_status(self.me, id, MemberStatus::Down);
             }
-            self.downer.observe(now, self.me, &self.gossip);
+            self.observe_for_downing(now);
             changed = true;
             crate::probe::hit("membership: a downing decision is spread at once");
             // A decision is spread at once, not at the next gossip round: members of this side
@@ -355,6 +355,14 @@ impl Membership {
     /// partitioned one was due; held back until the exited one was unreachable, which
     /// restarted the clock, the decision came after the unstable bound and the majority downed
     /// itself).
+    /// Tells the downer the gossip changed, with when this member's detectors last heard
+    /// each member (a confirmation's clock runs from then).
+    fn observe_for_downing(&mut self, now: Instant) {
+        let detectors = &self.detectors;
+        let last_heard = |id: MemberId| detectors.get(&id).and_then(|(d, _)| d.last_heard());
+        (self.downer).observe(now, self.me, &self.gossip, &last_heard);
+    }
+
     fn in_doubt(&self, now: Instant) -> bool {
         let settings = &self.settings.failure_detector;
         // A heartbeat answer missed: the acceptable pause keeps phi low for seconds, long
