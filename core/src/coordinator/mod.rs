@@ -35,7 +35,7 @@ use crate::id::{EntityType, MemberId, NodeId, ShardId, StatsQueryId};
 use crate::members::MembershipView;
 use crate::message::{Body, Handled};
 use crate::time::Deadlines;
-use crate::time::Instant;
+use crate::time::{Instant, NamedDeadline, soonest};
 
 use handoff::Handoff;
 use query::StatsQuery;
@@ -344,12 +344,12 @@ impl Coordinator {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().iter().filter_map(|(_, at)| *at).min()
+        soonest(&self.deadlines())
     }
 
     /// Each of the coordinator's timers with its name (for [`Coordinator::poll_timeout`] and
     /// for naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 8] {
+    pub(crate) fn deadlines(&self) -> [NamedDeadline; 8] {
         let margin = self.settings.down_removal_margin;
         [
             ("rebalance", self.gate_open.then_some(self.next_rebalance)),

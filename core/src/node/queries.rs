@@ -9,38 +9,31 @@ use crate::coordinator::Coordinator;
 use crate::id::{EntityType, MemberId, NodeId, ShardId};
 use crate::members::MembershipView;
 use crate::region::RouteCounts;
-use crate::time::Instant;
+use crate::time::{Instant, NamedDeadline};
 
 impl Node {
     /// The names of the timers due at `now` (`"region counter: shard timer"`), for the log
     /// line of a busy loop: a timer that stays due after firing is a bug in its role.
     pub fn due_timers(&self, now: Instant) -> Vec<String> {
-        let due = |at: &Option<Instant>| at.is_some_and(|at| at <= now);
         let mut names = Vec::new();
-        if let Some(m) = &self.membership {
-            let timers = m.deadlines();
-            names.extend(
-                timers
-                    .iter()
-                    .filter(|(_, at)| due(at))
-                    .map(|(n, _)| format!("membership: {n}")),
-            );
-        }
-        let margin = self.config.settings.down_removal_margin;
-        if due(&self.removals.values().map(|at| *at + margin).min()) {
-            names.push("node: removal margin".to_string());
-        }
-        for t in self.types.values() {
-            let name = &t.config.name;
-            for (timer, at) in t.region.deadlines() {
-                if due(&at) {
-                    names.push(format!("region {name}: {timer}"));
+        let mut add = |role: &dyn std::fmt::Display, deadlines: &[NamedDeadline]| {
+            for (timer, at) in deadlines {
+                if at.is_some_and(|at| at <= now) {
+                    names.push(format!("{role}: {timer}"));
                 }
             }
-            for (timer, at) in t.coordinator.iter().flat_map(|c| c.deadlines()) {
-                if due(&at) {
-                    names.push(format!("coordinator {name}: {timer}"));
-                }
+        };
+        if let Some(m) = &self.membership {
+            add(&"membership", &m.deadlines());
+        }
+        let margin = self.config.settings.down_removal_margin;
+        let removal = self.removals.values().map(|at| *at + margin).min();
+        add(&"node", &[("removal margin", removal)]);
+        for t in self.types.values() {
+            let name = &t.config.name;
+            add(&format_args!("region {name}"), &t.region.deadlines());
+            if let Some(c) = &t.coordinator {
+                add(&format_args!("coordinator {name}"), &c.deadlines());
             }
         }
         names

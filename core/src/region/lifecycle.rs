@@ -11,17 +11,17 @@ use crate::message::Body;
 use crate::reason::DeadLetterReason;
 use crate::region::{Lifecycle, Region};
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Instant, NamedDeadline, soonest};
 
 impl Region {
     /// When the region's next timer is due.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().iter().filter_map(|(_, at)| *at).min()
+        soonest(&self.deadlines())
     }
 
     /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for
     /// naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
+    pub(crate) fn deadlines(&self) -> [NamedDeadline; 4] {
         let queries = ("query deadline", self.queries.next_deadline());
         if self.lifecycle == Lifecycle::Terminated {
             return [

@@ -73,6 +73,15 @@ impl fmt::Display for Instant {
     }
 }
 
+/// One of a role's timers by name, and when it is next due (`None`: not armed): a role lists
+/// its timers so that its `poll_timeout` and the name of a busy loop's timer read one table.
+pub(crate) type NamedDeadline = (&'static str, Option<Instant>);
+
+/// The soonest of a role's named deadlines.
+pub(crate) fn soonest(deadlines: &[NamedDeadline]) -> Option<Instant> {
+    deadlines.iter().filter_map(|(_, at)| *at).min()
+}
+
 /// Keeps the earliest of two optional deadlines (`None`: no deadline); roles use it to answer
 /// `poll_timeout`, hosts to combine the core's wakeup with their own deadlines.
 pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

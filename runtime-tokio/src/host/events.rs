@@ -13,7 +13,11 @@ use crate::metric_names;
 impl Host {
     /// Handles one event the core emitted.
     pub(super) fn handle_event(&mut self, event: Event) {
-        metrics::counter!(metric_names::EVENTS_TOTAL, "kind" => event.kind()).increment(1);
+        // Answers to this node's own asks and commands are its hot path, and the request
+        // tables account for them; every other event is counted by kind.
+        if !matches!(event, Event::Reply { .. } | Event::AppMessage { .. }) {
+            metrics::counter!(metric_names::EVENTS_TOTAL, "kind" => event.kind()).increment(1);
+        }
         match event {
             Event::Reply { request, result } => {
                 if let Some(answer) = self.requests.complete(request) {
@@ -43,25 +47,18 @@ impl Host {
                 }
                 self.publish(NodeEvent::Sharding(event));
             }
-            Event::MemberUp { member, address } => {
-                log_member(member, address.as_ref(), "member up");
-                self.publish(NodeEvent::MemberUp { member, address });
-            }
-            Event::MemberUnreachable { member, address } => {
-                log_member(member, address.as_ref(), "member unreachable");
-                self.publish(NodeEvent::MemberUnreachable { member });
-            }
-            Event::MemberReachable { member, address } => {
-                log_member(member, address.as_ref(), "member reachable again");
-                self.publish(NodeEvent::MemberReachable { member });
-            }
-            Event::MemberDowned { member, address } => {
-                log_member(member, address.as_ref(), "member downed");
-                self.publish(NodeEvent::MemberDowned { member });
-            }
-            Event::MemberRemoved { member, address } => {
-                log_member(member, address.as_ref(), "member removed");
-                self.publish(NodeEvent::MemberRemoved { member });
+            Event::MemberUp { member, .. }
+            | Event::MemberUnreachable { member, .. }
+            | Event::MemberReachable { member, .. }
+            | Event::MemberDowned { member, .. }
+            | Event::MemberRemoved { member, .. } => {
+                if let Some((node_event, address)) = NodeEvent::of_member_event(&event) {
+                    // As Akka logs its cluster events: an operator reading one node's log sees
+                    // the cluster change around it, with the member's address.
+                    let address = address.map_or_else(|| "?".to_string(), ToString::to_string);
+                    tracing::info!(%member, %address, event = event.kind(), "member event");
+                    self.publish(node_event);
+                }
             }
             Event::MembershipChanged => {
                 self.forget_unknown_peers();
@@ -141,13 +138,6 @@ impl Host {
             let _ = waiting.send(Err(QueryError::Timeout));
         }
     }
-}
-
-/// Logs a membership event at INFO, with the member's address (as Akka logs its cluster
-/// events): an operator reading one node's log sees the cluster change around it.
-fn log_member(member: MemberId, address: Option<&Address>, what: &'static str) {
-    let address = address.map_or_else(|| "?".to_string(), ToString::to_string);
-    tracing::info!(%member, %address, "{what}");
 }
 
 /// Counts the sharding events operators watch (shards moving, rebalances, coordinators).

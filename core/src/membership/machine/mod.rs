@@ -14,7 +14,7 @@ use crate::membership::downing::Downer;
 use crate::membership::settings::MembershipSettings;
 use crate::message::ClusterMessage;
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Instant, NamedDeadline, soonest};
 
 mod receive;
 mod rounds;

@@ -9,12 +9,12 @@ use super::*;
 impl Membership {
     /// When [`Membership::handle_timeout`] should run next.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines().iter().filter_map(|(_, at)| *at).min()
+        soonest(&self.deadlines())
     }
 
     /// Each of the machine's timers with its name (for [`Membership::poll_timeout`] and for
     /// naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [(&'static str, Option<Instant>); 4] {
+    pub(crate) fn deadlines(&self) -> [NamedDeadline; 4] {
         match self.phase {
             Phase::Joining => [
                 ("join attempt", Some(self.next_join_attempt)),
