@@ -1191,6 +1191,20 @@ fn a_graceful_leave_over_a_slow_link_does_not_stall() {
     }
 }
 
+/// Mass-passivation seed 2796848898, found by a sweep of fresh seeds, with no fault at all: a
+/// liveness probe a full mailbox refused was sent again 12.5 s after the first send, waited
+/// behind a passivation its self-passivating entity ignored until forced (10 s), and was judged
+/// on the first send's clock. Fixed in the simulator: a probe sent again gets the whole wait
+/// from its last send.
+#[test]
+fn a_probe_sent_again_gets_the_whole_wait_regression() {
+    let report = assert_holds(
+        Options::for_seed(2_796_848_898),
+        &["a probe refused by a bounded queue was sent again"],
+    );
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+}
+
 /// Three failures a new user found in 118,000 seeds from far-away ranges (issue 9), kept with
 /// their full planned schedules:
 /// - swarm 20015120: both sides of a partition won keep-majority (a member Exiting on one side,
