@@ -23,6 +23,10 @@ use crate::members::MemberStatus;
 use crate::membership::settings::Downing;
 use crate::time::Instant;
 
+mod sides;
+
+use sides::{counted_ids, is_down, majority_side, undowned_unreachable};
+
 /// What a downing decision rests on; any change restarts the stability clock.
 #[derive(Debug, Default, PartialEq)]
 struct Observed {
@@ -255,6 +259,34 @@ impl Downer {
         self.reckon();
     }
 
+    /// Whether a decision due now could come out differently were the `doubted` members (ones
+    /// `me` monitors that went quiet without being declared unreachable yet) in fact cut off:
+    /// only then is it worth holding back (see `postpone`). A doubt that cannot change which
+    /// side wins is no reason to wait: a leader whose answers from one member after another
+    /// were late (a long latency tail) held a decision about a crashed member back for four
+    /// seconds, and a member that then missed the decision's gossip downed itself as unstable
+    /// (coordinator-crash seed 4242432640).
+    pub(crate) fn doubt_matters(
+        &self,
+        me: MemberId,
+        gossip: &Gossip,
+        doubted: &BTreeSet<MemberId>,
+    ) -> bool {
+        match self.strategy {
+            Downing::KeepMajority { .. } => {
+                let matters = majority_side(me, gossip, &BTreeSet::new())
+                    != majority_side(me, gossip, doubted);
+                if !matters {
+                    crate::probe::hit(
+                        "downing: a doubt that cannot change the decision does not hold it back",
+                    );
+                }
+                matters
+            }
+            Downing::AutoDown { .. } | Downing::Off => !doubted.is_empty(),
+        }
+    }
+
     /// The members `me` should mark Down now: once the situation has been stable long enough,
     /// the unreachable ones if `me` leads a winning side, `me` itself on a losing side; `me`
     /// itself when it has been unstable too long. Decides once per stable situation.
@@ -277,12 +309,8 @@ impl Downer {
         let leads = gossip.leader(me) == Some(me);
         match self.strategy {
             Downing::AutoDown { .. } if leads => unreachable,
-            Downing::KeepMajority { .. } if majority_side(me, gossip) => {
-                if leads {
-                    unreachable
-                } else {
-                    BTreeSet::new()
-                }
+            Downing::KeepMajority { .. } if majority_side(me, gossip, &BTreeSet::new()) => {
+                if leads { unreachable } else { BTreeSet::new() }
             }
             Downing::KeepMajority { .. } => {
                 crate::probe::hit("downing: a member on a losing side downs itself");
@@ -306,101 +334,6 @@ fn only_stoppers_lost(before: &Observed, now: &Observed, gossip: &Gossip) -> boo
         && now.own.is_superset(&before.own)
         && now.cut_off.difference(&before.cut_off).all(stopping)
         && now.own.difference(&before.own).all(stopping)
-}
-
-/// The members whose arrival or departure changes a decision: all but Joining ones (a side
-/// never counts its own Joining members, and learns of the other side's only by gossip, which
-/// a partition stops); and how many are Joining. One walk: every member observes every change.
-fn counted_ids(gossip: &Gossip) -> (Vec<MemberId>, usize) {
-    let mut counted = Vec::with_capacity(gossip.member_count());
-    let mut joining = 0;
-    for m in gossip.members() {
-        if m.status == MemberStatus::Joining {
-            joining += 1;
-        } else {
-            counted.push(m.id);
-        }
-    }
-    (counted, joining)
-}
-
-/// Members `me`'s side cannot reach that are not Down yet.
-fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
-    gossip
-        .unreachable_from(me)
-        .into_iter()
-        .filter(|id| !is_down(gossip, *id))
-        .collect()
-}
-
-fn is_down(gossip: &Gossip, id: MemberId) -> bool {
-    gossip
-        .member(id)
-        .is_none_or(|m| m.status == MemberStatus::Down)
-}
-
-/// Keep-majority, safe while members change status across the partition: the side counts its
-/// own Up and Leaving members, against all those plus every Down member and every unreachable
-/// member that might be counted by the other side for itself (Joining, Exiting); on an exact
-/// half, the side holding the lowest address of that total wins.
-///
-/// Why: two sides can both win only if one side's total misses a member the other counts for
-/// itself. Statuses move at different times on the two sides: a member moved Up right before
-/// the partition is Up on one side and still Joining on the other, and a member moved from
-/// Leaving to Exiting is Exiting on one side and still Leaving on the other (swarm seed
-/// 20015120). Counting such unreachable members against ourselves covers their older status
-/// over there; not counting our own Joining and Exiting members at all covers the newer status
-/// over there. Down members count against us until removed, reachable or not: a side that
-/// downed others on a stale picture (a partition that moved before it was detected) must not
-/// then win a tie against what is left, and a member of ours that downed itself may have been
-/// counted, still Up, by the other side for itself when it decided on such a stale picture
-/// (partitions seed 1128: n2 counted n3 and downed n1; n3 then downed itself; n1, reaching
-/// only the Down n3, won a tie against n2 and both sides lived).
-fn majority_side(me: MemberId, gossip: &Gossip) -> bool {
-    let cut_off = gossip.unreachable_from(me);
-    let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
-    for m in gossip.members() {
-        let counted = match m.status {
-            MemberStatus::Up | MemberStatus::Leaving => true,
-            MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
-                let reachable = !cut_off.contains(&m.id);
-                let probe = match (m.status, reachable) {
-                    (MemberStatus::Down, true) => {
-                        Some("downing: a reachable Down member counts against us")
-                    }
-                    (MemberStatus::Down, false) => {
-                        Some("downing: an unreachable Down member counts against us")
-                    }
-                    (MemberStatus::Joining, false) => {
-                        Some("downing: an unreachable Joining member counts against us")
-                    }
-                    (MemberStatus::Joining, true) => {
-                        Some("downing: a Joining member on our side is not counted")
-                    }
-                    (_, false) => Some("downing: an unreachable Exiting member counts against us"),
-                    (_, true) => None,
-                };
-                if let Some(probe) = probe {
-                    crate::probe::hit(probe);
-                }
-                m.status == MemberStatus::Down || !reachable
-            }
-        };
-        if counted {
-            total.insert(m.id);
-            if !cut_off.contains(&m.id) && m.status != MemberStatus::Down {
-                ours.insert(m.id);
-            }
-        }
-    }
-    match (ours.len() * 2).cmp(&total.len()) {
-        std::cmp::Ordering::Greater => true,
-        std::cmp::Ordering::Equal => {
-            crate::probe::hit("downing: a tie goes to the side with the lowest address");
-            total.first().is_some_and(|l| ours.contains(l))
-        }
-        std::cmp::Ordering::Less => false,
-    }
 }
 
 #[cfg(test)]

@@ -539,3 +539,40 @@ fn a_member_seen_unreachable_by_others_runs_its_unstable_bound() {
     );
     assert_eq!(d.decide(at(14), m(2), &g), ids(&[2]));
 }
+
+#[test]
+fn a_doubt_matters_only_if_it_could_change_which_side_wins() {
+    // Seven members, 1 unreachable: the leader's side holds six.
+    let g = cluster(7, 2, 2, &[1]);
+    let d = keep_majority(7);
+    assert!(
+        !d.doubt_matters(m(2), &g, &ids(&[4])),
+        "five of seven still win without one quiet member"
+    );
+    assert!(
+        !d.doubt_matters(m(2), &g, &ids(&[4, 5])),
+        "four of seven still win"
+    );
+    assert!(
+        d.doubt_matters(m(2), &g, &ids(&[4, 5, 6])),
+        "three of seven would lose: the decision waits"
+    );
+    // Four members, 1 unreachable: one quiet member turns a win into a tie that 1's side wins.
+    let g = cluster(4, 2, 2, &[1]);
+    assert!(d.doubt_matters(m(2), &g, &ids(&[3])));
+    assert!(!d.doubt_matters(m(2), &g, &BTreeSet::new()), "no doubt");
+    // A side that loses anyway is not held back either.
+    let g = cluster(5, 2, 2, &[1, 3, 4]);
+    assert!(!d.doubt_matters(m(2), &g, &ids(&[5])));
+    let auto = Downer::new(
+        Downing::AutoDown {
+            after: Duration::from_secs(7),
+        },
+        at(0),
+    );
+    assert!(
+        auto.doubt_matters(m(2), &g, &ids(&[5])),
+        "auto-down keeps waiting on any doubt"
+    );
+    assert!(!auto.doubt_matters(m(2), &g, &BTreeSet::new()));
+}

@@ -301,7 +301,11 @@ impl Membership {
         if changed {
             self.observe_for_downing(now);
         }
-        if self.downer.deadline().is_some_and(|at| at <= now) && self.in_doubt(now) {
+        if self.downer.deadline().is_some_and(|at| at <= now)
+            && self
+                .downer
+                .doubt_matters(self.me, &self.gossip, &self.doubted(now))
+        {
             // Looked at again soon, not a heartbeat later: a check in step with the heartbeat
             // rounds falls just before their answers arrive, so one late answer per round
             // held the decision back round after round, past the unstable bound, and the whole
@@ -363,7 +367,9 @@ impl Membership {
         (self.downer).observe(now, self.me, &self.gossip, &last_heard);
     }
 
-    fn in_doubt(&self, now: Instant) -> bool {
+    /// The monitored members that went quiet without being declared unreachable yet: what
+    /// this member believes about its own side may be stale for them.
+    fn doubted(&self, now: Instant) -> BTreeSet<MemberId> {
         let settings = &self.settings.failure_detector;
         // A heartbeat answer missed: the acceptable pause keeps phi low for seconds, long
         // enough for a decision to count a member cut off since, on our side (flapping-links
@@ -374,13 +380,17 @@ impl Membership {
                 .member(*member)
                 .is_some_and(|m| matches!(m.status, MemberStatus::Exiting | MemberStatus::Down))
         };
-        self.detectors.iter().any(|(member, (detector, _))| {
-            detector.is_monitoring()
-                && !self.gossip.observes_unreachable(self.me, *member)
-                && !stopping(member)
-                && (detector.phi(now, settings) > settings.threshold / 10.0
-                    || detector.silence(now).is_some_and(|s| s > missed))
-        })
+        self.detectors
+            .iter()
+            .filter(|(member, (detector, _))| {
+                detector.is_monitoring()
+                    && !self.gossip.observes_unreachable(self.me, **member)
+                    && !stopping(member)
+                    && (detector.phi(now, settings) > settings.threshold / 10.0
+                        || detector.silence(now).is_some_and(|s| s > missed))
+            })
+            .map(|(member, _)| *member)
+            .collect()
     }
 }
 

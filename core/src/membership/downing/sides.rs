@@ -1,0 +1,111 @@
+//! Counting sides for keep-majority: which members a decision counts, and whether `me`'s side
+//! holds the majority.
+
+use std::collections::BTreeSet;
+
+use crate::id::MemberId;
+use crate::members::Gossip;
+use crate::members::MemberStatus;
+
+/// The members whose arrival or departure changes a decision: all but Joining ones (a side
+/// never counts its own Joining members, and learns of the other side's only by gossip, which
+/// a partition stops); and how many are Joining. One walk: every member observes every change.
+pub(super) fn counted_ids(gossip: &Gossip) -> (Vec<MemberId>, usize) {
+    let mut counted = Vec::with_capacity(gossip.member_count());
+    let mut joining = 0;
+    for m in gossip.members() {
+        if m.status == MemberStatus::Joining {
+            joining += 1;
+        } else {
+            counted.push(m.id);
+        }
+    }
+    (counted, joining)
+}
+
+/// Members `me`'s side cannot reach that are not Down yet.
+pub(super) fn undowned_unreachable(me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
+    gossip
+        .unreachable_from(me)
+        .into_iter()
+        .filter(|id| !is_down(gossip, *id))
+        .collect()
+}
+
+/// Whether `id` is Down, or gone from the state.
+pub(super) fn is_down(gossip: &Gossip, id: MemberId) -> bool {
+    gossip
+        .member(id)
+        .is_none_or(|m| m.status == MemberStatus::Down)
+}
+
+/// Keep-majority, safe while members change status across the partition: the side counts its
+/// own Up and Leaving members, against all those plus every Down member and every unreachable
+/// member that might be counted by the other side for itself (Joining, Exiting); on an exact
+/// half, the side holding the lowest address of that total wins.
+///
+/// Why: two sides can both win only if one side's total misses a member the other counts for
+/// itself. Statuses move at different times on the two sides: a member moved Up right before
+/// the partition is Up on one side and still Joining on the other, and a member moved from
+/// Leaving to Exiting is Exiting on one side and still Leaving on the other (swarm seed
+/// 20015120). Counting such unreachable members against ourselves covers their older status
+/// over there; not counting our own Joining and Exiting members at all covers the newer status
+/// over there. Down members count against us until removed, reachable or not: a side that
+/// downed others on a stale picture (a partition that moved before it was detected) must not
+/// then win a tie against what is left, and a member of ours that downed itself may have been
+/// counted, still Up, by the other side for itself when it decided on such a stale picture
+/// (partitions seed 1128: n2 counted n3 and downed n1; n3 then downed itself; n1, reaching
+/// only the Down n3, won a tie against n2 and both sides lived).
+///
+/// `also_cut_off` are counted as if `me`'s side could not reach them either.
+pub(super) fn majority_side(
+    me: MemberId,
+    gossip: &Gossip,
+    also_cut_off: &BTreeSet<MemberId>,
+) -> bool {
+    let mut cut_off = gossip.unreachable_from(me);
+    cut_off.extend(also_cut_off.iter().copied());
+    let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
+    for m in gossip.members() {
+        let counted = match m.status {
+            MemberStatus::Up | MemberStatus::Leaving => true,
+            MemberStatus::Joining | MemberStatus::Down | MemberStatus::Exiting => {
+                let reachable = !cut_off.contains(&m.id);
+                let probe = match (m.status, reachable) {
+                    (MemberStatus::Down, true) => {
+                        Some("downing: a reachable Down member counts against us")
+                    }
+                    (MemberStatus::Down, false) => {
+                        Some("downing: an unreachable Down member counts against us")
+                    }
+                    (MemberStatus::Joining, false) => {
+                        Some("downing: an unreachable Joining member counts against us")
+                    }
+                    (MemberStatus::Joining, true) => {
+                        Some("downing: a Joining member on our side is not counted")
+                    }
+                    (_, false) => Some("downing: an unreachable Exiting member counts against us"),
+                    (_, true) => None,
+                };
+                if let Some(probe) = probe {
+                    crate::probe::hit(probe);
+                }
+                m.status == MemberStatus::Down || !reachable
+            }
+        };
+        if counted {
+            total.insert(m.id);
+            if !cut_off.contains(&m.id) && m.status != MemberStatus::Down {
+                ours.insert(m.id);
+            }
+        }
+    }
+    match (ours.len() * 2).cmp(&total.len()) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => {
+            crate::probe::hit("downing: a tie goes to the side with the lowest address");
+            total.first().is_some_and(|l| ours.contains(l))
+        }
+        std::cmp::Ordering::Less => false,
+    }
+}
