@@ -125,6 +125,13 @@ pub struct EntityTypeConfig {
     /// idleness (`passivate_idle_after` is ignored), only when they ask to. `None` (the
     /// default) remembers nothing.
     pub remember: Option<crate::remember::RememberSettings>,
+    /// The type's entities persist their state through the host (event-sourced or durable
+    /// state). Every allocation of its shards then gets a fencing epoch above any the store
+    /// holds (as for remembering), carried to the host in `EntityEffect::Start` so that the
+    /// entity's writes carry it: a store refuses a write older than the newest epoch it has
+    /// seen for the entity's shard, and the host reports that with `Input::WriteFenced`.
+    #[serde(default)]
+    pub persistent: bool,
     /// The type's coordinator allocates nothing until this many regions of the type (members
     /// hosting it) have registered (1; Akka's per-role `min-nr-of-members`, which sharding's
     /// coordinator waits for). Each type has its own: a type hosted by a role waits for that
@@ -145,6 +152,7 @@ impl EntityTypeConfig {
             allocation: AllocationStrategyConfig::default(),
             passivate_idle_after: Some(Duration::from_secs(120)),
             remember: None,
+            persistent: false,
             min_registered_regions: 1,
         }
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{EntityId, EntityType, MemberId, NodeId, RequestId, ShardId};
+use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, ShardId};
 use crate::members::MembershipView;
 use crate::message::{Envelope, Payload};
 use crate::remember::{StoreCompletion, StoreRequest};
@@ -73,6 +73,20 @@ pub enum Input {
         request: StoreRequest,
         /// How it ended.
         completion: StoreCompletion,
+    },
+    /// A state store refused a write of a running entity: the store holds `current`, newer
+    /// than the `epoch` its `EntityEffect::Start` carried. The host stops the entity (it must
+    /// not write again); the node reports [`crate::Event::WriteFenced`] and stops its instance
+    /// of the shard as a fenced one (ignored if that instance is gone).
+    WriteFenced {
+        /// The entity's type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+        /// The epoch the refused write carried.
+        epoch: Epoch,
+        /// The newer epoch the store holds.
+        current: Epoch,
     },
     /// The host could not hand a delivered message to its entity: the entity's mailbox was
     /// full. It becomes a dead letter with reason `MailboxFull`.

@@ -282,6 +282,7 @@ impl Io for Host {
                 entity_type,
                 entity,
                 shard,
+                ..
             } => {
                 let shards = *self
                     .types

@@ -75,5 +75,7 @@ pub(crate) const REMEMBER_STORE_REQUESTS_TOTAL: &str = "shoal_remember_store_req
 pub(crate) const REMEMBERED_IDS_MISFILED_TOTAL: &str = "shoal_remembered_ids_misfiled_total";
 /// `shoal_shards_fenced_total`.
 pub(crate) const SHARDS_FENCED_TOTAL: &str = "shoal_shards_fenced_total";
+/// `shoal_writes_fenced_total`.
+pub(crate) const WRITES_FENCED_TOTAL: &str = "shoal_writes_fenced_total";
 /// `shoal_shards_started_total`.
 pub(crate) const SHARDS_STARTED_TOTAL: &str = "shoal_shards_started_total";

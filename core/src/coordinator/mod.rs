@@ -83,7 +83,7 @@ pub(crate) struct Coordinator {
     number_of_shards: u32,
     /// Regions of the type that must register before anything is allocated.
     min_registered_regions: usize,
-    /// The remember store's shards and epochs, when the type remembers entities.
+    /// The store's shards and epochs, when the type remembers entities or persists state.
     remember: Option<RememberedShards>,
 }
 
@@ -128,7 +128,10 @@ impl Coordinator {
             exits: BTreeMap::new(),
             number_of_shards: config.number_of_shards,
             min_registered_regions: config.min_registered_regions,
-            remember: config.remember.map(|s| RememberedShards::new(me, s, now)),
+            remember: (config.remember.is_some() || config.persistent).then(|| {
+                let settings = config.remember.unwrap_or_default();
+                RememberedShards::new(me, settings, config.remember.is_some(), now)
+            }),
         }
     }
 

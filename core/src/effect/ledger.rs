@@ -178,6 +178,7 @@ mod tests {
             entity_type: ty(),
             entity: EntityId::new(id),
             shard: ShardId(0),
+            epoch: crate::id::Epoch(0),
         }
     }
 

@@ -6,7 +6,7 @@ mod queue;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
-use crate::id::{Address, EntityId, EntityType, MemberId, RequestId, ShardId};
+use crate::id::{Address, EntityId, EntityType, Epoch, MemberId, RequestId, ShardId};
 use crate::message::{AllocationGate, CoordinatorState, Envelope, Payload, RegionStats};
 use crate::reason::{DeadLetterReason, StopReason};
 use crate::remember::StoreRequest;
@@ -54,6 +54,10 @@ pub enum EntityEffect {
         entity: EntityId,
         /// Its shard.
         shard: ShardId,
+        /// The shard allocation's fencing epoch (zero for a type that neither remembers
+        /// entities nor persists state): the entity's writes to a state store carry it, and a
+        /// store refuses them once it has seen a newer one for the shard (`Input::WriteFenced`).
+        epoch: Epoch,
     },
     /// Deliver a message to the running entity.
     Deliver {
@@ -171,7 +175,23 @@ pub enum Event {
         /// The shard.
         shard: ShardId,
         /// The newer epoch the store holds.
-        current: crate::id::Epoch,
+        current: Epoch,
+    },
+    /// A state store refused an entity's write: it holds a newer epoch for the entity's
+    /// shard, so another incarnation of the entity (a newer allocation of the shard) has
+    /// written or recovered since. The host stopped the entity; its shard here stops as
+    /// [`Event::ShardFenced`] says, and the coordinator allocates it again.
+    WriteFenced {
+        /// The type.
+        entity_type: EntityType,
+        /// The entity whose write was refused.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+        /// The epoch the write carried.
+        epoch: Epoch,
+        /// The newer epoch the store holds.
+        current: Epoch,
     },
     /// This node's membership view changed (when it manages membership); read it with
     /// `Node::view`.
@@ -304,6 +324,7 @@ impl Event {
             Self::CoordinatorUnanswered { .. } => "coordinator_unanswered",
             Self::RememberedIdsMisfiled { .. } => "remembered_ids_misfiled",
             Self::ShardFenced { .. } => "shard_fenced",
+            Self::WriteFenced { .. } => "write_fenced",
             Self::MembershipChanged => "membership_changed",
             Self::MemberUp { .. } => "member_up",
             Self::MemberUnreachable { .. } => "member_unreachable",

@@ -235,6 +235,18 @@ impl Node {
                 request,
                 completion,
             } => self.handle_store_completed(now, request, completion),
+            Input::WriteFenced {
+                entity_type,
+                entity,
+                epoch,
+                current,
+            } => {
+                if let Some(t) = self.types.get_mut(&entity_type) {
+                    let fence = (epoch, current);
+                    t.region
+                        .handle_write_fenced(now, entity, fence, &mut self.effects);
+                }
+            }
         }
         self.deliver_local(now);
         self.sync_membership(now);

@@ -361,13 +361,13 @@ impl Region {
 
     fn start_shard(&mut self, now: Instant, shard: ShardId, epoch: Epoch, out: &mut Effects) {
         let mut instance = Shard::new(
-            shard,
+            (shard, epoch),
             self.entity_type.clone(),
             self.shard_settings.clone(),
             now,
         );
         if let Some(settings) = self.remember {
-            instance.start_remembering(settings, (epoch, self.number_of_shards), out);
+            instance.start_remembering(settings, self.number_of_shards, out);
         }
         self.shards.insert(shard, instance);
         self.touch(shard);

@@ -1,9 +1,11 @@
-//! What remembering entities adds to the region: routing the store's answers to the shard
-//! instance that asked (by epoch), and stopping an instance the store fenced, which then
-//! reports `ShardFenced` to the coordinator instead of `ShardStopped`.
+//! What fencing adds to the region: routing the remember store's answers to the shard
+//! instance that asked (by epoch), and stopping an instance a store fenced (the remember store,
+//! or the state store refusing an entity's write), which then reports `ShardFenced` to the
+//! coordinator instead of `ShardStopped`.
 
 use crate::effect::{Effects, Event};
-use crate::id::{Epoch, ShardId};
+use crate::hash::shard_of;
+use crate::id::{EntityId, Epoch, ShardId};
 use crate::region::Region;
 use crate::remember::StoreCompletion;
 use crate::time::Instant;
@@ -21,12 +23,42 @@ impl Region {
         let Some(shard) = self
             .shards
             .get_mut(&shard_id)
-            .filter(|s| s.epoch() == Some(epoch))
+            .filter(|s| s.epoch() == epoch)
         else {
             tracing::debug!(shard = %shard_id, ?epoch, "store answer for a shard instance that is gone");
             return;
         };
         shard.handle_store_completed(now, seq, completion, &mut self.budget, out);
+        self.after_shard_change(now, shard_id, out);
+    }
+
+    /// A state store refused `entity`'s write at `epoch`, holding `current`: reported, and the
+    /// shard's instance at that epoch (if it is still here) stops as a fenced one.
+    pub(crate) fn handle_write_fenced(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        (epoch, current): (Epoch, Epoch),
+        out: &mut Effects,
+    ) {
+        let shard_id = shard_of(&entity, self.number_of_shards);
+        out.event(Event::WriteFenced {
+            entity_type: self.entity_type.clone(),
+            entity,
+            shard: shard_id,
+            epoch,
+            current,
+        });
+        let Some(shard) = self
+            .shards
+            .get_mut(&shard_id)
+            .filter(|s| s.epoch() == epoch && current > epoch)
+        else {
+            crate::probe::hit("region: a fenced write of a shard instance that is gone");
+            return;
+        };
+        crate::probe::hit("region: an entity's fenced write fences its shard");
+        shard.handle_write_fenced(current);
         self.after_shard_change(now, shard_id, out);
     }
 

@@ -74,6 +74,7 @@ mod tests {
 
     use super::*;
     use crate::id::EntityType;
+    use crate::id::Epoch;
     use crate::region::shard::ShardSettings;
     use crate::time::Instant;
 
@@ -83,7 +84,12 @@ mod tests {
             handoff_stop_timeout: Duration::from_secs(55),
             idle_after: None,
         };
-        Shard::new(ShardId(id), EntityType::new("t"), settings, Instant::ZERO)
+        Shard::new(
+            (ShardId(id), Epoch(0)),
+            EntityType::new("t"),
+            settings,
+            Instant::ZERO,
+        )
     }
 
     #[test]

@@ -135,11 +135,6 @@ impl Remembered {
         &self.settings
     }
 
-    /// The allocation's epoch.
-    pub(crate) fn epoch(&self) -> Epoch {
-        self.epoch
-    }
-
     /// Whether every recorded change is durable (or can never be: fenced). A shard handing
     /// off waits for this, so the next instance loads what this one recorded.
     pub(crate) fn is_settled(&self) -> bool {

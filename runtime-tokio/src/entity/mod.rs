@@ -19,7 +19,7 @@ use std::future::Future;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shoal_core::{EntityId, EntityType};
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::mpsc;
 
 pub(crate) use task::{Factory, FactoryFn};
@@ -87,6 +87,20 @@ impl EntityContext {
         &self.link.entity_type
     }
 
+    /// The entity's shard.
+    pub fn shard(&self) -> ShardId {
+        self.link.shard
+    }
+
+    /// The fencing epoch of the entity's shard allocation: non-zero for a type that persists
+    /// state or remembers entities, and newer for every later allocation of the shard. An
+    /// entity writing to a store of its own should carry it, and the store should refuse a
+    /// write older than the newest it has seen for the shard (see
+    /// `shoal_core::FencingVerdict`), as the state stores here do.
+    pub fn epoch(&self) -> Epoch {
+        self.link.epoch
+    }
+
     /// Asks to be stopped (Akka's passivation): messages that arrive meanwhile are buffered
     /// by the node and start the entity again afterwards.
     pub fn passivate(&mut self) {
@@ -107,6 +121,9 @@ impl EntityContext {
 pub(crate) struct EntityLink {
     pub(crate) entity_type: EntityType,
     pub(crate) entity: EntityId,
+    /// The entity's shard, and its allocation's fencing epoch (the entity's writes carry it).
+    pub(crate) shard: ShardId,
+    pub(crate) epoch: Epoch,
     /// Distinguishes the host's successive starts of one entity.
     pub(crate) generation: u64,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,

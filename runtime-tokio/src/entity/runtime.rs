@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use shoal_core::{EntityEffect, EntityId, EntityType, Input, Payload, ShardId, StopReason};
+use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, ShardId, StopReason};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
@@ -76,7 +76,8 @@ impl EntityRuntime {
                 entity_type,
                 entity,
                 shard,
-            } => self.start(entity_type, entity, shard, feedback),
+                epoch,
+            } => self.start(entity_type, entity, (shard, epoch), feedback),
             EntityEffect::Deliver {
                 entity_type,
                 entity,
@@ -94,7 +95,7 @@ impl EntityRuntime {
         &mut self,
         entity_type: EntityType,
         entity: EntityId,
-        shard: ShardId,
+        (shard, epoch): (ShardId, Epoch),
         feedback: &mut Vec<Input>,
     ) {
         let Some(factory) = self.factories.get(&entity_type) else {
@@ -112,6 +113,8 @@ impl EntityRuntime {
         let link = EntityLink {
             entity_type: entity_type.clone(),
             entity: entity.clone(),
+            shard,
+            epoch,
             generation: self.next_generation,
             signals: self.signals.clone(),
         };

@@ -149,6 +149,7 @@ fn count_sharding_event(event: &Event) {
         Event::CoordinatorStarted { .. } => metric_names::COORDINATORS_STARTED_TOTAL,
         Event::AllocationWaiting { .. } => metric_names::ALLOCATION_WAITING_TOTAL,
         Event::ShardFenced { .. } => metric_names::SHARDS_FENCED_TOTAL,
+        Event::WriteFenced { .. } => metric_names::WRITES_FENCED_TOTAL,
         Event::RememberedIdsMisfiled { .. } => metric_names::REMEMBERED_IDS_MISFILED_TOTAL,
         Event::CoordinatorUnanswered { .. } => metric_names::COORDINATOR_UNANSWERED_TOTAL,
         Event::HandoffAbandoned { .. } => metric_names::HANDOFFS_ABANDONED_TOTAL,

@@ -350,6 +350,7 @@ mod tests {
             entity_type: EntityType::new("counter"),
             entity: entity.clone(),
             shard: ShardId(0),
+            epoch: shoal_core::Epoch(0),
         }
     }
 

@@ -9,6 +9,9 @@
 //! that briefly coexist (a partition before downing), or one started again on the same member,
 //! from handing out the same epoch (but for a 2^-20 chance). A region whose instance the store fenced reports the newer
 //! epoch, and the counter jumps above it.
+//!
+//! A type that persists state without remembering entities reads the same list for its
+//! epochs only (its entities' writes are fenced by them), and starts none of its shards.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +29,8 @@ const TIEBREAK_BITS: u32 = 20;
 #[derive(Debug)]
 pub(super) struct RememberedShards {
     settings: RememberSettings,
+    /// The type remembers entities: every listed shard is started after a full restart.
+    starts_listed: bool,
     /// The shards' list arrived, and no removal was noted since it was read.
     loaded: bool,
     in_flight: bool,
@@ -44,12 +49,18 @@ pub(super) struct RememberedShards {
 impl RememberedShards {
     /// Remembering for a coordinator `me` started at `now`: the tiebreak mixes both, so a
     /// coordinator started again on the same member does not reuse its predecessor's.
-    pub(super) fn new(me: MemberId, settings: RememberSettings, now: Instant) -> Self {
+    pub(super) fn new(
+        me: MemberId,
+        settings: RememberSettings,
+        starts_listed: bool,
+        now: Instant,
+    ) -> Self {
         let mixed = me.node.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ me.incarnation.0.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
             ^ now.as_nanos().wrapping_mul(0x1656_67B1_9E37_79F9);
         Self {
             settings,
+            starts_listed,
             loaded: false,
             in_flight: false,
             removals: 0,
@@ -74,7 +85,8 @@ impl Coordinator {
         self.remember.as_ref().is_none_or(|r| r.loaded)
     }
 
-    /// A fresh epoch for a new allocation of `shard` (zero when nothing is remembered).
+    /// A fresh epoch for a new allocation of `shard` (zero for a type that neither remembers
+    /// entities nor persists state).
     pub(super) fn allocate_epoch(&mut self, shard: ShardId) -> Epoch {
         let Some(r) = &mut self.remember else {
             return Epoch(0);
@@ -149,7 +161,8 @@ impl Coordinator {
     }
 
     /// The store answered the read: every remembered shard this coordinator does not know
-    /// waits for a home (with no requester), and the gate may open.
+    /// waits for a home (with no requester) when the type remembers entities, and the gate may
+    /// open.
     pub(crate) fn handle_store_completed(
         &mut self,
         now: Instant,
@@ -169,7 +182,8 @@ impl Coordinator {
                 for &(_, epoch) in &shards {
                     r.raise_above(epoch);
                 }
-                for (shard, _) in shards {
+                let starts_listed = r.starts_listed;
+                for (shard, _) in shards.into_iter().filter(|_| starts_listed) {
                     if shard.0 < number_of_shards && !self.shards.contains_key(&shard) {
                         self.waiting.entry(shard).or_default();
                     }

@@ -26,8 +26,13 @@ struct Fixture {
 impl Fixture {
     /// A remembering coordinator on member 1, regions 1 and 2 registered.
     fn new() -> Self {
+        Self::with(|config| config.remember = Some(RememberSettings::default()))
+    }
+
+    /// A coordinator of a type `configure`d, on member 1, regions 1 and 2 registered.
+    fn with(configure: impl FnOnce(&mut EntityTypeConfig)) -> Self {
         let mut config = EntityTypeConfig::new("counter");
-        config.remember = Some(RememberSettings::default());
+        configure(&mut config);
         let settings = ShardingSettings::default();
         let c = Coordinator::new(
             m(1),
@@ -121,6 +126,32 @@ fn the_gate_waits_for_the_stores_shards_and_then_starts_each_above_its_epoch() {
     );
     assert!(hosts.iter().all(|(_, e)| *e > old), "{hosts:?}");
     assert_ne!(hosts[0].1, hosts[1].1, "one epoch per allocation");
+}
+
+/// A type that persists state without remembering entities reads the store's epochs too, and
+/// allocates above them, but starts none of the listed shards: nothing asks it to.
+#[test]
+fn a_persistent_type_allocates_above_the_stores_epochs_without_starting_its_shards() {
+    let mut f = Fixture::with(|config| config.persistent = true);
+    let (stores, _) = f.taken();
+    assert!(
+        matches!(stores[..], [StoreRequest::Shards { .. }]),
+        "{stores:?}"
+    );
+    assert!(
+        !f.c.gate_open,
+        "the epochs are read before anything is allocated"
+    );
+    let old = Epoch(41 << TIEBREAK_BITS | 5);
+    f.complete(1, StoreCompletion::Shards(vec![(ShardId(7), old)]));
+    assert!(f.c.gate_open);
+    assert!(f.taken().1.is_empty(), "no shard starts unasked");
+    let view = f.view.clone();
+    let ask = Body::GetShardHome { shard: ShardId(7) };
+    f.c.handle_message(at(2), &view, m(2), ask, &mut f.out);
+    let (_, hosts) = f.taken();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert!(hosts[0].1 > old, "{hosts:?}");
 }
 
 #[test]

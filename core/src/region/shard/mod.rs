@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::effect::{Effects, EntityEffect};
-use crate::id::{EntityId, EntityType, ShardId};
+use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::message::Body;
 use crate::message::{Delivery, Letter, StartOutcome};
 use crate::reason::{DeadLetterReason, StopReason};
@@ -60,6 +60,11 @@ struct Stopping {
 pub(crate) struct Shard {
     id: ShardId,
     entity_type: EntityType,
+    /// The allocation's fencing epoch (zero for a type that neither remembers entities nor
+    /// persists state); every entity started here carries it to the host.
+    epoch: Epoch,
+    /// The newer epoch a store holds, once an entity's write was refused for this one.
+    write_fenced_by: Option<Epoch>,
     settings: ShardSettings,
     entities: BTreeMap<EntityId, Entity>,
     /// Forced-stop deadlines of stopping entities not yet forced, earliest first, so that the
@@ -77,7 +82,7 @@ pub(crate) struct Shard {
 
 impl Shard {
     pub(crate) fn new(
-        id: ShardId,
+        (id, epoch): (ShardId, Epoch),
         entity_type: EntityType,
         settings: ShardSettings,
         now: Instant,
@@ -88,6 +93,8 @@ impl Shard {
         Self {
             id,
             entity_type,
+            epoch,
+            write_fenced_by: None,
             settings,
             entities: BTreeMap::new(),
             deadlines: BTreeSet::new(),
@@ -299,6 +306,7 @@ impl Shard {
                     entity_type: self.entity_type.clone(),
                     entity: entity.clone(),
                     shard: self.id,
+                    epoch: self.epoch,
                 });
                 let fresh = Entity {
                     stopping: None,

@@ -33,7 +33,7 @@ fn shard_with(idle_after: Option<Duration>) -> Shard {
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after,
     };
-    Shard::new(SHARD, ty(), settings, at(0))
+    Shard::new((SHARD, Epoch(0)), ty(), settings, at(0))
 }
 
 fn shard() -> Shard {
@@ -49,6 +49,7 @@ pub(super) fn start(e: &str) -> Effect {
         entity_type: ty(),
         entity: id(e),
         shard: SHARD,
+        epoch: Epoch(0),
     })
 }
 

@@ -206,3 +206,62 @@ fn a_new_coordinator_hears_of_a_fenced_shard_whose_letters_wait_here() {
         .any(|e| matches!(e, Effect::Entity(EntityEffect::Deliver { .. })));
     assert!(delivered);
 }
+
+/// A persistent type's entity starts with its shard's epoch; a state store refusing its write
+/// (a newer epoch) is reported with both epochs, and stops the shard as a fenced instance: its
+/// entities are stopped, and once they are, the coordinator hears `ShardFenced`.
+#[test]
+fn an_entitys_fenced_write_fences_its_shard() {
+    let mut f = Fixture::registered_with(|c| c.persistent = true);
+    let (s1, epoch, current) = (ShardId(1), Epoch(5), Epoch(9));
+    f.recv(1, Body::HostShard { shard: s1, epoch });
+    f.tell(1, "m1");
+    let started = f.take();
+    assert!(
+        started.contains(&Effect::Entity(EntityEffect::Start {
+            entity_type: ty(),
+            entity: entity(1),
+            shard: s1,
+            epoch,
+        })),
+        "the entity carries its shard's epoch: {started:?}"
+    );
+    // A report for an older instance of the shard changes nothing here.
+    f.region
+        .handle_write_fenced(at(0), entity(1), (Epoch(3), current), &mut f.out);
+    let stale = f.take();
+    assert!(
+        !stale
+            .iter()
+            .any(|e| matches!(e, Effect::Entity(EntityEffect::Stop { .. }))),
+        "{stale:?}"
+    );
+    f.region
+        .handle_write_fenced(at(0), entity(1), (epoch, current), &mut f.out);
+    let fenced = f.take();
+    assert!(
+        fenced.contains(&event(Event::WriteFenced {
+            entity_type: ty(),
+            entity: entity(1),
+            shard: s1,
+            epoch,
+            current,
+        })),
+        "{fenced:?}"
+    );
+    assert!(
+        fenced.contains(&Effect::Entity(EntityEffect::Stop {
+            entity_type: ty(),
+            entity: entity(1),
+            reason: StopReason::HandOff,
+        })),
+        "{fenced:?}"
+    );
+    f.region
+        .handle_entity_stopped(at(0), &entity(1), &mut f.out);
+    let stopped = f.take();
+    assert!(
+        stopped.contains(&send(1, Body::ShardFenced { shard: s1, current })),
+        "{stopped:?}"
+    );
+}

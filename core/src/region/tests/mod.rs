@@ -309,7 +309,8 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
             Effect::Entity(EntityEffect::Start {
                 entity_type: ty(),
                 entity: entity(1),
-                shard: ShardId(1)
+                shard: ShardId(1),
+                epoch: Epoch(0),
             }),
             Effect::Entity(EntityEffect::Deliver {
                 entity_type: ty(),

@@ -20,19 +20,19 @@ use crate::remember::{RememberOut, RememberSettings, Remembered, StoreCompletion
 use crate::time::Instant;
 
 impl Shard {
-    /// Turns remembering on for this instance, allocated at `epoch` among `number_of_shards`:
-    /// asks for the load.
+    /// Turns remembering on for this instance, one of `number_of_shards`: asks for the load
+    /// at the instance's epoch.
     pub(crate) fn start_remembering(
         &mut self,
         settings: RememberSettings,
-        (epoch, number_of_shards): (Epoch, u32),
+        number_of_shards: u32,
         out: &mut Effects,
     ) {
         let mut produced = RememberOut::default();
         let remembered = Remembered::new(
             self.entity_type.clone(),
             (self.id, number_of_shards),
-            epoch,
+            self.epoch,
             settings,
             &mut produced,
         );
@@ -42,14 +42,22 @@ impl Shard {
         }
     }
 
-    /// The allocation epoch of a remembering shard.
-    pub(crate) fn epoch(&self) -> Option<Epoch> {
-        self.remember.as_ref().map(Remembered::epoch)
+    /// The allocation's fencing epoch.
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.epoch
     }
 
-    /// The newer epoch that fenced this instance, if the store refused it.
+    /// The newer epoch that fenced this instance, if a store refused it: the remember store,
+    /// or the state store an entity of the shard wrote to.
     pub(crate) fn fenced_by(&self) -> Option<Epoch> {
-        self.remember.as_ref().and_then(Remembered::fenced_by)
+        let remembered = self.remember.as_ref().and_then(Remembered::fenced_by);
+        remembered.max(self.write_fenced_by)
+    }
+
+    /// A store refused an entity's write at this instance's epoch: it holds `current`, a newer
+    /// allocation of the shard. The region then stops the instance (see `fenced_by`).
+    pub(crate) fn handle_write_fenced(&mut self, current: Epoch) {
+        self.write_fenced_by = self.write_fenced_by.max(Some(current));
     }
 
     /// The store answered this instance's request (`seq`: the write's, 0 for the load).

@@ -3,12 +3,23 @@
 use std::time::Duration;
 
 use super::*;
+use crate::effect::EntityEffect;
 use crate::effect::{Effect, Event};
 use crate::region::shard::ShardSettings;
-use crate::region::shard::tests::{SHARD, deliver, id, out, p, start, stop, ty};
+use crate::region::shard::tests::{SHARD, deliver, id, out, p, stop, ty};
 use crate::remember::{RecoveryStrategy, StoreRequest};
 
 const EPOCH: Epoch = Epoch(9);
+
+/// The start of `e` by this shard instance, at its epoch.
+fn start(e: &str) -> Effect {
+    Effect::Entity(EntityEffect::Start {
+        entity_type: ty(),
+        entity: id(e),
+        shard: SHARD,
+        epoch: EPOCH,
+    })
+}
 
 fn ids(names: &[&str]) -> Vec<EntityId> {
     names.iter().map(|n| id(n)).collect()
@@ -38,9 +49,9 @@ fn loading_with(remember: RememberSettings) -> (Shard, Effects, BufferBudget) {
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after: None,
     };
-    let mut s = Shard::new(SHARD, ty(), shard_settings, at(0));
+    let mut s = Shard::new((SHARD, EPOCH), ty(), shard_settings, at(0));
     let (mut o, b) = (out(), BufferBudget::new(10));
-    s.start_remembering(remember, (EPOCH, 1), &mut o);
+    s.start_remembering(remember, 1, &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
     (s, o, b)
 }
