@@ -22,6 +22,10 @@ use crate::host::command::HostHandle;
 use crate::host::io::{Feedback, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
+use crate::state::{
+    DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Journal, Snapshots,
+    StateStore,
+};
 use crate::store::RememberStore;
 use crate::store::StoreLink;
 use crate::transport::handshake::Identity;
@@ -57,6 +61,7 @@ pub struct NodeBuilder {
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     types: HashMap<EntityType, RegisteredType>,
     remember_store: Option<Arc<dyn RememberStore>>,
+    state_store: Option<Arc<dyn StateStore>>,
     store_timeout: Duration,
 }
 
@@ -83,6 +88,7 @@ impl NodeBuilder {
             entity_types: Vec::new(),
             factories: HashMap::new(),
             remember_store: None,
+            state_store: None,
             store_timeout: Duration::from_secs(10),
             types: HashMap::new(),
         }
@@ -195,6 +201,43 @@ impl NodeBuilder {
         self
     }
 
+    /// Where persistent entity types (`NodeBuilder::event_sourced`, `durable_state`) keep their
+    /// state. It is the node's remember store too: the shards' fencing epochs, which every
+    /// write is checked against, live in one table for both (this replaces any
+    /// `remember_store`). Required when a hosted type persists state.
+    pub fn state_store<S: StateStore>(mut self, store: S) -> Self {
+        let store = Arc::new(store);
+        self.remember_store = Some(Arc::clone(&store) as Arc<dyn RememberStore>);
+        self.state_store = Some(store);
+        self
+    }
+
+    /// Hosts event-sourced entities of state `S`: each starts from `initial(id)` and recovers
+    /// from the state store (its latest snapshot, saved as `snapshots` says, and the events
+    /// after it). Address them as `Region<EventSourcedEntity<S>>`.
+    pub fn event_sourced<S: EventSourced>(
+        self,
+        mut config: EntityTypeConfig,
+        snapshots: Snapshots,
+        initial: impl Fn(&EntityId) -> S + Send + Sync + 'static,
+    ) -> Self {
+        config.persistent = true;
+        self.entity(config, move |id| {
+            EventSourcedEntity::new(initial(id), snapshots)
+        })
+    }
+
+    /// Hosts durable-state entities of state `S`: each starts from `initial(id)` and recovers
+    /// its saved state from the state store. Address them as `Region<DurableStateEntity<S>>`.
+    pub fn durable_state<S: DurableState>(
+        self,
+        mut config: EntityTypeConfig,
+        initial: impl Fn(&EntityId) -> S + Send + Sync + 'static,
+    ) -> Self {
+        config.persistent = true;
+        self.entity(config, move |id| DurableStateEntity::new(initial(id)))
+    }
+
     /// Hosts entities of type `E`, made by `make` from their id.
     pub fn entity<E: Entity>(
         mut self,
@@ -248,6 +291,17 @@ impl NodeBuilder {
             return Err(StartError::Builder(format!(
                 "entity type {} remembers entities but the node has no remember store \
                  (NodeBuilder::remember_store)",
+                t.name
+            )));
+        }
+        let persistent = self
+            .entity_types
+            .iter()
+            .find(|t| t.persistent && !t.proxy_only);
+        if let (Some(t), None) = (persistent, &self.state_store) {
+            return Err(StartError::Builder(format!(
+                "entity type {} persists state but the node has no state store \
+                 (NodeBuilder::state_store)",
                 t.name
             )));
         }
@@ -343,7 +397,12 @@ impl NodeBuilder {
         );
         let io = TokioIo {
             transport,
-            entities: EntityRuntime::new(self.factories, self.mailbox_capacity, signals_tx),
+            entities: EntityRuntime::new(
+                self.factories,
+                self.mailbox_capacity,
+                (self.state_store).map(|store| Journal::start(store, self.store_timeout)),
+                signals_tx,
+            ),
             store: (self.remember_store)
                 .map(|store| StoreLink::new(store, self.store_timeout, store_tx)),
             feedback: Feedback::default(),

@@ -77,6 +77,7 @@ mod host;
 mod metric_names;
 mod node;
 mod region;
+pub mod state;
 pub mod store;
 pub mod transport;
 
@@ -91,6 +92,10 @@ pub use shoal_core::{
     AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
     EntityTypeConfig, Event, FailureDetectorSettings, MemberId, MembershipSettings, Metrics,
     NodeId, RecoveryStrategy, RememberSettings, RouteCounts, SeedNode, ShardingSettings,
+};
+pub use state::{
+    DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Persist, PersistError,
+    Snapshots, StateStore,
 };
 pub use transport::network::{BoxConnection, Connection, Listener, Network, Tcp};
 #[cfg(feature = "tls")]

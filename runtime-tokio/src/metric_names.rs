@@ -75,6 +75,10 @@ pub(crate) const REMEMBER_STORE_REQUESTS_TOTAL: &str = "shoal_remember_store_req
 pub(crate) const REMEMBERED_IDS_MISFILED_TOTAL: &str = "shoal_remembered_ids_misfiled_total";
 /// `shoal_shards_fenced_total`.
 pub(crate) const SHARDS_FENCED_TOTAL: &str = "shoal_shards_fenced_total";
+/// `shoal_state_write_group_size`: writes per state-store transaction (group commit).
+pub(crate) const STATE_WRITE_GROUP_SIZE: &str = "shoal_state_write_group_size";
+/// `shoal_state_writes_failed_total`: state writes refused or failed (the entity restarts).
+pub(crate) const STATE_WRITES_FAILED_TOTAL: &str = "shoal_state_writes_failed_total";
 /// `shoal_writes_fenced_total`.
 pub(crate) const WRITES_FENCED_TOTAL: &str = "shoal_writes_fenced_total";
 /// `shoal_shards_started_total`.

@@ -54,6 +54,13 @@ pub trait Entity: Send + 'static {
         message: Self::Message,
     ) -> impl Future<Output = Self::Reply> + Send;
 
+    /// Runs when the incarnation starts, before its first message, and again whenever
+    /// supervision creates the entity afresh (a persistent entity recovers its state here).
+    fn on_start(&mut self, ctx: &mut EntityContext) -> impl Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
+    }
+
     /// Runs when the entity is stopped gracefully (passivation, its shard handed off), after
     /// the messages queued before the stop. Not run when the stop is forced.
     fn on_stop(&mut self, ctx: &mut EntityContext) -> impl Future<Output = ()> + Send {
@@ -67,6 +74,17 @@ pub trait Entity: Send + 'static {
 pub struct EntityContext {
     link: EntityLink,
     passivate: bool,
+    /// What supervision must do once the current call returns, if anything.
+    verdict: Option<Verdict>,
+}
+
+/// What an entity asks its supervision to do after a call (persistent entities do).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub(crate) enum Verdict {
+    /// Create the entity afresh after the backoff (its state could not be read or written).
+    Restart(String),
+    /// A store refused a write at this incarnation's epoch, holding `current`: stop for good.
+    Fenced(Epoch),
 }
 
 impl EntityContext {
@@ -74,7 +92,22 @@ impl EntityContext {
         Self {
             link,
             passivate: false,
+            verdict: None,
         }
+    }
+
+    /// Asks supervision to act once the current call returns.
+    pub(crate) fn set_verdict(&mut self, verdict: Verdict) {
+        self.verdict = Some(verdict);
+    }
+
+    pub(crate) fn take_verdict(&mut self) -> Option<Verdict> {
+        self.verdict.take()
+    }
+
+    /// The node's state store, for a persistent type.
+    pub(crate) fn journal(&self) -> Option<&crate::state::Journal> {
+        self.link.journal.as_ref()
     }
 
     /// The entity's id.
@@ -124,6 +157,8 @@ pub(crate) struct EntityLink {
     /// The entity's shard, and its allocation's fencing epoch (the entity's writes carry it).
     pub(crate) shard: ShardId,
     pub(crate) epoch: Epoch,
+    /// Where a persistent type's state goes (`None` for other types).
+    pub(crate) journal: Option<crate::state::Journal>,
     /// Distinguishes the host's successive starts of one entity.
     pub(crate) generation: u64,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,
@@ -169,4 +204,6 @@ pub(crate) enum Lifecycle {
     Stopped,
     /// The entity called [`EntityContext::passivate`].
     Passivate,
+    /// A state store refused the entity's write: it holds this newer epoch for the shard.
+    WriteFenced(Epoch),
 }

@@ -13,10 +13,13 @@ use tokio::task::AbortHandle;
 
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 use crate::metric_names;
+use crate::state::Journal;
 
 /// One running incarnation.
 struct Running {
     generation: u64,
+    /// The epoch its start carried.
+    epoch: Epoch,
     /// `None` once a graceful stop closed it.
     mailbox: Option<mpsc::Sender<Payload>>,
     task: AbortHandle,
@@ -30,6 +33,8 @@ pub(crate) struct EntityRuntime {
     running: HashMap<EntityType, HashMap<EntityId, Running>>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
+    /// The node's state store, handed to every entity (persistent types write through it).
+    journal: Option<Journal>,
     /// Debug builds check the core's effects and this host's reports against the entity
     /// contract, as the simulator does on every run.
     #[cfg(debug_assertions)]
@@ -37,11 +42,12 @@ pub(crate) struct EntityRuntime {
 }
 
 impl EntityRuntime {
-    /// Runs entities made by `factories`, each with a mailbox of `mailbox_capacity`; their
-    /// tasks report on `signals`.
+    /// Runs entities made by `factories`, each with a mailbox of `mailbox_capacity`, writing
+    /// state through `journal`; their tasks report on `signals`.
     pub(crate) fn new(
         factories: HashMap<EntityType, Arc<dyn Factory>>,
         mailbox_capacity: usize,
+        journal: Option<Journal>,
         signals: mpsc::UnboundedSender<EntitySignal>,
     ) -> Self {
         Self {
@@ -50,6 +56,7 @@ impl EntityRuntime {
             running: HashMap::new(),
             next_generation: 0,
             signals,
+            journal,
             #[cfg(debug_assertions)]
             ledger: shoal_core::EntityLedger::default(),
         }
@@ -116,6 +123,7 @@ impl EntityRuntime {
             shard,
             epoch,
             generation: self.next_generation,
+            journal: self.journal.clone(),
             signals: self.signals.clone(),
         };
         // Everything the entity logs carries where it runs.
@@ -125,6 +133,7 @@ impl EntityRuntime {
         metrics::counter!(metric_names::ENTITIES_STARTED_TOTAL).increment(1);
         let running = Running {
             generation: self.next_generation,
+            epoch,
             mailbox: Some(sender),
             task,
         };
@@ -210,6 +219,15 @@ impl EntityRuntime {
                 entity_type,
                 entity,
             },
+            Lifecycle::WriteFenced(current) => {
+                let epoch = of_type.get(&entity)?.epoch;
+                Input::WriteFenced {
+                    entity_type,
+                    entity,
+                    epoch,
+                    current,
+                }
+            }
         })
     }
 

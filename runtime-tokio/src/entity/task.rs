@@ -1,5 +1,6 @@
 //! One entity's task: decodes its letters, runs the typed entity, answers asks, supervises
-//! panics (restart with backoff) and reports its end exactly once, however it ends.
+//! panics and failed persistence (restart with backoff, recovering a persistent entity's
+//! state), stops a fenced entity for good, and reports its end exactly once, however it ends.
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -14,7 +15,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::letter::{AskFailure, Letter};
-use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind};
+use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind, Verdict};
 use crate::metric_names;
 
 /// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].
@@ -80,8 +81,10 @@ async fn run<E: Entity>(
 ) {
     let _report = StopReport(link.clone());
     let mut ctx = EntityContext::new(link);
-    let mut entity = make(ctx.id());
     let mut backoff = MIN_BACKOFF;
+    let Some(mut entity) = create(&make, &mut ctx, &mut backoff).await else {
+        return;
+    };
     while let Some(payload) = mailbox.recv().await {
         let Ok(letter) = Letter::from_payload(&payload) else {
             metrics::counter!(metric_names::ENTITY_LETTERS_MALFORMED_TOTAL).increment(1);
@@ -102,12 +105,24 @@ async fn run<E: Entity>(
             .await
         {
             Ok(reply) => {
-                backoff = MIN_BACKOFF;
                 // A tell's reply goes nowhere: not encoded.
                 if letter.ask.is_some() {
                     let reply = postcard::to_allocvec(&reply)
                         .map_err(|error| AskFailure::Codec(error.to_string()));
                     answer(&ctx, &letter, reply);
+                }
+                match ctx.take_verdict() {
+                    None => backoff = MIN_BACKOFF,
+                    Some(Verdict::Fenced(current)) => return fenced(&ctx, current),
+                    Some(Verdict::Restart(reason)) => {
+                        tracing::warn!(entity = %ctx.id(), %reason, restart_in = ?backoff, "entity restarting");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
+                            return;
+                        };
+                        entity = fresh;
+                    }
                 }
             }
             Err(panic) => {
@@ -120,9 +135,13 @@ async fn run<E: Entity>(
                     "entity panicked handling a message; restarting it"
                 );
                 answer(&ctx, &letter, Err(AskFailure::Panicked));
+                ctx.take_verdict();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                entity = make(ctx.id());
+                let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
+                    return;
+                };
+                entity = fresh;
             }
         }
         if ctx.take_passivate() {
@@ -138,6 +157,51 @@ async fn run<E: Entity>(
         metrics::counter!(metric_names::ENTITY_PANICS_TOTAL).increment(1);
         tracing::error!(entity = %ctx.id(), panic = panic_text(&*panic), "entity panicked in its stop hook");
     }
+}
+
+/// Makes the entity and runs its start hook, again after the backoff for as long as the hook
+/// panics or asks for a restart (a persistent entity whose store cannot be read); `None` when
+/// a store fenced it, which has then been reported.
+async fn create<E: Entity>(
+    make: &impl Fn(&EntityId) -> E,
+    ctx: &mut EntityContext,
+    backoff: &mut Duration,
+) -> Option<E> {
+    loop {
+        let mut entity = make(ctx.id());
+        let failure = match AssertUnwindSafe(entity.on_start(ctx)).catch_unwind().await {
+            Ok(()) => match ctx.take_verdict() {
+                None => return Some(entity),
+                Some(Verdict::Fenced(current)) => {
+                    fenced(ctx, current);
+                    return None;
+                }
+                Some(Verdict::Restart(reason)) => reason,
+            },
+            Err(panic) => {
+                metrics::counter!(metric_names::ENTITY_PANICS_TOTAL).increment(1);
+                ctx.take_verdict();
+                format!("panicked in its start hook: {}", panic_text(&*panic))
+            }
+        };
+        tracing::warn!(entity = %ctx.id(), reason = %failure, restart_in = ?*backoff, "entity could not start; retrying");
+        tokio::time::sleep(*backoff).await;
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// A store refused the entity's write: the host tells the core, and the task ends (its
+/// mailbox's letters are dropped, as in a crash; the shard moves to the newer allocation).
+fn fenced(ctx: &EntityContext, current: shoal_core::Epoch) {
+    tracing::warn!(
+        entity_type = %ctx.entity_type(),
+        entity = %ctx.id(),
+        epoch = ctx.epoch().0,
+        current = current.0,
+        "a state store fenced the entity's write: a newer incarnation exists; stopping"
+    );
+    ctx.link()
+        .signal(SignalKind::Lifecycle(Lifecycle::WriteFenced(current)));
 }
 
 /// Sends the answer of an ask (nothing for a tell).

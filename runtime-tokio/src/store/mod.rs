@@ -17,10 +17,16 @@
 mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_state;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_state;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod state_sql;
 
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
@@ -47,9 +53,19 @@ pub enum StoreError {
     /// retried.
     #[error("remember store unavailable: {0}")]
     Unavailable(String),
-    /// A value the store cannot hold (an epoch beyond `i64::MAX`).
-    #[error("invalid value for the remember store: {0}")]
+    /// A value the store cannot hold (an epoch beyond `i64::MAX`), or one read back that this
+    /// runtime cannot read.
+    #[error("invalid value for the store: {0}")]
     Invalid(String),
+    /// A state write whose sequence number (or revision) does not follow the entity's newest:
+    /// the writer's picture of the entity is stale. Nothing changed.
+    #[error("conflict: the write follows {expected}, the entity's newest is {found}")]
+    Conflict {
+        /// The newest sequence number the writer believed the entity had.
+        expected: u64,
+        /// The entity's newest in the store.
+        found: u64,
+    },
 }
 
 /// A change to one shard's remembered set, made by the instance holding `epoch`.

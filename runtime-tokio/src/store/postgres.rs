@@ -16,7 +16,7 @@ use super::sql::{
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
-/// A remember store in a PostgreSQL database.
+/// A remember store and state store in a PostgreSQL database.
 pub struct PostgresStore {
     url: String,
     client: Mutex<Option<Client>>,
@@ -48,6 +48,7 @@ impl PostgresStore {
         let url = url.into();
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
+        (client.batch_execute(crate::state::STATE_SCHEMA).await).map_err(unavailable)?;
         Ok(Self {
             url,
             client: Mutex::new(Some(client)),
@@ -55,7 +56,9 @@ impl PostgresStore {
     }
 
     /// The live client, connecting again if the last one broke.
-    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, StoreError> {
+    pub(super) async fn client(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, StoreError> {
         let mut client = self.client.lock().await;
         if client.as_ref().is_none_or(Client::is_closed) {
             *client = Some(connect(&self.url).await?);
@@ -74,6 +77,20 @@ async fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
+    let changed = claim_verdict(tx, entity_type, shard, epoch, seq).await?;
+    set_claim(tx, entity_type, shard, changed).await
+}
+
+/// Locks the shard's claim row inside `tx` (making it first if there is none) and returns the
+/// claim `epoch` and `seq` would leave, if it changes it, or why it is refused; nothing is
+/// written yet.
+pub(super) async fn claim_verdict(
+    tx: &Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    epoch: Epoch,
+    seq: u64,
+) -> Result<Option<(i64, i64)>, StoreError> {
     let read = || async {
         let row = tx.query_opt(CLAIM_OF_LOCKED, &[&entity_type, &shard]).await;
         let row = row.map_err(unavailable)?;
@@ -88,7 +105,17 @@ async fn claim(
             .map_err(unavailable)?;
         stored = read().await?;
     }
-    if let Some((epoch, seq)) = verdict(stored, epoch, seq)? {
+    verdict(stored, epoch, seq)
+}
+
+/// Writes the claim [`claim_verdict`] found changed.
+pub(super) async fn set_claim(
+    tx: &Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    changed: Option<(i64, i64)>,
+) -> Result<(), StoreError> {
+    if let Some((epoch, seq)) = changed {
         tx.execute(SET_CLAIM, &[&entity_type, &shard, &epoch, &seq])
             .await
             .map_err(unavailable)?;

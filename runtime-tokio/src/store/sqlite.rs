@@ -21,14 +21,14 @@ use super::{RememberStore, SCHEMA, StoreError, Update};
 /// How long a write waits for another process holding the file's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A remember store in one SQLite file.
+/// A remember store and state store in one SQLite file.
 #[derive(Clone)]
 pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
 }
 
 /// The stores' SQL with SQLite's numbered parameters (`?1` for `$1`).
-fn sql(statement: &str) -> String {
+pub(super) fn sql(statement: &str) -> String {
     statement.replace('$', "?")
 }
 
@@ -50,6 +50,7 @@ impl SqliteStore {
             .execute_batch("PRAGMA synchronous = NORMAL;")
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        (connection.execute_batch(crate::state::STATE_SCHEMA)).map_err(unavailable)?;
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
         })
@@ -58,7 +59,7 @@ impl SqliteStore {
     /// Runs `work` on the connection on the blocking pool. A request whose caller gave up
     /// before it got the connection does nothing: run later, it could land after a newer
     /// request for the same shard (waiters on the lock are not served in order).
-    fn with<T: Send + 'static>(
+    pub(super) fn with<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> BoxFuture<'static, Result<T, StoreError>> {
@@ -101,13 +102,36 @@ fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
+    let changed = claim_verdict(tx, entity_type, shard, epoch, seq)?;
+    set_claim(tx, entity_type, shard, changed)
+}
+
+/// The claim `epoch` and `seq` would leave for the shard inside `tx`, if it changes it, or why
+/// it is refused; nothing is written yet.
+pub(super) fn claim_verdict(
+    tx: &rusqlite::Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    epoch: Epoch,
+    seq: u64,
+) -> Result<Option<(i64, i64)>, StoreError> {
     let stored: Option<(i64, i64)> = tx
         .query_row(&sql(CLAIM_OF), params![entity_type, shard], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })
         .optional()
         .map_err(unavailable)?;
-    if let Some((epoch, seq)) = verdict(stored, epoch, seq)? {
+    verdict(stored, epoch, seq)
+}
+
+/// Writes the claim [`claim_verdict`] found changed.
+pub(super) fn set_claim(
+    tx: &rusqlite::Transaction<'_>,
+    entity_type: &str,
+    shard: i64,
+    changed: Option<(i64, i64)>,
+) -> Result<(), StoreError> {
+    if let Some((epoch, seq)) = changed {
         tx.execute(&sql(SET_CLAIM), params![entity_type, shard, epoch, seq])
             .map_err(unavailable)?;
     }

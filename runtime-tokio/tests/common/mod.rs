@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+
 use serde::{Deserialize, Serialize};
 use shoal::{
     Downing, EntityContext, EntityTypeConfig, FailureDetectorSettings, MembershipSettings, Node,

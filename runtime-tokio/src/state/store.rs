@@ -1,0 +1,126 @@
+//! Where persistent entities keep their state: the [`StateStore`] trait, what it reads and
+//! writes, and the schema both SQL stores share.
+
+use futures_util::future::BoxFuture;
+use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+
+use crate::store::{RememberStore, StoreError};
+
+/// A value as stored: its bytes (postcard) and the version of its type that wrote them, so a
+/// later version of the type can still read it (see `EventSourced::upcast_event`).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Versioned {
+    /// The version of the type that encoded `bytes`.
+    pub version: u32,
+    /// The encoded value.
+    pub bytes: Vec<u8>,
+}
+
+/// Which entity a request is for, and the incarnation making it: the fencing epoch of its
+/// shard's allocation (`EntityContext::epoch`).
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct StateKey {
+    /// The entity's type.
+    pub entity_type: EntityType,
+    /// The entity.
+    pub entity: EntityId,
+    /// Its shard, whose newest epoch fences the write.
+    pub shard: ShardId,
+    /// The writer's epoch.
+    pub epoch: Epoch,
+}
+
+/// What a recovery reads: the latest snapshot (or durable state) and the events after it.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct Recovered {
+    /// The latest snapshot, with the sequence number (event-sourced) or revision (durable
+    /// state) it holds the state at.
+    pub snapshot: Option<(u64, Versioned)>,
+    /// The events after the snapshot, in order, with their sequence numbers.
+    pub events: Vec<(u64, Versioned)>,
+}
+
+impl Recovered {
+    /// The sequence number (or revision) of the newest thing read: the next write follows it.
+    pub fn last_seq(&self) -> u64 {
+        let snapshot = self.snapshot.as_ref().map_or(0, |(seq, _)| *seq);
+        self.events.last().map_or(snapshot, |(seq, _)| *seq)
+    }
+}
+
+/// One entity's write.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum StateWrite {
+    /// Events appended to the journal, numbered from `first_seq`, which must follow the
+    /// entity's newest (no gap, no duplicate); with a snapshot of the state after the last
+    /// one, replacing the entity's snapshot, when one is due.
+    Events {
+        /// The first event's sequence number.
+        first_seq: u64,
+        /// The events, in order.
+        events: Vec<Versioned>,
+        /// The state after the last event.
+        snapshot: Option<Versioned>,
+    },
+    /// The whole state (durable state) at `revision`, which must follow the stored one.
+    State {
+        /// The new revision (1 for the first save).
+        revision: u64,
+        /// The state.
+        state: Versioned,
+    },
+}
+
+/// A store of entity state: an event journal with snapshots, and whole durable states. It is
+/// also the node's remember store: the shards' newest epochs, which fence every write, live in
+/// one table for remembering and for state, and the coordinator reads them to allocate above.
+///
+/// Every write is conditional, in the transaction that makes it: its epoch must be at least the
+/// newest the store has seen for the entity's shard (it then becomes the newest), or it is
+/// refused with [`StoreError::Fenced`]; and its sequence number (revision) must follow the
+/// entity's newest, or it is refused with [`StoreError::Conflict`]. Either refusal changes
+/// nothing. A recovery claims its epoch the same way: once a newer incarnation has read the
+/// state, an older one can no longer write.
+pub trait StateStore: RememberStore {
+    /// Claims `key.epoch` for the entity's shard and reads the entity's latest snapshot (or
+    /// durable state) and the events after it.
+    fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>>;
+
+    /// Carries out `writes` in one transaction (group commit), each conditional on its own:
+    /// one outcome per write, in order. An `Err` for the whole call means none is known to
+    /// have been made.
+    fn write<'a>(
+        &'a self,
+        writes: &'a [(StateKey, StateWrite)],
+    ) -> BoxFuture<'a, Result<Vec<Result<(), StoreError>>, StoreError>>;
+
+    /// Deletes everything stored for `entity_type`: its journal, snapshots, durable states,
+    /// remembered entities and shard epochs. How many rows went.
+    fn delete_type<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+}
+
+/// The state tables, beside the remember store's [`crate::store::SCHEMA`] (portable SQL:
+/// SQLite reads `BYTEA` as a column that keeps blobs as they are).
+pub const STATE_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS shoal_journal (
+    entity_type TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    payload BYTEA NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (entity_type, entity_id, seq)
+);
+CREATE TABLE IF NOT EXISTS shoal_snapshots (
+    entity_type TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    version BIGINT NOT NULL,
+    payload BYTEA NOT NULL,
+    epoch BIGINT NOT NULL,
+    PRIMARY KEY (entity_type, entity_id)
+);
+";
