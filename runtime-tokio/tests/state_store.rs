@@ -47,8 +47,11 @@ async fn write_one(
     outcomes.pop().expect("one outcome")
 }
 
+/// A stored value as a sequence number and its first byte.
+type Seen = (u64, u8);
+
 /// The sequence numbers and first bytes of what a recovery read.
-fn seqs(recovered: &Recovered) -> (Option<(u64, u8)>, Vec<(u64, u8)>) {
+fn seqs(recovered: &Recovered) -> (Option<Seen>, Vec<Seen>) {
     let snapshot = (recovered.snapshot.as_ref()).map(|(seq, v)| (*seq, v.bytes[0]));
     let events = recovered
         .events
@@ -226,7 +229,7 @@ async fn two_writers_race(store: &dyn StateStore, other: &dyn StateStore) {
         );
         let read = store.recover(&new).await.unwrap();
         let (_, journal) = seqs(&read);
-        let expected: Vec<(u64, u8)> = (1..=accepted)
+        let expected: Vec<Seen> = (1..=accepted)
             .map(|seq| (seq, 5))
             .chain((accepted + 1..=accepted + 10).map(|seq| (seq, 7)))
             .collect();
