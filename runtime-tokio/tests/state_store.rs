@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::postgres::{PgServer, scratch};
+use common::postgres::PgServer;
+use common::scratch;
 use shoal::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 use shoal::store::{SqliteStore, StoreError};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 mod common;
 
-use common::postgres::{PgServer, free_port, scratch};
+use common::postgres::{PgServer, free_port};
+use common::scratch;
 use shoal::store::{PostgresStore, RememberStore, SqliteStore, StoreError, Update};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 

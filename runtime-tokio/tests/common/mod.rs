@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "postgres")]
@@ -54,6 +55,14 @@ impl shoal::Entity for Counter {
             let _ = stops.send(ctx.id().to_string());
         }
     }
+}
+
+/// A fresh directory for `what`, private to this test process.
+pub(crate) fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shoal-store-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Membership tuned for tests: fast gossip and failure detection, quick downing.

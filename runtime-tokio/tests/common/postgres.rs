@@ -8,13 +8,7 @@ use std::time::{Duration, Instant};
 
 use shoal::store::PostgresStore;
 
-/// A fresh directory for `what`, private to this test process.
-pub(crate) fn scratch(what: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("shoal-store-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use super::scratch;
 
 /// A loopback port nobody listens on.
 pub(crate) fn free_port() -> u16 {
