@@ -42,6 +42,7 @@ mod net;
 mod nodes;
 mod options;
 mod oracle;
+mod persisting;
 mod picture;
 mod plan;
 mod quad_heap;
@@ -68,7 +69,7 @@ pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
     ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
-    Options, Remember, SlowLink, TightTimers, WorkloadOptions,
+    Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 pub use picture::render_html;
 pub use report::{Outcome, Report};

@@ -13,14 +13,19 @@ use shoal_core::{EntityId, Epoch, Instant, MemberId, ShardId, StoreCompletion, S
 use crate::entity_host::Life;
 use crate::options::Remember;
 use crate::rng::{SimRng, Stream};
-use crate::store::{SimStore, StoreSettings, Ticket};
+use crate::store::{Answer, Call, SimStore, StateAnswer, StateCall, StoreSettings, Ticket};
 
 /// The simulated store and what remembering owes.
 #[derive(Debug)]
 pub(crate) struct Remembering {
     store: SimStore,
+    /// The type remembers entities (otherwise the store serves persistent entities only, and
+    /// nothing is owed a life).
+    remembers: bool,
     /// Requests on their way, with the member that sent them.
     tickets: BTreeMap<Ticket, (MemberId, StoreRequest)>,
+    /// Persistent entities' calls on their way, with the incarnation that made them.
+    state_tickets: BTreeMap<Ticket, (Life, StateCall)>,
     /// When an `Ev::Store` is scheduled.
     wakeup: Option<Instant>,
     /// Entities started and not passivated since: after healing each must run exactly once.
@@ -54,8 +59,9 @@ impl Asking {
 }
 
 impl Remembering {
-    /// The store for a run of `seed` with `options`, whose faults end at `fault_end`.
-    pub(crate) fn new(seed: u64, options: &Remember, fault_end: Duration) -> Self {
+    /// The store for a run of `seed` with `options`, whose faults end at `fault_end`;
+    /// `remembers`: the type remembers entities.
+    pub(crate) fn new(seed: u64, options: &Remember, fault_end: Duration, remembers: bool) -> Self {
         let at = |d: Duration| Instant::ZERO + d;
         let settings = StoreSettings {
             tail_rate: options.tail_rate,
@@ -74,7 +80,9 @@ impl Remembering {
         };
         Self {
             store: SimStore::new(settings, SimRng::of(seed, Stream::Store)),
+            remembers,
             tickets: BTreeMap::new(),
+            state_tickets: BTreeMap::new(),
             wakeup: None,
             owed: BTreeSet::new(),
             passivating: BTreeSet::new(),
@@ -91,8 +99,21 @@ impl Remembering {
 
     /// `member` sends `request` at `now`.
     pub(crate) fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
-        let ticket = self.store.submit(now, member, request.clone());
+        let ticket = self
+            .store
+            .submit(now, member, Call::Remember(request.clone()));
         self.tickets.insert(ticket, (member, request));
+    }
+
+    /// The incarnation `life` makes `call` at `now`.
+    pub(crate) fn submit_state(&mut self, now: Instant, life: Life, call: StateCall) {
+        let ticket = self.store.submit(now, life.0, Call::State(call.clone()));
+        self.state_tickets.insert(ticket, (life, call));
+    }
+
+    /// The store itself (persistence's checks and counts).
+    pub(crate) fn store_mut(&mut self) -> &mut SimStore {
+        &mut self.store
     }
 
     /// Applies what reached the store by `now`: the answers due (with who asked what), the
@@ -107,12 +128,24 @@ impl Remembering {
         }
         self.wakeup = None;
         let stale = self.store.stale;
+        let (late_before, _, _) = self.store.journal_counts();
         let answers = self.store.poll(now);
+        let landed_late = self.store.journal_counts().0 > late_before;
         let late_refused = self.store.stale > stale;
         let violations = self.store.take_violations();
+        let journal_violations = self.store.take_journal_violations();
+        let mut state_answers = Vec::new();
         let answers = answers
             .into_iter()
-            .filter_map(|(ticket, completion)| {
+            .filter_map(|(ticket, answer)| {
+                let completion = match answer {
+                    Answer::Remember(completion) => completion,
+                    Answer::State(answer) => {
+                        let (life, call) = self.state_tickets.remove(&ticket)?;
+                        state_answers.push((life, call, answer));
+                        return None;
+                    }
+                };
                 let (member, request) = self.tickets.remove(&ticket)?;
                 if let (StoreCompletion::Fenced(_), Some((shard, epoch, _))) =
                     (&completion, request.shard())
@@ -124,7 +157,10 @@ impl Remembering {
             .collect();
         Some(StorePoll {
             answers,
+            state_answers,
             violations,
+            journal_violations,
+            landed_late,
             late_refused,
         })
     }
@@ -141,6 +177,9 @@ impl Remembering {
 
     /// An entity started: it is owed a life until it is passivated.
     pub(crate) fn started(&mut self, entity: &EntityId) {
+        if !self.remembers {
+            return;
+        }
         self.owed.insert(entity.clone());
     }
 
@@ -229,7 +268,10 @@ impl Remembering {
     /// most once). Otherwise it was passivated (or never ran) and nothing asked for it since.
     pub(crate) fn accounts_for_start(&mut self, member: MemberId, entity: &EntityId) -> bool {
         let recovered = self.recoverable.remove(&(member, entity.clone()));
-        recovered || self.owed.contains(entity) || self.asking.contains_key(entity)
+        !self.remembers
+            || recovered
+            || self.owed.contains(entity)
+            || self.asking.contains_key(entity)
     }
 
     /// Where the store and the entities' lives disagree, `probed` left out (messaged after
@@ -269,8 +311,14 @@ const OWED_NOT_LISTED: &str =
 pub(crate) struct StorePoll {
     /// The answers due: who asked, what, and the outcome.
     pub(crate) answers: Vec<(MemberId, StoreRequest, StoreCompletion)>,
+    /// Persistent entities' answers due: the incarnation, its call, the answer.
+    pub(crate) state_answers: Vec<(Life, StateCall, StateAnswer)>,
     /// What the store's own checks found.
     pub(crate) violations: Vec<String>,
+    /// What the journal's checks found.
+    pub(crate) journal_violations: Vec<String>,
+    /// A persistent entity's write that timed out landed.
+    pub(crate) landed_late: bool,
     /// A write that timed out landed late and was refused by its sequence.
     pub(crate) late_refused: bool,
 }

@@ -114,6 +114,54 @@ fn auto_downing_produces_duplicates_that_the_checker_catches() {
     );
 }
 
+/// Negative control of persistence: with appends that skip the epoch condition, automatic
+/// downing (two live incarnations of an entity on the two sides of a partition) must let a
+/// stale incarnation write after a newer one recovered, and the checks must see it.
+#[test]
+fn unfenced_writes_under_auto_down_break_persistence_and_the_checker_catches_it() {
+    let caught = (0..200).any(|seed| {
+        let mut options = Options::for_family(seed, Family::Partitions);
+        options.cluster.downing = Downing::Auto;
+        options.persist = Some(sim::Persist {
+            snapshot_every: 5,
+            unfenced: true,
+        });
+        let report = run(options);
+        report
+            .violations
+            .iter()
+            .any(|v| v.property == Property::Persistence)
+    });
+    assert!(
+        caught,
+        "unfenced writes under auto-down must break persistence within 200 seeds"
+    );
+}
+
+/// The same runs with the epoch condition: the store refuses the stale incarnation's writes
+/// (it is fenced), and no persistence check fails, though single activation does.
+#[test]
+fn fenced_writes_under_auto_down_keep_persistence() {
+    let mut fenced = false;
+    for seed in 0..40 {
+        let mut options = Options::for_family(seed, Family::Partitions);
+        options.cluster.downing = Downing::Auto;
+        options.persist = Some(sim::Persist {
+            snapshot_every: 5,
+            unfenced: false,
+        });
+        let report = run(options);
+        let broken: Vec<_> = (report.violations.iter())
+            .filter(|v| v.property == Property::Persistence)
+            .collect();
+        assert!(broken.is_empty(), "seed {seed}: {broken:?}");
+        fenced |= report
+            .coverage
+            .contains_key("a state store fenced an entity's write");
+    }
+    assert!(fenced, "some stale incarnation's write was fenced");
+}
+
 /// The same seed gives the same run, event for event.
 #[test]
 fn runs_are_deterministic() {
@@ -623,6 +671,15 @@ fn before_timed_outages(mut options: Options) -> Options {
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {
         schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..before_persistence(options)
+    }
+}
+
+/// `options` as a seed drew them before entities persisted state: how a regression found
+/// before then replays its run.
+fn before_persistence(options: Options) -> Options {
+    Options {
+        persist: None,
         ..options
     }
 }
@@ -999,13 +1056,23 @@ fn a_broken_coordinator_is_caught_within_the_default_batch() {
 /// up here, and an unintended one (non-determinism) cannot slip in unnoticed.
 #[test]
 fn digests_are_pinned() {
-    // 1 and 2 remember entities (throttled and all at once); 3, 17 and 256 do not.
-    let digests: Vec<String> = [3, 17, 256, 1, 2]
+    // 1 and 2 remember entities (throttled and all at once); 3, 17 and 256 do not. All five
+    // as they ran before entities persisted state; then 1 (remembering) and 5 (not) with
+    // their persistence.
+    let before = [3, 17, 256, 1, 2].map(|seed| (seed, before_persistence(Options::for_seed(seed))));
+    let persisting = [1, 5].map(|seed| (seed, Options::for_seed(seed)));
+    let digests: Vec<String> = before
         .into_iter()
-        .map(|seed| {
-            let r = run(Options::for_seed(seed));
+        .chain(persisting)
+        .map(|(seed, options)| {
+            let persist = if options.persist.is_some() {
+                " persist"
+            } else {
+                ""
+            };
+            let r = run(options);
             format!(
-                "seed {seed}: {:?} {} events digest {:016x}",
+                "seed {seed}{persist}: {:?} {} events digest {:016x}",
                 r.outcome, r.events, r.digest
             )
         })
@@ -1053,6 +1120,10 @@ fn coverage_markers_fire_within_the_batch() {
         "a new coordinator read remembered shards from the store",
         "allocation waited for the remember store's list of shards",
         "a remember-store request failed",
+        "a state store fenced an entity's write",
+        "a persistent entity recovered from a snapshot",
+        "a persistent entity's write landed after its caller heard a timeout",
+        "a persistent entity's store call failed",
         "a write that timed out landed late and was refused by its sequence",
         "every remembered entity ran again after healing",
         "the whole cluster restarted with another number of shards",

@@ -60,6 +60,10 @@ pub enum Property {
     /// twice) after healing, a write of an old epoch accepted by the store, or two allocations
     /// of a shard at one epoch.
     Remembering,
+    /// Persistent state broken: a write of a stale incarnation accepted after a newer one had
+    /// recovered or written (its shard's epoch), or a write the entity was told is durable
+    /// missing from its journal when it is recovered.
+    Persistence,
     /// An entity that asked to be passivated still running, its node never having asked it to
     /// stop.
     Passivation,

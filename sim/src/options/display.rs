@@ -95,6 +95,10 @@ impl fmt::Display for Options {
         if self.network.long_tail != 0.001 {
             write!(f, " long_tail={:.4}", self.network.long_tail)?;
         }
+        if let Some(p) = &self.persist {
+            let unfenced = if p.unfenced { ",unfenced" } else { "" };
+            write!(f, " persist=snapshot:{}{unfenced}", p.snapshot_every)?;
+        }
         if let Some(m) = &self.remember {
             write!(
                 f,

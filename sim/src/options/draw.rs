@@ -7,7 +7,7 @@ use shoal_core::AllocationStrategyConfig;
 
 use super::{
     ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
-    Options, Remember, SlowLink, TightTimers, WorkloadOptions,
+    Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 use crate::rng::{SimRng, Stream};
 
@@ -106,6 +106,7 @@ impl Options {
                 full_restart_every: None,
             },
             remember: None,
+            persist: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -187,6 +188,12 @@ impl Options {
         if r.chance(0.25) {
             o.network.slow_register_acks = Some(Duration::from_millis(r.range(300, 1_500)));
         }
+        if r.chance(0.5) {
+            o.persist = Some(Persist {
+                snapshot_every: r.range(2, 20),
+                unfenced: false,
+            });
+        }
         o
     }
 
@@ -219,6 +226,7 @@ impl Options {
                 ..self.host
             },
             remember: None,
+            persist: None,
             ..self
         }
     }
@@ -307,6 +315,18 @@ impl Options {
 }
 
 impl Remember {
+    /// A store without faults (for persistent entities in a run that remembers nothing).
+    pub(crate) fn faultless() -> Self {
+        Self {
+            recovery: shoal_core::RecoveryStrategy::AllAtOnce,
+            failure_rate: 0.0,
+            timeout_rate: 0.0,
+            tail_rate: 0.0,
+            outages: Vec::new(),
+            outages_around_moves: false,
+        }
+    }
+
     /// Draws remembering's settings and store faults for a fault phase of `duration`.
     fn draw(r: &mut SimRng, duration: Duration) -> Self {
         let recovery = if r.chance(0.5) {

@@ -187,6 +187,18 @@ pub struct Options {
     pub faults: Faults,
     /// Remember entities, with a store that fails in the drawn ways (on about half the seeds).
     pub remember: Option<Remember>,
+    /// Entities persist their state (event sourced) through the store: each message delivered
+    /// is an event appended, after a recovery at the shard's epoch (on about half the seeds).
+    pub persist: Option<Persist>,
+}
+
+/// Persistent entities (see [`Options::persist`]).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Persist {
+    /// A snapshot with every this many events.
+    pub snapshot_every: u64,
+    /// Appends skip the epoch condition: a negative control, which the checks must catch.
+    pub unfenced: bool,
 }
 
 /// The simulated cluster: its nodes, their sharding and membership settings.

@@ -12,7 +12,7 @@ use super::host::Host;
 use super::network::Network;
 use super::text::{compact, describe};
 use crate::rng::{SimRng, Stream};
-use crate::store::{SimStore, StoreSettings, Ticket};
+use crate::store::{Answer, Call, SimStore, StoreSettings, Ticket};
 
 /// The remember store every scripted node shares: the simulator's, without faults.
 #[derive(Debug)]
@@ -31,7 +31,7 @@ impl Store {
     }
 
     fn submit(&mut self, now: Instant, member: MemberId, request: StoreRequest) {
-        let ticket = self.store.submit(now, member, request.clone());
+        let ticket = (self.store).submit(now, member, Call::Remember(request.clone()));
         self.tickets.insert(ticket, (member, request));
     }
 
@@ -54,7 +54,10 @@ impl Store {
         }
         Ok(answers
             .into_iter()
-            .filter_map(|(ticket, completion)| {
+            .filter_map(|(ticket, answer)| {
+                let Answer::Remember(completion) = answer else {
+                    return None;
+                };
                 let (n, request) = self.tickets.remove(&ticket)?;
                 let input = Input::StoreCompleted {
                     request,

@@ -36,7 +36,12 @@ impl Simulator {
                 .fail(self.now, Property::HostContract, &entity, detail);
         }
         match effect {
-            EntityEffect::Start { entity, shard, .. } => {
+            EntityEffect::Start {
+                entity,
+                shard,
+                epoch,
+                ..
+            } => {
                 self.log(|| TraceEvent::EntityStarted {
                     member: member.to_string(),
                     entity: entity.to_string(),
@@ -54,7 +59,8 @@ impl Simulator {
                 self.remembered_starting(member, &entity);
                 self.remembered_started(&entity);
                 self.entity_active(member, &entity);
-                self.host.started(member, entity, self.check.starts);
+                self.host.started(member, entity.clone(), self.check.starts);
+                self.persistent_started(member, &entity, (shard, epoch));
             }
             EntityEffect::Deliver {
                 entity, payload, ..
@@ -82,6 +88,7 @@ impl Simulator {
                     return self.schedule(self.now, Ev::Refused { member, input });
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
+                self.persistent_handed(member, &entity);
                 if let Some(delay) = self.host.reply_delay() {
                     let reply = Ev::Reply {
                         member,
@@ -128,6 +135,14 @@ impl Simulator {
         }
     }
 
+    /// A store fenced the running incarnation of `entity`'s write: it ends by itself a little
+    /// later (unless a stop is under way already, which ends it).
+    pub(super) fn stop_fenced(&mut self, member: MemberId, entity: &EntityId) {
+        if let Some((key, delay)) = self.host.stop_by_itself(member, entity) {
+            self.stop_after(key, None, delay);
+        }
+    }
+
     /// The running incarnation of `entity` ends by itself a little later (it was not asked to).
     fn stop_on_its_own(&mut self, member: MemberId, entity: &EntityId) {
         if let Some((key, delay)) = self.host.stop_by_itself(member, entity) {
@@ -170,6 +185,7 @@ impl Simulator {
             return;
         };
         self.remembered_stopped(&key);
+        self.persistent_ended(&key);
         let (member, entity, _) = key;
         self.idleness.ended(member, &entity);
         self.log(|| TraceEvent::EntityStopped {

@@ -14,6 +14,7 @@ mod home_asks;
 mod host;
 mod io;
 mod node_events;
+mod persisting;
 mod quiescence;
 mod rebalance;
 mod remembering;
@@ -106,8 +107,11 @@ pub(crate) struct Simulator {
     nemesis: Nemesis,
     workload: Workload,
     host: EntityHost,
-    /// The remember store and what remembering owes, when the run remembers entities.
+    /// The remember store and what remembering owes, when the run remembers entities (the
+    /// store alone when entities only persist state).
     remembering: Option<Remembering>,
+    /// Persistent entities' writers, when entities persist state.
+    persisting: Option<crate::persisting::Persisting>,
     /// Passivation asks, and when each entity was last active when the run passivates idle
     /// entities (remembered entities are not passivated for idleness).
     idleness: crate::idleness::Idleness,
@@ -213,10 +217,9 @@ impl Simulator {
             invariants_broken: BTreeSet::new(),
             scratch: std::collections::VecDeque::new(),
             routes: crate::nodes::Routes::default(),
-            remembering: opts
-                .remember
-                .as_ref()
-                .map(|r| Remembering::new(seed, r, opts.duration)),
+            remembering: Self::store_of(seed, &opts),
+            persisting: (opts.persist)
+                .map(|p| crate::persisting::Persisting::new(p, EntityType::new(TYPE))),
             idleness: crate::idleness::Idleness::new(
                 (opts.remember.is_none()).then_some(PASSIVATE_IDLE_AFTER),
             ),
@@ -307,6 +310,23 @@ impl Simulator {
         }
     }
 
+    /// The store a run with `opts` needs: when it remembers entities (with the store's drawn
+    /// faults) or persists state (without faults of its own when it remembers nothing);
+    /// appends skip the epoch condition in the negative control.
+    fn store_of(seed: u64, opts: &Options) -> Option<Remembering> {
+        let remember = match (&opts.remember, opts.persist) {
+            (Some(remember), _) => remember.clone(),
+            (None, Some(_)) => crate::options::Remember::faultless(),
+            (None, None) => return None,
+        };
+        let remembers = opts.remember.is_some();
+        let mut store = Remembering::new(seed, &remember, opts.duration, remembers);
+        if opts.persist.is_some_and(|p| p.unfenced) {
+            store.store_mut().skip_write_fencing();
+        }
+        Some(store)
+    }
+
     /// Starts (or restarts) `node` as incarnation `incarnation` and adds it to the membership.
     pub(crate) fn start_node(&mut self, node: NodeId, incarnation: Incarnation) {
         // The type's name is shared by every node, as a clone of `self.ty` (comparisons are
@@ -325,6 +345,7 @@ impl Simulator {
                 retry_max: Duration::from_secs(5),
                 restart_backoff: Duration::from_secs(5),
             });
+        t.persistent = self.opts.persist.is_some();
         t.allocation = self.opts.cluster.allocation.clone();
         t.min_registered_regions = self.opts.cluster.min_registered_regions;
         let bystander = self.opts.cluster.bystander == Some(node);

@@ -36,6 +36,12 @@ impl Simulator {
         for detail in poll.violations {
             self.check.fail(now, Property::Remembering, "store", detail);
         }
+        for detail in poll.journal_violations {
+            self.check.fail(now, Property::Persistence, "store", detail);
+        }
+        if poll.landed_late {
+            self.mark("a persistent entity's write landed after its caller heard a timeout");
+        }
         if poll.late_refused {
             self.mark("a write that timed out landed late and was refused by its sequence");
         }
@@ -61,6 +67,9 @@ impl Simulator {
                 },
             );
         }
+        for (life, call, answer) in poll.state_answers {
+            self.state_answered(life, call, answer);
+        }
         self.arm_store();
     }
 
@@ -81,7 +90,7 @@ impl Simulator {
     }
 
     /// Schedules `Ev::Store` for the store's next event, unless one comes earlier.
-    fn arm_store(&mut self) {
+    pub(super) fn arm_store(&mut self) {
         let now = self.now;
         if let Some(next) = self.remembering.as_mut().and_then(|r| r.arm(now)) {
             self.schedule(next, Ev::Store);

@@ -21,6 +21,10 @@ use shoal_core::{
 
 use crate::rng::SimRng;
 
+mod journal;
+
+pub(crate) use journal::{StateAnswer, StateCall};
+
 /// How the store behaves.
 #[derive(Clone, Debug)]
 pub(crate) struct StoreSettings {
@@ -70,12 +74,40 @@ struct Record {
 #[derive(Clone, Copy, Debug, Eq, Ord, PartialEq, PartialOrd)]
 pub(crate) struct Ticket(pub(crate) u64);
 
+/// A request to the store: the remember store's, or a persistent entity's.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Call {
+    /// A node's remember-store request.
+    Remember(StoreRequest),
+    /// A persistent entity's recovery or write.
+    State(StateCall),
+}
+
+/// The store's answer to a [`Call`].
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Answer {
+    /// To a remember-store request.
+    Remember(StoreCompletion),
+    /// To a persistent entity's call.
+    State(StateAnswer),
+}
+
+impl Call {
+    /// The answer of a call that failed for `reason`, changing nothing.
+    fn failed(&self, reason: &str) -> Answer {
+        match self {
+            Self::Remember(_) => Answer::Remember(StoreCompletion::Failed(reason.into())),
+            Self::State(_) => Answer::State(StateAnswer::Failed(reason.into())),
+        }
+    }
+}
+
 /// A request on its way to the store.
 #[derive(Debug)]
 struct Arriving {
     ticket: Ticket,
     origin: MemberId,
-    request: StoreRequest,
+    request: Call,
     /// How long the answer takes back; `None`: the caller has already heard a timeout.
     reply_after: Option<Duration>,
 }
@@ -91,7 +123,9 @@ pub(crate) struct SimStore {
     /// Requests to apply, by arrival time (then submission order).
     arriving: BTreeMap<(Instant, u64), Arriving>,
     /// Answers to deliver, by time.
-    answers: BTreeMap<(Instant, u64), (Ticket, StoreCompletion)>,
+    answers: BTreeMap<(Instant, u64), (Ticket, Answer)>,
+    /// Persistent entities' journals and the checks of what the store accepts.
+    journals: journal::Journals,
     next: u64,
     /// Requests refused for their epoch (the checker's evidence that fencing worked).
     pub(crate) fenced: u64,
@@ -114,6 +148,7 @@ impl SimStore {
             filed: BTreeMap::new(),
             arriving: BTreeMap::new(),
             answers: BTreeMap::new(),
+            journals: journal::Journals::default(),
             next: 0,
             fenced: 0,
             stale: 0,
@@ -139,7 +174,7 @@ impl SimStore {
         self.next
     }
 
-    fn answer(&mut self, at: Instant, ticket: Ticket, completion: StoreCompletion) {
+    fn answer(&mut self, at: Instant, ticket: Ticket, completion: Answer) {
         let key = (at, self.sequence());
         self.answers.insert(key, (ticket, completion));
     }
@@ -149,20 +184,12 @@ impl SimStore {
     /// A failed request is answered without being applied; a timed-out one is applied, possibly
     /// *after* the caller heard the timeout (a late write); during an outage nothing is applied
     /// and the caller hears a failure after the timeout.
-    pub(crate) fn submit(
-        &mut self,
-        now: Instant,
-        origin: MemberId,
-        request: StoreRequest,
-    ) -> Ticket {
+    pub(crate) fn submit(&mut self, now: Instant, origin: MemberId, request: Call) -> Ticket {
         let ticket = Ticket(self.sequence());
         let timeout = self.settings.timeout;
         if self.in_outage(now) {
-            self.answer(
-                now + timeout,
-                ticket,
-                StoreCompletion::Failed("store unavailable".into()),
-            );
+            let failed = request.failed("store unavailable");
+            self.answer(now + timeout, ticket, failed);
             return ticket;
         }
         let (lo, hi) = if self.rng.chance(self.settings.tail_rate) {
@@ -172,20 +199,14 @@ impl SimStore {
         };
         let latency = self.rng.duration(lo, hi);
         if self.rng.chance(self.settings.failure_rate) {
-            self.answer(
-                now + latency,
-                ticket,
-                StoreCompletion::Failed("store error".into()),
-            );
+            let failed = request.failed("store error");
+            self.answer(now + latency, ticket, failed);
             return ticket;
         }
         let (arrive, reply_after) = if self.rng.chance(self.settings.timeout_rate) {
             // The caller gives up; the write lands anyway, up to twice the timeout later.
-            self.answer(
-                now + timeout,
-                ticket,
-                StoreCompletion::Failed("store timeout".into()),
-            );
+            let failed = request.failed("store timeout");
+            self.answer(now + timeout, ticket, failed);
             (self.rng.duration(timeout / 2, timeout * 2), None)
         } else {
             (latency / 2, Some(latency - latency / 2))
@@ -204,7 +225,7 @@ impl SimStore {
     }
 
     /// Applies what has arrived by `now` and returns the answers due by then, in time order.
-    pub(crate) fn poll(&mut self, now: Instant) -> Vec<(Ticket, StoreCompletion)> {
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<(Ticket, Answer)> {
         let mut due = Vec::new();
         loop {
             let arrival = self.arriving.first_key_value().map(|(k, _)| *k);
@@ -213,7 +234,13 @@ impl SimStore {
                 // An application first on a tie: its own answer may then be due as well.
                 (Some(a), b) if a.0 <= now && b.is_none_or(|b| a.0 <= b.0) => {
                     let (_, arriving) = self.arriving.pop_first().expect("peeked");
-                    let completion = self.apply(arriving.origin, &arriving.request);
+                    let late = arriving.reply_after.is_none();
+                    let completion = match &arriving.request {
+                        Call::Remember(request) => {
+                            Answer::Remember(self.apply(arriving.origin, request))
+                        }
+                        Call::State(call) => Answer::State(self.apply_state(a.0, call, late)),
+                    };
                     if let Some(after) = arriving.reply_after {
                         self.answer(a.0 + after, arriving.ticket, completion);
                     }
@@ -429,10 +456,11 @@ mod tests {
 
     /// Submits `request` at `now` and runs the store until it answers.
     fn ask(s: &mut SimStore, now: Instant, request: StoreRequest) -> (Instant, StoreCompletion) {
-        let ticket = s.submit(now, MemberId::new(1, 1), request);
+        let ticket = s.submit(now, MemberId::new(1, 1), Call::Remember(request));
         loop {
             let at = s.next_event().expect("an answer is pending");
-            if let Some((_, completion)) = s.poll(at).into_iter().find(|(t, _)| *t == ticket) {
+            let answers = s.poll(at).into_iter();
+            if let Some((_, Answer::Remember(completion))) = answers.find(|(t, _)| *t == ticket) {
                 return (at, completion);
             }
         }
@@ -505,9 +533,15 @@ mod tests {
         };
         let mut s = store(settings);
         let start = Instant::from_secs(1);
-        let first = s.submit(start, MemberId::new(1, 1), write(1, &["a"], &[]));
+        let first = s.submit(
+            start,
+            MemberId::new(1, 1),
+            Call::Remember(write(1, &["a"], &[])),
+        );
         let heard = s.poll(start + Duration::from_secs(2));
-        assert!(matches!(heard[..], [(t, StoreCompletion::Failed(_))] if t == first));
+        assert!(
+            matches!(heard[..], [(t, Answer::Remember(StoreCompletion::Failed(_)))] if t == first)
+        );
         // Whether or not it has landed yet, it lands by twice the timeout.
         s.poll(start + Duration::from_secs(4));
         assert_eq!(
@@ -520,9 +554,13 @@ mod tests {
             timeout_rate: 1.0,
             ..StoreSettings::default()
         });
-        s.submit(start, MemberId::new(1, 1), write(1, &["late"], &[]));
+        s.submit(
+            start,
+            MemberId::new(1, 1),
+            Call::Remember(write(1, &["late"], &[])),
+        );
         s.settings.timeout_rate = 0.0;
-        s.submit(start, MemberId::new(2, 1), load(2));
+        s.submit(start, MemberId::new(2, 1), Call::Remember(load(2)));
         s.poll(start + Duration::from_secs(10));
         assert!(s.remembered(&counter(), ShardId(1)).is_empty());
         assert_eq!(s.fenced, 1);
@@ -541,7 +579,11 @@ mod tests {
         ask(&mut s, start, write_seq(3, 1, &["a"], &[]));
         s.settings.timeout_rate = 1.0;
         // The stop times out and lands up to two timeouts later; the restart is written first.
-        s.submit(start, MemberId::new(1, 1), write_seq(3, 2, &[], &["a"]));
+        s.submit(
+            start,
+            MemberId::new(1, 1),
+            Call::Remember(write_seq(3, 2, &[], &["a"])),
+        );
         s.settings.timeout_rate = 0.0;
         ask(&mut s, start, write_seq(3, 3, &["a"], &[]));
         s.poll(start + Duration::from_secs(10));
@@ -559,7 +601,7 @@ mod tests {
         ask(&mut s, now, load(4));
         ask(&mut s, now, write(4, &["a"], &[]));
         assert!(s.take_violations().is_empty(), "one member, one epoch");
-        let ticket = s.submit(now, MemberId::new(2, 1), load(4));
+        let ticket = s.submit(now, MemberId::new(2, 1), Call::Remember(load(4)));
         while !s
             .poll(s.next_event().unwrap())
             .iter()

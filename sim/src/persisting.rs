@@ -1,0 +1,166 @@
+//! Persistent entities in the simulated host, as the runtime runs them: an incarnation first
+//! recovers (claiming its shard's epoch in the store), then turns each message it is handed
+//! into one event, written one at a time, each after the last was acknowledged. A failed or
+//! timed-out write (its outcome unknown), or one out of sequence, makes it recover again;
+//! a fenced one stops it for good, and its node hears `Input::WriteFenced`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use shoal_core::{EntityType, Epoch, ShardId};
+
+use crate::entity_host::Life;
+use crate::options::Persist;
+use crate::store::{StateAnswer, StateCall};
+
+/// One running incarnation's writer.
+#[derive(Debug)]
+struct Writer {
+    shard: ShardId,
+    epoch: Epoch,
+    /// The newest event it knows of; `None` while it recovers.
+    newest: Option<u64>,
+    since_snapshot: u64,
+    /// A call is out.
+    busy: bool,
+    /// Events (their ids) waiting to be written, in order.
+    queue: VecDeque<u64>,
+}
+
+/// What the simulator does after an answer.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Next {
+    /// Nothing more.
+    Idle,
+    /// Make this call.
+    Call(StateCall),
+    /// The write was refused for its epoch: report it, and stop the incarnation.
+    Fenced { epoch: Epoch, current: Epoch },
+}
+
+/// Every persistent incarnation's writer.
+#[derive(Debug)]
+pub(crate) struct Persisting {
+    options: Persist,
+    entity_type: EntityType,
+    writers: BTreeMap<Life, Writer>,
+    next_id: u64,
+    /// Writes acknowledged to incarnations still running (the markers and the report).
+    pub(crate) acknowledged: u64,
+}
+
+impl Persisting {
+    /// Persistence for `entity_type` with `options`.
+    pub(crate) fn new(options: Persist, entity_type: EntityType) -> Self {
+        Self {
+            options,
+            entity_type,
+            writers: BTreeMap::new(),
+            next_id: 0,
+            acknowledged: 0,
+        }
+    }
+
+    /// The incarnation `life` of a shard allocated at `epoch` started: its recovery.
+    pub(crate) fn started(&mut self, life: Life, shard: ShardId, epoch: Epoch) -> StateCall {
+        let writer = Writer {
+            shard,
+            epoch,
+            newest: None,
+            since_snapshot: 0,
+            busy: true,
+            queue: VecDeque::new(),
+        };
+        let call = self.recover(&life, &writer);
+        self.writers.insert(life, writer);
+        call
+    }
+
+    /// `life` was handed a message: one more event to write; the call to make now, if any.
+    pub(crate) fn handed(&mut self, life: &Life) -> Option<StateCall> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let writer = self.writers.get_mut(life)?;
+        writer.queue.push_back(id);
+        self.pump(life)
+    }
+
+    /// Whether `life` runs (has not ended, nor been fenced).
+    pub(crate) fn runs(&self, life: &Life) -> bool {
+        self.writers.contains_key(life)
+    }
+
+    /// The incarnation ended: its calls' answers are ignored.
+    pub(crate) fn ended(&mut self, life: &Life) {
+        self.writers.remove(life);
+    }
+
+    /// The store answered `life`'s `call`: what to do next.
+    pub(crate) fn answered(&mut self, life: &Life, call: &StateCall, answer: StateAnswer) -> Next {
+        let Some(writer) = self.writers.get_mut(life) else {
+            return Next::Idle;
+        };
+        writer.busy = false;
+        match answer {
+            StateAnswer::Recovered { ids, .. } => {
+                writer.newest = Some(ids.len() as u64);
+                writer.since_snapshot = 0;
+            }
+            StateAnswer::Written => {
+                if let StateCall::Append { ids, snapshot, .. } = call {
+                    let count = ids.len() as u64;
+                    writer.newest = writer.newest.map(|n| n + count);
+                    writer.since_snapshot = if *snapshot {
+                        0
+                    } else {
+                        writer.since_snapshot + count
+                    };
+                    self.acknowledged += count;
+                }
+            }
+            StateAnswer::Fenced(current) => {
+                let epoch = writer.epoch;
+                self.writers.remove(life);
+                return Next::Fenced { epoch, current };
+            }
+            StateAnswer::Conflict(_) | StateAnswer::Failed(_) => {
+                // Supervision restarts it: it recovers, and the message whose write failed
+                // was answered with an error (its event is not retried).
+                writer.newest = None;
+                writer.busy = true;
+                let writer = self.writers.get(life).expect("just seen");
+                return Next::Call(self.recover(life, writer));
+            }
+        }
+        self.pump(life).map_or(Next::Idle, Next::Call)
+    }
+
+    /// The next write of `life`, if it is ready for one.
+    fn pump(&mut self, life: &Life) -> Option<StateCall> {
+        let writer = self.writers.get_mut(life)?;
+        let newest = writer.newest?;
+        if writer.busy {
+            return None;
+        }
+        let id = writer.queue.pop_front()?;
+        writer.busy = true;
+        let snapshot = writer.since_snapshot + 1 >= self.options.snapshot_every;
+        Some(StateCall::Append {
+            entity_type: self.entity_type.clone(),
+            entity: life.1.clone(),
+            shard: writer.shard,
+            epoch: writer.epoch,
+            first_seq: newest + 1,
+            ids: vec![id],
+            snapshot,
+        })
+    }
+
+    fn recover(&self, life: &Life, writer: &Writer) -> StateCall {
+        StateCall::Recover {
+            entity_type: self.entity_type.clone(),
+            entity: life.1.clone(),
+            shard: writer.shard,
+            epoch: writer.epoch,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The simulator's side of persistent entities: their recoveries and writes go to the store,
+//! its answers come back to them, and a fenced write is reported to the node and ends the
+//! incarnation (see `crate::persisting`).
+
+use shoal_core::{EntityId, Epoch, Input, MemberId, ShardId};
+
+use crate::entity_host::Life;
+use crate::persisting::Next;
+use crate::store::{StateAnswer, StateCall};
+
+use super::Simulator;
+
+impl Simulator {
+    /// `member` started `entity` in its shard instance of `epoch`: it recovers first.
+    pub(crate) fn persistent_started(
+        &mut self,
+        member: MemberId,
+        entity: &EntityId,
+        (shard, epoch): (ShardId, Epoch),
+    ) {
+        let Some(life) = self.host.running(member, entity) else {
+            return;
+        };
+        let Some(p) = &mut self.persisting else {
+            return;
+        };
+        let call = p.started(life.clone(), shard, epoch);
+        self.state_call(life, call);
+    }
+
+    /// `member`'s incarnation of `entity` took a message: an event to write.
+    pub(crate) fn persistent_handed(&mut self, member: MemberId, entity: &EntityId) {
+        let Some(life) = self.host.running(member, entity) else {
+            return;
+        };
+        let Some(call) = self.persisting.as_mut().and_then(|p| p.handed(&life)) else {
+            return;
+        };
+        self.state_call(life, call);
+    }
+
+    /// The incarnation `life` ended.
+    pub(crate) fn persistent_ended(&mut self, life: &Life) {
+        if let Some(p) = &mut self.persisting {
+            p.ended(life);
+        }
+    }
+
+    /// The store answered `life`'s `call`.
+    pub(crate) fn state_answered(&mut self, life: Life, call: StateCall, answer: StateAnswer) {
+        let now = self.now;
+        match &answer {
+            StateAnswer::Recovered {
+                from_snapshot: true,
+                ..
+            } => self.mark("a persistent entity recovered from a snapshot"),
+            StateAnswer::Fenced(_) => self.mark("a state store fenced an entity's write"),
+            StateAnswer::Conflict(_) => {
+                self.mark("a persistent entity's write was out of sequence")
+            }
+            StateAnswer::Failed(_) => {
+                self.mark("a persistent entity's store call failed");
+                self.stalls.fault(now);
+            }
+            _ => {}
+        }
+        let running = self.persisting.as_ref().is_some_and(|p| p.runs(&life));
+        if let (true, StateAnswer::Written, StateCall::Append { entity, ids, .. }) =
+            (running, &answer, &call)
+        {
+            if let Some(r) = &mut self.remembering {
+                r.store_mut().acknowledged(entity, ids);
+            }
+        }
+        let Some(next) = self
+            .persisting
+            .as_mut()
+            .map(|p| p.answered(&life, &call, answer))
+        else {
+            return;
+        };
+        match next {
+            Next::Idle => {}
+            Next::Call(call) => self.state_call(life, call),
+            Next::Fenced { epoch, current } => {
+                let (member, entity, _) = life;
+                let input = Input::WriteFenced {
+                    entity_type: self.ty.clone(),
+                    entity: entity.clone(),
+                    epoch,
+                    current,
+                };
+                self.input_to(member, input);
+                self.stop_fenced(member, &entity);
+            }
+        }
+    }
+
+    /// Submits `call` of `life` to the store.
+    fn state_call(&mut self, life: Life, call: StateCall) {
+        let now = self.now;
+        if let Some(r) = &mut self.remembering {
+            r.submit_state(now, life, call);
+        }
+        self.arm_store();
+    }
+}
