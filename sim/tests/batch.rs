@@ -348,6 +348,33 @@ fn a_doubt_that_cannot_change_the_decision_does_not_hold_it_back_regression() {
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Mass-shutdown seed 7001586 (persistent entities, minimized to five actions), found by the
+/// first sweep with persistence: a new coordinator read the store's epochs during an outage's
+/// tail, before its predecessor's last load of a shard landed above them, and hosted the shard
+/// below that epoch on a region whose `ShardStarted` was slow. The coordinator took the
+/// region's `ShardFenced` for a report racing its `HostShard` and resent the doomed
+/// allocation every 100 ms; the region started, was fenced and asked for the shard's home each
+/// time. Fixed in `shoal_core`: a fence of the allocation in flight allocates the shard again
+/// above it, and a region answers a `HostShard` below a fence it knows with the fence.
+#[test]
+fn a_fence_of_the_allocation_in_flight_is_not_resent_regression() {
+    let schedule = "@2.987 store-outage 7.312; @3.145 leave n5; @3.617 store-outage 13.780; \
+                    @10.728 store-outage 9.119; @12.656 leave n1";
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::for_seed(7_001_586)
+    };
+    assert!(options.persist.is_some(), "found with persistent entities");
+    let report = assert_holds(
+        options,
+        &[
+            "coordinator: a fenced allocation in flight is allocated again",
+            "region: a HostShard below a fence it knows is answered with it",
+        ],
+    );
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+}
+
 /// Swarm seed 9000090 (minimized to six actions), found the same way: a member that had left
 /// gracefully went quiet as it exited while the leader's decision about a partitioned member
 /// was due; the decision waited for it as if a partition were being detected, the clock

@@ -208,7 +208,7 @@ impl Coordinator {
         shard: ShardId,
         out: &mut Effects,
     ) {
-        self.complete_stop(now, view, from, shard, false, out);
+        self.complete_stop(now, view, from, shard, None, out);
     }
 
     /// `from`'s instance of `shard` was fenced by the store at `current` and has stopped: later
@@ -222,18 +222,18 @@ impl Coordinator {
         out: &mut Effects,
     ) {
         self.note_fenced(current);
-        self.complete_stop(now, view, from, shard, true, out);
+        self.complete_stop(now, view, from, shard, Some(current), out);
     }
 
-    /// A region's instance of `shard` stopped (after a handoff, or `fenced` by the store):
-    /// the handoff completes and the shard is allocated again.
+    /// A region's instance of `shard` stopped (after a handoff, or `fenced` by a store holding
+    /// that newer epoch): the handoff completes and the shard is allocated again.
     fn complete_stop(
         &mut self,
         now: Instant,
         view: &MembershipView,
         from: MemberId,
         shard: ShardId,
-        fenced: bool,
+        fenced: Option<Epoch>,
         out: &mut Effects,
     ) {
         if self.shards.get(&shard) != Some(&from) {
@@ -243,8 +243,20 @@ impl Coordinator {
             return;
         }
         // A region may say it does not host a shard while our `HostShard` is still in flight;
-        // the resend settles that. Otherwise it is a completed (or late) handoff.
-        if !self.handoffs.contains_key(&shard) && self.unacked.contains_key(&shard) {
+        // the resend settles that. Otherwise it is a completed (or late) handoff. Not when the
+        // store fenced the very allocation in flight (its epoch is older than the store's):
+        // resent at that epoch, it would be refused again and again, for as long as the
+        // region's acknowledgement takes (mass-shutdown seed 7001586: a new coordinator had
+        // read the store's epochs before its predecessor's last load landed, and hosted the
+        // shard below it on a region whose `ShardStarted` was slow).
+        let in_flight_fenced = fenced.is_some_and(|current| self.epoch_of(shard) < current);
+        if in_flight_fenced {
+            crate::probe::hit("coordinator: a fenced allocation in flight is allocated again");
+        }
+        if !self.handoffs.contains_key(&shard)
+            && self.unacked.contains_key(&shard)
+            && !in_flight_fenced
+        {
             crate::probe::hit("coordinator: ShardStopped while HostShard is in flight is ignored");
             return;
         }
@@ -257,7 +269,7 @@ impl Coordinator {
             .map(|h| h.requesters)
             .unwrap_or_default();
         self.deallocate(shard);
-        if fenced && Self::may_host_again(view, from) {
+        if fenced.is_some() && Self::may_host_again(view, from) {
             // Its instance may have stopped holding letters whose entity never started (the
             // store refused it before the start was durable); they went back in front of its
             // region's buffer. Hosted there again, they are delivered before anything other

@@ -232,6 +232,15 @@ impl Region {
             self.send_to_coordinator(Body::ShardStarted { shard }, out);
             return Handled::Accepted;
         }
+        if let Some(&current) = self.fenced_here.get(&shard).filter(|c| epoch < **c) {
+            // A store already refused this shard here at a newer epoch than this allocation's:
+            // an instance would be refused again, and its letters asked about again, at every
+            // resend of a `HostShard` whose acknowledgement is slow (mass-shutdown seed
+            // 7001586). The coordinator hears of the fence again and allocates above it.
+            crate::probe::hit("region: a HostShard below a fence it knows is answered with it");
+            self.send_to_coordinator(Body::ShardFenced { shard, current }, out);
+            return Handled::Accepted;
+        }
         if self.lifecycle == Lifecycle::ShuttingDown && self.fenced_here.contains_key(&shard) {
             // The coordinator hosts a fenced shard on its region again: letters its fenced
             // instance left go first, then it is handed off (refused, it would stay unhosted:

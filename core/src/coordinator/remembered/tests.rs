@@ -229,6 +229,34 @@ fn a_fenced_shard_is_hosted_again_by_its_region_above_the_epoch_that_fenced_it()
     );
 }
 
+/// A fence of the very allocation still in flight (its `ShardStarted` is slow) is not taken
+/// for a report racing the `HostShard`: resent at that epoch it would be refused again, so it
+/// is allocated again above the fence at once; a fence older than the allocation in flight is
+/// about an earlier instance, and changes nothing.
+#[test]
+fn a_fence_of_the_allocation_in_flight_allocates_it_again_at_once() {
+    let mut f = Fixture::new();
+    f.taken();
+    f.complete(1, StoreCompletion::Shards(vec![]));
+    let view = f.view.clone();
+    let ask = Body::GetShardHome { shard: ShardId(4) };
+    f.c.handle_message(at(2), &view, m(2), ask, &mut f.out);
+    let (_, hosts) = f.taken();
+    let [(shard, epoch)] = hosts[..] else {
+        panic!("one allocation: {hosts:?}");
+    };
+    let region = f.c.allocations()[&shard];
+    let older = Body::ShardFenced {
+        shard,
+        current: Epoch(epoch.0 - 1),
+    };
+    f.c.handle_message(at(2), &view, region, older, &mut f.out);
+    assert!(f.taken().1.is_empty(), "a fence of an earlier instance");
+    let (newer, hosts) = fence(&mut f, (shard, epoch, region));
+    assert_eq!(hosts.len(), 1, "allocated again before any acknowledgement");
+    assert!(hosts[0].1 > newer, "{hosts:?} is not above {newer:?}");
+}
+
 #[test]
 fn a_fenced_shard_is_hosted_again_by_its_region_even_while_it_shuts_down() {
     let mut f = Fixture::new();

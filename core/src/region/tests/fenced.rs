@@ -265,3 +265,40 @@ fn an_entitys_fenced_write_fences_its_shard() {
         "{stopped:?}"
     );
 }
+
+/// A `HostShard` at an epoch below the fence this region's instance met (a resend of the same
+/// allocation, whose acknowledgement is slow) starts nothing and asks nothing: it is answered
+/// with the fence again. A newer allocation starts the shard.
+#[test]
+fn a_host_shard_below_a_known_fence_is_answered_with_the_fence() {
+    let (mut f, s1) = fenced_with_a_letter_waiting();
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: s1,
+            epoch: Epoch(5),
+        },
+    );
+    assert_eq!(
+        f.take(),
+        [send(
+            1,
+            Body::ShardFenced {
+                shard: s1,
+                current: Epoch(7)
+            }
+        )]
+    );
+    f.recv(
+        1,
+        Body::HostShard {
+            shard: s1,
+            epoch: Epoch(9),
+        },
+    );
+    let hosted = f.take();
+    assert!(
+        hosted.contains(&send(1, Body::ShardStarted { shard: s1 })),
+        "{hosted:?}"
+    );
+}
