@@ -80,6 +80,12 @@ async fn journal_rules(store: &dyn StateStore) {
             found: 3
         })
     );
+    // Listing the events claims nothing: a write at an older epoch still lands afterwards.
+    let listed = store.events(&k.entity_type, &k.entity).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     let duplicate = write_one(store, k.clone(), events(3, &[99], None)).await;
     assert!(
         matches!(duplicate, Err(StoreError::Conflict { .. })),

@@ -241,7 +241,6 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let traffic = traffic_started.elapsed();
     refresh.abort();
     view.set_fault("none");
-    let sweep_started = journal::now_micros();
     let totals = workload::totals(&region, flags.entities, Duration::from_secs(20)).await;
     let ended = journal::now_micros();
     proxy.leave().await;
@@ -249,10 +248,12 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         members,
         figures,
         killed,
+        store,
         ..
     } = run;
     drop(members);
     view.finish();
+    let stored = store.journals(flags.entities).await?;
 
     let facts = journal::read_all(&dir).map_err(|e| format!("journals: {e}"))?;
     let acknowledged: Vec<(u32, u32, u64)> = reports
@@ -268,8 +269,8 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         acknowledged: &acknowledged,
         killed: &killed,
         ended,
-        swept: (sweep_started, ended),
         totals: &totals,
+        stored: &stored,
     });
     report::print(&report::Summary {
         setup,

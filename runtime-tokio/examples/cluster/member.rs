@@ -1,5 +1,5 @@
-//! A node process of the demo: a counter entity that journals every start, stop and
-//! delivery, and the node that hosts it. The harness starts one of these per node (the example
+//! A node process of the demo: an event-sourced counter entity (each increment an event in
+//! the state store) that journals every start, stop and delivery, and the node that hosts it. The harness starts one of these per node (the example
 //! re-executing itself with `member`), reads the address it listens on from its first line of
 //! output, and stops it with SIGKILL, SIGSTOP/SIGCONT or SIGTERM (a graceful leave).
 
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shoal::{
-    Downing, EntityContext, FailureDetectorSettings, MembershipSettings, NodeBuilder, NodeEvent,
-    ShardingSettings,
+    Downing, Entity, EntityContext, EventSourced, EventSourcedEntity, FailureDetectorSettings,
+    MembershipSettings, NodeBuilder, NodeEvent, Persist, PersistError, ShardingSettings, Snapshots,
 };
 
 use crate::journal::{Fact, Journal, now_micros};
@@ -30,31 +30,68 @@ pub(crate) enum CounterOp {
     Get,
 }
 
-/// A counter that journals what happens to it.
+/// A counter's persisted state: its total, the sum of its events.
+#[derive(Default, Deserialize, Serialize)]
+pub(crate) struct CounterState {
+    total: u64,
+}
+
+/// A counter's event: one increment, named by who sent it.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+pub(crate) struct Incremented {
+    pub(crate) sender: u32,
+    pub(crate) seq: u64,
+}
+
+impl EventSourced for CounterState {
+    type Command = CounterOp;
+    type Event = Incremented;
+    type Reply = u64;
+
+    fn decide(&self, _: &mut EntityContext, op: CounterOp) -> Persist<Incremented, u64> {
+        match op {
+            CounterOp::Increment { sender, seq } => {
+                Persist::events(vec![Incremented { sender, seq }], self.total + 1)
+            }
+            CounterOp::Get => Persist::reply(self.total),
+        }
+    }
+
+    fn apply(&mut self, _: &Incremented) {
+        self.total += 1;
+    }
+}
+
+/// How often a counter saves a snapshot.
+const SNAPSHOT_EVERY: u64 = 50;
+
+/// A counter that journals what happens to it (the demo's journal, for the checks), its state
+/// event sourced.
 pub(crate) struct Counter {
     entity: u32,
     node: u32,
-    total: u64,
+    state: EventSourcedEntity<CounterState>,
     journal: Option<Journal>,
 }
 
-impl shoal::Entity for Counter {
+impl Entity for Counter {
     type Message = CounterOp;
-    type Reply = u64;
+    type Reply = Result<u64, PersistError>;
 
-    async fn handle(&mut self, _ctx: &mut EntityContext, op: CounterOp) -> u64 {
-        if let CounterOp::Increment { sender, seq } = op {
-            self.total += 1;
-            if let Some(journal) = &self.journal {
-                journal.record(&Fact::Delivered {
-                    entity: self.entity,
-                    node: self.node,
-                    sender,
-                    seq,
-                });
-            }
+    async fn on_start(&mut self, ctx: &mut EntityContext) {
+        self.state.on_start(ctx).await;
+    }
+
+    async fn handle(&mut self, ctx: &mut EntityContext, op: CounterOp) -> Self::Reply {
+        if let (CounterOp::Increment { sender, seq }, Some(journal)) = (&op, &self.journal) {
+            journal.record(&Fact::Delivered {
+                entity: self.entity,
+                node: self.node,
+                sender: *sender,
+                seq: *seq,
+            });
         }
-        self.total
+        self.state.handle(ctx, op).await
     }
 
     async fn on_stop(&mut self, _ctx: &mut EntityContext) {
@@ -206,7 +243,10 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
             Counter {
                 entity,
                 node: index,
-                total: 0,
+                state: EventSourcedEntity::new(
+                    CounterState::default(),
+                    Snapshots::Every(SNAPSHOT_EVERY),
+                ),
                 journal: Some(factory_journal.clone()),
             }
         })

@@ -1,5 +1,6 @@
-//! Remembering in the demo: the store the node processes share (one SQLite file by default,
-//! or a PostgreSQL server), the *quiet* counters (messaged once when the run starts, never
+//! Remembering and persistence in the demo: the store the node processes share (one SQLite
+//! file by default, or a PostgreSQL server), where the counters' events and remembered ids
+//! live, the *quiet* counters (messaged once when the run starts, never
 //! again), and the check after the SIGKILL: every quiet counter that ran on the killed node
 //! runs again on another node, though nobody messaged it: remembering restarted it.
 
@@ -8,16 +9,16 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use shoal::{EntityTypeConfig, NodeBuilder, Region, RememberSettings};
+use shoal::{
+    EntityId, EntityType, EntityTypeConfig, NodeBuilder, Region, RememberSettings, StateStore,
+};
 
 use crate::journal::{self, Fact};
-use crate::member::{COUNTER, Counter, CounterOp, entity_id};
+use crate::member::{COUNTER, Counter, CounterOp, Incremented, entity_id};
 
-/// Where the nodes remember their counters.
+/// Where the nodes keep their counters' events and remember them.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub(crate) enum StoreSpec {
-    /// Nothing is remembered.
-    None,
     /// One SQLite file all node processes open (WAL mode).
     Sqlite(PathBuf),
     /// A PostgreSQL server (`postgres://...`; needs the `postgres` feature).
@@ -25,18 +26,17 @@ pub(crate) enum StoreSpec {
 }
 
 impl StoreSpec {
-    /// Parses `--store`: `none`, `sqlite` (a file in the run's directory), `sqlite:<path>`,
-    /// or a `postgres://` URL.
+    /// Parses `--store`: `sqlite` (a file in the run's directory), `sqlite:<path>`, or a
+    /// `postgres://` URL.
     pub(crate) fn parse(spec: &str, dir: &Path) -> Result<Self, String> {
         match spec {
-            "none" => Ok(Self::None),
-            "sqlite" => Ok(Self::Sqlite(dir.join("remember.db"))),
+            "sqlite" => Ok(Self::Sqlite(dir.join("state.db"))),
             _ if spec.starts_with("sqlite:") => Ok(Self::Sqlite(spec["sqlite:".len()..].into())),
             _ if spec.starts_with("postgres://") || spec.starts_with("postgresql://") => {
                 Ok(Self::Postgres(spec.into()))
             }
             other => Err(format!(
-                "--store takes none, sqlite, sqlite:<path> or postgres://..., not {other:?}"
+                "--store takes sqlite, sqlite:<path> or postgres://..., not {other:?}"
             )),
         }
     }
@@ -44,7 +44,6 @@ impl StoreSpec {
     /// The form `parse` reads back (a node process's argument).
     pub(crate) fn arg(&self) -> String {
         match self {
-            Self::None => "none".into(),
             Self::Sqlite(path) => format!("sqlite:{}", path.display()),
             Self::Postgres(url) => url.clone(),
         }
@@ -53,43 +52,80 @@ impl StoreSpec {
     /// For the summary.
     pub(crate) fn describe(&self) -> String {
         match self {
-            Self::None => "not remembered".into(),
-            Self::Sqlite(path) => format!("remembered in SQLite {}", path.display()),
+            Self::Sqlite(path) => {
+                format!("event sourced and remembered in SQLite {}", path.display())
+            }
             // The URL may carry a password: only its kind is shown.
-            Self::Postgres(_) => "remembered in PostgreSQL".into(),
+            Self::Postgres(_) => "event sourced and remembered in PostgreSQL".into(),
         }
     }
 
     /// The counter type's configuration.
     pub(crate) fn counter_config(&self) -> EntityTypeConfig {
         let mut config = EntityTypeConfig::new(COUNTER);
-        if *self != Self::None {
-            config.remember = Some(RememberSettings::default());
-        }
+        config.remember = Some(RememberSettings::default());
+        config.persistent = true;
         config
     }
 
     /// `builder` with the store opened.
     pub(crate) async fn open(&self, builder: NodeBuilder) -> Result<NodeBuilder, String> {
         match self {
-            Self::None => Ok(builder),
             Self::Sqlite(path) => {
                 let store = shoal::store::SqliteStore::open(path)
-                    .map_err(|e| format!("remember store {}: {e}", path.display()))?;
-                Ok(builder.remember_store(store))
+                    .map_err(|e| format!("state store {}: {e}", path.display()))?;
+                Ok(builder.state_store(store))
             }
             #[cfg(feature = "postgres")]
             Self::Postgres(url) => {
                 let store = shoal::store::PostgresStore::connect(url.clone())
                     .await
-                    .map_err(|e| format!("remember store (PostgreSQL): {e}"))?;
-                Ok(builder.remember_store(store))
+                    .map_err(|e| format!("state store (PostgreSQL): {e}"))?;
+                Ok(builder.state_store(store))
             }
             #[cfg(not(feature = "postgres"))]
             Self::Postgres(_) => {
                 Err("a PostgreSQL store needs the example built with --features postgres".into())
             }
         }
+    }
+}
+
+impl StoreSpec {
+    /// Every counter's events in the store (`0..entities`), each `(sender, seq)` in journal
+    /// order: what its total must count. Read after the run, claiming nothing.
+    pub(crate) async fn journals(&self, entities: u32) -> Result<Vec<Vec<(u32, u64)>>, String> {
+        let store: Box<dyn StateStore> = match self {
+            Self::Sqlite(path) => Box::new(
+                shoal::store::SqliteStore::open(path)
+                    .map_err(|e| format!("state store {}: {e}", path.display()))?,
+            ),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(url) => Box::new(
+                shoal::store::PostgresStore::connect(url.clone())
+                    .await
+                    .map_err(|e| format!("state store (PostgreSQL): {e}"))?,
+            ),
+            #[cfg(not(feature = "postgres"))]
+            Self::Postgres(_) => return Err("PostgreSQL needs --features postgres".into()),
+        };
+        let entity_type = EntityType::new(COUNTER);
+        let mut journals = Vec::with_capacity(entities as usize);
+        for entity in 0..entities {
+            let id = EntityId::from(entity_id(entity));
+            let events = (store.events(&entity_type, &id).await)
+                .map_err(|e| format!("events of {id}: {e}"))?;
+            let decoded: Result<Vec<(u32, u64)>, String> = events
+                .iter()
+                .map(|(_, stored)| {
+                    let event: Incremented = postcard::from_bytes(&stored.bytes)
+                        .map_err(|e| format!("an event of {id}: {e}"))?;
+                    Ok((event.sender, event.seq))
+                })
+                .collect();
+            journals.push(decoded?);
+        }
+        Ok(journals)
     }
 }
 

@@ -80,11 +80,15 @@ pub(crate) fn print(summary: &Summary<'_>) {
             verdict.lost.len().to_string(),
         ),
         (
-            "counters restarted empty (their process died)".into(),
-            verdict.restarted.to_string(),
+            "acknowledged increments missing from final totals".into(),
+            verdict.missing.len().to_string(),
         ),
         (
-            "counters whose total differs from their journal".into(),
+            "increments applied though their ask failed".into(),
+            verdict.applied_unacknowledged.to_string(),
+        ),
+        (
+            "counters whose total differs from their events in the store".into(),
             verdict.mismatched.len().to_string(),
         ),
         (
@@ -102,6 +106,7 @@ pub(crate) fn print(summary: &Summary<'_>) {
         ("double activations", first(&verdict.double_activations)),
         ("order violations", first(&verdict.order_violations)),
         ("lost", first(&verdict.lost)),
+        ("missing from totals", first(&verdict.missing)),
         (
             "mismatched (counter, total, journaled)",
             first(&verdict.mismatched),

@@ -11,7 +11,6 @@ use shoal_core::Rng;
 
 use crate::harness::{Run, secs};
 use crate::journal::now_micros;
-use crate::remembered::StoreSpec;
 use crate::watch::Change;
 
 /// What the seed chose.
@@ -145,16 +144,13 @@ async fn kill(run: &mut Run<'_>, index: u32) -> Result<(), String> {
             secs(serving)
         ),
     );
-    if run.store != StoreSpec::None {
-        let killed = *run.killed.last().expect("pushed above");
-        let quiet = run.quiet.clone();
-        let (count, after) =
-            crate::remembered::await_restarted(&run.dir, quiet, killed, bound).await?;
-        run.figure(
-            "SIGKILL: remembered quiet counters of the killed node running again, unmessaged",
-            format!("{count} after {}", secs(after)),
-        );
-    }
+    let killed = *run.killed.last().expect("pushed above");
+    let quiet = run.quiet.clone();
+    let (count, after) = crate::remembered::await_restarted(&run.dir, quiet, killed, bound).await?;
+    run.figure(
+        "SIGKILL: remembered quiet counters of the killed node running again, unmessaged",
+        format!("{count} after {}", secs(after)),
+    );
     Ok(())
 }
 

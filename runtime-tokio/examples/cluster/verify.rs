@@ -1,8 +1,8 @@
-//! The checks at the end of a run, from the nodes' journals and what the client saw:
-//! single activation across processes, per-sender order without duplicates, no acknowledged
-//! increment lost, every counter answering after the faults with the total its current
-//! incarnation's journal shows (state is not persisted: a counter that moved or whose process
-//! died starts again from zero, and counts the increments it handled since).
+//! The checks at the end of a run, from the nodes' journals, the state store and what the
+//! client saw: single activation across processes, per-sender order without duplicates, no
+//! acknowledged increment lost, and every counter answering after the faults with the total of
+//! its events in the store, which hold every increment that was acknowledged (the counters are
+//! event sourced: a move, a crash or a leave loses nothing that was acknowledged).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -17,13 +17,16 @@ pub(crate) struct Verdict {
     pub(crate) order_violations: Vec<(u32, u32, u64)>,
     /// Acknowledged increments missing from the journals (counter, sender, seq).
     pub(crate) lost: Vec<(u32, u32, u64)>,
-    /// Counters whose incarnation died with its process (killed, or downed) and restarted
-    /// elsewhere without its state.
-    pub(crate) restarted: usize,
+    /// Acknowledged increments `(counter, sender, seq)` missing from the counter's events in
+    /// the store, which its total counts.
+    pub(crate) missing: Vec<(u32, u32, u64)>,
+    /// Increments in the store whose ask failed (a timeout, a failed write whose outcome was
+    /// unknown): applied all the same. Reliable delivery is what removes these.
+    pub(crate) applied_unacknowledged: usize,
     /// Counters that did not answer at the end.
     pub(crate) silent: Vec<u32>,
-    /// `(entity, total, journaled)`: the final total differs from the increments its last
-    /// incarnation journaled.
+    /// `(entity, total, stored)`: the final total differs from the number of its events in
+    /// the store.
     pub(crate) mismatched: Vec<(u32, u64, u64)>,
     /// Deliveries and activations read.
     pub(crate) deliveries: usize,
@@ -38,6 +41,7 @@ impl Verdict {
         self.double_activations.is_empty()
             && self.order_violations.is_empty()
             && self.lost.is_empty()
+            && self.missing.is_empty()
             && self.silent.is_empty()
             && self.mismatched.is_empty()
     }
@@ -53,11 +57,10 @@ pub(crate) struct Evidence<'a> {
     pub(crate) killed: &'a [(u32, u64)],
     /// When the run ended (journal clock): activations still open end here.
     pub(crate) ended: u64,
-    /// When the final totals were asked (journal clock): the incarnation that answered was
-    /// alive then.
-    pub(crate) swept: (u64, u64),
     /// The final totals.
     pub(crate) totals: &'a [Option<u64>],
+    /// Each counter's events in the store, `(sender, seq)`, read after the run.
+    pub(crate) stored: &'a [Vec<(u32, u64)>],
 }
 
 /// An incarnation's span: `(start, end, node)`.
@@ -143,15 +146,8 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
             incarnation.end = died.get(&incarnation.node).copied();
         }
     }
-    let mut restarted = BTreeSet::new();
     for ((entity, node), start) in open {
-        let end = match died.get(&node) {
-            Some(&at) => {
-                restarted.insert(entity);
-                at
-            }
-            None => evidence.ended,
-        };
+        let end = died.get(&node).copied().unwrap_or(evidence.ended);
         spans.entry(entity).or_default().push((start, end, node));
     }
     for (&entity, spans) in &mut spans {
@@ -160,15 +156,10 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
             verdict.double_activations.push(entity);
         }
     }
-    verdict.restarted = restarted.len();
     // Each counter's incarnations in the order they started (one machine, one clock): each
     // sender's increments must arrive in order, once.
     incarnations.sort_by_key(|i| (i.entity, i.start, i.node));
     let mut delivered: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
-    // Per counter, what each incarnation alive during the final sweep handled: one of them
-    // answered it.
-    let (sweep_from, sweep_to) = evidence.swept;
-    let mut answerable: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for incarnation in &incarnations {
         for &(sender, seq) in &incarnation.deliveries {
             let seqs = delivered.entry((incarnation.entity, sender)).or_default();
@@ -179,18 +170,14 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
             }
             seqs.push(seq);
         }
-        let alive =
-            incarnation.start <= sweep_to && incarnation.end.is_none_or(|e| e >= sweep_from);
-        if alive {
-            answerable
-                .entry(incarnation.entity)
-                .or_default()
-                .push(incarnation.deliveries.len() as u64);
-        }
     }
     for seqs in delivered.values_mut() {
         seqs.sort_unstable();
     }
+    let stored: Vec<BTreeSet<(u32, u64)>> = (evidence.stored.iter())
+        .map(|events| events.iter().copied().collect())
+        .collect();
+    let mut acknowledged: Vec<BTreeSet<(u32, u64)>> = vec![BTreeSet::new(); stored.len()];
     for &(entity, sender, seq) in evidence.acknowledged {
         let found = delivered
             .get(&(entity, sender))
@@ -198,20 +185,28 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
         if !found {
             verdict.lost.push((entity, sender, seq));
         }
+        let in_store = stored
+            .get(entity as usize)
+            .is_some_and(|events| events.contains(&(sender, seq)));
+        if !in_store {
+            verdict.missing.push((entity, sender, seq));
+        }
+        if let Some(acked) = acknowledged.get_mut(entity as usize) {
+            acked.insert((sender, seq));
+        }
     }
+    verdict.applied_unacknowledged = (stored.iter().zip(&acknowledged))
+        .map(|(events, acked)| events.difference(acked).count())
+        .sum();
     for (entity, total) in evidence.totals.iter().enumerate() {
         let entity = entity as u32;
+        let in_store = evidence.stored.get(entity as usize).map_or(0, Vec::len) as u64;
         match total {
             None => verdict.silent.push(entity),
-            Some(total) => {
-                let counts = answerable.get(&entity).map_or(&[][..], Vec::as_slice);
-                // A counter never journaled (none started) can only answer zero.
-                let answered = counts.contains(total) || (counts.is_empty() && *total == 0);
-                if !answered {
-                    let journaled = counts.last().copied().unwrap_or(0);
-                    verdict.mismatched.push((entity, *total, journaled));
-                }
+            Some(total) if *total != in_store => {
+                verdict.mismatched.push((entity, *total, in_store));
             }
+            Some(_) => {}
         }
     }
     verdict
@@ -239,14 +234,31 @@ mod tests {
         }
     }
 
+    /// The checks, with each counter's stored events those `acknowledged` (in order), and its
+    /// total their number.
     fn check(facts: &[Fact], acknowledged: &[(u32, u32, u64)], totals: &[Option<u64>]) -> Verdict {
+        let mut stored = vec![Vec::new(); totals.len()];
+        for &(entity, sender, seq) in acknowledged {
+            if let Some(events) = stored.get_mut(entity as usize) {
+                events.push((sender, seq));
+            }
+        }
+        check_stored(facts, acknowledged, totals, &stored)
+    }
+
+    fn check_stored(
+        facts: &[Fact],
+        acknowledged: &[(u32, u32, u64)],
+        totals: &[Option<u64>],
+        stored: &[Vec<(u32, u64)>],
+    ) -> Verdict {
         verify(&Evidence {
             facts,
             acknowledged,
             killed: &[(9, 50)],
             ended: 1_000,
-            swept: (900, 1_000),
             totals,
+            stored,
         })
     }
 
@@ -259,10 +271,21 @@ mod tests {
             start(0, 2, 21),
             deliver_at(0, 2, 0, 2),
         ];
-        // The counter moved: its new incarnation counts only what it handled.
-        let verdict = check(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(1)]);
+        // The counter moved: its new incarnation recovered the first increment.
+        let verdict = check(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(2)]);
         assert!(verdict.passed(), "{verdict:?}");
-        assert_eq!(check(&clean, &[], &[Some(2)]).mismatched, vec![(0, 2, 1)]);
+        assert_eq!(
+            check(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(1)]).mismatched,
+            vec![(0, 1, 2)],
+            "a total that forgot an event"
+        );
+        // An acknowledged increment the store does not hold is missing from the total.
+        let verdict = check_stored(&clean, &[(0, 0, 1), (0, 0, 2)], &[Some(1)], &[vec![(0, 2)]]);
+        assert_eq!(verdict.missing, vec![(0, 0, 1)]);
+        // One whose ask failed but which was applied all the same is counted, not a failure.
+        let verdict = check_stored(&clean, &[(0, 0, 2)], &[Some(2)], &[vec![(0, 1), (0, 2)]]);
+        assert!(verdict.passed(), "{verdict:?}");
+        assert_eq!(verdict.applied_unacknowledged, 1);
 
         let overlap = [start(0, 1, 10), start(0, 2, 15), stop(0, 1, 20)];
         assert_eq!(check(&overlap, &[], &[Some(0)]).double_activations, vec![0]);
@@ -275,7 +298,7 @@ mod tests {
 
         let lost = [start(0, 1, 10), deliver(0, 0, 1)];
         assert_eq!(
-            check(&lost, &[(0, 0, 1), (0, 0, 2)], &[Some(1)]).lost,
+            check(&lost, &[(0, 0, 1), (0, 0, 2)], &[Some(2)]).lost,
             vec![(0, 0, 2)]
         );
 
@@ -283,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn counters_of_a_killed_or_downed_node_restart_empty_and_end_with_their_process() {
+    fn counters_of_a_killed_or_downed_node_end_with_their_process() {
         let facts = [
             start(0, 9, 10),
             deliver_at(0, 9, 0, 1),
@@ -295,15 +318,14 @@ mod tests {
             start(1, 2, 45),
         ];
         let acked = [(0, 0, 1), (0, 0, 2)];
-        let verdict = check(&facts, &acked, &[Some(1), Some(0)]);
+        let verdict = check(&facts, &acked, &[Some(2), Some(0)]);
         assert!(verdict.passed(), "{verdict:?}");
-        assert_eq!(verdict.restarted, 2);
 
         // Had node 3 lived on (auto-down: both sides live), counter 1 ran twice at once.
         let split = &facts[..5];
         let both = [split, &[start(1, 2, 45)]].concat();
         assert_eq!(
-            check(&both, &acked, &[Some(1), Some(0)]).double_activations,
+            check(&both, &acked, &[Some(2), Some(0)]).double_activations,
             vec![1]
         );
     }
@@ -320,12 +342,12 @@ mod tests {
             stop(0, 2, 20),
         ];
         let acked = [(0, 0, 1), (0, 0, 2), (0, 0, 3)];
-        let verdict = check(&facts, &acked, &[Some(1)]);
+        let verdict = check(&facts, &acked, &[Some(3)]);
         assert!(verdict.passed(), "{verdict:?}");
 
         // A delivery repeated in a later incarnation is caught, and still counts as delivered.
         let again = [&facts[..], &[start(0, 3, 40), deliver_at(0, 3, 0, 3)]].concat();
-        let verdict = check(&again, &acked, &[Some(1)]);
+        let verdict = check(&again, &acked, &[Some(3)]);
         assert_eq!(verdict.order_violations, vec![(0, 0, 3)]);
         assert!(verdict.lost.is_empty());
     }

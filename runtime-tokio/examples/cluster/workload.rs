@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use shoal::{AskError, EntityTypeConfig, Region};
+use shoal::{AskError, EntityTypeConfig, PersistError, Region};
 
 use crate::member::{COUNTER, Counter, CounterOp, entity_id};
 
@@ -140,12 +140,23 @@ pub(crate) async fn worker(
         busy.remove(&entity);
         probing &= !probe;
         match outcome {
-            Ok(_) => {
+            Ok(Ok(_)) => {
                 breaker.answered(shard, true);
                 report.acknowledged.push((entity, seq));
                 let micros = took.as_micros().min(u128::from(u32::MAX)) as u32;
                 report.latencies.push(micros);
                 progress.acknowledged.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(error)) => {
+                // The counter could not persist the increment: it recovers and goes on.
+                breaker.answered(shard, false);
+                let kind = match error {
+                    PersistError::Fenced(_) => "persistence (fenced)",
+                    PersistError::Failed(_) => "persistence (failed)",
+                    _ => "persistence",
+                };
+                *report.failures.entry(kind.into()).or_default() += 1;
+                progress.failed.fetch_add(1, Ordering::Relaxed);
             }
             Err(AskError::ShuttingDown) => {
                 // The harness's own node stopped: nothing more can be asked.
@@ -196,7 +207,10 @@ pub(crate) async fn totals(
         let timeout = left.min(Duration::from_secs(1));
         let asks = missing.into_iter().map(|e| {
             let counter = region.entity_ref(entity_id(e));
-            async move { (e, counter.ask(&CounterOp::Get, timeout).await.ok()) }
+            async move {
+                let total = counter.ask(&CounterOp::Get, timeout).await;
+                (e, total.ok().and_then(Result::ok))
+            }
         });
         let mut answers = futures_util::stream::iter(asks).buffer_unordered(SWEEP_IN_FLIGHT);
         while let Some((e, total)) = answers.next().await {

@@ -45,6 +45,7 @@ use crate::store::StoreError;
 /// Why a persistent entity's command was not carried out. Its state is as it was before the
 /// command, unless said otherwise.
 #[derive(Clone, Debug, Eq, PartialEq, serde::Deserialize, serde::Serialize, thiserror::Error)]
+#[non_exhaustive]
 pub enum PersistError {
     /// The state could not be read or written (the store failed or timed out: a write's
     /// outcome is then unknown, and the entity recovers from the store to find out). The

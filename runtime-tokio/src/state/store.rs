@@ -86,6 +86,14 @@ pub trait StateStore: RememberStore {
     /// durable state) and the events after it.
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>>;
 
+    /// Every event of `entity` in its journal, in order with their sequence numbers, claiming
+    /// nothing: for inspection and tools (a running incarnation goes on writing).
+    fn events<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        entity: &'a EntityId,
+    ) -> BoxFuture<'a, Result<Vec<(u64, Versioned)>, StoreError>>;
+
     /// Carries out `writes` in one transaction (group commit), each conditional on its own:
     /// one outcome per write, in order. An `Err` for the whole call means none is known to
     /// have been made.

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use futures_util::future::BoxFuture;
-use shoal_core::EntityType;
+use shoal_core::{EntityId, EntityType};
 use tokio_postgres::Transaction;
 
 use super::StoreError;
@@ -15,7 +15,7 @@ use super::state_sql::{
     APPEND, DELETE_TYPE, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF, epoch_i64, newest,
     rows_of, stored, value_i64,
 };
-use crate::state::{Recovered, StateKey, StateStore, StateWrite};
+use crate::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for PostgresStore {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {
@@ -29,6 +29,25 @@ impl StateStore for PostgresStore {
             let recovered = read(&tx, key).await?;
             tx.commit().await.map_err(unavailable)?;
             Ok(recovered)
+        })
+    }
+
+    fn events<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        entity: &'a EntityId,
+    ) -> BoxFuture<'a, Result<Vec<(u64, Versioned)>, StoreError>> {
+        Box::pin(async move {
+            let mut guard = self.client().await?;
+            let client = guard.as_mut().expect("connected above");
+            let (entity_type, entity) = (entity_type.as_str(), entity.as_str());
+            let rows = client
+                .query(EVENTS_AFTER, &[&entity_type, &entity, &0i64])
+                .await
+                .map_err(unavailable)?;
+            rows.iter()
+                .map(|row| stored(row.get(0), row.get(1), row.get(2)))
+                .collect()
         })
     }
 

@@ -3,7 +3,7 @@
 
 use futures_util::future::BoxFuture;
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
-use shoal_core::EntityType;
+use shoal_core::{EntityId, EntityType};
 
 use super::StoreError;
 use super::sql::unavailable;
@@ -12,7 +12,7 @@ use super::state_sql::{
     APPEND, DELETE_TYPE, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF, epoch_i64, newest,
     rows_of, stored,
 };
-use crate::state::{Recovered, StateKey, StateStore, StateWrite};
+use crate::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for SqliteStore {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {
@@ -27,6 +27,18 @@ impl StateStore for SqliteStore {
             let recovered = read(&tx, &key)?;
             tx.commit().map_err(unavailable)?;
             Ok(recovered)
+        })
+    }
+
+    fn events<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        entity: &'a EntityId,
+    ) -> BoxFuture<'a, Result<Vec<(u64, Versioned)>, StoreError>> {
+        let (entity_type, entity) = (entity_type.as_str().to_owned(), entity.as_str().to_owned());
+        self.with(move |connection| {
+            let tx = connection.transaction().map_err(unavailable)?;
+            events_after(&tx, (&entity_type, &entity), 0)
         })
     }
 
@@ -127,21 +139,27 @@ fn read(tx: &Transaction<'_>, key: &StateKey) -> Result<Recovered, StoreError> {
         .map(|(seq, version, payload)| stored(seq, version, payload))
         .transpose()?;
     let after = snapshot.as_ref().map_or(0, |(seq, _)| *seq);
+    let events = events_after(tx, (entity_type, entity), after)?;
+    Ok(Recovered { snapshot, events })
+}
+
+/// The entity's events after sequence number `after`, in order.
+fn events_after(
+    tx: &Transaction<'_>,
+    (entity_type, entity): (&str, &str),
+    after: u64,
+) -> Result<Vec<(u64, Versioned)>, StoreError> {
     let mut query = tx.prepare(&sql(EVENTS_AFTER)).map_err(unavailable)?;
+    let after = super::state_sql::value_i64(after, "seq")?;
     let rows = query
-        .query_map(
-            params![
-                entity_type,
-                entity,
-                super::state_sql::value_i64(after, "seq")?
-            ],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
+        .query_map(params![entity_type, entity, after], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .map_err(unavailable)?;
     let mut events = Vec::new();
     for row in rows {
         let (seq, version, payload) = row.map_err(unavailable)?;
         events.push(stored(seq, version, payload)?);
     }
-    Ok(Recovered { snapshot, events })
+    Ok(events)
 }
