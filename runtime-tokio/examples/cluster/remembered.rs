@@ -279,17 +279,15 @@ mod tests {
     #[test]
     fn store_specs_round_trip_and_bad_ones_are_named() {
         let dir = Path::new("/tmp/run");
-        for spec in [
-            "none",
-            "sqlite:/data/r.db",
-            "postgres://u@localhost:5432/db",
-        ] {
+        for spec in ["sqlite:/data/r.db", "postgres://u@localhost:5432/db"] {
             assert_eq!(StoreSpec::parse(spec, dir).unwrap().arg(), spec);
         }
         assert_eq!(
             StoreSpec::parse("sqlite", dir),
-            Ok(StoreSpec::Sqlite(dir.join("remember.db")))
+            Ok(StoreSpec::Sqlite(dir.join("state.db")))
         );
+        // The counters are event sourced: they need a store.
+        assert!(StoreSpec::parse("none", dir).is_err());
         assert!(
             StoreSpec::parse("redis://x", dir)
                 .unwrap_err()
