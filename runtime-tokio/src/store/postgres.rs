@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::Mutex;
-use tokio_postgres::{Client, NoTls, Transaction};
+use tokio_postgres::{Client, NoTls, Statement, Transaction};
 
 use super::sql::{
     CLAIM_OF_LOCKED, CLAIM_ROW, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM,
@@ -19,7 +19,47 @@ use super::{RememberStore, SCHEMA, StoreError, Update};
 /// A remember store and state store in a PostgreSQL database.
 pub struct PostgresStore {
     url: String,
-    client: Mutex<Option<Client>>,
+    client: Mutex<Option<Connected>>,
+}
+
+/// A live connection, with the statements of the hot paths prepared on it once (preparing one
+/// per call costs a round trip to the server each time).
+pub(super) struct Connected {
+    pub(super) client: Client,
+    pub(super) prepared: Prepared,
+}
+
+/// The statements every claim, recovery and state write runs.
+pub(super) struct Prepared {
+    claim_of: Statement,
+    claim_row: Statement,
+    set_claim: Statement,
+    pub(super) last_event: Statement,
+    pub(super) snapshot_of: Statement,
+    pub(super) events_after: Statement,
+    pub(super) append: Statement,
+    pub(super) set_snapshot: Statement,
+}
+
+impl Prepared {
+    /// Prepares them on `client`.
+    async fn on(client: &Client) -> Result<Self, StoreError> {
+        use crate::store::state_sql::{
+            APPEND, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF,
+        };
+        let prepare =
+            |sql: &'static str| async move { client.prepare(sql).await.map_err(unavailable) };
+        Ok(Self {
+            claim_of: prepare(CLAIM_OF_LOCKED).await?,
+            claim_row: prepare(CLAIM_ROW).await?,
+            set_claim: prepare(SET_CLAIM).await?,
+            last_event: prepare(LAST_EVENT).await?,
+            snapshot_of: prepare(SNAPSHOT_OF).await?,
+            events_after: prepare(EVENTS_AFTER).await?,
+            append: prepare(APPEND).await?,
+            set_snapshot: prepare(SET_SNAPSHOT).await?,
+        })
+    }
 }
 
 /// A connect gives up after this (a server dropping packets would otherwise hold every shard's
@@ -49,21 +89,24 @@ impl PostgresStore {
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
         (client.batch_execute(crate::state::STATE_SCHEMA).await).map_err(unavailable)?;
+        let prepared = Prepared::on(&client).await?;
         Ok(Self {
             url,
-            client: Mutex::new(Some(client)),
+            client: Mutex::new(Some(Connected { client, prepared })),
         })
     }
 
-    /// The live client, connecting again if the last one broke.
+    /// The live connection, connecting again if the last one broke.
     pub(super) async fn client(
         &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, StoreError> {
-        let mut client = self.client.lock().await;
-        if client.as_ref().is_none_or(Client::is_closed) {
-            *client = Some(connect(&self.url).await?);
+    ) -> Result<tokio::sync::MutexGuard<'_, Option<Connected>>, StoreError> {
+        let mut connected = self.client.lock().await;
+        if connected.as_ref().is_none_or(|c| c.client.is_closed()) {
+            let client = connect(&self.url).await?;
+            let prepared = Prepared::on(&client).await?;
+            *connected = Some(Connected { client, prepared });
         }
-        Ok(client)
+        Ok(connected)
     }
 }
 
@@ -71,28 +114,30 @@ impl PostgresStore {
 /// decides. The claim row's lock, taken first, orders concurrent requests of one shard: one
 /// that waited reads the claim the other committed.
 async fn claim(
-    tx: &Transaction<'_>,
+    (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     shard: i64,
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let changed = claim_verdict(tx, entity_type, shard, epoch, seq).await?;
-    set_claim(tx, entity_type, shard, changed).await
+    let changed = claim_verdict((tx, prepared), entity_type, shard, epoch, seq).await?;
+    set_claim((tx, prepared), entity_type, shard, changed).await
 }
 
 /// Locks the shard's claim row inside `tx` (making it first if there is none) and returns the
 /// claim `epoch` and `seq` would leave, if it changes it, or why it is refused; nothing is
 /// written yet.
 pub(super) async fn claim_verdict(
-    tx: &Transaction<'_>,
+    (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     shard: i64,
     epoch: Epoch,
     seq: u64,
 ) -> Result<Option<(i64, i64)>, StoreError> {
     let read = || async {
-        let row = tx.query_opt(CLAIM_OF_LOCKED, &[&entity_type, &shard]).await;
+        let row = tx
+            .query_opt(&prepared.claim_of, &[&entity_type, &shard])
+            .await;
         let row = row.map_err(unavailable)?;
         Ok::<_, StoreError>(row.map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))))
     };
@@ -100,7 +145,7 @@ pub(super) async fn claim_verdict(
     // load, the row is made first so that there is something to lock.
     let mut stored = read().await?;
     if stored.is_none() {
-        tx.execute(CLAIM_ROW, &[&entity_type, &shard])
+        tx.execute(&prepared.claim_row, &[&entity_type, &shard])
             .await
             .map_err(unavailable)?;
         stored = read().await?;
@@ -110,13 +155,13 @@ pub(super) async fn claim_verdict(
 
 /// Writes the claim [`claim_verdict`] found changed.
 pub(super) async fn set_claim(
-    tx: &Transaction<'_>,
+    (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     shard: i64,
     changed: Option<(i64, i64)>,
 ) -> Result<(), StoreError> {
     if let Some((epoch, seq)) = changed {
-        tx.execute(SET_CLAIM, &[&entity_type, &shard, &epoch, &seq])
+        tx.execute(&prepared.set_claim, &[&entity_type, &shard, &epoch, &seq])
             .await
             .map_err(unavailable)?;
     }
@@ -133,9 +178,9 @@ impl RememberStore for PostgresStore {
         Box::pin(async move {
             let (entity_type, shard) = (entity_type.as_str(), i64::from(shard.0));
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
-            let tx = client.transaction().await.map_err(unavailable)?;
-            claim(&tx, entity_type, shard, epoch, 0).await?;
+            let connected = guard.as_mut().expect("connected above");
+            let tx = connected.client.transaction().await.map_err(unavailable)?;
+            claim((&tx, &connected.prepared), entity_type, shard, epoch, 0).await?;
             let rows = tx
                 .query(LOAD, &[&entity_type, &shard])
                 .await
@@ -155,9 +200,17 @@ impl RememberStore for PostgresStore {
             let started: Vec<&str> = update.started.iter().map(EntityId::as_str).collect();
             let stopped: Vec<&str> = update.stopped.iter().map(EntityId::as_str).collect();
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
-            let tx = client.transaction().await.map_err(unavailable)?;
-            claim(&tx, entity_type, shard, update.epoch, update.seq).await?;
+            let connected = guard.as_mut().expect("connected above");
+            let tx = connected.client.transaction().await.map_err(unavailable)?;
+            let prepared = &connected.prepared;
+            claim(
+                (&tx, prepared),
+                entity_type,
+                shard,
+                update.epoch,
+                update.seq,
+            )
+            .await?;
             if !stopped.is_empty() {
                 tx.execute(
                     "DELETE FROM shoal_remembered_entities
@@ -188,7 +241,7 @@ impl RememberStore for PostgresStore {
         Box::pin(async move {
             let entity_type = entity_type.as_str();
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
+            let client = &mut guard.as_mut().expect("connected above").client;
             let filed: Option<i64> = client
                 .query_opt(FILED_UNDER, &[&entity_type])
                 .await

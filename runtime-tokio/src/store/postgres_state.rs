@@ -9,24 +9,22 @@ use shoal_core::{EntityId, EntityType};
 use tokio_postgres::Transaction;
 
 use super::StoreError;
-use super::postgres::{PostgresStore, claim_verdict, set_claim};
+use super::postgres::{PostgresStore, Prepared, claim_verdict, set_claim};
 use super::sql::unavailable;
-use super::state_sql::{
-    APPEND, DELETE_TYPE, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF, epoch_i64, newest,
-    rows_of, stored, value_i64,
-};
+use super::state_sql::{DELETE_TYPE, epoch_i64, newest, rows_of, stored, value_i64};
 use crate::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for PostgresStore {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {
         Box::pin(async move {
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
-            let tx = client.transaction().await.map_err(unavailable)?;
+            let connected = guard.as_mut().expect("connected above");
+            let tx = connected.client.transaction().await.map_err(unavailable)?;
+            let prepared = &connected.prepared;
             let (entity_type, shard) = (key.entity_type.as_str(), i64::from(key.shard.0));
-            let changed = claim_verdict(&tx, entity_type, shard, key.epoch, 0).await?;
-            set_claim(&tx, entity_type, shard, changed).await?;
-            let recovered = read(&tx, key).await?;
+            let changed = claim_verdict((&tx, prepared), entity_type, shard, key.epoch, 0).await?;
+            set_claim((&tx, prepared), entity_type, shard, changed).await?;
+            let recovered = read((&tx, prepared), key).await?;
             tx.commit().await.map_err(unavailable)?;
             Ok(recovered)
         })
@@ -39,10 +37,13 @@ impl StateStore for PostgresStore {
     ) -> BoxFuture<'a, Result<Vec<(u64, Versioned)>, StoreError>> {
         Box::pin(async move {
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
+            let connected = guard.as_mut().expect("connected above");
             let (entity_type, entity) = (entity_type.as_str(), entity.as_str());
-            let rows = client
-                .query(EVENTS_AFTER, &[&entity_type, &entity, &0i64])
+            let rows = (connected.client)
+                .query(
+                    &connected.prepared.events_after,
+                    &[&entity_type, &entity, &0i64],
+                )
                 .await
                 .map_err(unavailable)?;
             rows.iter()
@@ -57,8 +58,9 @@ impl StateStore for PostgresStore {
     ) -> BoxFuture<'a, Result<Vec<Result<(), StoreError>>, StoreError>> {
         Box::pin(async move {
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
-            let tx = client.transaction().await.map_err(unavailable)?;
+            let connected = guard.as_mut().expect("connected above");
+            let tx = connected.client.transaction().await.map_err(unavailable)?;
+            let prepared = &connected.prepared;
             let shards: BTreeSet<(&str, i64)> = writes
                 .iter()
                 .map(|(key, _)| (key.entity_type.as_str(), i64::from(key.shard.0)))
@@ -66,14 +68,16 @@ impl StateStore for PostgresStore {
             for (entity_type, shard) in shards {
                 // Locks the row; the verdict for epoch 0 is of no interest (and writes
                 // nothing), only a failure to lock is.
-                let lock = claim_verdict(&tx, entity_type, shard, shoal_core::Epoch(0), 0).await;
+                let lock =
+                    claim_verdict((&tx, prepared), entity_type, shard, shoal_core::Epoch(0), 0)
+                        .await;
                 if let Err(StoreError::Unavailable(reason)) = lock {
                     return Err(StoreError::Unavailable(reason));
                 }
             }
             let mut outcomes = Vec::with_capacity(writes.len());
             for (key, write) in writes {
-                match write_one(&tx, key, write).await {
+                match write_one((&tx, prepared), key, write).await {
                     Err(StoreError::Unavailable(reason)) => {
                         return Err(StoreError::Unavailable(reason));
                     }
@@ -92,8 +96,8 @@ impl StateStore for PostgresStore {
         Box::pin(async move {
             let entity_type = entity_type.as_str();
             let mut guard = self.client().await?;
-            let client = guard.as_mut().expect("connected above");
-            let tx = client.transaction().await.map_err(unavailable)?;
+            let connected = guard.as_mut().expect("connected above");
+            let tx = connected.client.transaction().await.map_err(unavailable)?;
             let mut deleted = 0;
             for statement in DELETE_TYPE {
                 deleted += tx
@@ -110,18 +114,22 @@ impl StateStore for PostgresStore {
 /// One write inside the group's transaction: refused (fenced, or out of sequence) without
 /// changing anything, or made.
 async fn write_one(
-    tx: &Transaction<'_>,
+    (tx, prepared): (&Transaction<'_>, &Prepared),
     key: &StateKey,
     write: &StateWrite,
 ) -> Result<(), StoreError> {
     let (entity_type, entity) = (key.entity_type.as_str(), key.entity.as_str());
     let shard = i64::from(key.shard.0);
-    let changed = claim_verdict(tx, entity_type, shard, key.epoch, 0).await?;
-    let rows = rows_of(write, newest_of(tx, entity_type, entity).await?)?;
-    set_claim(tx, entity_type, shard, changed).await?;
+    let changed = claim_verdict((tx, prepared), entity_type, shard, key.epoch, 0).await?;
+    let rows = rows_of(write, newest_of((tx, prepared), entity_type, entity).await?)?;
+    set_claim((tx, prepared), entity_type, shard, changed).await?;
     let epoch = epoch_i64(key.epoch)?;
     for row in rows {
-        let statement = if row.snapshot { SET_SNAPSHOT } else { APPEND };
+        let statement = if row.snapshot {
+            &prepared.set_snapshot
+        } else {
+            &prepared.append
+        };
         let values: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
             &entity_type,
             &entity,
@@ -137,17 +145,17 @@ async fn write_one(
 
 /// The entity's newest sequence number (or revision).
 async fn newest_of(
-    tx: &Transaction<'_>,
+    (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     entity: &str,
 ) -> Result<u64, StoreError> {
     let last_event: i64 = tx
-        .query_one(LAST_EVENT, &[&entity_type, &entity])
+        .query_one(&prepared.last_event, &[&entity_type, &entity])
         .await
         .map_err(unavailable)?
         .get(0);
     let snapshot: Option<i64> = tx
-        .query_opt(SNAPSHOT_OF, &[&entity_type, &entity])
+        .query_opt(&prepared.snapshot_of, &[&entity_type, &entity])
         .await
         .map_err(unavailable)?
         .map(|row| row.get(0));
@@ -155,17 +163,20 @@ async fn newest_of(
 }
 
 /// The entity's snapshot and the events after it.
-async fn read(tx: &Transaction<'_>, key: &StateKey) -> Result<Recovered, StoreError> {
+async fn read(
+    (tx, prepared): (&Transaction<'_>, &Prepared),
+    key: &StateKey,
+) -> Result<Recovered, StoreError> {
     let (entity_type, entity) = (key.entity_type.as_str(), key.entity.as_str());
     let snapshot = tx
-        .query_opt(SNAPSHOT_OF, &[&entity_type, &entity])
+        .query_opt(&prepared.snapshot_of, &[&entity_type, &entity])
         .await
         .map_err(unavailable)?
         .map(|row| stored(row.get(0), row.get(1), row.get(2)))
         .transpose()?;
     let after = value_i64(snapshot.as_ref().map_or(0, |(seq, _)| *seq), "seq")?;
     let rows = tx
-        .query(EVENTS_AFTER, &[&entity_type, &entity, &after])
+        .query(&prepared.events_after, &[&entity_type, &entity, &after])
         .await
         .map_err(unavailable)?;
     let events = rows

@@ -116,7 +116,9 @@ pub(super) fn claim_verdict(
     seq: u64,
 ) -> Result<Option<(i64, i64)>, StoreError> {
     let stored: Option<(i64, i64)> = tx
-        .query_row(&sql(CLAIM_OF), params![entity_type, shard], |row| {
+        .prepare_cached(&sql(CLAIM_OF))
+        .map_err(unavailable)?
+        .query_row(params![entity_type, shard], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })
         .optional()
@@ -132,7 +134,9 @@ pub(super) fn set_claim(
     changed: Option<(i64, i64)>,
 ) -> Result<(), StoreError> {
     if let Some((epoch, seq)) = changed {
-        tx.execute(&sql(SET_CLAIM), params![entity_type, shard, epoch, seq])
+        tx.prepare_cached(&sql(SET_CLAIM))
+            .map_err(unavailable)?
+            .execute(params![entity_type, shard, epoch, seq])
             .map_err(unavailable)?;
     }
     Ok(())
@@ -153,7 +157,7 @@ impl RememberStore for SqliteStore {
                 .map_err(unavailable)?;
             claim(&tx, &entity_type, shard, epoch, 0)?;
             let ids = {
-                let mut query = tx.prepare(&sql(LOAD)).map_err(unavailable)?;
+                let mut query = tx.prepare_cached(&sql(LOAD)).map_err(unavailable)?;
                 let rows = query
                     .query_map(params![entity_type, shard], |row| row.get::<_, String>(0))
                     .map_err(unavailable)?;
@@ -178,13 +182,13 @@ impl RememberStore for SqliteStore {
                 .map_err(unavailable)?;
             claim(&tx, &entity_type, shard, epoch, seq)?;
             {
-                let mut forget = tx.prepare(&sql(FORGET)).map_err(unavailable)?;
+                let mut forget = tx.prepare_cached(&sql(FORGET)).map_err(unavailable)?;
                 for id in &stopped {
                     forget
                         .execute(params![entity_type, shard, id])
                         .map_err(unavailable)?;
                 }
-                let mut remember = tx.prepare(&sql(REMEMBER)).map_err(unavailable)?;
+                let mut remember = tx.prepare_cached(&sql(REMEMBER)).map_err(unavailable)?;
                 for id in &started {
                     remember
                         .execute(params![entity_type, shard, id])
@@ -224,7 +228,9 @@ impl RememberStore for SqliteStore {
 /// The number of shards the type's ids are filed under, if recorded.
 fn filed_under(connection: &Connection, entity_type: &str) -> Result<Option<i64>, StoreError> {
     connection
-        .query_row(&sql(FILED_UNDER), params![entity_type], |row| row.get(0))
+        .prepare_cached(&sql(FILED_UNDER))
+        .map_err(unavailable)?
+        .query_row(params![entity_type], |row| row.get(0))
         .optional()
         .map_err(unavailable)
 }
@@ -244,7 +250,7 @@ fn refile(
         return Ok(());
     }
     let entries = {
-        let mut query = tx.prepare(&sql(ENTRIES)).map_err(unavailable)?;
+        let mut query = tx.prepare_cached(&sql(ENTRIES)).map_err(unavailable)?;
         let rows = query
             .query_map(params![entity_type], |row| Ok((row.get(0)?, row.get(1)?)))
             .map_err(unavailable)?;
@@ -252,12 +258,14 @@ fn refile(
             .map_err(unavailable)?
     };
     let top: i64 = tx
-        .query_row(&sql(TOP_EPOCH), params![entity_type], |row| row.get(0))
+        .prepare_cached(&sql(TOP_EPOCH))
+        .map_err(unavailable)?
+        .query_row(params![entity_type], |row| row.get(0))
         .map_err(unavailable)?;
     let plan = Refile::plan(entries, number_of_shards, top)?;
     {
-        let mut forget = tx.prepare(&sql(FORGET)).map_err(unavailable)?;
-        let mut remember = tx.prepare(&sql(REMEMBER)).map_err(unavailable)?;
+        let mut forget = tx.prepare_cached(&sql(FORGET)).map_err(unavailable)?;
+        let mut remember = tx.prepare_cached(&sql(REMEMBER)).map_err(unavailable)?;
         for (from, to, id) in &plan.moves {
             forget
                 .execute(params![entity_type, from, id])
@@ -266,14 +274,16 @@ fn refile(
                 .execute(params![entity_type, to, id])
                 .map_err(unavailable)?;
         }
-        let mut set_epoch = tx.prepare(&sql(SET_EPOCH)).map_err(unavailable)?;
+        let mut set_epoch = tx.prepare_cached(&sql(SET_EPOCH)).map_err(unavailable)?;
         for shard in &plan.touched {
             set_epoch
                 .execute(params![entity_type, shard, plan.epoch])
                 .map_err(unavailable)?;
         }
     }
-    tx.execute(&sql(SET_FILED_UNDER), params![entity_type, count])
+    tx.prepare_cached(&sql(SET_FILED_UNDER))
+        .map_err(unavailable)?
+        .execute(params![entity_type, count])
         .map_err(unavailable)?;
     if !plan.moves.is_empty() {
         tracing::info!(

@@ -106,7 +106,10 @@ fn write_one(tx: &Transaction<'_>, key: &StateKey, write: &StateWrite) -> Result
             row.payload,
             epoch
         ];
-        tx.execute(&sql(statement), values).map_err(unavailable)?;
+        tx.prepare_cached(&sql(statement))
+            .map_err(unavailable)?
+            .execute(values)
+            .map_err(unavailable)?;
     }
     Ok(())
 }
@@ -114,14 +117,14 @@ fn write_one(tx: &Transaction<'_>, key: &StateKey, write: &StateWrite) -> Result
 /// The entity's newest sequence number (or revision).
 fn newest_of(tx: &Transaction<'_>, entity_type: &str, entity: &str) -> Result<u64, StoreError> {
     let last_event: i64 = tx
-        .query_row(&sql(LAST_EVENT), params![entity_type, entity], |row| {
-            row.get(0)
-        })
+        .prepare_cached(&sql(LAST_EVENT))
+        .map_err(unavailable)?
+        .query_row(params![entity_type, entity], |row| row.get(0))
         .map_err(unavailable)?;
     let snapshot: Option<i64> = tx
-        .query_row(&sql(SNAPSHOT_OF), params![entity_type, entity], |row| {
-            row.get(0)
-        })
+        .prepare_cached(&sql(SNAPSHOT_OF))
+        .map_err(unavailable)?
+        .query_row(params![entity_type, entity], |row| row.get(0))
         .optional()
         .map_err(unavailable)?;
     newest(last_event, snapshot)
@@ -131,7 +134,9 @@ fn newest_of(tx: &Transaction<'_>, entity_type: &str, entity: &str) -> Result<u6
 fn read(tx: &Transaction<'_>, key: &StateKey) -> Result<Recovered, StoreError> {
     let (entity_type, entity) = (key.entity_type.as_str(), key.entity.as_str());
     let snapshot = tx
-        .query_row(&sql(SNAPSHOT_OF), params![entity_type, entity], |row| {
+        .prepare_cached(&sql(SNAPSHOT_OF))
+        .map_err(unavailable)?
+        .query_row(params![entity_type, entity], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
         .optional()
@@ -149,7 +154,7 @@ fn events_after(
     (entity_type, entity): (&str, &str),
     after: u64,
 ) -> Result<Vec<(u64, Versioned)>, StoreError> {
-    let mut query = tx.prepare(&sql(EVENTS_AFTER)).map_err(unavailable)?;
+    let mut query = tx.prepare_cached(&sql(EVENTS_AFTER)).map_err(unavailable)?;
     let after = super::state_sql::value_i64(after, "seq")?;
     let rows = query
         .query_map(params![entity_type, entity, after], |row| {

@@ -14,6 +14,7 @@ mod plot;
 mod remote_rows;
 mod runtime_rows;
 mod sim_rows;
+mod state_rows;
 mod table;
 
 use std::path::PathBuf;
@@ -39,6 +40,10 @@ struct Args {
     /// Run only this group of rows.
     #[arg(long, value_enum)]
     only: Option<Group>,
+    /// A PostgreSQL server (`host=... user=... dbname=...` or a URL) for the state store's
+    /// PostgreSQL rows; without it only SQLite's run.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
 }
 
 /// A group of rows.
@@ -52,6 +57,8 @@ enum Group {
     Remote,
     /// The simulator's speed.
     Sim,
+    /// Persistent entities' writes and recovery.
+    State,
 }
 
 impl Args {
@@ -75,6 +82,10 @@ fn main() -> ExitCode {
     }
     if args.runs(Group::Remote) {
         rows.extend(runtime.block_on(remote_rows::rows(args.quick)));
+    }
+    if args.runs(Group::State) {
+        let postgres = args.postgres.as_deref();
+        rows.extend(runtime.block_on(state_rows::rows(args.quick, postgres)));
     }
     let speeds = if args.runs(Group::Sim) {
         sim_rows::speeds(args.quick)
