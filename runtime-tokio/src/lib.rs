@@ -90,8 +90,9 @@ pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
     AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
-    EntityTypeConfig, Event, FailureDetectorSettings, MemberId, MembershipSettings, Metrics,
-    NodeId, RecoveryStrategy, RememberSettings, RouteCounts, SeedNode, ShardingSettings,
+    EntityTypeConfig, Event, FailureDetectorSettings, Member, MemberId, MemberStatus,
+    MembershipSettings, MembershipView, Metrics, NodeId, RecoveryStrategy, RememberSettings,
+    RouteCounts, SeedNode, ShardingSettings,
 };
 pub use state::{
     DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Persist, PersistError,

@@ -142,6 +142,18 @@ impl Node {
         stats.await.map_err(|_| QueryError::ShuttingDown)
     }
 
+    /// The cluster's members as this node sees them: status, reachability, roles, and the
+    /// entity types each hosts.
+    pub async fn view(&self) -> Result<shoal_core::MembershipView, QueryError> {
+        let (answer, view) = oneshot::channel();
+        self.inner
+            .host
+            .send(HostCommand::View { answer })
+            .await
+            .map_err(|_| QueryError::ShuttingDown)?;
+        view.await.map_err(|_| QueryError::ShuttingDown)
+    }
+
     /// Marks `member` Down (an operator's decision, Akka's `Cluster.down`).
     pub async fn down(&self, member: MemberId) -> Result<(), QueryError> {
         self.command(Command::Down { member }).await.map(drop)

@@ -339,3 +339,64 @@ async fn a_persistent_type_needs_a_state_store() {
     };
     assert!(error.to_string().contains("state store"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_types_data_is_removed_only_once_no_member_runs_it() {
+    let dir = scratch("persistent-removal");
+    let path = dir.join("state.db");
+    let running = node(&path, false).await;
+    add(&running, "c3", 1).await.unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    let tool = NodeBuilder::new("test")
+        .secret("test secret")
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .seed_nodes([running.address().to_string()])
+        .state_store(store.clone())
+        .start()
+        .await
+        .expect("the tool node starts");
+    let counter = shoal_core::EntityType::from("counter");
+    common::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let members = tool
+                .view()
+                .await
+                .map_err(|e| e.to_string())?
+                .members()
+                .len();
+            (members == 2)
+                .then_some(())
+                .ok_or_else(|| format!("{members} members"))
+        },
+    )
+    .await;
+    let refused = shoal::state::remove_type_data(&tool, &store, &counter).await;
+    assert_eq!(
+        refused,
+        Err(shoal::state::RemoveError::Running(vec![running.member()]))
+    );
+    let c3 = EntityId::from("c3");
+    assert_eq!(
+        store.events(&counter, &c3).await.unwrap().len(),
+        1,
+        "nothing removed"
+    );
+    running.leave().await;
+    common::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            match shoal::state::remove_type_data(&tool, &store, &counter).await {
+                Ok(removed) if removed > 0 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(store.events(&counter, &c3).await.unwrap().is_empty());
+    tool.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -116,6 +116,10 @@ pub(crate) enum HostCommand {
     Abort,
     /// Counters of the node.
     Stats { answer: oneshot::Sender<NodeStats> },
+    /// The membership as the node sees it.
+    View {
+        answer: oneshot::Sender<shoal_core::MembershipView>,
+    },
 }
 
 /// Counters of one node ([`crate::Node::stats`]).

@@ -219,6 +219,9 @@ impl Host {
                 });
             }
             HostCommand::Abort => return false,
+            HostCommand::View { answer } => {
+                let _ = answer.send(self.driver.node().view().clone());
+            }
             HostCommand::Stats { answer } => {
                 let _ = answer.send(NodeStats {
                     transport: self.io.transport.stats(),

@@ -23,6 +23,9 @@
 //! restarts the entity after a backoff, recovering from the store: nothing is retried blindly.
 //! A panic restarts it the same way.
 //!
+//! **Removing a type's data**: [`remove_type_data`] deletes everything the store keeps for a
+//! type, refusing while members run it.
+//!
 //! **Schema evolution.** Events and states are stored with the version of their type that
 //! wrote them (`VERSION`); reading one of an older version goes through `upcast_event` /
 //! `upcast_state`, which decode the old shape and convert it.
@@ -30,12 +33,14 @@
 mod durable;
 mod event_sourced;
 mod journal;
+mod remove;
 mod store;
 mod versioned;
 
 pub use durable::{DurableState, DurableStateEntity};
 pub use event_sourced::{EventSourced, EventSourcedEntity, Persist, Snapshots};
 pub(crate) use journal::Journal;
+pub use remove::{RemoveError, remove_type_data};
 pub use store::{Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
 
 use crate::EntityContext;
