@@ -133,25 +133,27 @@ impl Node {
 
     /// The node's counters (transport, core, entities).
     pub async fn stats(&self) -> Result<NodeStats, QueryError> {
-        let (answer, stats) = oneshot::channel();
-        self.inner
-            .host
-            .send(HostCommand::Stats { answer })
-            .await
-            .map_err(|_| QueryError::ShuttingDown)?;
-        stats.await.map_err(|_| QueryError::ShuttingDown)
+        self.ask_host(|answer| HostCommand::Stats { answer }).await
     }
 
     /// The cluster's members as this node sees them: status, reachability, roles, and the
     /// entity types each hosts.
     pub async fn view(&self) -> Result<shoal_core::MembershipView, QueryError> {
-        let (answer, view) = oneshot::channel();
+        self.ask_host(|answer| HostCommand::View { answer }).await
+    }
+
+    /// Sends the host the command `make` builds around an answer channel, and waits for it.
+    async fn ask_host<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> HostCommand,
+    ) -> Result<T, QueryError> {
+        let (answer, answered) = oneshot::channel();
         self.inner
             .host
-            .send(HostCommand::View { answer })
+            .send(make(answer))
             .await
             .map_err(|_| QueryError::ShuttingDown)?;
-        view.await.map_err(|_| QueryError::ShuttingDown)
+        answered.await.map_err(|_| QueryError::ShuttingDown)
     }
 
     /// Marks `member` Down (an operator's decision, Akka's `Cluster.down`).

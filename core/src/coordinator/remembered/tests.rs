@@ -174,8 +174,8 @@ fn a_failed_read_is_retried_with_backoff_and_reported() {
     assert_eq!(f.taken().0.len(), 1, "the read is sent again");
 }
 
-/// Allocates shard 4 and has its region acknowledge it: (shard, epoch, region).
-fn started_shard(f: &mut Fixture) -> (ShardId, Epoch, MemberId) {
+/// Allocates shard 4, its `HostShard` not acknowledged yet: (shard, epoch, region).
+fn allocated_shard(f: &mut Fixture) -> (ShardId, Epoch, MemberId) {
     f.taken();
     f.complete(1, StoreCompletion::Shards(vec![]));
     let view = f.view.clone();
@@ -185,7 +185,13 @@ fn started_shard(f: &mut Fixture) -> (ShardId, Epoch, MemberId) {
     let [(shard, epoch)] = hosts[..] else {
         panic!("one allocation: {hosts:?}");
     };
-    let region = f.c.allocations()[&shard];
+    (shard, epoch, f.c.allocations()[&shard])
+}
+
+/// Allocates shard 4 and has its region acknowledge it: (shard, epoch, region).
+fn started_shard(f: &mut Fixture) -> (ShardId, Epoch, MemberId) {
+    let (shard, epoch, region) = allocated_shard(f);
+    let view = f.view.clone();
     let started = Body::ShardStarted { shard };
     f.c.handle_message(at(2), &view, region, started, &mut f.out);
     f.taken();
@@ -236,16 +242,8 @@ fn a_fenced_shard_is_hosted_again_by_its_region_above_the_epoch_that_fenced_it()
 #[test]
 fn a_fence_of_the_allocation_in_flight_allocates_it_again_at_once() {
     let mut f = Fixture::new();
-    f.taken();
-    f.complete(1, StoreCompletion::Shards(vec![]));
+    let (shard, epoch, region) = allocated_shard(&mut f);
     let view = f.view.clone();
-    let ask = Body::GetShardHome { shard: ShardId(4) };
-    f.c.handle_message(at(2), &view, m(2), ask, &mut f.out);
-    let (_, hosts) = f.taken();
-    let [(shard, epoch)] = hosts[..] else {
-        panic!("one allocation: {hosts:?}");
-    };
-    let region = f.c.allocations()[&shard];
     let older = Body::ShardFenced {
         shard,
         current: Epoch(epoch.0 - 1),
