@@ -352,7 +352,7 @@ mod tests {
             outages: Vec::new(),
             outages_around_moves: false,
         };
-        let mut r = Remembering::new(11, &options, Duration::from_secs(3600));
+        let mut r = Remembering::new(11, &options, Duration::from_secs(3600), true);
         // Scheduled wakeups by (time, sequence number), as the event queue orders them.
         let mut wakeups = BTreeSet::new();
         let mut seq = 0_u64;

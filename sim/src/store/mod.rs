@@ -459,7 +459,7 @@ mod tests {
         let ticket = s.submit(now, MemberId::new(1, 1), Call::Remember(request));
         loop {
             let at = s.next_event().expect("an answer is pending");
-            let answers = s.poll(at).into_iter();
+            let mut answers = s.poll(at).into_iter();
             if let Some((_, Answer::Remember(completion))) = answers.find(|(t, _)| *t == ticket) {
                 return (at, completion);
             }
