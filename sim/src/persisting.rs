@@ -1,12 +1,13 @@
 //! Persistent entities in the simulated host, as the runtime runs them: an incarnation first
 //! recovers (claiming its shard's epoch in the store), then turns each message it is handed
-//! into one event, written one at a time, each after the last was acknowledged. A failed or
-//! timed-out write (its outcome unknown), or one out of sequence, makes it recover again;
-//! a fenced one stops it for good, and its node hears `Input::WriteFenced`.
+//! into one event, written one at a time, each after the last was acknowledged; an ask's reply
+//! leaves only once its event's write was answered (an error reply when it failed). A failed or
+//! timed-out write (its outcome unknown), or one out of sequence, makes it recover again; a
+//! fenced one stops it for good, and its node hears `Input::WriteFenced`.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use shoal_core::{EntityType, Epoch, ShardId};
+use shoal_core::{EntityType, Epoch, Payload, ShardId};
 
 use crate::entity_host::Life;
 use crate::options::Persist;
@@ -22,8 +23,10 @@ struct Writer {
     since_snapshot: u64,
     /// A call is out.
     busy: bool,
-    /// Events (their ids) waiting to be written, in order.
-    queue: VecDeque<u64>,
+    /// Events (their ids) waiting to be written, in order, each with the ask it answers.
+    queue: VecDeque<(u64, Option<Payload>)>,
+    /// The ask the write out answers.
+    answering: Option<Payload>,
 }
 
 /// What the simulator does after an answer.
@@ -69,19 +72,28 @@ impl Persisting {
             since_snapshot: 0,
             busy: true,
             queue: VecDeque::new(),
+            answering: None,
         };
         let call = self.recover(&life, &writer);
         self.writers.insert(life, writer);
         call
     }
 
-    /// `life` was handed a message: one more event to write; the call to make now, if any.
-    pub(crate) fn handed(&mut self, life: &Life) -> Option<StateCall> {
+    /// `life` was handed a message (`ask`: an ask it answers once the event is written): one
+    /// more event to write; the call to make now, if any. `Err` gives the ask back when `life`
+    /// does not persist (it answers at once).
+    pub(crate) fn handed(
+        &mut self,
+        life: &Life,
+        ask: Option<Payload>,
+    ) -> Result<Option<StateCall>, Option<Payload>> {
         self.next_id += 1;
         let id = self.next_id;
-        let writer = self.writers.get_mut(life)?;
-        writer.queue.push_back(id);
-        self.pump(life)
+        let Some(writer) = self.writers.get_mut(life) else {
+            return Err(ask);
+        };
+        writer.queue.push_back((id, ask));
+        Ok(self.pump(life))
     }
 
     /// Whether `life` runs (has not ended, nor been fenced).
@@ -89,17 +101,29 @@ impl Persisting {
         self.writers.contains_key(life)
     }
 
-    /// The incarnation ended: its calls' answers are ignored.
-    pub(crate) fn ended(&mut self, life: &Life) {
-        self.writers.remove(life);
+    /// The incarnation ended: its calls' answers are ignored. The asks it had not answered
+    /// yet, to answer now (a graceful stop handles what its mailbox holds; the simulator does
+    /// not tell a forced one apart).
+    pub(crate) fn ended(&mut self, life: &Life) -> Vec<Payload> {
+        let Some(writer) = self.writers.remove(life) else {
+            return Vec::new();
+        };
+        let queued = writer.queue.into_iter().filter_map(|(_, ask)| ask);
+        writer.answering.into_iter().chain(queued).collect()
     }
 
-    /// The store answered `life`'s `call`: what to do next.
-    pub(crate) fn answered(&mut self, life: &Life, call: &StateCall, answer: StateAnswer) -> Next {
+    /// The store answered `life`'s `call`: what to do next, and the asks to answer now.
+    pub(crate) fn answered(
+        &mut self,
+        life: &Life,
+        call: &StateCall,
+        answer: StateAnswer,
+    ) -> (Next, Vec<Payload>) {
         let Some(writer) = self.writers.get_mut(life) else {
-            return Next::Idle;
+            return (Next::Idle, Vec::new());
         };
         writer.busy = false;
+        let mut replies: Vec<Payload> = writer.answering.take().into_iter().collect();
         match answer {
             StateAnswer::Recovered { ids, .. } => {
                 writer.newest = Some(ids.len() as u64);
@@ -119,8 +143,8 @@ impl Persisting {
             }
             StateAnswer::Fenced(current) => {
                 let epoch = writer.epoch;
-                self.writers.remove(life);
-                return Next::Fenced { epoch, current };
+                replies.extend(self.ended(life));
+                return (Next::Fenced { epoch, current }, replies);
             }
             StateAnswer::Conflict(_) | StateAnswer::Failed(_) => {
                 // Supervision restarts it: it recovers, and the message whose write failed
@@ -128,10 +152,10 @@ impl Persisting {
                 writer.newest = None;
                 writer.busy = true;
                 let writer = self.writers.get(life).expect("just seen");
-                return Next::Call(self.recover(life, writer));
+                return (Next::Call(self.recover(life, writer)), replies);
             }
         }
-        self.pump(life).map_or(Next::Idle, Next::Call)
+        (self.pump(life).map_or(Next::Idle, Next::Call), replies)
     }
 
     /// The next write of `life`, if it is ready for one.
@@ -141,7 +165,8 @@ impl Persisting {
         if writer.busy {
             return None;
         }
-        let id = writer.queue.pop_front()?;
+        let (id, ask) = writer.queue.pop_front()?;
+        writer.answering = ask;
         writer.busy = true;
         let snapshot = writer.since_snapshot + 1 >= self.options.snapshot_every;
         Some(StateCall::Append {

@@ -88,12 +88,16 @@ impl Simulator {
                     return self.schedule(self.now, Ev::Refused { member, input });
                 }
                 self.check.deliver(self.now, member, &entity, &payload);
-                self.persistent_handed(member, &entity);
-                if let Some(delay) = self.host.reply_delay() {
+                let delay = self.host.reply_delay();
+                // A persistent entity answers once the message's event is written.
+                let ask = delay.map(|_| payload.clone());
+                if let (Some(delay), Some(payload)) =
+                    (delay, self.persistent_handed(member, &entity, ask))
+                {
                     let reply = Ev::Reply {
                         member,
                         entity: entity.clone(),
-                        payload: payload.clone(),
+                        payload,
                     };
                     self.schedule(self.now + delay, reply);
                 }

@@ -2,9 +2,10 @@
 //! its answers come back to them, and a fenced write is reported to the node and ends the
 //! incarnation (see `crate::persisting`).
 
-use shoal_core::{EntityId, Epoch, Input, MemberId, ShardId};
+use shoal_core::{EntityId, Epoch, Input, MemberId, Payload, ShardId};
 
 use crate::entity_host::Life;
+use crate::events::Ev;
 use crate::persisting::Next;
 use crate::store::{StateAnswer, StateCall};
 
@@ -28,21 +29,43 @@ impl Simulator {
         self.state_call(life, call);
     }
 
-    /// `member`'s incarnation of `entity` took a message: an event to write.
-    pub(crate) fn persistent_handed(&mut self, member: MemberId, entity: &EntityId) {
+    /// `member`'s incarnation of `entity` took a message (`ask`: one it answers): an event to
+    /// write. The ask given back when the entity does not persist, to be answered at once.
+    pub(crate) fn persistent_handed(
+        &mut self,
+        member: MemberId,
+        entity: &EntityId,
+        ask: Option<Payload>,
+    ) -> Option<Payload> {
         let Some(life) = self.host.running(member, entity) else {
-            return;
+            return ask;
         };
-        let Some(call) = self.persisting.as_mut().and_then(|p| p.handed(&life)) else {
-            return;
+        let Some(p) = &mut self.persisting else {
+            return ask;
         };
-        self.state_call(life, call);
+        match p.handed(&life, ask) {
+            Ok(Some(call)) => self.state_call(life, call),
+            Ok(None) => {}
+            Err(ask) => return ask,
+        }
+        None
     }
 
-    /// The incarnation `life` ended.
+    /// The incarnation `life` ended: the asks it had not answered are answered.
     pub(crate) fn persistent_ended(&mut self, life: &Life) {
-        if let Some(p) = &mut self.persisting {
-            p.ended(life);
+        let replies = self.persisting.as_mut().map(|p| p.ended(life));
+        self.reply_all(life, replies.unwrap_or_default());
+    }
+
+    /// `life` answers each of `asks`.
+    fn reply_all(&mut self, life: &Life, asks: Vec<Payload>) {
+        for payload in asks {
+            let reply = Ev::Reply {
+                member: life.0,
+                entity: life.1.clone(),
+                payload,
+            };
+            self.schedule(self.now, reply);
         }
     }
 
@@ -72,13 +95,14 @@ impl Simulator {
                 r.store_mut().acknowledged(entity, ids);
             }
         }
-        let Some(next) = self
+        let Some((next, replies)) = self
             .persisting
             .as_mut()
             .map(|p| p.answered(&life, &call, answer))
         else {
             return;
         };
+        self.reply_all(&life, replies);
         match next {
             Next::Idle => {}
             Next::Call(call) => self.state_call(life, call),

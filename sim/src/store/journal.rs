@@ -9,8 +9,9 @@
 //!
 //! Its checks do not trust those rules: they keep their own record of the newest epoch any
 //! accepted call claimed for each shard, and fail a write accepted from an older one (a stale
-//! incarnation writing after a newer one recovered or wrote); and every write an entity was
-//! told is durable must be in its journal whenever anyone recovers it.
+//! incarnation writing after a newer one recovered or wrote); no message's event may be in a
+//! journal twice (a write made again); and every write an entity was told is durable must be in
+//! its journal whenever anyone recovers it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,6 +63,8 @@ pub(crate) enum StateAnswer {
 struct Journal {
     /// Event `seq` is at `seq - 1`: its id, and the epoch that wrote it.
     events: Vec<(u64, u64)>,
+    /// The ids it holds: a message's event appended twice is a duplicate write.
+    ids: BTreeSet<u64>,
     /// The newest snapshot's sequence number (0: none).
     snapshot_at: u64,
 }
@@ -191,6 +194,15 @@ impl SimStore {
                 let newest = journal.events.len() as u64;
                 if *first_seq != newest + 1 {
                     return StateAnswer::Conflict(newest);
+                }
+                for id in ids {
+                    if !journal.ids.insert(*id) {
+                        self.journals.violations.push(format!(
+                            "{entity}: event {id} appended twice (at epoch {}): a write made \
+                             again after it was made",
+                            epoch.0
+                        ));
+                    }
                 }
                 journal.events.extend(ids.iter().map(|id| (*id, epoch.0)));
                 if *snapshot {
