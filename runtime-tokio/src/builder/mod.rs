@@ -22,15 +22,14 @@ use crate::host::command::HostHandle;
 use crate::host::io::{Feedback, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
-use crate::state::{
-    DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Journal, Snapshots,
-    StateStore,
-};
+use crate::state::{Journal, StateStore};
 use crate::store::RememberStore;
 use crate::store::StoreLink;
 use crate::transport::handshake::Identity;
 use crate::transport::network::{Listener, Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
+
+mod persistent;
 
 /// Queue sizes between the transport, the entities and the host task.
 const INBOUND_QUEUE: usize = 1024;
@@ -199,43 +198,6 @@ impl NodeBuilder {
     pub fn remember_store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout;
         self
-    }
-
-    /// Where persistent entity types (`NodeBuilder::event_sourced`, `durable_state`) keep their
-    /// state. It is the node's remember store too: the shards' fencing epochs, which every
-    /// write is checked against, live in one table for both (this replaces any
-    /// `remember_store`). Required when a hosted type persists state.
-    pub fn state_store<S: StateStore>(mut self, store: S) -> Self {
-        let store = Arc::new(store);
-        self.remember_store = Some(Arc::clone(&store) as Arc<dyn RememberStore>);
-        self.state_store = Some(store);
-        self
-    }
-
-    /// Hosts event-sourced entities of state `S`: each starts from `initial(id)` and recovers
-    /// from the state store (its latest snapshot, saved as `snapshots` says, and the events
-    /// after it). Address them as `Region<EventSourcedEntity<S>>`.
-    pub fn event_sourced<S: EventSourced>(
-        self,
-        mut config: EntityTypeConfig,
-        snapshots: Snapshots,
-        initial: impl Fn(&EntityId) -> S + Send + Sync + 'static,
-    ) -> Self {
-        config.persistent = true;
-        self.entity(config, move |id| {
-            EventSourcedEntity::new(initial(id), snapshots)
-        })
-    }
-
-    /// Hosts durable-state entities of state `S`: each starts from `initial(id)` and recovers
-    /// its saved state from the state store. Address them as `Region<DurableStateEntity<S>>`.
-    pub fn durable_state<S: DurableState>(
-        self,
-        mut config: EntityTypeConfig,
-        initial: impl Fn(&EntityId) -> S + Send + Sync + 'static,
-    ) -> Self {
-        config.persistent = true;
-        self.entity(config, move |id| DurableStateEntity::new(initial(id)))
     }
 
     /// Hosts entities of type `E`, made by `make` from their id.
