@@ -55,11 +55,13 @@
 //!
 //! | floor | modules |
 //! |---|---|
-//! | 5 | `builder` (validates, binds, configures and spawns a node) |
-//! | 4 | `node` (the handle of a running node) |
-//! | 3 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
-//! | 2 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
-//! | 1 | `entity` (entity tasks), `store` (remember stores), `transport` (TCP, handshake) |
+//! | 7 | `builder` (validates, binds, configures and spawns a node) |
+//! | 6 | `state` (persistent entities: event sourced, durable state; removing a type's data) |
+//! | 5 | `node` (the handle of a running node) |
+//! | 4 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
+//! | 3 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
+//! | 2 | `entity` (entity tasks) |
+//! | 1 | `store` (remember and state stores, the group-commit writer), `transport` (TCP, handshake) |
 //! | 0 | `clock`, `error`, `event`, `metric_names` |
 //!
 //! The handles reach the host only through its command queue (`host::command::HostHandle`);

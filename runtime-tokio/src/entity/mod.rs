@@ -106,7 +106,7 @@ impl EntityContext {
     }
 
     /// The node's state store, for a persistent type.
-    pub(crate) fn journal(&self) -> Option<&crate::state::Journal> {
+    pub(crate) fn journal(&self) -> Option<&crate::store::Journal> {
         self.link.journal.as_ref()
     }
 
@@ -158,7 +158,7 @@ pub(crate) struct EntityLink {
     pub(crate) shard: ShardId,
     pub(crate) epoch: Epoch,
     /// Where a persistent type's state goes (`None` for other types).
-    pub(crate) journal: Option<crate::state::Journal>,
+    pub(crate) journal: Option<crate::store::Journal>,
     /// Distinguishes the host's successive starts of one entity.
     pub(crate) generation: u64,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,

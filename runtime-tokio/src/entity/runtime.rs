@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 use crate::metric_names;
-use crate::state::Journal;
+use crate::store::Journal;
 
 /// One running incarnation.
 struct Running {

@@ -32,20 +32,17 @@
 
 mod durable;
 mod event_sourced;
-mod journal;
 mod remove;
-mod store;
 mod versioned;
 
+pub use crate::store::{Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
 pub use durable::{DurableState, DurableStateEntity};
 pub use event_sourced::{EventSourced, EventSourcedEntity, Persist, Snapshots};
-pub(crate) use journal::Journal;
 pub use remove::{RemoveError, remove_type_data};
-pub use store::{Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
 
 use crate::EntityContext;
 use crate::entity::Verdict;
-use crate::store::StoreError;
+use crate::store::{Journal, StoreError};
 
 /// Why a persistent entity's command was not carried out. Its state is as it was before the
 /// command, unless said otherwise.

@@ -1,5 +1,7 @@
-//! Remember-entities stores: where each shard's remembered entity ids live, so that entities
-//! that were running start again after a rebalance or a crash without waiting for a message.
+//! Stores: where each shard's remembered entity ids live, so that entities that were running
+//! start again after a rebalance or a crash without waiting for a message ([`RememberStore`]),
+//! and where persistent entities keep their state ([`StateStore`], with the node's group-commit
+//! writer in `journal`).
 //!
 //! One async trait, [`RememberStore`], and two implementations sharing one schema: SQLite (one
 //! file in WAL mode, the embedded default, shared by the processes of a node set on one
@@ -14,6 +16,7 @@
 //! shard, throttled recovery) belongs to the core and is simulated there; these are its
 //! runtime adapters.
 
+mod journal;
 mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -25,17 +28,20 @@ mod sql;
 mod sqlite;
 #[cfg(feature = "sqlite")]
 mod sqlite_state;
+mod state;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod state_sql;
 
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
 
+pub(crate) use journal::Journal;
 pub(crate) use link::StoreLink;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use state::{Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
 
 /// Why a store operation did not complete.
 #[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]

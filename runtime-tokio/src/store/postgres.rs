@@ -88,7 +88,7 @@ impl PostgresStore {
         let url = url.into();
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
-        (client.batch_execute(crate::state::STATE_SCHEMA).await).map_err(unavailable)?;
+        (client.batch_execute(super::STATE_SCHEMA).await).map_err(unavailable)?;
         let prepared = Prepared::on(&client).await?;
         Ok(Self {
             url,

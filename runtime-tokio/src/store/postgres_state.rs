@@ -12,7 +12,7 @@ use super::StoreError;
 use super::postgres::{PostgresStore, Prepared, claim_verdict, set_claim};
 use super::sql::unavailable;
 use super::state_sql::{DELETE_TYPE, epoch_i64, newest, rows_of, stored, value_i64};
-use crate::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
+use super::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for PostgresStore {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {

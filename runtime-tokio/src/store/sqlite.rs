@@ -50,7 +50,7 @@ impl SqliteStore {
             .execute_batch("PRAGMA synchronous = NORMAL;")
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
-        (connection.execute_batch(crate::state::STATE_SCHEMA)).map_err(unavailable)?;
+        (connection.execute_batch(super::STATE_SCHEMA)).map_err(unavailable)?;
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
         })

@@ -12,7 +12,7 @@ use super::state_sql::{
     APPEND, DELETE_TYPE, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF, epoch_i64, newest,
     rows_of, stored,
 };
-use crate::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
+use super::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for SqliteStore {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {

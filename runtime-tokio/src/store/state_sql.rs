@@ -4,7 +4,7 @@
 use shoal_core::Epoch;
 
 use super::StoreError;
-use crate::state::{StateWrite, Versioned};
+use super::{StateWrite, Versioned};
 
 /// The entity's newest event sequence number (0: none). `$1` type, `$2` id.
 pub(super) const LAST_EVENT: &str = "SELECT COALESCE(MAX(seq), 0) FROM shoal_journal

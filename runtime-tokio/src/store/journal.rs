@@ -9,9 +9,8 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Recovered, StateKey, StateStore, StateWrite};
+use super::{Recovered, StateKey, StateStore, StateWrite, StoreError};
 use crate::metric_names;
-use crate::store::StoreError;
 
 /// Most writes grouped into one transaction.
 const MAX_GROUP: usize = 512;

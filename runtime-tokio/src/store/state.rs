@@ -4,7 +4,7 @@
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
-use crate::store::{RememberStore, StoreError};
+use super::{RememberStore, StoreError};
 
 /// A value as stored: its bytes (postcard) and the version of its type that wrote them, so a
 /// later version of the type can still read it (see `EventSourced::upcast_event`).
@@ -110,7 +110,7 @@ pub trait StateStore: RememberStore {
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
 }
 
-/// The state tables, beside the remember store's [`crate::store::SCHEMA`] (portable SQL:
+/// The state tables, beside the remember store's [`super::SCHEMA`] (portable SQL:
 /// SQLite reads `BYTEA` as a column that keeps blobs as they are).
 pub const STATE_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS shoal_journal (
