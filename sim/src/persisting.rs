@@ -29,6 +29,12 @@ struct Writer {
     answering: Option<Payload>,
 }
 
+/// Messages a persistent incarnation holds waiting for their writes (its mailbox, as the
+/// runtime bounds it): a slower store than the traffic fills it, and further messages are
+/// refused (`Input::MailboxFull`), as the runtime refuses them, rather than waiting behind a
+/// backlog that would outlast the run.
+const MAILBOX: usize = 32;
+
 /// What the simulator does after an answer.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Next {
@@ -94,6 +100,13 @@ impl Persisting {
         };
         writer.queue.push_back((id, ask));
         Ok(self.pump(life))
+    }
+
+    /// Whether `life`'s mailbox is full: its next message is refused.
+    pub(crate) fn mailbox_full(&self, life: &Life) -> bool {
+        self.writers
+            .get(life)
+            .is_some_and(|w| w.queue.len() >= MAILBOX)
     }
 
     /// Whether `life` runs (has not ended, nor been fenced).

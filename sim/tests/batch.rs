@@ -375,6 +375,23 @@ fn a_fence_of_the_allocation_in_flight_is_not_resent_regression() {
     assert_eq!(report.outcome, Outcome::Passed, "{report}");
 }
 
+/// Steady seed 9100003771 (persistent entities, no fault planned), found by a sweep once a
+/// persistent entity answered asks only after its event was written: the store's timeouts
+/// (5 %) made its writes slower than the messages one entity was sent, the backlog outgrew
+/// the run, and asks were never answered. Fixed in the simulator's host as the runtime bounds
+/// it: a persistent entity's mailbox holds 32 messages waiting for their writes, and refuses
+/// more (`MailboxFull`, a dead letter its asker hears of).
+#[test]
+fn a_persistent_entity_behind_a_slow_store_refuses_what_its_mailbox_cannot_hold_regression() {
+    let options = Options::for_seed(9_100_003_771);
+    assert!(options.persist.is_some(), "found with persistent entities");
+    let report = assert_holds(
+        options,
+        &["a persistent entity's full mailbox refused a message"],
+    );
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+}
+
 /// Swarm seed 9000090 (minimized to six actions), found the same way: a member that had left
 /// gracefully went quiet as it exited while the leader's decision about a partitioned member
 /// was due; the decision waited for it as if a partition were being detected, the clock

@@ -77,7 +77,11 @@ impl Simulator {
                 }
                 self.remembered_delivered(&entity, &payload);
                 self.entity_active(member, &entity);
-                if self.host.mailbox_full(self.now, member, &entity) {
+                let persisting_full = self.persistent_mailbox_full(member, &entity);
+                if persisting_full {
+                    self.mark("a persistent entity's full mailbox refused a message");
+                }
+                if persisting_full || self.host.mailbox_full(self.now, member, &entity) {
                     self.mark("a full mailbox refused a message");
                     self.check.refused(self.now, member, &entity);
                     let input = Box::new(Input::MailboxFull {

@@ -51,6 +51,15 @@ impl Simulator {
         None
     }
 
+    /// Whether `member`'s persistent incarnation of `entity` holds as many messages waiting for
+    /// their writes as its mailbox takes.
+    pub(crate) fn persistent_mailbox_full(&self, member: MemberId, entity: &EntityId) -> bool {
+        let (Some(p), Some(life)) = (&self.persisting, self.host.running(member, entity)) else {
+            return false;
+        };
+        p.mailbox_full(&life)
+    }
+
     /// The incarnation `life` ended: the asks it had not answered are answered.
     pub(crate) fn persistent_ended(&mut self, life: &Life) {
         let replies = self.persisting.as_mut().map(|p| p.ended(life));
