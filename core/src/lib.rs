@@ -28,7 +28,8 @@
 //!    [`EntityEffect::Deliver`] in order, stops them on [`EntityEffect::Stop`] and reports
 //!    [`Input::EntityStopped`] exactly once per started incarnation, when it has terminated
 //!    (on its own, after a graceful stop, or after a forced one); an entity asks to stop with
-//!    [`Input::Passivate`].
+//!    [`Input::Passivate`]. An entity that persists state writes with the epoch its `Start`
+//!    carried, and a store's refusal of it is reported with [`Input::WriteFenced`].
 //! 6. Bad peer input never panics: it is dropped, logged with `tracing`, and counted in
 //!    [`Metrics`]. Messages dropped for a reason become [`Event::DeadLetter`].
 //!
