@@ -1,0 +1,185 @@
+//! The producer's side, for one entity: numbering, the window the entity's demand allows,
+//! confirmation, and resending what is unconfirmed.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::{Confirm, Seq};
+use crate::message::Payload;
+use crate::time::Instant;
+
+/// How a producer paces itself.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct ProducerSettings {
+    /// Messages in flight before the entity has granted any demand.
+    pub initial_window: u32,
+    /// Messages a producer holds unconfirmed at most (sent or waiting for demand): a send
+    /// beyond it is refused with [`WindowFull`] (backpressure).
+    pub max_unconfirmed: usize,
+    /// A sent message not confirmed within this is sent again.
+    pub resend_after: Duration,
+}
+
+impl Default for ProducerSettings {
+    fn default() -> Self {
+        Self {
+            initial_window: 8,
+            max_unconfirmed: 1024,
+            resend_after: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A send refused: the producer holds as many unconfirmed messages as it may.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct WindowFull;
+
+/// A message to (re)send to the entity.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Transmit {
+    /// Its place in the sequence.
+    pub seq: Seq,
+    /// The message.
+    pub payload: Payload,
+    /// It was sent before.
+    pub resend: bool,
+}
+
+/// One unconfirmed message.
+#[derive(Debug)]
+struct Unconfirmed {
+    seq: Seq,
+    payload: Payload,
+    /// When it is (re)sent next; `None` while demand does not cover it.
+    due: Option<Instant>,
+    sent: bool,
+}
+
+/// One producer's sequence to one entity.
+#[derive(Debug)]
+pub struct Producer {
+    settings: ProducerSettings,
+    /// The sequence number the next send gets.
+    next: Seq,
+    /// The newest confirmed.
+    confirmed: Seq,
+    /// The entity's demand: messages up to `confirmed + demand` may be in flight.
+    demand: u32,
+    unconfirmed: VecDeque<Unconfirmed>,
+}
+
+impl Producer {
+    /// A producer whose last confirmed message was `confirmed` (`Seq(0)`: a fresh one).
+    pub fn new(settings: ProducerSettings, confirmed: Seq) -> Self {
+        Self {
+            settings,
+            next: Seq(confirmed.0 + 1),
+            confirmed,
+            demand: settings.initial_window,
+            unconfirmed: VecDeque::new(),
+        }
+    }
+
+    /// Numbers `payload` and queues it: its sequence number, or [`WindowFull`].
+    pub fn handle_send(&mut self, now: Instant, payload: Payload) -> Result<Seq, WindowFull> {
+        if self.unconfirmed.len() >= self.settings.max_unconfirmed {
+            return Err(WindowFull);
+        }
+        let seq = self.next;
+        self.next = Seq(seq.0 + 1);
+        self.unconfirmed.push_back(Unconfirmed {
+            seq,
+            payload,
+            due: None,
+            sent: false,
+        });
+        self.release(now);
+        Ok(seq)
+    }
+
+    /// The entity confirmed: what it confirms leaves the queue (their sequence numbers, in
+    /// order: the sends that completed), its demand releases more, and a `resend` makes the
+    /// rest due at once.
+    pub fn handle_confirm(&mut self, now: Instant, confirm: Confirm) -> Vec<Seq> {
+        let mut done = Vec::new();
+        while self
+            .unconfirmed
+            .front()
+            .is_some_and(|u| u.seq <= confirm.up_to)
+        {
+            done.extend(self.unconfirmed.pop_front().map(|u| u.seq));
+        }
+        if confirm.up_to > self.confirmed {
+            self.confirmed = confirm.up_to;
+        }
+        self.demand = confirm.demand;
+        if confirm.resend {
+            crate::probe::hit("delivery: a gap reported makes the rest due at once");
+            self.resend_now(now);
+        }
+        self.release(now);
+        done
+    }
+
+    /// The entity moved or restarted (its shard was handed off, its node crashed): whatever was
+    /// sent and is unconfirmed is due again at once.
+    pub fn handle_moved(&mut self, now: Instant) {
+        crate::probe::hit("delivery: a move makes the unconfirmed due at once");
+        self.resend_now(now);
+    }
+
+    /// The next message to send at `now`, in sequence order.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let resend_after = self.settings.resend_after;
+        let next = self
+            .unconfirmed
+            .iter_mut()
+            .find(|u| u.due.is_some_and(|at| at <= now))?;
+        let resend = next.sent;
+        if resend {
+            crate::probe::hit("delivery: an unconfirmed message is sent again");
+        }
+        next.sent = true;
+        next.due = Some(now + resend_after);
+        Some(Transmit {
+            seq: next.seq,
+            payload: next.payload.clone(),
+            resend,
+        })
+    }
+
+    /// When [`Producer::poll_transmit`] next has something to send.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.unconfirmed.iter().filter_map(|u| u.due).min()
+    }
+
+    /// Messages held unconfirmed (sent, or waiting for demand).
+    pub fn unconfirmed(&self) -> usize {
+        self.unconfirmed.len()
+    }
+
+    /// The newest confirmed.
+    pub fn confirmed(&self) -> Seq {
+        self.confirmed
+    }
+
+    /// Makes the messages the demand covers and that were never sent due now.
+    fn release(&mut self, now: Instant) {
+        let limit = self.confirmed.0 + u64::from(self.demand);
+        for u in self.unconfirmed.iter_mut() {
+            if u.seq.0 > limit {
+                break;
+            }
+            if !u.sent && u.due.is_none() {
+                u.due = Some(now);
+            }
+        }
+    }
+
+    /// Makes every sent, unconfirmed message due now.
+    fn resend_now(&mut self, now: Instant) {
+        for u in self.unconfirmed.iter_mut().filter(|u| u.sent) {
+            u.due = Some(now);
+        }
+    }
+}
