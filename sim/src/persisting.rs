@@ -53,8 +53,6 @@ pub(crate) struct Persisting {
     entity_type: EntityType,
     writers: BTreeMap<Life, Writer>,
     next_id: u64,
-    /// Writes acknowledged to incarnations still running (the markers and the report).
-    pub(crate) acknowledged: u64,
 }
 
 impl Persisting {
@@ -65,7 +63,6 @@ impl Persisting {
             entity_type,
             writers: BTreeMap::new(),
             next_id: 0,
-            acknowledged: 0,
         }
     }
 
@@ -151,7 +148,6 @@ impl Persisting {
                     } else {
                         writer.since_snapshot + count
                     };
-                    self.acknowledged += count;
                 }
             }
             StateAnswer::Fenced(current) => {

@@ -128,9 +128,9 @@ impl Remembering {
         }
         self.wakeup = None;
         let stale = self.store.stale;
-        let (late_before, _, _) = self.store.journal_counts();
+        let late_before = self.store.landed_late();
         let answers = self.store.poll(now);
-        let landed_late = self.store.journal_counts().0 > late_before;
+        let landed_late = self.store.landed_late() > late_before;
         let late_refused = self.store.stale > stale;
         let violations = self.store.take_violations();
         let journal_violations = self.store.take_journal_violations();

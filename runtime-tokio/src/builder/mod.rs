@@ -245,32 +245,43 @@ impl NodeBuilder {
         if self.mailbox_capacity == 0 {
             return Err(StartError::Builder("mailbox capacity 0".into()));
         }
-        let remembering = self
-            .entity_types
-            .iter()
-            .find(|t| t.remember.is_some() && !t.proxy_only);
-        if let (Some(t), None) = (remembering, &self.remember_store) {
-            return Err(StartError::Builder(format!(
-                "entity type {} remembers entities but the node has no remember store \
-                 (NodeBuilder::remember_store)",
-                t.name
-            )));
-        }
-        let persistent = self
-            .entity_types
-            .iter()
-            .find(|t| t.persistent && !t.proxy_only);
-        if let (Some(t), None) = (persistent, &self.state_store) {
-            return Err(StartError::Builder(format!(
-                "entity type {} persists state but the node has no state store \
-                 (NodeBuilder::state_store)",
-                t.name
-            )));
-        }
+        let remembering = |t: &EntityTypeConfig| t.remember.is_some();
+        let persistent = |t: &EntityTypeConfig| t.persistent;
+        self.needs_store(
+            remembering,
+            self.remember_store.is_some(),
+            "remembers entities",
+            "remember_store",
+        )?;
+        self.needs_store(
+            persistent,
+            self.state_store.is_some(),
+            "persists state",
+            "state_store",
+        )?;
         if self.store_timeout.is_zero() {
             return Err(StartError::Builder("remember store timeout 0".into()));
         }
         Ok(())
+    }
+
+    /// Refuses a hosted type that `wants` a store when the node has none (`has`): named with
+    /// what it does, the store it lacks and the builder method that gives it (`store`).
+    fn needs_store(
+        &self,
+        wants: impl Fn(&EntityTypeConfig) -> bool,
+        has: bool,
+        does: &str,
+        store: &str,
+    ) -> Result<(), StartError> {
+        match self.entity_types.iter().find(|t| wants(t) && !t.proxy_only) {
+            Some(t) if !has => Err(StartError::Builder(format!(
+                "entity type {} {does} but the node has no {} (NodeBuilder::{store})",
+                t.name,
+                store.replace('_', " ")
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Binds the listener; returns it with the address this node advertises.

@@ -19,6 +19,10 @@ impl Simulator {
         entity: &EntityId,
         (shard, epoch): (ShardId, Epoch),
     ) {
+        // Asked on every start and delivery: a run without persistence looks nothing up.
+        if self.persisting.is_none() {
+            return;
+        }
         let Some(life) = self.host.running(member, entity) else {
             return;
         };
@@ -37,6 +41,9 @@ impl Simulator {
         entity: &EntityId,
         ask: Option<Payload>,
     ) -> Option<Payload> {
+        if self.persisting.is_none() {
+            return ask;
+        }
         let Some(life) = self.host.running(member, entity) else {
             return ask;
         };
@@ -54,10 +61,10 @@ impl Simulator {
     /// Whether `member`'s persistent incarnation of `entity` holds as many messages waiting for
     /// their writes as its mailbox takes.
     pub(crate) fn persistent_mailbox_full(&self, member: MemberId, entity: &EntityId) -> bool {
-        let (Some(p), Some(life)) = (&self.persisting, self.host.running(member, entity)) else {
+        let Some(p) = &self.persisting else {
             return false;
         };
-        p.mailbox_full(&life)
+        (self.host.running(member, entity)).is_some_and(|life| p.mailbox_full(&life))
     }
 
     /// The incarnation `life` ended: the asks it had not answered are answered.

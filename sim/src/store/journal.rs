@@ -81,11 +81,8 @@ pub(super) struct Journals {
     pub(super) unfenced: bool,
     /// What the checks found since the last call.
     violations: Vec<String>,
-    /// What the markers count: appends that landed after their caller heard a timeout,
-    /// recoveries from a snapshot, appends refused for their epoch.
-    pub(super) landed_late: u64,
-    pub(super) from_snapshot: u64,
-    pub(super) fenced: u64,
+    /// Appends that landed after their caller heard a timeout (a marker's count).
+    landed_late: u64,
 }
 
 impl SimStore {
@@ -109,11 +106,9 @@ impl SimStore {
         std::mem::take(&mut self.journals.violations)
     }
 
-    /// Counts of what the markers report: late appends that landed, recoveries from a
-    /// snapshot, appends fenced.
-    pub(crate) fn journal_counts(&self) -> (u64, u64, u64) {
-        let j = &self.journals;
-        (j.landed_late, j.from_snapshot, j.fenced)
+    /// How many appends landed after their caller heard a timeout.
+    pub(crate) fn landed_late(&self) -> u64 {
+        self.journals.landed_late
     }
 
     /// Applies `call` arriving at `now` (`late`: its caller already heard a timeout).
@@ -151,7 +146,6 @@ impl SimStore {
             FencingVerdict::Fenced(current) | FencingVerdict::Stale(current)
                 if !(appending && self.journals.unfenced) =>
             {
-                self.journals.fenced += 1;
                 return StateAnswer::Fenced(current);
             }
             FencingVerdict::Accept(claim) => {
@@ -176,9 +170,6 @@ impl SimStore {
                             epoch.0
                         ));
                     }
-                }
-                if journal.snapshot_at > 0 {
-                    self.journals.from_snapshot += 1;
                 }
                 StateAnswer::Recovered {
                     ids: journal.events.iter().map(|(id, _)| *id).collect(),
