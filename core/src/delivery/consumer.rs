@@ -5,18 +5,37 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ProducerId, Seq};
+use super::{ProducerId, Seq, Tag};
 
-/// For each producer, the sequence number of the newest message the entity applied: the state
-/// that makes redelivery harmless. Store it with the entity's state for effectively-once
-/// delivery.
+/// One producer's newest message an entity applied: its session and sequence number.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Eq, Ord, PartialEq, PartialOrd, Serialize)]
+pub struct Mark {
+    /// The producer's session.
+    pub session: u64,
+    /// The newest message of that session applied.
+    pub seq: Seq,
+}
+
+/// For each producer, the newest message the entity applied: the state that makes redelivery
+/// harmless. Store it with the entity's state for effectively-once delivery.
 #[derive(Clone, Debug, Default, Deserialize, Eq, PartialEq, Serialize)]
-pub struct HighWater(BTreeMap<ProducerId, Seq>);
+pub struct HighWater(BTreeMap<ProducerId, Mark>);
 
 impl HighWater {
-    /// The newest message of `producer` applied (`Seq(0)`: none).
-    pub fn of(&self, producer: &ProducerId) -> Seq {
-        self.0.get(producer).copied().unwrap_or(Seq(0))
+    /// The newest message of `producer` applied (`Mark::default()`: none).
+    pub fn of(&self, producer: &ProducerId) -> Mark {
+        self.0.get(producer).copied().unwrap_or_default()
+    }
+
+    /// Records `mark` for `producer`, unless it has a newer one.
+    pub fn record(&mut self, producer: &ProducerId, mark: Mark) {
+        let entry = self.0.entry(producer.clone()).or_default();
+        *entry = (*entry).max(mark);
+    }
+
+    /// Every producer's mark, in producer order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ProducerId, Mark)> {
+        self.0.iter().map(|(producer, mark)| (producer, *mark))
     }
 
     /// The producers it knows.
@@ -41,12 +60,18 @@ pub enum Verdict {
     /// Past a gap (an earlier one was lost on its way): drop it and ask for a resend from the
     /// first missing one.
     Gap,
+    /// From a session older than one the entity has seen from its producer (a producer that
+    /// restarted since): drop it, confirming nothing.
+    Stale,
 }
 
-/// What the entity tells a producer: everything up to `up_to` is applied, and it may have up to
-/// `demand` more in flight beyond it; `resend`: send again from `up_to + 1` now (a gap was seen).
+/// What the entity tells a producer: everything of `session` up to `up_to` is applied, and it
+/// may have up to `demand` more in flight beyond it; `resend`: send again from `up_to + 1` now
+/// (a gap was seen).
 #[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub struct Confirm {
+    /// The producer's session it answers.
+    pub session: u64,
     /// The newest message applied.
     pub up_to: Seq,
     /// How many more may be in flight beyond `up_to`.
@@ -77,13 +102,18 @@ impl Consumer {
         &self.high_water
     }
 
-    /// Judges message `seq` of `producer`.
-    pub fn handle_message(&self, producer: &ProducerId, seq: Seq) -> Verdict {
-        let applied = self.high_water.of(producer);
-        if seq <= applied {
+    /// Judges a message.
+    pub fn handle_message(&self, tag: &Tag) -> Verdict {
+        let mark = self.high_water.of(&tag.producer);
+        if mark.session > tag.session {
+            crate::probe::hit("delivery: an older session's message is dropped");
+            return Verdict::Stale;
+        }
+        let applied = self.applied(tag);
+        if tag.seq <= applied {
             crate::probe::hit("delivery: a duplicate is dropped");
             Verdict::Duplicate
-        } else if seq.0 == applied.0 + 1 {
+        } else if tag.seq.0 == applied.0 + 1 {
             Verdict::Apply
         } else {
             crate::probe::hit("delivery: a message past a gap is dropped");
@@ -91,19 +121,36 @@ impl Consumer {
         }
     }
 
-    /// Message `seq` of `producer` was applied (its effect is durable with the high-water mark
-    /// when the entity persists).
-    pub fn processed(&mut self, producer: &ProducerId, seq: Seq) {
-        let mark = self.high_water.0.entry(producer.clone()).or_insert(Seq(0));
-        *mark = (*mark).max(seq);
+    /// The message `tag` was applied (its effect is durable with the high-water mark when the
+    /// entity persists).
+    pub fn processed(&mut self, tag: &Tag) {
+        let mark = Mark {
+            session: tag.session,
+            seq: tag.seq,
+        };
+        self.high_water.record(&tag.producer, mark);
     }
 
-    /// What to tell `producer` after a message judged `verdict`.
-    pub fn confirm(&self, producer: &ProducerId, verdict: Verdict) -> Confirm {
-        Confirm {
-            up_to: self.high_water.of(producer),
+    /// What to tell the producer after its message `tag` was judged `verdict` (`None` for a
+    /// stale one: its session is over).
+    pub fn confirm(&self, tag: &Tag, verdict: Verdict) -> Option<Confirm> {
+        (verdict != Verdict::Stale).then(|| Confirm {
+            session: tag.session,
+            up_to: self.applied(tag),
             demand: self.window,
             resend: verdict == Verdict::Gap,
-        }
+        })
+    }
+
+    /// The newest message of `tag`'s session known applied: by this consumer's mark, or
+    /// confirmed to the producer (applied by an earlier incarnation).
+    fn applied(&self, tag: &Tag) -> Seq {
+        let mark = self.high_water.of(&tag.producer);
+        let own = if mark.session == tag.session {
+            mark.seq
+        } else {
+            Seq(0)
+        };
+        own.max(tag.confirmed)
     }
 }

@@ -20,7 +20,7 @@
 mod consumer;
 mod producer;
 
-pub use consumer::{Confirm, Consumer, HighWater, Verdict};
+pub use consumer::{Confirm, Consumer, HighWater, Mark, Verdict};
 pub use producer::{Producer, ProducerSettings, Transmit, WindowFull};
 
 use serde::{Deserialize, Serialize};
@@ -43,8 +43,26 @@ impl std::fmt::Display for ProducerId {
     }
 }
 
+/// What travels with a reliably delivered message: whose it is and where it stands.
+#[derive(Clone, Debug, Deserialize, Eq, Hash, PartialEq, Serialize)]
+pub struct Tag {
+    /// The producer.
+    pub producer: ProducerId,
+    /// The producer's session: a producer that restarts without its queue starts a newer one,
+    /// numbering from 1 again; a consumer forgets an older session's marks.
+    pub session: u64,
+    /// The message's place in the session's sequence to this entity.
+    pub seq: Seq,
+    /// Every message of the session up to this one has been confirmed to the producer, so
+    /// some incarnation of the entity applied it: a consumer that has no mark of its own
+    /// (a plain entity's next incarnation) starts from here instead of asking for them again.
+    pub confirmed: Seq,
+}
+
 /// A message's place in one producer's sequence to one entity (from 1).
-#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
+)]
 pub struct Seq(pub u64);
 
 #[cfg(test)]

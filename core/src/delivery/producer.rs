@@ -39,6 +39,8 @@ pub struct WindowFull;
 pub struct Transmit {
     /// Its place in the sequence.
     pub seq: Seq,
+    /// The newest confirmed when it was sent (the tag's `confirmed`).
+    pub confirmed: Seq,
     /// The message.
     pub payload: Payload,
     /// It was sent before.
@@ -59,6 +61,8 @@ struct Unconfirmed {
 #[derive(Debug)]
 pub struct Producer {
     settings: ProducerSettings,
+    /// The session it numbers in (see [`super::Tag::session`]).
+    session: u64,
     /// The sequence number the next send gets.
     next: Seq,
     /// The newest confirmed.
@@ -69,10 +73,12 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// A producer whose last confirmed message was `confirmed` (`Seq(0)`: a fresh one).
-    pub fn new(settings: ProducerSettings, confirmed: Seq) -> Self {
+    /// A producer of `session` whose last confirmed message was `confirmed` (`Seq(0)`: a
+    /// fresh one).
+    pub fn new(settings: ProducerSettings, session: u64, confirmed: Seq) -> Self {
         Self {
             settings,
+            session,
             next: Seq(confirmed.0 + 1),
             confirmed,
             demand: settings.initial_window,
@@ -100,8 +106,13 @@ impl Producer {
     /// The entity confirmed: what it confirms leaves the queue (their sequence numbers, in
     /// order: the sends that completed), its demand releases more, and a `resend` makes the
     /// rest due at once.
+    /// A confirmation of another session (an answer to a producer that restarted since) is
+    /// ignored.
     pub fn handle_confirm(&mut self, now: Instant, confirm: Confirm) -> Vec<Seq> {
         let mut done = Vec::new();
+        if confirm.session != self.session {
+            return done;
+        }
         while self
             .unconfirmed
             .front()
@@ -143,6 +154,7 @@ impl Producer {
         next.due = Some(now + resend_after);
         Some(Transmit {
             seq: next.seq,
+            confirmed: self.confirmed,
             payload: next.payload.clone(),
             resend,
         })
@@ -161,6 +173,11 @@ impl Producer {
     /// The newest confirmed.
     pub fn confirmed(&self) -> Seq {
         self.confirmed
+    }
+
+    /// The session it numbers in.
+    pub fn session(&self) -> u64 {
+        self.session
     }
 
     /// Makes the messages the demand covers and that were never sent due now.

@@ -30,12 +30,13 @@ fn drain(producer: &mut Producer, now: Instant) -> Vec<(u64, bool)> {
 
 #[test]
 fn a_producer_sends_what_the_demand_covers_and_completes_sends_as_they_are_confirmed() {
-    let mut producer = Producer::new(settings(2), Seq(0));
+    let mut producer = Producer::new(settings(2), 1, Seq(0));
     for n in 1..=4 {
         assert_eq!(producer.handle_send(at(0), p(n)), Ok(Seq(n)));
     }
     assert_eq!(drain(&mut producer, at(0)), [(1, false), (2, false)]);
     let confirm = Confirm {
+        session: 1,
         up_to: Seq(1),
         demand: 3,
         resend: false,
@@ -57,7 +58,7 @@ fn a_producer_sends_what_the_demand_covers_and_completes_sends_as_they_are_confi
 
 #[test]
 fn unconfirmed_messages_are_sent_again_after_the_timeout_or_at_once_after_a_move() {
-    let mut producer = Producer::new(settings(4), Seq(0));
+    let mut producer = Producer::new(settings(4), 1, Seq(0));
     for n in 1..=3 {
         producer.handle_send(at(0), p(n)).expect("room");
     }
@@ -72,6 +73,7 @@ fn unconfirmed_messages_are_sent_again_after_the_timeout_or_at_once_after_a_move
     assert_eq!(drain(&mut producer, at(120)).len(), 3, "due at once");
     // A gap reported by the entity makes the rest due at once too.
     let gap = Confirm {
+        session: 1,
         up_to: Seq(1),
         demand: 4,
         resend: true,
@@ -80,36 +82,86 @@ fn unconfirmed_messages_are_sent_again_after_the_timeout_or_at_once_after_a_move
     assert_eq!(drain(&mut producer, at(130)), [(2, true), (3, true)]);
 }
 
+fn tag(producer: &ProducerId, session: u64, seq: u64, confirmed: u64) -> Tag {
+    Tag {
+        producer: producer.clone(),
+        session,
+        seq: Seq(seq),
+        confirmed: Seq(confirmed),
+    }
+}
+
 #[test]
 fn a_consumer_applies_each_message_once_in_order_and_its_high_water_survives_a_restart() {
     let a = ProducerId::new("a");
     let mut consumer = Consumer::new(HighWater::default(), 5);
-    assert_eq!(consumer.handle_message(&a, Seq(2)), Verdict::Gap);
+    let second = tag(&a, 1, 2, 0);
+    assert_eq!(consumer.handle_message(&second), Verdict::Gap);
     assert_eq!(
-        consumer.confirm(&a, Verdict::Gap),
-        Confirm {
+        consumer.confirm(&second, Verdict::Gap),
+        Some(Confirm {
+            session: 1,
             up_to: Seq(0),
             demand: 5,
             resend: true
-        }
+        })
     );
-    assert_eq!(consumer.handle_message(&a, Seq(1)), Verdict::Apply);
-    consumer.processed(&a, Seq(1));
-    assert_eq!(consumer.handle_message(&a, Seq(1)), Verdict::Duplicate);
-    assert_eq!(consumer.handle_message(&a, Seq(2)), Verdict::Apply);
-    consumer.processed(&a, Seq(2));
+    assert_eq!(consumer.handle_message(&tag(&a, 1, 1, 0)), Verdict::Apply);
+    consumer.processed(&tag(&a, 1, 1, 0));
+    assert_eq!(
+        consumer.handle_message(&tag(&a, 1, 1, 0)),
+        Verdict::Duplicate
+    );
+    assert_eq!(consumer.handle_message(&second), Verdict::Apply);
+    consumer.processed(&second);
     // Stored with the entity's state and read back by its next incarnation.
     let stored = postcard::to_allocvec(consumer.high_water()).expect("encodes");
     let restored: HighWater = postcard::from_bytes(&stored).expect("decodes");
     let again = Consumer::new(restored, 5);
-    assert_eq!(again.handle_message(&a, Seq(2)), Verdict::Duplicate);
-    assert_eq!(again.handle_message(&a, Seq(3)), Verdict::Apply);
+    assert_eq!(again.handle_message(&second), Verdict::Duplicate);
+    assert_eq!(again.handle_message(&tag(&a, 1, 3, 0)), Verdict::Apply);
     let b = ProducerId::new("b");
     assert_eq!(
-        again.handle_message(&b, Seq(1)),
+        again.handle_message(&tag(&b, 1, 1, 0)),
         Verdict::Apply,
         "per producer"
     );
+}
+
+#[test]
+fn a_consumer_without_a_mark_trusts_what_was_confirmed_and_a_newer_session_starts_afresh() {
+    let a = ProducerId::new("a");
+    // A plain entity's next incarnation knows nothing; the producer had 1..=7 confirmed.
+    let mut fresh = Consumer::new(HighWater::default(), 4);
+    assert_eq!(fresh.handle_message(&tag(&a, 1, 8, 7)), Verdict::Apply);
+    assert_eq!(fresh.handle_message(&tag(&a, 1, 10, 7)), Verdict::Gap);
+    fresh.processed(&tag(&a, 1, 8, 7));
+    assert_eq!(fresh.handle_message(&tag(&a, 1, 8, 7)), Verdict::Duplicate);
+    // The producer restarted without its queue: session 2 numbers from 1 again.
+    assert_eq!(fresh.handle_message(&tag(&a, 2, 1, 0)), Verdict::Apply);
+    fresh.processed(&tag(&a, 2, 1, 0));
+    assert_eq!(
+        fresh.high_water().of(&a),
+        Mark {
+            session: 2,
+            seq: Seq(1)
+        }
+    );
+    // The old session's late message is dropped, and nothing is confirmed to it.
+    let late = tag(&a, 1, 9, 8);
+    assert_eq!(fresh.handle_message(&late), Verdict::Stale);
+    assert_eq!(fresh.confirm(&late, Verdict::Stale), None);
+    // A producer ignores a confirmation of another session.
+    let mut producer = Producer::new(settings(2), 3, Seq(0));
+    producer.handle_send(at(0), p(1)).expect("room");
+    let other = Confirm {
+        session: 2,
+        up_to: Seq(1),
+        demand: 2,
+        resend: false,
+    };
+    assert!(producer.handle_confirm(at(1), other).is_empty());
+    assert_eq!(producer.unconfirmed(), 1);
 }
 
 /// A producer and a consumer over a channel that loses a third of the messages and duplicates
@@ -125,7 +177,7 @@ fn over_a_lossy_duplicating_channel_every_message_is_applied_exactly_once_in_ord
 fn lossy_run(seed: u64) {
     let mut rng = crate::rng::Rng::new(seed);
     let id = ProducerId::new("worker-1");
-    let mut producer = Producer::new(settings(3), Seq(0));
+    let mut producer = Producer::new(settings(3), 1, Seq(0));
     let mut consumer = Consumer::new(HighWater::default(), 3);
     let mut applied: Vec<u64> = Vec::new();
     let mut to_send: u64 = 1;
@@ -145,13 +197,14 @@ fn lossy_run(seed: u64) {
                 3 => 2,
                 _ => 1,
             };
+            let sent = tag(&id, 1, t.seq.0, t.confirmed.0);
             for _ in 0..copies {
-                let verdict = consumer.handle_message(&id, t.seq);
+                let verdict = consumer.handle_message(&sent);
                 if verdict == Verdict::Apply {
                     applied.push(u64::from_be_bytes(t.payload.0[..].try_into().unwrap()));
-                    consumer.processed(&id, t.seq);
+                    consumer.processed(&sent);
                 }
-                confirms.push(consumer.confirm(&id, verdict));
+                confirms.extend(consumer.confirm(&sent, verdict));
             }
         }
         for confirm in confirms.drain(..) {
@@ -162,6 +215,12 @@ fn lossy_run(seed: u64) {
         if step == 50 {
             // The entity moves: its next incarnation has only what was stored.
             consumer = Consumer::new(consumer.high_water().clone(), 3);
+            producer.handle_moved(now);
+        }
+        if step == 90 && seed % 2 == 1 {
+            // A plain entity moves: its next incarnation has no mark at all, and trusts what
+            // the producer says was confirmed.
+            consumer = Consumer::new(HighWater::default(), 3);
             producer.handle_moved(now);
         }
         now = producer
