@@ -57,7 +57,7 @@
 //! |---|---|
 //! | 7 | `builder` (validates, binds, configures and spawns a node) |
 //! | 6 | `state` (persistent entities: event sourced, durable state; removing a type's data) |
-//! | 5 | `node` (the handle of a running node) |
+//! | 5 | `node` (the handle of a running node), `delivery` (reliable producers) |
 //! | 4 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
 //! | 3 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
 //! | 2 | `entity` (entity tasks) |
@@ -72,6 +72,7 @@
 
 mod builder;
 mod clock;
+pub mod delivery;
 pub mod entity;
 mod error;
 mod event;
@@ -84,6 +85,7 @@ pub mod store;
 pub mod transport;
 
 pub use builder::NodeBuilder;
+pub use delivery::{ReliableProducer, SendError};
 pub use entity::{Entity, EntityContext};
 pub use error::{AskError, QueryError, RegionError, StartError, TellError};
 pub use event::NodeEvent;

@@ -36,6 +36,13 @@ pub(crate) const DIAL_FAILURES_TOTAL: &str = "shoal_dial_failures_total";
 pub(crate) const ENTITIES: &str = "shoal_entities";
 /// `shoal_entities_started_total`.
 pub(crate) const ENTITIES_STARTED_TOTAL: &str = "shoal_entities_started_total";
+/// `shoal_delivery_dropped_total{reason}`: reliably delivered messages an entity dropped
+/// (`duplicate`: applied already; `gap`: past a lost one; `stale`: an older producer session).
+pub(crate) const DELIVERY_DROPPED_TOTAL: &str = "shoal_delivery_dropped_total";
+/// `shoal_delivery_resends_total`: messages reliable producers sent again, unconfirmed.
+pub(crate) const DELIVERY_RESENDS_TOTAL: &str = "shoal_delivery_resends_total";
+/// `shoal_delivery_unconfirmed{producer}`: messages a reliable producer holds unconfirmed.
+pub(crate) const DELIVERY_UNCONFIRMED: &str = "shoal_delivery_unconfirmed";
 /// `shoal_entity_letters_malformed_total`.
 pub(crate) const ENTITY_LETTERS_MALFORMED_TOTAL: &str = "shoal_entity_letters_malformed_total";
 /// `shoal_entity_messages_undecodable_total`.

@@ -9,7 +9,9 @@ mod common;
 use common::postgres::PgServer;
 use common::scratch;
 use shoal::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
+use shoal::store::Delivered;
 use shoal::store::{SqliteStore, StoreError};
+use shoal_core::delivery::{Mark, ProducerId, Seq};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
 fn key(kind: &str, entity: &str, epoch: u64) -> StateKey {
@@ -33,7 +35,25 @@ fn events(first_seq: u64, bytes: &[u8], snapshot: Option<u8>) -> StateWrite {
         first_seq,
         events: bytes.iter().map(|b| value(*b)).collect(),
         snapshot: snapshot.map(value),
+        delivered: None,
     }
+}
+
+/// `write` as the effect of message `seq` of `producer`'s `session`.
+fn delivered(mut write: StateWrite, producer: &str, session: u64, seq: u64) -> StateWrite {
+    let mark = Some(Delivered {
+        producer: ProducerId::new(producer),
+        mark: Mark {
+            session,
+            seq: Seq(seq),
+        },
+    });
+    match &mut write {
+        StateWrite::Events { delivered, .. } | StateWrite::State { delivered, .. } => {
+            *delivered = mark;
+        }
+    }
+    write
 }
 
 async fn write_one(
@@ -151,6 +171,7 @@ async fn durable_states(store: &dyn StateStore) {
     let state = |revision, byte| StateWrite::State {
         revision,
         state: value(byte),
+        delivered: None,
     };
     write_one(store, k.clone(), state(1, 1)).await.unwrap();
     write_one(store, k.clone(), state(2, 2)).await.unwrap();
@@ -267,6 +288,80 @@ async fn deleting_a_type(store: &dyn StateStore) {
     assert_eq!(store.recover(&kept).await.unwrap().last_seq(), 1);
 }
 
+/// Delivery marks ride in the write that carries the message's effect: recovered with the
+/// state, moved only by a write that lands (not by a fenced or out-of-sequence one), one per
+/// producer, and deleted with the type.
+async fn delivery_marks(store: &dyn StateStore) {
+    let k = key("marked", "a", 2);
+    write_one(
+        store,
+        k.clone(),
+        delivered(events(1, &[1], None), "p", 7, 1),
+    )
+    .await
+    .unwrap();
+    write_one(
+        store,
+        k.clone(),
+        delivered(events(2, &[2], Some(2)), "p", 7, 2),
+    )
+    .await
+    .unwrap();
+    write_one(
+        store,
+        k.clone(),
+        delivered(events(3, &[3], None), "q", 1, 5),
+    )
+    .await
+    .unwrap();
+    let refused = write_one(
+        store,
+        k.clone(),
+        delivered(events(9, &[4], None), "p", 7, 3),
+    )
+    .await;
+    assert!(matches!(refused, Err(StoreError::Conflict { .. })));
+    let stale = key("marked", "a", 1);
+    let fenced = write_one(store, stale, delivered(events(4, &[4], None), "p", 7, 3)).await;
+    assert!(matches!(fenced, Err(StoreError::Fenced { .. })));
+    let recovered = store.recover(&k).await.unwrap();
+    let marks: Vec<(String, Mark)> = recovered
+        .delivered
+        .iter()
+        .map(|(producer, mark)| (producer.to_string(), mark))
+        .collect();
+    let mark = |session, seq| Mark {
+        session,
+        seq: Seq(seq),
+    };
+    assert_eq!(
+        marks,
+        [("p".to_string(), mark(7, 2)), ("q".to_string(), mark(1, 5))]
+    );
+    // A durable state's write carries its mark the same way.
+    let d = key("marked", "d", 2);
+    let state = StateWrite::State {
+        revision: 1,
+        state: value(1),
+        delivered: None,
+    };
+    write_one(store, d.clone(), delivered(state, "p", 8, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .recover(&d)
+            .await
+            .unwrap()
+            .delivered
+            .of(&ProducerId::new("p")),
+        mark(8, 1)
+    );
+    store.delete_type(&k.entity_type).await.unwrap();
+    let again = key("marked", "a", 1);
+    assert!(store.recover(&again).await.unwrap().delivered.is_empty());
+}
+
 async fn suite(store: &dyn StateStore, other: &dyn StateStore) {
     journal_rules(store).await;
     fencing(store).await;
@@ -274,6 +369,7 @@ async fn suite(store: &dyn StateStore, other: &dyn StateStore) {
     a_group_has_one_outcome_per_write(store).await;
     two_writers_race(store, other).await;
     deleting_a_type(store).await;
+    delivery_marks(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

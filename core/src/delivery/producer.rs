@@ -88,7 +88,7 @@ impl Producer {
 
     /// Numbers `payload` and queues it: its sequence number, or [`WindowFull`].
     pub fn handle_send(&mut self, now: Instant, payload: Payload) -> Result<Seq, WindowFull> {
-        if self.unconfirmed.len() >= self.settings.max_unconfirmed {
+        if self.is_full() {
             return Err(WindowFull);
         }
         let seq = self.next;
@@ -163,6 +163,11 @@ impl Producer {
     /// When [`Producer::poll_transmit`] next has something to send.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.unconfirmed.iter().filter_map(|u| u.due).min()
+    }
+
+    /// Whether a send would be refused with [`WindowFull`].
+    pub fn is_full(&self) -> bool {
+        self.unconfirmed.len() >= self.settings.max_unconfirmed
     }
 
     /// Messages held unconfirmed (sent, or waiting for demand).

@@ -396,6 +396,7 @@ impl NodeBuilder {
             events: events.clone(),
             left: false,
             leave_waiters: Vec::new(),
+            producers: Default::default(),
             seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),
             command_timeout: query * 4 + Duration::from_secs(5),
         };

@@ -3,7 +3,8 @@
 //! reply) and, back to the asker, an [`AppFrame`] carried as an application message.
 
 use serde::{Deserialize, Serialize};
-use shoal_core::{DeadLetterReason, MemberId, Payload};
+use shoal_core::delivery::{Confirm, ProducerId, Tag};
+use shoal_core::{DeadLetterReason, EntityId, MemberId, Payload};
 
 use crate::error::AskError;
 
@@ -17,6 +18,15 @@ pub(crate) struct AskRef {
     pub(crate) id: u64,
 }
 
+/// A reliably delivered message's tag, and the member its confirmation goes to.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub(crate) struct Delivery {
+    /// Whose message it is and where it stands in the producer's sequence.
+    pub(crate) tag: Tag,
+    /// The producer's member.
+    pub(crate) reply_to: MemberId,
+}
+
 /// A message for an entity, as a core payload.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub(crate) struct Letter {
@@ -25,6 +35,8 @@ pub(crate) struct Letter {
     /// The entity's message, postcard-encoded.
     #[serde(with = "serde_bytes")]
     pub(crate) message: Vec<u8>,
+    /// For a reliably delivered message: its tag.
+    pub(crate) delivery: Option<Delivery>,
 }
 
 /// An application message between runtimes.
@@ -44,6 +56,15 @@ pub(crate) enum AppFrame {
         id: u64,
         /// Why.
         failure: AskFailure,
+    },
+    /// Entity `entity` confirms messages of the receiving member's producer `producer`.
+    Confirm {
+        /// The confirming entity.
+        entity: EntityId,
+        /// The producer.
+        producer: ProducerId,
+        /// What it confirms and how much more it takes.
+        confirm: Confirm,
     },
 }
 
@@ -119,12 +140,27 @@ mod tests {
                 id: 42,
             }),
             message: vec![1, 2, 3],
+            delivery: None,
         };
         let tell = Letter {
             ask: None,
             message: Vec::new(),
+            delivery: None,
         };
-        for letter in [ask, tell] {
+        let reliable = Letter {
+            ask: None,
+            message: vec![4],
+            delivery: Some(Delivery {
+                tag: Tag {
+                    producer: ProducerId::new("p"),
+                    session: 9,
+                    seq: shoal_core::delivery::Seq(3),
+                    confirmed: shoal_core::delivery::Seq(2),
+                },
+                reply_to: MemberId::new(1, 2),
+            }),
+        };
+        for letter in [ask, tell, reliable] {
             assert_eq!(Letter::from_payload(&letter.to_payload()), Ok(letter));
         }
         let reply = AppFrame::Reply {
@@ -137,6 +173,17 @@ mod tests {
             failure: AskFailure::DeadLetter(DeadLetterReason::MailboxFull),
         };
         assert_eq!(AppFrame::from_payload(&failed.to_payload()), Ok(failed));
+        let confirm = AppFrame::Confirm {
+            entity: EntityId::new("e-1"),
+            producer: ProducerId::new("p"),
+            confirm: Confirm {
+                session: 9,
+                up_to: shoal_core::delivery::Seq(3),
+                demand: 8,
+                resend: false,
+            },
+        };
+        assert_eq!(AppFrame::from_payload(&confirm.to_payload()), Ok(confirm));
         assert_eq!(Letter::from_payload(&Payload(vec![9; 3])), Err(Malformed));
         assert_eq!(AppFrame::from_payload(&Payload(vec![7])), Err(Malformed));
     }

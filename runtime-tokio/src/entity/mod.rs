@@ -11,6 +11,7 @@
 //! single activation holds; only the entity's in-memory state is lost, as in Akka's
 //! restart-with-backoff supervision.
 
+pub(crate) mod inbox;
 pub(crate) mod letter;
 pub(crate) mod runtime;
 mod task;
@@ -76,6 +77,8 @@ pub struct EntityContext {
     passivate: bool,
     /// What supervision must do once the current call returns, if anything.
     verdict: Option<Verdict>,
+    /// Reliable delivery's consumer state.
+    inbox: inbox::Inbox,
 }
 
 /// What an entity asks its supervision to do after a call (persistent entities do).
@@ -93,7 +96,19 @@ impl EntityContext {
             link,
             passivate: false,
             verdict: None,
+            inbox: inbox::Inbox::default(),
         }
+    }
+
+    /// Reliable delivery's consumer state: a persistent entity writes the current message's
+    /// mark with its effect and restores the marks on recovery.
+    pub(crate) fn inbox(&mut self) -> &mut inbox::Inbox {
+        &mut self.inbox
+    }
+
+    /// The inbox, with the link its confirmations go out by.
+    fn inbox_and_link(&mut self) -> (&mut inbox::Inbox, &EntityLink) {
+        (&mut self.inbox, &self.link)
     }
 
     /// Asks supervision to act once the current call returns.
@@ -194,6 +209,12 @@ pub(crate) enum SignalKind {
     Answer {
         ask: letter::AskRef,
         answer: Result<Vec<u8>, letter::AskFailure>,
+    },
+    /// A confirmation for reliable producer `producer` on member `to`.
+    Confirm {
+        to: shoal_core::MemberId,
+        producer: shoal_core::delivery::ProducerId,
+        confirm: shoal_core::delivery::Confirm,
     },
 }
 

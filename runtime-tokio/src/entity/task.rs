@@ -91,9 +91,17 @@ async fn run<E: Entity>(
             tracing::warn!(entity = %ctx.id(), "a payload that is not a letter of this runtime");
             continue;
         };
+        if let Some(delivery) = &letter.delivery {
+            let (inbox, link) = ctx.inbox_and_link();
+            if !inbox.admit(link, delivery) {
+                continue;
+            }
+        }
         let message = match postcard::from_bytes::<E::Message>(&letter.message) {
             Ok(message) => message,
             Err(error) => {
+                // Confirmed all the same: resending cannot make it decode.
+                settle(&mut ctx, &letter, true);
                 metrics::counter!(metric_names::ENTITY_MESSAGES_UNDECODABLE_TOTAL).increment(1);
                 tracing::warn!(entity = %ctx.id(), %error, "a message that does not decode as the entity's type");
                 answer(&ctx, &letter, Err(AskFailure::Codec(error.to_string())));
@@ -111,7 +119,9 @@ async fn run<E: Entity>(
                         .map_err(|error| AskFailure::Codec(error.to_string()));
                     answer(&ctx, &letter, reply);
                 }
-                match ctx.take_verdict() {
+                let verdict = ctx.take_verdict();
+                settle(&mut ctx, &letter, verdict.is_none());
+                match verdict {
                     None => backoff = MIN_BACKOFF,
                     Some(Verdict::Fenced(current)) => return fenced(&ctx, current),
                     Some(Verdict::Restart(reason)) => {
@@ -136,6 +146,7 @@ async fn run<E: Entity>(
                 );
                 answer(&ctx, &letter, Err(AskFailure::Panicked));
                 ctx.take_verdict();
+                settle(&mut ctx, &letter, false);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
@@ -202,6 +213,20 @@ fn fenced(ctx: &EntityContext, current: shoal_core::Epoch) {
     );
     ctx.link()
         .signal(SignalKind::Lifecycle(Lifecycle::WriteFenced(current)));
+}
+
+/// Ends a reliably delivered letter's handling: confirmed if its effect is done, else left
+/// for the producer to send again.
+fn settle(ctx: &mut EntityContext, letter: &Letter, done: bool) {
+    let Some(delivery) = &letter.delivery else {
+        return;
+    };
+    let (inbox, link) = ctx.inbox_and_link();
+    if done {
+        inbox.applied(link, delivery);
+    } else {
+        inbox.abandoned();
+    }
 }
 
 /// Sends the answer of an ask (nothing for a tell).

@@ -36,7 +36,12 @@ impl HostHandle {
         entity: EntityId,
         message: Vec<u8>,
     ) -> Result<(), TellError> {
-        let payload = Letter { ask: None, message }.to_payload();
+        let payload = Letter {
+            ask: None,
+            message,
+            delivery: None,
+        }
+        .to_payload();
         self.send(HostCommand::Tell {
             entity_type,
             entity,
@@ -109,6 +114,13 @@ pub(crate) enum HostCommand {
     Command {
         command: Command,
         answer: oneshot::Sender<Result<Reply, QueryError>>,
+    },
+    /// Register a reliable producer: answered with this member, or refused if the id is
+    /// taken on this node.
+    RegisterProducer {
+        producer: shoal_core::delivery::ProducerId,
+        confirms: super::delivery::Confirms,
+        answer: oneshot::Sender<Result<shoal_core::MemberId, super::delivery::ProducerTaken>>,
     },
     /// Leave the cluster gracefully; answered once this member is out.
     Leave { done: oneshot::Sender<()> },

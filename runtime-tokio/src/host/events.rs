@@ -99,6 +99,14 @@ impl Host {
         let (id, answer) = match AppFrame::from_payload(payload) {
             Ok(AppFrame::Reply { id, reply }) => (id, Ok(reply)),
             Ok(AppFrame::Failed { id, failure }) => (id, Err(AskError::from(failure))),
+            Ok(AppFrame::Confirm {
+                entity,
+                producer,
+                confirm,
+            }) => {
+                self.handle_confirm(&producer, entity, confirm);
+                return;
+            }
             Err(_) => {
                 metrics::counter!(metric_names::APP_MESSAGES_MALFORMED_TOTAL).increment(1);
                 tracing::warn!(%from, "an application message this runtime does not know");

@@ -13,6 +13,7 @@
 //! seed therefore gives one run.
 
 pub(crate) mod command;
+pub(crate) mod delivery;
 mod events;
 pub(crate) mod io;
 pub(crate) mod requests;
@@ -78,6 +79,8 @@ pub(crate) struct Host {
     pub(crate) seeds: Vec<Address>,
     /// A safety net for commands (the core answers every command itself).
     pub(crate) command_timeout: Duration,
+    /// The node's reliable producers, which entities' confirmations go to.
+    pub(crate) producers: delivery::Producers,
 }
 
 impl Host {
@@ -159,6 +162,15 @@ impl Host {
                 self.after_call();
                 return;
             }
+            SignalKind::Confirm {
+                to,
+                producer,
+                confirm,
+            } => {
+                self.confirm((to, producer), entity, confirm);
+                self.after_call();
+                return;
+            }
             SignalKind::Lifecycle(step) => {
                 self.io
                     .entities
@@ -197,7 +209,12 @@ impl Host {
                     asker: self.me,
                     id: id.0,
                 });
-                let payload = Letter { ask, message }.to_payload();
+                let payload = Letter {
+                    ask,
+                    message,
+                    delivery: None,
+                }
+                .to_payload();
                 self.input(Input::Tell {
                     entity_type,
                     entity,
@@ -217,6 +234,14 @@ impl Host {
                     request,
                     command: Command::Leave,
                 });
+            }
+            HostCommand::RegisterProducer {
+                producer,
+                confirms,
+                answer,
+            } => {
+                let me = self.me;
+                let _ = answer.send(self.producers.register(producer, confirms).map(|()| me));
             }
             HostCommand::Abort => return false,
             HostCommand::View { answer } => {

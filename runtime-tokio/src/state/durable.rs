@@ -93,6 +93,7 @@ impl<S: DurableState> Entity for DurableStateEntity<S> {
                 return;
             }
         };
+        ctx.inbox().recovered(recovered.delivered);
         if let Some((revision, stored)) = recovered.snapshot {
             match decode(&stored, S::VERSION, S::upcast) {
                 Ok(state) => {
@@ -124,6 +125,7 @@ impl<S: DurableState> Entity for DurableStateEntity<S> {
         let write = StateWrite::State {
             revision: self.revision + 1,
             state: encoded,
+            delivered: ctx.inbox().current(),
         };
         journal
             .write(key_of(ctx), write)

@@ -184,6 +184,7 @@ impl<S: EventSourced> EventSourcedEntity<S> {
             first_seq: self.seq + 1,
             events: encoded,
             snapshot: snapshot.clone(),
+            delivered: ctx.inbox().current(),
         };
         journal
             .write(key_of(ctx), write)
@@ -207,9 +208,18 @@ impl<S: EventSourced> Entity for EventSourcedEntity<S> {
         let Ok(journal) = journal_of(ctx) else {
             return;
         };
-        let recovered = journal.recover(&key_of(ctx)).await;
-        if let Err(error) = recovered.and_then(|recovered| self.recover(recovered)) {
-            failure(ctx, error);
+        let recovered = journal
+            .recover(&key_of(ctx))
+            .await
+            .and_then(|mut recovered| {
+                let delivered = std::mem::take(&mut recovered.delivered);
+                self.recover(recovered).map(|()| delivered)
+            });
+        match recovered {
+            Ok(delivered) => ctx.inbox().recovered(delivered),
+            Err(error) => {
+                failure(ctx, error);
+            }
         }
     }
 

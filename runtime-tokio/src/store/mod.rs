@@ -41,7 +41,7 @@ pub(crate) use link::StoreLink;
 pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use state::{Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
+pub use state::{Delivered, Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};
 
 /// Why a store operation did not complete.
 #[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]

@@ -39,13 +39,16 @@ pub(super) struct Prepared {
     pub(super) events_after: Statement,
     pub(super) append: Statement,
     pub(super) set_snapshot: Statement,
+    pub(super) set_delivered: Statement,
+    pub(super) delivered_of: Statement,
 }
 
 impl Prepared {
     /// Prepares them on `client`.
     async fn on(client: &Client) -> Result<Self, StoreError> {
         use crate::store::state_sql::{
-            APPEND, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF,
+            APPEND, DELIVERED_OF, EVENTS_AFTER, LAST_EVENT, SET_DELIVERED, SET_SNAPSHOT,
+            SNAPSHOT_OF,
         };
         let prepare =
             |sql: &'static str| async move { client.prepare(sql).await.map_err(unavailable) };
@@ -58,6 +61,8 @@ impl Prepared {
             events_after: prepare(EVENTS_AFTER).await?,
             append: prepare(APPEND).await?,
             set_snapshot: prepare(SET_SNAPSHOT).await?,
+            set_delivered: prepare(SET_DELIVERED).await?,
+            delivered_of: prepare(DELIVERED_OF).await?,
         })
     }
 }

@@ -11,7 +11,9 @@ use tokio_postgres::Transaction;
 use super::StoreError;
 use super::postgres::{PostgresStore, Prepared, claim_verdict, set_claim};
 use super::sql::unavailable;
-use super::state_sql::{DELETE_TYPE, epoch_i64, newest, rows_of, stored, value_i64};
+use super::state_sql::{
+    DELETE_TYPE, delivered_values, epoch_i64, newest, record_delivered, rows_of, stored, value_i64,
+};
 use super::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
 impl StateStore for PostgresStore {
@@ -140,6 +142,11 @@ async fn write_one(
         ];
         tx.execute(statement, &values).await.map_err(unavailable)?;
     }
+    if let Some((producer, session, seq)) = delivered_values(write)? {
+        let values: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&entity_type, &entity, &producer, &session, &seq];
+        (tx.execute(&prepared.set_delivered, &values).await).map_err(unavailable)?;
+    }
     Ok(())
 }
 
@@ -183,5 +190,17 @@ async fn read(
         .iter()
         .map(|row| stored(row.get(0), row.get(1), row.get(2)))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Recovered { snapshot, events })
+    let mut delivered = shoal_core::delivery::HighWater::default();
+    let marks = tx
+        .query(&prepared.delivered_of, &[&entity_type, &entity])
+        .await
+        .map_err(unavailable)?;
+    for row in &marks {
+        record_delivered(&mut delivered, (row.get(0), row.get(1), row.get(2)))?;
+    }
+    Ok(Recovered {
+        snapshot,
+        events,
+        delivered,
+    })
 }

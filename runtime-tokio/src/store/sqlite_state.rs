@@ -9,8 +9,8 @@ use super::StoreError;
 use super::sql::unavailable;
 use super::sqlite::{SqliteStore, claim_verdict, set_claim, sql};
 use super::state_sql::{
-    APPEND, DELETE_TYPE, EVENTS_AFTER, LAST_EVENT, SET_SNAPSHOT, SNAPSHOT_OF, epoch_i64, newest,
-    rows_of, stored,
+    APPEND, DELETE_TYPE, DELIVERED_OF, EVENTS_AFTER, LAST_EVENT, SET_DELIVERED, SET_SNAPSHOT,
+    SNAPSHOT_OF, delivered_values, epoch_i64, newest, record_delivered, rows_of, stored,
 };
 use super::{Recovered, StateKey, StateStore, StateWrite, Versioned};
 
@@ -111,6 +111,12 @@ fn write_one(tx: &Transaction<'_>, key: &StateKey, write: &StateWrite) -> Result
             .execute(values)
             .map_err(unavailable)?;
     }
+    if let Some((producer, session, seq)) = delivered_values(write)? {
+        tx.prepare_cached(&sql(SET_DELIVERED))
+            .map_err(unavailable)?
+            .execute(params![entity_type, entity, producer, session, seq])
+            .map_err(unavailable)?;
+    }
     Ok(())
 }
 
@@ -145,7 +151,21 @@ fn read(tx: &Transaction<'_>, key: &StateKey) -> Result<Recovered, StoreError> {
         .transpose()?;
     let after = snapshot.as_ref().map_or(0, |(seq, _)| *seq);
     let events = events_after(tx, (entity_type, entity), after)?;
-    Ok(Recovered { snapshot, events })
+    let mut delivered = shoal_core::delivery::HighWater::default();
+    let mut marks = tx.prepare_cached(&sql(DELIVERED_OF)).map_err(unavailable)?;
+    let rows = marks
+        .query_map(params![entity_type, entity], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .map_err(unavailable)?;
+    for row in rows {
+        record_delivered(&mut delivered, row.map_err(unavailable)?)?;
+    }
+    Ok(Recovered {
+        snapshot,
+        events,
+        delivered,
+    })
 }
 
 /// The entity's events after sequence number `after`, in order.

@@ -2,6 +2,7 @@
 //! writes, and the schema both SQL stores share.
 
 use futures_util::future::BoxFuture;
+use shoal_core::delivery::{HighWater, Mark, ProducerId};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 
 use super::{RememberStore, StoreError};
@@ -38,6 +39,9 @@ pub struct Recovered {
     pub snapshot: Option<(u64, Versioned)>,
     /// The events after the snapshot, in order, with their sequence numbers.
     pub events: Vec<(u64, Versioned)>,
+    /// The newest reliably delivered message applied, per producer: written with the state it
+    /// changed, so a redelivered message is recognised after a move or a crash.
+    pub delivered: HighWater,
 }
 
 impl Recovered {
@@ -46,6 +50,16 @@ impl Recovered {
         let snapshot = self.snapshot.as_ref().map_or(0, |(seq, _)| *seq);
         self.events.last().map_or(snapshot, |(seq, _)| *seq)
     }
+}
+
+/// The reliably delivered message whose command made a write: its producer's mark moves to it
+/// in the write's transaction.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Delivered {
+    /// The producer.
+    pub producer: ProducerId,
+    /// The message's session and sequence number.
+    pub mark: Mark,
 }
 
 /// One entity's write.
@@ -61,6 +75,8 @@ pub enum StateWrite {
         events: Vec<Versioned>,
         /// The state after the last event.
         snapshot: Option<Versioned>,
+        /// The delivered message the events are the effect of, if any.
+        delivered: Option<Delivered>,
     },
     /// The whole state (durable state) at `revision`, which must follow the stored one.
     State {
@@ -68,7 +84,18 @@ pub enum StateWrite {
         revision: u64,
         /// The state.
         state: Versioned,
+        /// The delivered message the change is the effect of, if any.
+        delivered: Option<Delivered>,
     },
+}
+
+impl StateWrite {
+    /// The delivered message the write is the effect of, if any.
+    pub fn delivered(&self) -> Option<&Delivered> {
+        match self {
+            Self::Events { delivered, .. } | Self::State { delivered, .. } => delivered.as_ref(),
+        }
+    }
 }
 
 /// A store of entity state: an event journal with snapshots, and whole durable states. It is
@@ -103,7 +130,7 @@ pub trait StateStore: RememberStore {
     ) -> BoxFuture<'a, Result<Vec<Result<(), StoreError>>, StoreError>>;
 
     /// Deletes everything stored for `entity_type`: its journal, snapshots, durable states,
-    /// remembered entities and shard epochs. How many rows went.
+    /// delivery marks, remembered entities and shard epochs. How many rows went.
     fn delete_type<'a>(
         &'a self,
         entity_type: &'a EntityType,
@@ -130,5 +157,13 @@ CREATE TABLE IF NOT EXISTS shoal_snapshots (
     payload BYTEA NOT NULL,
     epoch BIGINT NOT NULL,
     PRIMARY KEY (entity_type, entity_id)
+);
+CREATE TABLE IF NOT EXISTS shoal_delivered (
+    entity_type TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    producer TEXT NOT NULL,
+    session BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    PRIMARY KEY (entity_type, entity_id, producer)
 );
 ";

@@ -2,6 +2,7 @@
 //! SQLite store rewrites them to `?n`).
 
 use shoal_core::Epoch;
+use shoal_core::delivery::{HighWater, Mark, ProducerId, Seq};
 
 use super::StoreError;
 use super::{StateWrite, Versioned};
@@ -29,11 +30,23 @@ pub(super) const SET_SNAPSHOT: &str = "INSERT INTO shoal_snapshots
 ON CONFLICT (entity_type, entity_id) DO UPDATE SET seq = excluded.seq,
 version = excluded.version, payload = excluded.payload, epoch = excluded.epoch";
 
+/// Moves a producer's mark for the entity: `$1` type, `$2` id, `$3` producer, `$4` session,
+/// `$5` seq. The write it rides in is fenced and in sequence, so the newest mark wins.
+pub(super) const SET_DELIVERED: &str = "INSERT INTO shoal_delivered
+(entity_type, entity_id, producer, session, seq) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (entity_type, entity_id, producer) DO UPDATE SET session = excluded.session,
+seq = excluded.seq";
+
+/// The entity's marks, per producer. `$1` type, `$2` id.
+pub(super) const DELIVERED_OF: &str = "SELECT producer, session, seq FROM shoal_delivered
+WHERE entity_type = $1 AND entity_id = $2";
+
 /// What deleting a type removes, each with the type as `$1`: its state, then what remembering
 /// and fencing kept of it.
-pub(super) const DELETE_TYPE: [&str; 5] = [
+pub(super) const DELETE_TYPE: [&str; 6] = [
     "DELETE FROM shoal_journal WHERE entity_type = $1",
     "DELETE FROM shoal_snapshots WHERE entity_type = $1",
+    "DELETE FROM shoal_delivered WHERE entity_type = $1",
     "DELETE FROM shoal_remembered_entities WHERE entity_type = $1",
     "DELETE FROM shoal_remembered_shards WHERE entity_type = $1",
     "DELETE FROM shoal_remembered_types WHERE entity_type = $1",
@@ -65,6 +78,7 @@ pub(super) fn rows_of(write: &StateWrite, newest: u64) -> Result<Vec<Row<'_>>, S
             first_seq,
             events,
             snapshot,
+            ..
         } => {
             let mut rows = Vec::with_capacity(events.len() + 1);
             let mut seq = *first_seq;
@@ -77,7 +91,9 @@ pub(super) fn rows_of(write: &StateWrite, newest: u64) -> Result<Vec<Row<'_>>, S
             }
             Ok(rows)
         }
-        StateWrite::State { revision, state } => Ok(vec![row(*revision, state, true)?]),
+        StateWrite::State {
+            revision, state, ..
+        } => Ok(vec![row(*revision, state, true)?]),
     }
 }
 
@@ -124,4 +140,30 @@ pub(super) fn stored(
 pub(super) fn newest(last_event: i64, snapshot: Option<i64>) -> Result<u64, StoreError> {
     let newest = last_event.max(snapshot.unwrap_or(0));
     u64::try_from(newest).map_err(|_| StoreError::Invalid(format!("seq {newest}")))
+}
+
+/// A write's mark as the stores' values: `(producer, session, seq)`.
+pub(super) fn delivered_values(write: &StateWrite) -> Result<Option<(&str, i64, i64)>, StoreError> {
+    let Some(delivered) = write.delivered() else {
+        return Ok(None);
+    };
+    Ok(Some((
+        &delivered.producer.0,
+        value_i64(delivered.mark.session, "session")?,
+        value_i64(delivered.mark.seq.0, "seq")?,
+    )))
+}
+
+/// A stored mark read back into `high_water`.
+pub(super) fn record_delivered(
+    high_water: &mut HighWater,
+    (producer, session, seq): (String, i64, i64),
+) -> Result<(), StoreError> {
+    let invalid = |what: &str, value: i64| StoreError::Invalid(format!("{what} {value}"));
+    let mark = Mark {
+        session: u64::try_from(session).map_err(|_| invalid("session", session))?,
+        seq: Seq(u64::try_from(seq).map_err(|_| invalid("seq", seq))?),
+    };
+    high_water.record(&ProducerId::new(producer), mark);
+    Ok(())
 }

@@ -202,6 +202,7 @@ async fn recovery_rows(
                     first_seq: 1,
                     events: vec![payload.clone(); events as usize],
                     snapshot: snapshot.then(|| payload.clone()),
+                    delivered: None,
                 };
                 (key(kind, e), write)
             })

@@ -1,0 +1,276 @@
+//! Reliable delivery on loopback: resends that reach a plain entity while it is busy are
+//! dropped as duplicates; a persistent entity whose write landed though the store reported it
+//! failed (its outcome unknown) recovers its delivery mark with its state and drops the
+//! message sent again, so its effect happens once; every send to the entities of a node that
+//! crashes completes, and each persistent counter holds exactly what was sent.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::{Op, fast_membership, fast_settings, scratch};
+use futures_util::future::{BoxFuture, join_all};
+use serde::{Deserialize, Serialize};
+use shoal::delivery::ProducerSettings;
+use shoal::state::{Recovered, StateKey, StateWrite, Versioned};
+use shoal::store::{RememberStore, SqliteStore, StoreError, Update};
+use shoal::{
+    EntityContext, EntityId, EntityType, EntityTypeConfig, EventSourced, EventSourcedEntity,
+    NodeBuilder, Persist, Snapshots, StateStore,
+};
+use shoal_core::{Epoch, ShardId};
+
+/// Resends come quickly, so that they cross the slow handling and the lost answers below.
+fn eager() -> ProducerSettings {
+    ProducerSettings {
+        resend_after: Duration::from_millis(40),
+        ..ProducerSettings::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_reaching_a_busy_plain_entity_are_dropped_as_duplicates() {
+    let nodes = common::cluster(2).await;
+    let region = nodes[0].region::<common::Counter>("counter").unwrap();
+    let producer = region.reliable_producer("busy", eager()).await.unwrap();
+    assert_eq!(
+        region.reliable_producer("busy", eager()).await.err(),
+        Some(shoal::delivery::ProducerError::Taken(
+            shoal::delivery::ProducerTaken(shoal::delivery::ProducerId::new("busy"))
+        )),
+        "one producer per id on a node"
+    );
+    // The entity sleeps on the first message for far longer than the producer waits before
+    // resending: every message behind it is sent several times.
+    let mut sends = vec![producer.send("d1", &Op::Sleep(400))];
+    for _ in 0..20 {
+        sends.push(producer.send("d1", &Op::Add(1)));
+    }
+    for outcome in join_all(sends).await {
+        assert_eq!(outcome, Ok(()));
+    }
+    let total = common::counter(&nodes[1], "d1")
+        .ask(&Op::Get, Duration::from_secs(5))
+        .await;
+    assert_eq!(total, Ok(20), "each add applied once");
+    for node in &nodes {
+        node.leave().await;
+    }
+}
+
+/// What the persistent counter is sent.
+#[derive(Debug, Deserialize, Serialize)]
+enum Command {
+    Add(u64),
+    Get,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+struct Total(u64);
+
+impl EventSourced for Total {
+    type Command = Command;
+    type Event = u64;
+    type Reply = u64;
+
+    fn decide(&self, _: &mut EntityContext, command: Command) -> Persist<u64, u64> {
+        match command {
+            Command::Add(n) => Persist::events(vec![n], self.0 + n),
+            Command::Get => Persist::reply(self.0),
+        }
+    }
+
+    fn apply(&mut self, n: &u64) {
+        self.0 += n;
+    }
+}
+
+/// A SQLite store whose first `lost` writes land but are reported failed, as when the
+/// connection breaks after the commit: the writer cannot know the outcome.
+struct LostAnswers {
+    inner: SqliteStore,
+    lost: AtomicU32,
+}
+
+impl RememberStore for LostAnswers {
+    fn load<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        shard: ShardId,
+        epoch: Epoch,
+    ) -> BoxFuture<'a, Result<Vec<EntityId>, StoreError>> {
+        self.inner.load(entity_type, shard, epoch)
+    }
+
+    fn update<'a>(&'a self, update: Update<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.update(update)
+    }
+
+    fn shards<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        number_of_shards: u32,
+    ) -> BoxFuture<'a, Result<Vec<(ShardId, Epoch)>, StoreError>> {
+        self.inner.shards(entity_type, number_of_shards)
+    }
+}
+
+impl StateStore for LostAnswers {
+    fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {
+        self.inner.recover(key)
+    }
+
+    fn events<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+        entity: &'a EntityId,
+    ) -> BoxFuture<'a, Result<Vec<(u64, Versioned)>, StoreError>> {
+        self.inner.events(entity_type, entity)
+    }
+
+    fn write<'a>(
+        &'a self,
+        writes: &'a [(StateKey, StateWrite)],
+    ) -> BoxFuture<'a, Result<Vec<Result<(), StoreError>>, StoreError>> {
+        Box::pin(async move {
+            let outcomes = self.inner.write(writes).await?;
+            let lose = self
+                .lost
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            match lose {
+                Ok(_) => Err(StoreError::Unavailable("the answer was lost".into())),
+                Err(_) => Ok(outcomes),
+            }
+        })
+    }
+
+    fn delete_type<'a>(
+        &'a self,
+        entity_type: &'a EntityType,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        self.inner.delete_type(entity_type)
+    }
+}
+
+fn totals() -> EntityTypeConfig {
+    let mut config = EntityTypeConfig::new("total");
+    config.number_of_shards = 8;
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_write_landed_unacknowledged_takes_effect_once() {
+    let dir = scratch("delivery-lost-answers");
+    let path = dir.join("state.db");
+    let store = LostAnswers {
+        inner: SqliteStore::open(&path).expect("the store opens"),
+        lost: AtomicU32::new(3),
+    };
+    let node = NodeBuilder::new("test")
+        .secret("test secret")
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .state_store(store)
+        .event_sourced(totals(), Snapshots::Every(2), |_| Total::default())
+        .start()
+        .await
+        .expect("node starts");
+    let region = node.region::<EventSourcedEntity<Total>>("total").unwrap();
+    let producer = region.reliable_producer("lossy", eager()).await.unwrap();
+    // The first three writes land and are reported failed: each time the entity restarts,
+    // recovers the event and its mark, and drops the message when it comes again.
+    for n in 1..=5 {
+        assert_eq!(producer.send("t1", &Command::Add(n)).await, Ok(()));
+    }
+    let total = region
+        .entity_ref("t1")
+        .ask(&Command::Get, Duration::from_secs(5))
+        .await;
+    assert_eq!(total, Ok(Ok(15)));
+    let events = SqliteStore::open(&path)
+        .unwrap()
+        .events(&EntityType::new("total"), &EntityId::from("t1"))
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 5, "one event per message");
+    node.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_what_was_sent() {
+    let dir = scratch("delivery-crash");
+    let path = dir.join("state.db");
+    let node = |seeds: Vec<String>| {
+        NodeBuilder::new("test")
+            .secret("test secret")
+            .seed_nodes(seeds)
+            .membership(fast_membership())
+            .settings(fast_settings())
+            .state_store(SqliteStore::open(&path).expect("the store opens"))
+            .event_sourced(totals(), Snapshots::Every(4), |_| Total::default())
+            .start()
+    };
+    let first = node(Vec::new()).await.expect("first node");
+    let seeds = vec![first.address().to_string()];
+    let second = node(seeds.clone()).await.expect("second node");
+    let third = node(seeds).await.expect("third node");
+    let region = first.region::<EventSourcedEntity<Total>>("total").unwrap();
+    common::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async {
+            match region.current_regions().await {
+                Ok(regions) if regions.len() == 3 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let producer = Arc::new(region.reliable_producer("crash", eager()).await.unwrap());
+    let entities: Vec<String> = (0..12).map(|i| format!("e{i}")).collect();
+    let per_entity = 60u64;
+    let completed = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for entity in entities.clone() {
+        let producer = Arc::clone(&producer);
+        let completed = Arc::clone(&completed);
+        workers.push(tokio::spawn(async move {
+            for _ in 0..per_entity {
+                producer.send(entity.as_str(), &Command::Add(1)).await?;
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), shoal::SendError>(())
+        }));
+    }
+    // The third node crashes with a third of the sends done.
+    let all = per_entity * entities.len() as u64;
+    while completed.load(Ordering::Relaxed) < all / 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    third.abort().await;
+    for worker in workers {
+        assert_eq!(worker.await.unwrap(), Ok(()), "every send completes");
+    }
+    // The crashed node's shards move once it is downed; each counter holds what was sent.
+    for entity in &entities {
+        let counter = region.entity_ref(entity.as_str());
+        common::eventually(
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || async {
+                match counter.ask(&Command::Get, Duration::from_secs(2)).await {
+                    Ok(Ok(total)) if total == per_entity => Ok(()),
+                    Ok(Ok(total)) => panic!("{entity}: {total} adds applied of {per_entity}"),
+                    other => Err(format!("{entity}: {other:?}")),
+                }
+            },
+        )
+        .await;
+    }
+    first.leave().await;
+    second.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
