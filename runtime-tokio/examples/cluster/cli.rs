@@ -4,6 +4,7 @@
 use clap::Parser;
 
 use crate::member::DowningMode;
+use crate::sending::DeliveryMode;
 
 /// A real cluster of separate OS processes on this machine, driven through a tour of real
 /// faults (a join, SIGKILL, SIGSTOP past the failure detector, a graceful leave) and verified
@@ -42,6 +43,11 @@ struct Cli {
     /// sqlite:PATH, or postgres://... (with the postgres feature).
     #[arg(long, default_value = "sqlite", value_name = "STORE")]
     store: String,
+    /// How workers send increments: reliable (each applied exactly once, a send completes once
+    /// the counter persisted it) or ask (plain asks with a timeout: a timed-out increment may
+    /// or may not have happened).
+    #[arg(long, value_enum, default_value_t = DeliveryMode::Reliable)]
+    delivery: DeliveryMode,
 }
 
 /// The harness's settings, resolved from the command line.
@@ -56,6 +62,8 @@ pub(crate) struct Flags {
     pub(crate) downing: DowningMode,
     /// `--store`: where the counters are remembered (see `remembered::StoreSpec`).
     pub(crate) store: String,
+    /// `--delivery`: how workers send increments.
+    pub(crate) delivery: DeliveryMode,
 }
 
 /// Parses the harness's arguments (without the program name). `Err` carries clap's message:
@@ -85,6 +93,7 @@ pub(crate) fn flags(args: &[String]) -> Result<Flags, clap::Error> {
             false => DowningMode::KeepMajority,
         },
         store: cli.store,
+        delivery: cli.delivery,
     })
 }
 
@@ -108,6 +117,7 @@ mod tests {
             (5, 10_000, 32, 60)
         );
         assert_eq!(f.store, "sqlite");
+        assert_eq!(f.delivery, DeliveryMode::Reliable);
         assert!(f.downing == DowningMode::KeepMajority && !f.chaos);
     }
 
@@ -146,6 +156,7 @@ mod tests {
             "--chaos",
             "--auto-down",
             "--store",
+            "--delivery",
         ] {
             assert!(text.contains(flag), "{flag} missing from:\n{text}");
         }

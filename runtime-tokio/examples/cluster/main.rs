@@ -24,6 +24,7 @@ mod netns;
 mod processes;
 mod remembered;
 mod report;
+mod sending;
 mod tour;
 mod verify;
 mod view;
@@ -126,7 +127,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     };
     let quiet = remembered::quiet(flags.entities);
     let setup = format!(
-        "{} nodes{}, {} counters (+{} quiet ones, {}), {} workers, {}, seed {}",
+        "{} nodes{}, {} counters (+{} quiet ones, {}), {} workers ({}), {}, seed {}",
         flags.nodes,
         if lab.is_some() {
             " in network namespaces"
@@ -137,6 +138,10 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         quiet.len(),
         store.describe(),
         flags.workers,
+        match flags.delivery {
+            sending::DeliveryMode::Reliable => "reliable sends",
+            sending::DeliveryMode::Ask => "asks",
+        },
         flags.downing.name(),
         flags.seed
     );
@@ -202,14 +207,18 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(workload::Progress::default());
     let breaker = workload::Breaker::default();
+    let mut ways = Vec::new();
+    for sender in 0..flags.workers {
+        ways.push(sending::Sender::new(flags.delivery, &region, sender).await?);
+    }
     let traffic_started = Instant::now();
     let workers: Vec<_> = (0..flags.workers)
-        .map(|sender| {
+        .zip(ways)
+        .map(|(sender, way)| {
             tokio::spawn(workload::worker(
                 sender,
-                flags.workers,
-                flags.entities,
-                region.clone(),
+                (flags.workers, flags.entities),
+                way,
                 breaker.clone(),
                 Arc::clone(&stop),
                 Arc::clone(&progress),
@@ -256,17 +265,20 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let stored = store.journals(flags.entities).await?;
 
     let facts = journal::read_all(&dir).map_err(|e| format!("journals: {e}"))?;
-    let acknowledged: Vec<(u32, u32, u64)> = reports
-        .iter()
-        .flat_map(|(sender, r)| {
-            r.acknowledged
+    let by_sender =
+        |pick: fn(&workload::WorkerReport) -> &Vec<(u32, u64)>| -> Vec<(u32, u32, u64)> {
+            reports
                 .iter()
-                .map(move |&(e, seq)| (e, *sender, seq))
-        })
-        .collect();
+                .flat_map(|(sender, r)| pick(r).iter().map(move |&(e, seq)| (e, *sender, seq)))
+                .collect()
+        };
+    let acknowledged = by_sender(|r| &r.acknowledged);
+    let issued = by_sender(|r| &r.issued);
     let verdict = verify::verify(&verify::Evidence {
         facts: &facts,
         acknowledged: &acknowledged,
+        issued: &issued,
+        exactly_once: flags.delivery == sending::DeliveryMode::Reliable,
         killed: &killed,
         ended,
         totals: &totals,

@@ -83,15 +83,22 @@ impl Entity for Counter {
     }
 
     async fn handle(&mut self, ctx: &mut EntityContext, op: CounterOp) -> Self::Reply {
-        if let (CounterOp::Increment { sender, seq }, Some(journal)) = (&op, &self.journal) {
+        let increment = match op {
+            CounterOp::Increment { sender, seq } => Some((sender, seq)),
+            CounterOp::Get => None,
+        };
+        let reply = self.state.handle(ctx, op).await;
+        // Journaled once persisted: an increment whose write failed is not applied, and is
+        // handled again when it is sent again.
+        if let (Some((sender, seq)), Some(journal), Ok(_)) = (increment, &self.journal, &reply) {
             journal.record(&Fact::Delivered {
                 entity: self.entity,
                 node: self.node,
-                sender: *sender,
-                seq: *seq,
+                sender,
+                seq,
             });
         }
-        self.state.handle(ctx, op).await
+        reply
     }
 
     async fn on_stop(&mut self, _ctx: &mut EntityContext) {

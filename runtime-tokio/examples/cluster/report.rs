@@ -55,10 +55,10 @@ pub(crate) fn print(summary: &Summary<'_>) {
             ),
         ),
         (
-            "ask latency p50 / p99 / max".into(),
+            "increment latency p50 / p99 / max".into(),
             format!("{:.2} ms / {:.2} ms / {:.0} ms", at(0.5), at(0.99), at(1.0)),
         ),
-        ("failed asks".into(), counts(&failures)),
+        ("failed increments".into(), counts(&failures)),
     ];
     rows.extend(summary.figures.iter().cloned());
     rows.extend([
@@ -88,6 +88,14 @@ pub(crate) fn print(summary: &Summary<'_>) {
             verdict.applied_unacknowledged.to_string(),
         ),
         (
+            "increments applied twice".into(),
+            verdict.applied_twice.len().to_string(),
+        ),
+        (
+            "increments never applied".into(),
+            verdict.never_applied.len().to_string(),
+        ),
+        (
             "counters whose total differs from their events in the store".into(),
             verdict.mismatched.len().to_string(),
         ),
@@ -112,6 +120,8 @@ pub(crate) fn print(summary: &Summary<'_>) {
             first(&verdict.mismatched),
         ),
         ("silent", first(&verdict.silent)),
+        ("applied twice", first(&verdict.applied_twice)),
+        ("never applied", first(&verdict.never_applied)),
     ];
     for (what, list) in firsts {
         if let Some(list) = list {

@@ -23,6 +23,13 @@ pub(crate) struct Verdict {
     /// Increments in the store whose ask failed (a timeout, a failed write whose outcome was
     /// unknown): applied all the same. Reliable delivery is what removes these.
     pub(crate) applied_unacknowledged: usize,
+    /// Increments `(counter, sender, seq)` the store holds more than once.
+    pub(crate) applied_twice: Vec<(u32, u32, u64)>,
+    /// Increments sent `(counter, sender, seq)` the store does not hold (with asks, those
+    /// that failed and did not happen; with reliable sends, none may be).
+    pub(crate) never_applied: Vec<(u32, u32, u64)>,
+    /// Whether every increment sent must be applied (reliable sends).
+    pub(crate) exactly_once: bool,
     /// Counters that did not answer at the end.
     pub(crate) silent: Vec<u32>,
     /// `(entity, total, stored)`: the final total differs from the number of its events in
@@ -44,6 +51,8 @@ impl Verdict {
             && self.missing.is_empty()
             && self.silent.is_empty()
             && self.mismatched.is_empty()
+            && self.applied_twice.is_empty()
+            && (!self.exactly_once || self.never_applied.is_empty())
     }
 }
 
@@ -53,6 +62,10 @@ pub(crate) struct Evidence<'a> {
     pub(crate) facts: &'a [Fact],
     /// `(entity, sender, seq)` of every acknowledged increment.
     pub(crate) acknowledged: &'a [(u32, u32, u64)],
+    /// `(entity, sender, seq)` of every increment sent.
+    pub(crate) issued: &'a [(u32, u32, u64)],
+    /// Whether every increment sent must be applied (reliable sends).
+    pub(crate) exactly_once: bool,
     /// Nodes killed with SIGKILL and when (journal clock): they journal no exit.
     pub(crate) killed: &'a [(u32, u64)],
     /// When the run ended (journal clock): activations still open end here.
@@ -198,6 +211,23 @@ pub(crate) fn verify(evidence: &Evidence<'_>) -> Verdict {
     verdict.applied_unacknowledged = (stored.iter().zip(&acknowledged))
         .map(|(events, acked)| events.difference(acked).count())
         .sum();
+    verdict.exactly_once = evidence.exactly_once;
+    for (entity, events) in evidence.stored.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for &(sender, seq) in events {
+            if !seen.insert((sender, seq)) {
+                verdict.applied_twice.push((entity as u32, sender, seq));
+            }
+        }
+    }
+    for &(entity, sender, seq) in evidence.issued {
+        let in_store = stored
+            .get(entity as usize)
+            .is_some_and(|events| events.contains(&(sender, seq)));
+        if !in_store {
+            verdict.never_applied.push((entity, sender, seq));
+        }
+    }
     for (entity, total) in evidence.totals.iter().enumerate() {
         let entity = entity as u32;
         let in_store = evidence.stored.get(entity as usize).map_or(0, Vec::len) as u64;
@@ -255,6 +285,8 @@ mod tests {
         verify(&Evidence {
             facts,
             acknowledged,
+            issued: acknowledged,
+            exactly_once: true,
             killed: &[(9, 50)],
             ended: 1_000,
             totals,
@@ -286,6 +318,30 @@ mod tests {
         let verdict = check_stored(&clean, &[(0, 0, 2)], &[Some(2)], &[vec![(0, 1), (0, 2)]]);
         assert!(verdict.passed(), "{verdict:?}");
         assert_eq!(verdict.applied_unacknowledged, 1);
+
+        // An increment stored twice, and one sent that never was, with reliable sends.
+        let verdict = check_stored(
+            &clean,
+            &[(0, 0, 1), (0, 0, 2)],
+            &[Some(3)],
+            &[vec![(0, 1), (0, 1), (0, 2)]],
+        );
+        assert_eq!(verdict.applied_twice, vec![(0, 0, 1)]);
+        assert!(!verdict.passed());
+        let mut never = verify(&Evidence {
+            facts: &clean,
+            acknowledged: &[(0, 0, 1)],
+            issued: &[(0, 0, 1), (0, 0, 2)],
+            exactly_once: true,
+            killed: &[],
+            ended: 1_000,
+            totals: &[Some(1)],
+            stored: &[vec![(0, 1)]],
+        });
+        assert_eq!(never.never_applied, vec![(0, 0, 2)]);
+        assert!(!never.passed(), "reliable sends must all be applied");
+        never.exactly_once = false;
+        assert!(never.passed(), "an ask that failed may not have happened");
 
         let overlap = [start(0, 1, 10), start(0, 2, 15), stop(0, 1, 20)];
         assert_eq!(check(&overlap, &[], &[Some(0)]).double_activations, vec![0]);

@@ -1,6 +1,7 @@
-//! The client side: workers asking increments of every counter through the harness's proxy
-//! node, each with its own sequence per counter, recording what was acknowledged, why asks
-//! failed and how long they took; and the sweep asking every counter's total.
+//! The client side: workers sending increments of every counter through the harness's proxy
+//! node (reliable sends, or asks: see `sending`), each with its own sequence per counter,
+//! recording what was sent, what was acknowledged, why sends failed and how long they took;
+//! and the sweep asking every counter's total.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use shoal::{AskError, EntityTypeConfig, PersistError, Region};
+use shoal::{EntityTypeConfig, Region};
 
 use crate::member::{COUNTER, Counter, CounterOp, entity_id};
+use crate::sending::{Outcome, Sender};
 
-/// How long an increment may take before it counts as failed.
-pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a worker told to stop waits for its reliable sends still unconfirmed (those of
+/// counters whose home is being replaced) before it reports them unconfirmed.
+const DRAIN: Duration = Duration::from_secs(60);
 
 /// Asks a worker keeps in flight (each to a different counter), so one counter whose home is
 /// down delays only its own asks, not the worker's traffic to every other counter.
@@ -23,11 +26,13 @@ const IN_FLIGHT: usize = 16;
 /// What one worker saw.
 #[derive(Default)]
 pub(crate) struct WorkerReport {
+    /// `(entity, seq)` of every increment sent.
+    pub(crate) issued: Vec<(u32, u64)>,
     /// `(entity, seq)` of every acknowledged increment.
     pub(crate) acknowledged: Vec<(u32, u64)>,
-    /// Ask latencies in microseconds (acknowledged asks only).
+    /// Latencies in microseconds (acknowledged increments only).
     pub(crate) latencies: Vec<u32>,
-    /// Failed asks by error.
+    /// Failed increments by error.
     pub(crate) failures: BTreeMap<String, u64>,
 }
 
@@ -74,15 +79,16 @@ impl Breaker {
 }
 
 /// Runs worker `sender` until `stop`: visits every counter in turn from its own offset, with
-/// up to `IN_FLIGHT` asks outstanding and never two to the same counter (so its increments
-/// of one counter stay in order). A shard whose counter failed to answer is probed by one ask
-/// at a time until it answers again (`Breaker`), so the shards of a dead node do not take
-/// every slot while all the others could be served.
+/// up to `IN_FLIGHT` increments outstanding and never two to the same counter (so its
+/// increments of one counter stay in order). A shard whose counter failed to answer (or, for
+/// a reliable send, has not confirmed within the ask timeout: that send goes on, outside the
+/// `IN_FLIGHT` slots) is probed by one increment at a time until it answers again
+/// (`Breaker`), so the shards of a dead node do not take every slot while all the others
+/// could be served. After `stop`, waits up to `DRAIN` for the sends still going on.
 pub(crate) async fn worker(
     sender: u32,
-    workers: u32,
-    entities: u32,
-    region: Region<Counter>,
+    (workers, entities): (u32, u32),
+    way: Sender,
     breaker: Breaker,
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
@@ -98,6 +104,8 @@ pub(crate) async fn worker(
     let mut busy = HashSet::new();
     let mut probing = false;
     let mut pending = FuturesUnordered::new();
+    let mut lingering = FuturesUnordered::new();
+    let mut drain_until = None;
     loop {
         // At most one lap over the counters per refill: busy ones and those of suspect
         // shards being probed are passed over.
@@ -117,69 +125,69 @@ pub(crate) async fn worker(
             busy.insert(entity);
             seqs[entity as usize] += 1;
             let seq = seqs[entity as usize];
-            let counter = region.entity_ref(entity_id(entity));
+            report.issued.push((entity, seq));
+            let way = way.clone();
             pending.push(async move {
                 let asked = Instant::now();
-                let outcome = counter
-                    .ask(&CounterOp::Increment { sender, seq }, ASK_TIMEOUT)
+                let outcome = way
+                    .increment(entity, CounterOp::Increment { sender, seq })
                     .await;
-                (entity, seq, shard, probe, asked.elapsed(), outcome)
+                (entity, seq, shard, probe, asked, outcome)
             });
         }
-        if pending.is_empty() {
-            if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            if pending.is_empty() && lingering.is_empty() {
                 return report;
             }
-            // Every shard left is being probed by another worker.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
+            let until = *drain_until.get_or_insert_with(|| Instant::now() + DRAIN);
+            if Instant::now() >= until {
+                let unconfirmed = (pending.len() + lingering.len()) as u64;
+                *report
+                    .failures
+                    .entry("unconfirmed at the end".into())
+                    .or_default() += unconfirmed;
+                return report;
+            }
         }
-        let Some((entity, seq, shard, probe, took, outcome)) = pending.next().await else {
-            continue;
+        let done = tokio::select! {
+            Some(done) = pending.next() => done,
+            Some(done) = lingering.next() => done,
+            // Every shard left is being probed by another worker, or the drain goes on.
+            () = tokio::time::sleep(Duration::from_millis(20)) => continue,
         };
-        busy.remove(&entity);
+        let (entity, seq, shard, probe, asked, outcome) = done;
         probing &= !probe;
         match outcome {
-            Ok(Ok(_)) => {
+            Outcome::Done => {
+                busy.remove(&entity);
                 breaker.answered(shard, true);
                 report.acknowledged.push((entity, seq));
-                let micros = took.as_micros().min(u128::from(u32::MAX)) as u32;
+                let micros = asked.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                 report.latencies.push(micros);
                 progress.acknowledged.fetch_add(1, Ordering::Relaxed);
             }
-            Ok(Err(error)) => {
-                // The counter could not persist the increment: it recovers and goes on.
+            Outcome::Slow(send) => {
+                // Still going on: the counter stays busy, its shard suspect.
                 breaker.answered(shard, false);
-                let kind = match error {
-                    PersistError::Fenced(_) => "persistence (fenced)",
-                    PersistError::Failed(_) => "persistence (failed)",
-                    _ => "persistence",
-                };
-                *report.failures.entry(kind.into()).or_default() += 1;
-                progress.failed.fetch_add(1, Ordering::Relaxed);
+                lingering.push(Box::pin(async move {
+                    let outcome = send
+                        .await
+                        .unwrap_or_else(|e| Outcome::Failed(e.to_string(), true));
+                    (entity, seq, shard, false, asked, outcome)
+                }));
             }
-            Err(AskError::ShuttingDown) => {
-                // The harness's own node stopped: nothing more can be asked.
-                *report.failures.entry("ShuttingDown".into()).or_default() += 1;
-                stop.store(true, Ordering::Relaxed);
-            }
-            Err(error) => {
-                breaker.answered(shard, false);
-                *report.failures.entry(label(&error)).or_default() += 1;
-                progress.failed.fetch_add(1, Ordering::Relaxed);
+            Outcome::Failed(label, stopped) => {
+                busy.remove(&entity);
+                if stopped {
+                    // The harness's own node stopped: nothing more can be sent.
+                    stop.store(true, Ordering::Relaxed);
+                } else {
+                    breaker.answered(shard, false);
+                    progress.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                *report.failures.entry(label).or_default() += 1;
             }
         }
-    }
-}
-
-fn label(error: &AskError) -> String {
-    match error {
-        AskError::DeadLetter(reason) => format!("dead letter ({reason:?})"),
-        other => format!("{other:?}")
-            .split(['(', ' '])
-            .next()
-            .unwrap_or_default()
-            .to_string(),
     }
 }
 
