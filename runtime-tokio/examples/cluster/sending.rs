@@ -39,7 +39,7 @@ pub(crate) enum Outcome {
     /// Failed, with its label for the table; `true` if the harness's node stopped.
     Failed(String, bool),
     /// A reliable send not confirmed within [`ASK_TIMEOUT`]: it goes on in this task.
-    Slow(JoinHandle<Outcome>),
+    Slow(JoinHandle<Self>),
 }
 
 impl Sender {
