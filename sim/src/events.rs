@@ -46,6 +46,11 @@ pub(crate) enum Ev {
     },
     /// The remember store applies what reached it and answers (see `remembering.rs`).
     Store,
+    /// Reliable delivery hands a member's node an input: a producer's letter, or an entity's
+    /// confirmation (see `delivering.rs`).
+    Reliable { member: MemberId, input: Box<Input> },
+    /// Reliable producers' resend timers are due.
+    Producers,
 }
 
 impl Ev {
@@ -62,6 +67,8 @@ impl Ev {
             Self::Fault(_) => (7, 0),
             Self::Refused { member, .. } => (8, member.node.0),
             Self::Store => (9, 0),
+            Self::Reliable { member, .. } => (10, member.node.0),
+            Self::Producers => (11, 0),
         }
     }
 }

@@ -42,6 +42,7 @@ mod net;
 mod nodes;
 mod options;
 mod oracle;
+mod delivering;
 mod persisting;
 mod picture;
 mod plan;
@@ -68,8 +69,8 @@ pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
-    ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
-    Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
+    ClusterOptions, Delivery, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode,
+    NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 pub use picture::render_html;
 pub use report::{Outcome, Report};

@@ -4,14 +4,31 @@
 //! leaves only once its event's write was answered (an error reply when it failed). A failed or
 //! timed-out write (its outcome unknown), or one out of sequence, makes it recover again; a
 //! fenced one stops it for good, and its node hears `Input::WriteFenced`.
+//!
+//! A reliably delivered message is judged when its turn to be written comes, against the
+//! marks the incarnation recovered and those it wrote since (as the runtime's entity task
+//! judges it before handling it): a duplicate, a message past a gap or one of an older session
+//! is confirmed (or not) without a write; the next one is written with its mark, and confirmed
+//! once the write is answered.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use shoal_core::delivery::{Consumer, HighWater, Mark, Tag, Verdict};
 use shoal_core::{EntityType, Epoch, Payload, ShardId};
 
+use crate::delivering::{Confirmation, Reliable, judge};
 use crate::entity_host::Life;
 use crate::options::Persist;
 use crate::store::{StateAnswer, StateCall};
+
+/// A message waiting for its write: its event's id, the ask it answers, the reliable
+/// delivery it confirms.
+#[derive(Debug)]
+struct Item {
+    id: u64,
+    ask: Option<Payload>,
+    delivery: Option<Reliable>,
+}
 
 /// One running incarnation's writer.
 #[derive(Debug)]
@@ -23,10 +40,12 @@ struct Writer {
     since_snapshot: u64,
     /// A call is out.
     busy: bool,
-    /// Events (their ids) waiting to be written, in order, each with the ask it answers.
-    queue: VecDeque<(u64, Option<Payload>)>,
-    /// The ask the write out answers.
-    answering: Option<Payload>,
+    /// Messages waiting to be written, in order.
+    queue: VecDeque<Item>,
+    /// The message the write out is for.
+    answering: Option<Item>,
+    /// Its reliable delivery marks, as recovered and written since.
+    consumer: Consumer,
 }
 
 /// Messages a persistent incarnation holds waiting for their writes (its mailbox, as the
@@ -53,17 +72,45 @@ pub(crate) struct Persisting {
     entity_type: EntityType,
     writers: BTreeMap<Life, Writer>,
     next_id: u64,
+    /// Whether duplicates are dropped (off only in reliable delivery's negative control).
+    suppress_duplicates: bool,
+    /// The demand an entity grants a producer.
+    window: u32,
+    /// The reliably delivered message each event written is the effect of, by event id.
+    effects: BTreeMap<u64, Tag>,
+    /// Confirmations to send, collected as calls are answered.
+    confirms: Vec<Confirmation>,
 }
 
 impl Persisting {
     /// Persistence for `entity_type` with `options`.
-    pub(crate) fn new(options: Persist, entity_type: EntityType) -> Self {
+    /// `(suppress_duplicates, window)`: how its entities judge reliably delivered messages
+    /// (see [`crate::delivering`]).
+    pub(crate) fn new(
+        options: Persist,
+        entity_type: EntityType,
+        (suppress_duplicates, window): (bool, u32),
+    ) -> Self {
         Self {
             options,
             entity_type,
             writers: BTreeMap::new(),
             next_id: 0,
+            suppress_duplicates,
+            window,
+            effects: BTreeMap::new(),
+            confirms: Vec::new(),
         }
+    }
+
+    /// The confirmations due since the last call.
+    pub(crate) fn take_confirms(&mut self) -> Vec<Confirmation> {
+        std::mem::take(&mut self.confirms)
+    }
+
+    /// The reliably delivered message event `id` is the effect of, if any.
+    pub(crate) fn effect_of(&self, id: u64) -> Option<&Tag> {
+        self.effects.get(&id)
     }
 
     /// The incarnation `life` of a shard allocated at `epoch` started: its recovery.
@@ -76,26 +123,29 @@ impl Persisting {
             busy: true,
             queue: VecDeque::new(),
             answering: None,
+            consumer: Consumer::new(HighWater::default(), self.window),
         };
         let call = self.recover(&life, &writer);
         self.writers.insert(life, writer);
         call
     }
 
-    /// `life` was handed a message (`ask`: an ask it answers once the event is written): one
-    /// more event to write; the call to make now, if any. `Err` gives the ask back when `life`
-    /// does not persist (it answers at once).
+    /// `life` was handed a message (`ask`: an ask it answers once the event is written;
+    /// `delivery`: a reliable delivery it confirms then): one more event to write; the call to
+    /// make now, if any. `Err` gives the ask back when `life` does not persist (it answers at
+    /// once).
     pub(crate) fn handed(
         &mut self,
         life: &Life,
         ask: Option<Payload>,
+        delivery: Option<Reliable>,
     ) -> Result<Option<StateCall>, Option<Payload>> {
         self.next_id += 1;
         let id = self.next_id;
         let Some(writer) = self.writers.get_mut(life) else {
             return Err(ask);
         };
-        writer.queue.push_back((id, ask));
+        writer.queue.push_back(Item { id, ask, delivery });
         Ok(self.pump(life))
     }
 
@@ -118,8 +168,8 @@ impl Persisting {
         let Some(writer) = self.writers.remove(life) else {
             return Vec::new();
         };
-        let queued = writer.queue.into_iter().filter_map(|(_, ask)| ask);
-        writer.answering.into_iter().chain(queued).collect()
+        let items = writer.answering.into_iter().chain(writer.queue);
+        items.filter_map(|item| item.ask).collect()
     }
 
     /// The store answered `life`'s `call`: what to do next, and the asks to answer now.
@@ -133,11 +183,22 @@ impl Persisting {
             return (Next::Idle, Vec::new());
         };
         writer.busy = false;
-        let mut replies: Vec<Payload> = writer.answering.take().into_iter().collect();
+        let answering = writer.answering.take();
+        let mut replies: Vec<Payload> = Vec::new();
+        if let Some(item) = answering {
+            replies.extend(item.ask);
+            if let (StateAnswer::Written, Some(delivery)) = (&answer, item.delivery) {
+                writer.consumer.processed(&delivery.tag);
+                let confirm = writer.consumer.confirm(&delivery.tag, Verdict::Apply);
+                self.confirms
+                    .extend(Confirmation::of(life, &delivery, confirm));
+            }
+        }
         match answer {
-            StateAnswer::Recovered { ids, .. } => {
+            StateAnswer::Recovered { ids, marks, .. } => {
                 writer.newest = Some(ids.len() as u64);
                 writer.since_snapshot = 0;
+                writer.consumer = Consumer::new(marks, self.window);
             }
             StateAnswer::Written => {
                 if let StateCall::Append { ids, snapshot, .. } = call {
@@ -167,15 +228,35 @@ impl Persisting {
         (self.pump(life).map_or(Next::Idle, Next::Call), replies)
     }
 
-    /// The next write of `life`, if it is ready for one.
+    /// The next write of `life`, if it is ready for one. A reliable delivery not to be
+    /// applied is answered on its turn, without a write.
     fn pump(&mut self, life: &Life) -> Option<StateCall> {
         let writer = self.writers.get_mut(life)?;
         let newest = writer.newest?;
         if writer.busy {
             return None;
         }
-        let (id, ask) = writer.queue.pop_front()?;
-        writer.answering = ask;
+        let (item, mark) = loop {
+            let item = writer.queue.pop_front()?;
+            let Some(delivery) = &item.delivery else {
+                break (item, None);
+            };
+            let verdict = judge(&writer.consumer, &delivery.tag, self.suppress_duplicates);
+            if verdict == Verdict::Apply {
+                let tag = &delivery.tag;
+                let mark = Mark {
+                    session: tag.session,
+                    seq: tag.seq,
+                };
+                let producer = tag.producer.clone();
+                self.effects.insert(item.id, tag.clone());
+                break (item, Some((producer, mark)));
+            }
+            let confirm = writer.consumer.confirm(&delivery.tag, verdict);
+            self.confirms.extend(Confirmation::of(life, delivery, confirm));
+        };
+        let id = item.id;
+        writer.answering = Some(item);
         writer.busy = true;
         let snapshot = writer.since_snapshot + 1 >= self.options.snapshot_every;
         Some(StateCall::Append {
@@ -186,6 +267,7 @@ impl Persisting {
             first_seq: newest + 1,
             ids: vec![id],
             snapshot,
+            mark,
         })
     }
 

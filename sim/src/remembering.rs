@@ -49,12 +49,16 @@ pub(crate) struct Remembering {
 struct Asking {
     told: BTreeMap<MemberId, u64>,
     starts: u32,
+    /// Copies of reliable producers' letters on their way (a resend of an old one may arrive
+    /// after a newer one; one lost or dead-lettered on the way, which may still have started
+    /// the entity, is counted for ever, which only makes the check lenient for that entity).
+    copies: u64,
 }
 
 impl Asking {
     /// Nothing asks any more.
     fn is_done(&self) -> bool {
-        self.told.is_empty() && self.starts == 0
+        self.told.is_empty() && self.starts == 0 && self.copies == 0
     }
 }
 
@@ -112,6 +116,11 @@ impl Remembering {
     }
 
     /// The store itself (persistence's checks and counts).
+    pub(crate) fn store(&self) -> &SimStore {
+        &self.store
+    }
+
+    /// The store, to change.
     pub(crate) fn store_mut(&mut self) -> &mut SimStore {
         &mut self.store
     }
@@ -241,6 +250,22 @@ impl Remembering {
         if asking.told.get(&sender).is_some_and(|&last| last <= seq) {
             asking.told.remove(&sender);
         }
+        if asking.is_done() {
+            self.asking.remove(entity);
+        }
+    }
+
+    /// A reliable producer sent `entity` a copy of a letter.
+    pub(crate) fn copy_sent(&mut self, entity: &EntityId) {
+        self.asking.entry(entity.clone()).or_default().copies += 1;
+    }
+
+    /// A copy of a reliable letter reached `entity`.
+    pub(crate) fn copy_arrived(&mut self, entity: &EntityId) {
+        let Some(asking) = self.asking.get_mut(entity) else {
+            return;
+        };
+        asking.copies = asking.copies.saturating_sub(1);
         if asking.is_done() {
             self.asking.remove(entity);
         }

@@ -99,6 +99,8 @@ pub(crate) enum Stream {
     Askers = 18,
     /// Store outages timed against coordinator moves (see `plan`).
     Outages = 19,
+    /// Reliable delivery's options and its producers' choices.
+    Delivery = 20,
 }
 
 impl SimRng {

@@ -162,6 +162,61 @@ fn fenced_writes_under_auto_down_keep_persistence() {
     assert!(fenced, "some stale incarnation's write was fenced");
 }
 
+/// Negative control of reliable delivery: with duplicate suppression off, a message sent again
+/// (its confirmation lost, its entity moved, its producer's process restarted) is applied
+/// again, and the checks must see it, for persistent entities (their journals) and plain ones
+/// (a message applied before those sent ahead of it is not caught, but applied twice is not
+/// an error for them: the control runs persistent entities).
+#[test]
+fn reliable_delivery_without_duplicate_suppression_is_caught() {
+    let caught = (0..100).any(|seed| {
+        let mut options = Options::for_family(seed, Family::Swarm);
+        options.persist = Some(sim::Persist {
+            snapshot_every: 5,
+            unfenced: false,
+        });
+        options.delivery = Some(sim::Delivery {
+            producers: 2,
+            share: 0.5,
+            suppress_duplicates: false,
+        });
+        let report = run(options);
+        (report.violations.iter()).any(|v| v.property == Property::Delivery)
+    });
+    assert!(
+        caught,
+        "applying duplicates must break reliable delivery's checks within 100 seeds"
+    );
+}
+
+/// The same runs with duplicates suppressed: no delivery check fails, and duplicates were
+/// dropped.
+#[test]
+fn reliable_delivery_drops_the_duplicates_it_is_sent() {
+    let mut dropped = false;
+    for seed in 0..30 {
+        let mut options = Options::for_family(seed, Family::Swarm);
+        options.persist = Some(sim::Persist {
+            snapshot_every: 5,
+            unfenced: false,
+        });
+        options.delivery = Some(sim::Delivery {
+            producers: 2,
+            share: 0.5,
+            suppress_duplicates: true,
+        });
+        let report = run(options);
+        let broken: Vec<_> = (report.violations.iter())
+            .filter(|v| v.property == Property::Delivery)
+            .collect();
+        assert!(broken.is_empty(), "seed {seed}: {broken:?}");
+        dropped |= report
+            .coverage
+            .contains_key("delivery: a duplicate is dropped");
+    }
+    assert!(dropped, "some duplicate was dropped");
+}
+
 /// The same seed gives the same run, event for event.
 #[test]
 fn runs_are_deterministic() {

@@ -12,15 +12,20 @@
 //!     └──────── Confirm { up_to, demand, resend } ◀──┘   Duplicate / Gap → Confirm
 //! ```
 //!
+//! An [`Outbox`] holds one producer's [`Producer`]s, one per entity, with a bound on what they
+//! hold unconfirmed together and the timers of their resends: what a host drives.
+//!
 //! A consumer's [`HighWater`] is what makes delivery *effectively once*: stored with the
 //! entity's state, in the same conditional write, it survives a crash or a handoff with the
 //! state it describes, and a message redelivered afterwards is recognised as applied. Kept in
 //! memory only (a plain entity), it makes delivery at-least-once across a move.
 
 mod consumer;
+mod outbox;
 mod producer;
 
 pub use consumer::{Confirm, Consumer, HighWater, Mark, Verdict};
+pub use outbox::Outbox;
 pub use producer::{Producer, ProducerSettings, Transmit, WindowFull};
 
 use serde::{Deserialize, Serialize};

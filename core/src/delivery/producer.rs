@@ -13,18 +13,28 @@ use crate::time::Instant;
 pub struct ProducerSettings {
     /// Messages in flight before the entity has granted any demand.
     pub initial_window: u32,
-    /// Messages a producer holds unconfirmed at most (sent or waiting for demand): a send
-    /// beyond it is refused with [`WindowFull`] (backpressure).
+    /// Messages a producer holds unconfirmed for one entity at most (sent or waiting for
+    /// demand): a send beyond it is refused with [`WindowFull`] (backpressure).
     pub max_unconfirmed: usize,
-    /// A sent message not confirmed within this is sent again.
+    /// Messages a producer holds unconfirmed for all its entities together at most (see
+    /// [`super::Outbox`]): what it resends after a fault is bounded by this, however many
+    /// entities it sends to.
+    pub max_unconfirmed_total: usize,
+    /// A sent message not confirmed within this is sent again; the wait doubles with each
+    /// resend of the oldest unconfirmed message (up to 16 times this) and starts over once the
+    /// entity confirms more, so that resends never outrun a slow path's confirmations.
     pub resend_after: Duration,
 }
+
+/// The resend wait doubles at most this many times.
+const MAX_BACKOFF: u32 = 4;
 
 impl Default for ProducerSettings {
     fn default() -> Self {
         Self {
             initial_window: 8,
-            max_unconfirmed: 1024,
+            max_unconfirmed: 256,
+            max_unconfirmed_total: 4096,
             resend_after: Duration::from_secs(3),
         }
     }
@@ -70,6 +80,8 @@ pub struct Producer {
     /// The entity's demand: messages up to `confirmed + demand` may be in flight.
     demand: u32,
     unconfirmed: VecDeque<Unconfirmed>,
+    /// How many times the resend wait has doubled since the entity last confirmed more.
+    backoff: u32,
 }
 
 impl Producer {
@@ -83,6 +95,7 @@ impl Producer {
             confirmed,
             demand: settings.initial_window,
             unconfirmed: VecDeque::new(),
+            backoff: 0,
         }
     }
 
@@ -122,6 +135,7 @@ impl Producer {
         }
         if confirm.up_to > self.confirmed {
             self.confirmed = confirm.up_to;
+            self.backoff = 0;
         }
         self.demand = confirm.demand;
         if confirm.resend {
@@ -139,17 +153,25 @@ impl Producer {
         self.resend_now(now);
     }
 
-    /// The next message to send at `now`, in sequence order.
+    /// The next message to send at `now`, in sequence order. Only what the entity's demand
+    /// covers goes, resends included: an entity that takes one message at a time is never
+    /// sent a burst it would have to refuse.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let resend_after = self.settings.resend_after;
+        let limit = self.limit();
+        let oldest = Seq(self.confirmed.0 + 1);
         let next = self
             .unconfirmed
             .iter_mut()
+            .take_while(|u| u.seq.0 <= limit)
             .find(|u| u.due.is_some_and(|at| at <= now))?;
         let resend = next.sent;
         if resend {
             crate::probe::hit("delivery: an unconfirmed message is sent again");
+            if next.seq == oldest && self.backoff < MAX_BACKOFF {
+                self.backoff += 1;
+            }
         }
+        let resend_after = self.settings.resend_after * (1 << self.backoff);
         next.sent = true;
         next.due = Some(now + resend_after);
         Some(Transmit {
@@ -162,7 +184,16 @@ impl Producer {
 
     /// When [`Producer::poll_transmit`] next has something to send.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.unconfirmed.iter().filter_map(|u| u.due).min()
+        let limit = self.limit();
+        (self.unconfirmed.iter())
+            .take_while(|u| u.seq.0 <= limit)
+            .filter_map(|u| u.due)
+            .min()
+    }
+
+    /// The newest sequence number the entity's demand lets be in flight.
+    fn limit(&self) -> u64 {
+        self.confirmed.0 + u64::from(self.demand)
     }
 
     /// Whether a send would be refused with [`WindowFull`].
@@ -185,9 +216,14 @@ impl Producer {
         self.session
     }
 
+    /// Messages it has numbered (sent, or waiting to be).
+    pub fn numbered(&self) -> u64 {
+        self.next.0 - 1
+    }
+
     /// Makes the messages the demand covers and that were never sent due now.
     fn release(&mut self, now: Instant) {
-        let limit = self.confirmed.0 + u64::from(self.demand);
+        let limit = self.limit();
         for u in self.unconfirmed.iter_mut() {
             if u.seq.0 > limit {
                 break;

@@ -18,6 +18,7 @@ fn settings(window: u32) -> ProducerSettings {
     ProducerSettings {
         initial_window: window,
         max_unconfirmed: 6,
+        max_unconfirmed_total: 100,
         resend_after: Duration::from_millis(100),
     }
 }
@@ -234,4 +235,107 @@ fn lossy_run(seed: u64) {
         0,
         "seed {seed}: every send completed"
     );
+}
+
+#[test]
+fn resends_stay_within_the_demand_the_entity_granted() {
+    let mut producer = Producer::new(settings(4), 1, Seq(0));
+    for n in 1..=4 {
+        producer.handle_send(at(0), p(n)).expect("room");
+    }
+    assert_eq!(drain(&mut producer, at(0)).len(), 4, "the initial window");
+    // The entity takes one at a time: after its confirmation only one is ever in flight,
+    // even when every unconfirmed message is due again.
+    let one = Confirm {
+        session: 1,
+        up_to: Seq(1),
+        demand: 1,
+        resend: false,
+    };
+    producer.handle_confirm(at(10), one);
+    assert_eq!(producer.poll_timeout(), Some(at(100)));
+    assert_eq!(drain(&mut producer, at(100)), [(2, true)]);
+    producer.handle_moved(at(150));
+    assert_eq!(drain(&mut producer, at(150)), [(2, true)]);
+    let two = Confirm { up_to: Seq(2), ..one };
+    producer.handle_confirm(at(160), two);
+    assert_eq!(drain(&mut producer, at(160)), [(3, true)], "due since the move");
+}
+
+#[test]
+fn the_resend_wait_doubles_while_nothing_is_confirmed_and_starts_over_when_something_is() {
+    let mut producer = Producer::new(settings(2), 1, Seq(0));
+    for n in 1..=3 {
+        producer.handle_send(at(0), p(n)).expect("room");
+    }
+    drain(&mut producer, at(0));
+    let mut resent_at = Vec::new();
+    let mut now = at(0);
+    for _ in 0..6 {
+        now = producer.poll_timeout().expect("unconfirmed");
+        drain(&mut producer, now);
+        resent_at.push(now);
+    }
+    // 100 ms, then twice as long each time, up to 16 times as long.
+    assert_eq!(resent_at, [100, 300, 700, 1_500, 3_100, 4_700].map(at));
+    let confirm = Confirm {
+        session: 1,
+        up_to: Seq(1),
+        demand: 2,
+        resend: false,
+    };
+    producer.handle_confirm(now, confirm);
+    drain(&mut producer, now);
+    let next = producer.poll_timeout().expect("unconfirmed");
+    drain(&mut producer, next);
+    assert_eq!(
+        producer.poll_timeout(),
+        Some(next + Duration::from_millis(100)),
+        "the wait started over"
+    );
+}
+
+#[test]
+fn an_outbox_bounds_what_all_its_entities_hold_unconfirmed_and_times_each() {
+    let mut settings = settings(2);
+    settings.max_unconfirmed_total = 5;
+    let mut outbox = Outbox::new(settings, 7);
+    let (a, b) = (crate::EntityId::new("a"), crate::EntityId::new("b"));
+    for n in 1..=3 {
+        assert_eq!(outbox.handle_send(at(0), &a, p(n)), Ok(Seq(n)));
+    }
+    assert_eq!(outbox.handle_send(at(0), &b, p(1)), Ok(Seq(1)), "per entity");
+    assert_eq!(outbox.handle_send(at(0), &b, p(2)), Ok(Seq(2)));
+    assert!(outbox.is_full(&b), "five unconfirmed in all");
+    assert_eq!(outbox.handle_send(at(0), &b, p(3)), Err(WindowFull));
+    let sent: Vec<(String, u64)> = std::iter::from_fn(|| outbox.poll_transmit(at(0)))
+        .map(|(entity, t)| (entity.to_string(), t.seq.0))
+        .collect();
+    let pairs = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+        list.iter().map(|(e, s)| (e.to_string(), *s)).collect()
+    };
+    assert_eq!(sent, pairs(&[("a", 1), ("a", 2), ("b", 1), ("b", 2)]), "the window");
+    assert_eq!(outbox.poll_timeout(), Some(at(100)));
+    let confirm = Confirm {
+        session: 7,
+        up_to: Seq(2),
+        demand: 2,
+        resend: false,
+    };
+    assert_eq!(outbox.handle_confirm(at(50), &a, confirm), [Seq(1), Seq(2)]);
+    assert_eq!(outbox.unconfirmed(), 3);
+    let next: Vec<_> = std::iter::from_fn(|| outbox.poll_transmit(at(50)))
+        .map(|(entity, t)| (entity.to_string(), t.seq.0))
+        .collect();
+    assert_eq!(next, pairs(&[("a", 3)]));
+    // At 100 ms b's two are due again; a's third at 150.
+    let resent: Vec<_> = std::iter::from_fn(|| outbox.poll_transmit(at(100)))
+        .map(|(entity, t)| (entity.to_string(), t.seq.0))
+        .collect();
+    assert_eq!(resent, pairs(&[("b", 1), ("b", 2)]));
+    assert_eq!(outbox.poll_timeout(), Some(at(150)));
+    let streams: Vec<(String, u64)> = (outbox.streams())
+        .map(|(entity, producer)| (entity.to_string(), producer.numbered()))
+        .collect();
+    assert_eq!(streams, pairs(&[("a", 3), ("b", 2)]));
 }

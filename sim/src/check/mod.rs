@@ -25,6 +25,13 @@ pub(crate) fn payload(sender: MemberId, seq: u64) -> Payload {
 
 /// How traces show a workload payload: its sender and sequence number.
 pub(crate) fn describe(payload: &Payload) -> String {
+    if let Some(r) = crate::delivering::Reliable::decode(payload) {
+        let t = &r.tag;
+        return format!(
+            "reliable {} seq {} (confirmed {}) for {}",
+            t.producer, t.seq.0, t.confirmed.0, r.reply_to
+        );
+    }
     match decode(payload) {
         Some((sender, seq)) => format!("from {sender} seq {seq}"),
         None => format!("{} undecodable bytes", payload.0.len()),
@@ -38,7 +45,9 @@ pub(crate) fn decode(payload: &Payload) -> Option<(MemberId, u64)> {
             .and_then(|s| s.try_into().ok())
             .map(u64::from_le_bytes)
     };
-    Some((MemberId::new(word(0)?, word(1)?), word(2)?))
+    // Reliable delivery's payloads start with a word that is never a node id.
+    let node = word(0).filter(|&node| node != u64::MAX)?;
+    Some((MemberId::new(node, word(1)?), word(2)?))
 }
 
 /// An entity of the simulated workload (`e<n>`), as a cheap key.
@@ -148,6 +157,13 @@ impl Checker {
             let detail = format!("{entity} from {sender}: message {seq} after {last}");
             self.fail(at, Property::Order, entity, detail);
         }
+    }
+
+    /// `member` delivered a reliable producer's message to `entity` (judged by reliable
+    /// delivery's checks, not the workload's streams): it must run there.
+    pub(crate) fn deliver_reliable(&mut self, at: Instant, member: MemberId, entity: &EntityId) {
+        self.deliveries += 1;
+        self.check_live(at, member, entity);
     }
 
     /// `member` delivered a message to `entity` whose mailbox had no room: it must run

@@ -64,6 +64,10 @@ pub enum Property {
     /// recovered or written (its shard's epoch), or a write the entity was told is durable
     /// missing from its journal when it is recovered.
     Persistence,
+    /// Reliable delivery broken: after healing, a producer's message never confirmed; a
+    /// persistent entity's journal holding one twice, out of order, or not at all once
+    /// confirmed; a plain entity never applying one, or applying one before those sent ahead.
+    Delivery,
     /// An entity that asked to be passivated still running, its node never having asked it to
     /// stop.
     Passivation,

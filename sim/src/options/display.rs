@@ -99,6 +99,10 @@ impl fmt::Display for Options {
             let unfenced = if p.unfenced { ",unfenced" } else { "" };
             write!(f, " persist=snapshot:{}{unfenced}", p.snapshot_every)?;
         }
+        if let Some(d) = &self.delivery {
+            let unsuppressed = if d.suppress_duplicates { "" } else { ",duplicates" };
+            write!(f, " delivery={}x{:.2}{unsuppressed}", d.producers, d.share)?;
+        }
         if let Some(m) = &self.remember {
             write!(
                 f,

@@ -7,7 +7,7 @@ use shoal_core::AllocationStrategyConfig;
 
 use super::{
     ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
-    Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
+    Delivery, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 use crate::rng::{SimRng, Stream};
 
@@ -107,6 +107,7 @@ impl Options {
             },
             remember: None,
             persist: None,
+            delivery: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -194,6 +195,14 @@ impl Options {
                 unfenced: false,
             });
         }
+        let mut d = SimRng::of(seed, Stream::Delivery);
+        if d.chance(0.5) {
+            o.delivery = Some(Delivery {
+                producers: d.range(1, 4).min(o.cluster.nodes),
+                share: 0.1 + d.unit() * 0.4,
+                suppress_duplicates: true,
+            });
+        }
         o
     }
 
@@ -227,6 +236,7 @@ impl Options {
             },
             remember: None,
             persist: None,
+            delivery: None,
             ..self
         }
     }

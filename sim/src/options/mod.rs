@@ -190,6 +190,21 @@ pub struct Options {
     /// Entities persist their state (event sourced) through the store: each message delivered
     /// is an event appended, after a recovery at the shard's epoch (on about half the seeds).
     pub persist: Option<Persist>,
+    /// Reliable producers send a share of the messages, resending until confirmed (on about
+    /// half the seeds; drawn from a stream of its own, so every other option stays as it was).
+    pub delivery: Option<Delivery>,
+}
+
+/// Reliable delivery (see [`Options::delivery`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Delivery {
+    /// Reliable producers, each on a node of its own (the first ones).
+    pub producers: u64,
+    /// The share of client messages a producer sends instead of a plain tell.
+    pub share: f64,
+    /// Entities drop a message their marks say was applied: off only in the negative control,
+    /// which the checks must catch.
+    pub suppress_duplicates: bool,
 }
 
 /// Persistent entities (see [`Options::persist`]).

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{EntityEffect, EntityId, Input, MemberId, StopReason};
+use shoal_core::{EntityEffect, EntityId, Input, MemberId, Payload, StopReason};
 
 use crate::check::Property;
 use crate::entity_host::{Life, StopPlan};
@@ -18,6 +18,25 @@ use crate::trace::TraceEvent;
 use super::Simulator;
 
 impl Simulator {
+    /// A workload message delivered to `member`'s incarnation of `entity`: checked against
+    /// its sender's stream, and answered (a persistent entity answers once the message's event
+    /// is written).
+    fn deliver_workload(&mut self, member: MemberId, entity: &EntityId, payload: Payload) {
+        self.check.deliver(self.now, member, entity, &payload);
+        let delay = self.host.reply_delay();
+        let ask = delay.map(|_| payload);
+        if let (Some(delay), Some(payload)) =
+            (delay, self.persistent_handed(member, entity, ask, None))
+        {
+            let reply = Ev::Reply {
+                member,
+                entity: entity.clone(),
+                payload,
+            };
+            self.schedule(self.now + delay, reply);
+        }
+    }
+
     /// Carries out `effect` of `member`'s node.
     pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
         let breach = (self.nodes.get_mut(&member.node))
@@ -91,19 +110,10 @@ impl Simulator {
                     });
                     return self.schedule(self.now, Ev::Refused { member, input });
                 }
-                self.check.deliver(self.now, member, &entity, &payload);
-                let delay = self.host.reply_delay();
-                // A persistent entity answers once the message's event is written.
-                let ask = delay.map(|_| payload.clone());
-                if let (Some(delay), Some(payload)) =
-                    (delay, self.persistent_handed(member, &entity, ask))
-                {
-                    let reply = Ev::Reply {
-                        member,
-                        entity: entity.clone(),
-                        payload,
-                    };
-                    self.schedule(self.now + delay, reply);
+                if let Some(delivery) = crate::delivering::Reliable::decode(&payload) {
+                    self.reliable_delivered(member, &entity, delivery);
+                } else {
+                    self.deliver_workload(member, &entity, payload);
                 }
                 if self.host.stops_on_its_own() {
                     self.stop_on_its_own(member, &entity);
@@ -194,6 +204,7 @@ impl Simulator {
         };
         self.remembered_stopped(&key);
         self.persistent_ended(&key);
+        self.reliable_ended(&key);
         let (member, entity, _) = key;
         self.idleness.ended(member, &entity);
         self.log(|| TraceEvent::EntityStopped {

@@ -14,6 +14,7 @@ mod home_asks;
 mod host;
 mod io;
 mod node_events;
+mod delivering;
 mod persisting;
 mod quiescence;
 mod rebalance;
@@ -112,6 +113,8 @@ pub(crate) struct Simulator {
     remembering: Option<Remembering>,
     /// Persistent entities' writers, when entities persist state.
     persisting: Option<crate::persisting::Persisting>,
+    /// Reliable producers and plain entities' consumers, when the run delivers reliably.
+    delivering: Option<crate::delivering::Delivering>,
     /// Passivation asks, and when each entity was last active when the run passivates idle
     /// entities (remembered entities are not passivated for idleness).
     idleness: crate::idleness::Idleness,
@@ -218,8 +221,12 @@ impl Simulator {
             scratch: std::collections::VecDeque::new(),
             routes: crate::nodes::Routes::default(),
             remembering: Self::store_of(seed, &opts),
-            persisting: (opts.persist)
-                .map(|p| crate::persisting::Persisting::new(p, EntityType::new(TYPE))),
+            persisting: (opts.persist).map(|p| {
+                let suppress = opts.delivery.is_none_or(|d| d.suppress_duplicates);
+                let judging = (suppress, crate::delivering::window_of(&opts));
+                crate::persisting::Persisting::new(p, EntityType::new(TYPE), judging)
+            }),
+            delivering: (opts.delivery).map(|d| crate::delivering::Delivering::new(d, &opts)),
             idleness: crate::idleness::Idleness::new(
                 (opts.remember.is_none()).then_some(PASSIVATE_IDLE_AFTER),
             ),
@@ -406,6 +413,7 @@ impl Simulator {
             // It starts by joining through the seeds: run its first timers now.
             MembershipMode::Real => self.wake(node),
         }
+        self.producers_restarted(node);
     }
 
     /// Removes a node's process (crash): its entities die at once.
@@ -470,6 +478,8 @@ impl Simulator {
                 }
             }
             Ev::Store => self.handle_store_event(),
+            Ev::Reliable { member, input } => self.input_to(member, *input),
+            Ev::Producers => self.producers_due(),
             Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {
                 self.host.asks_to_passivate(self.now, member, &entity);

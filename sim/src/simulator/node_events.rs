@@ -111,6 +111,9 @@ impl Simulator {
             }
             Event::LeftCluster { downed } => self.left_cluster(n, downed),
             Event::AppMessage { payload, .. } => {
+                if self.reliable_confirmed(member, &payload) {
+                    return;
+                }
                 if let Some(detail) = self.asks.arrived(member, &payload) {
                     self.check
                         .fail(self.now, Property::AskReply, member, detail);

@@ -33,13 +33,15 @@ impl Simulator {
         self.state_call(life, call);
     }
 
-    /// `member`'s incarnation of `entity` took a message (`ask`: one it answers): an event to
-    /// write. The ask given back when the entity does not persist, to be answered at once.
+    /// `member`'s incarnation of `entity` took a message (`ask`: one it answers; `delivery`:
+    /// a reliable delivery it confirms): an event to write. The ask given back when the entity
+    /// does not persist, to be answered at once.
     pub(crate) fn persistent_handed(
         &mut self,
         member: MemberId,
         entity: &EntityId,
         ask: Option<Payload>,
+        delivery: Option<crate::delivering::Reliable>,
     ) -> Option<Payload> {
         if self.persisting.is_none() {
             return ask;
@@ -50,7 +52,10 @@ impl Simulator {
         let Some(p) = &mut self.persisting else {
             return ask;
         };
-        match p.handed(&life, ask) {
+        let handed = p.handed(&life, ask, delivery);
+        let confirms = p.take_confirms();
+        self.send_confirmations(confirms);
+        match handed {
             Ok(Some(call)) => self.state_call(life, call),
             Ok(None) => {}
             Err(ask) => return ask,
@@ -119,6 +124,8 @@ impl Simulator {
             return;
         };
         self.reply_all(&life, replies);
+        let confirms = self.persisting.as_mut().map(|p| p.take_confirms());
+        self.send_confirmations(confirms.unwrap_or_default());
         match next {
             Next::Idle => {}
             Next::Call(call) => self.state_call(life, call),

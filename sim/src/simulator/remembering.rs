@@ -133,6 +133,8 @@ impl Simulator {
         };
         if let Some((sender, seq)) = crate::check::decode(payload) {
             r.told(entity, sender, seq);
+        } else if crate::delivering::Reliable::decode(payload).is_some() {
+            r.copy_sent(entity);
         }
     }
 
@@ -147,6 +149,8 @@ impl Simulator {
         };
         if let Some((sender, seq)) = crate::check::decode(payload) {
             r.delivered(entity, sender, seq);
+        } else if crate::delivering::Reliable::decode(payload).is_some() {
+            r.copy_arrived(entity);
         }
     }
 
@@ -248,3 +252,4 @@ impl Simulator {
         at
     }
 }
+

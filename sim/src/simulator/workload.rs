@@ -33,7 +33,9 @@ impl Simulator {
             return;
         };
         let entity = self.workload.hot_entity();
-        self.tell(sender, &entity);
+        if !self.reliable_send(&entity) {
+            self.tell(sender, &entity);
+        }
     }
 
     /// A client asks a random Up member to start a random entity (`StartEntity`); the checker

@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shoal_core::delivery::{HighWater, Mark, ProducerId};
 use shoal_core::{EntityId, EntityType, Epoch, FencingVerdict, Instant, ShardClaim, ShardId};
 
 use super::SimStore;
@@ -30,7 +31,8 @@ pub(crate) enum StateCall {
         epoch: Epoch,
     },
     /// Append one event per id, numbered from `first_seq`, with a snapshot of the state after
-    /// them when `snapshot`.
+    /// them when `snapshot`, and the delivery mark of the reliably delivered message they are
+    /// the effect of (moved in the same write, as the runtime's stores move it).
     Append {
         entity_type: EntityType,
         entity: EntityId,
@@ -39,15 +41,20 @@ pub(crate) enum StateCall {
         first_seq: u64,
         ids: Vec<u64>,
         snapshot: bool,
+        mark: Option<(ProducerId, Mark)>,
     },
 }
 
 /// The store's answer to a [`StateCall`].
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum StateAnswer {
-    /// The journal's events (their ids, in order), and whether a snapshot stood for the first
-    /// of them.
-    Recovered { ids: Vec<u64>, from_snapshot: bool },
+    /// The journal's events (their ids, in order), whether a snapshot stood for the first of
+    /// them, and the entity's delivery marks.
+    Recovered {
+        ids: Vec<u64>,
+        from_snapshot: bool,
+        marks: HighWater,
+    },
     /// The append was made.
     Written,
     /// A newer epoch holds the shard.
@@ -67,6 +74,8 @@ struct Journal {
     ids: BTreeSet<u64>,
     /// The newest snapshot's sequence number (0: none).
     snapshot_at: u64,
+    /// The newest reliably delivered message applied, per producer.
+    marks: HighWater,
 }
 
 /// Every journal, and the checks' own records.
@@ -104,6 +113,14 @@ impl SimStore {
     /// What the journal's checks found since the last call.
     pub(crate) fn take_journal_violations(&mut self) -> Vec<String> {
         std::mem::take(&mut self.journals.violations)
+    }
+
+    /// The ids of `entity`'s events in its journal, in order.
+    pub(crate) fn journal_ids(&self, entity_type: &EntityType, entity: &EntityId) -> Vec<u64> {
+        let key = (entity_type.clone(), entity.clone());
+        (self.journals.journals.get(&key))
+            .map(|j| j.events.iter().map(|(id, _)| *id).collect())
+            .unwrap_or_default()
     }
 
     /// How many appends landed after their caller heard a timeout.
@@ -174,12 +191,14 @@ impl SimStore {
                 StateAnswer::Recovered {
                     ids: journal.events.iter().map(|(id, _)| *id).collect(),
                     from_snapshot: journal.snapshot_at > 0,
+                    marks: journal.marks.clone(),
                 }
             }
             StateCall::Append {
                 first_seq,
                 ids,
                 snapshot,
+                mark,
                 ..
             } => {
                 let newest = journal.events.len() as u64;
@@ -196,6 +215,9 @@ impl SimStore {
                     }
                 }
                 journal.events.extend(ids.iter().map(|id| (*id, epoch.0)));
+                if let Some((producer, mark)) = mark {
+                    journal.marks.record(producer, *mark);
+                }
                 if *snapshot {
                     journal.snapshot_at = journal.events.len() as u64;
                 }
