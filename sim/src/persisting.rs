@@ -46,6 +46,8 @@ struct Writer {
     answering: Option<Item>,
     /// Its reliable delivery marks, as recovered and written since.
     consumer: Consumer,
+    /// The marks its recovery read (written by an earlier incarnation).
+    recovered: HighWater,
 }
 
 /// Messages a persistent incarnation holds waiting for their writes (its mailbox, as the
@@ -80,6 +82,8 @@ pub(crate) struct Persisting {
     effects: BTreeMap<u64, Tag>,
     /// Confirmations to send, collected as calls are answered.
     confirms: Vec<Confirmation>,
+    /// Duplicates recognised by a mark an earlier incarnation wrote, since the last look.
+    recognised: u64,
 }
 
 impl Persisting {
@@ -100,12 +104,19 @@ impl Persisting {
             window,
             effects: BTreeMap::new(),
             confirms: Vec::new(),
+            recognised: 0,
         }
     }
 
     /// The confirmations due since the last call.
     pub(crate) fn take_confirms(&mut self) -> Vec<Confirmation> {
         std::mem::take(&mut self.confirms)
+    }
+
+    /// How many duplicates were recognised by a mark an earlier incarnation wrote (a message
+    /// sent again after its entity moved or restarted) since the last call.
+    pub(crate) fn take_recognised(&mut self) -> u64 {
+        std::mem::take(&mut self.recognised)
     }
 
     /// The reliably delivered message event `id` is the effect of, if any.
@@ -124,6 +135,7 @@ impl Persisting {
             queue: VecDeque::new(),
             answering: None,
             consumer: Consumer::new(HighWater::default(), self.window),
+            recovered: HighWater::default(),
         };
         let call = self.recover(&life, &writer);
         self.writers.insert(life, writer);
@@ -198,7 +210,8 @@ impl Persisting {
             StateAnswer::Recovered { ids, marks, .. } => {
                 writer.newest = Some(ids.len() as u64);
                 writer.since_snapshot = 0;
-                writer.consumer = Consumer::new(marks, self.window);
+                writer.consumer = Consumer::new(marks.clone(), self.window);
+                writer.recovered = marks;
             }
             StateAnswer::Written => {
                 if let StateCall::Append { ids, snapshot, .. } = call {
@@ -251,6 +264,13 @@ impl Persisting {
                 let producer = tag.producer.clone();
                 self.effects.insert(item.id, tag.clone());
                 break (item, Some((producer, mark)));
+            }
+            let earlier = writer.recovered.of(&delivery.tag.producer);
+            if verdict == Verdict::Duplicate
+                && earlier.session == delivery.tag.session
+                && delivery.tag.seq <= earlier.seq
+            {
+                self.recognised += 1;
             }
             let confirm = writer.consumer.confirm(&delivery.tag, verdict);
             self.confirms.extend(Confirmation::of(life, delivery, confirm));

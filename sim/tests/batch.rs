@@ -417,7 +417,7 @@ fn a_fence_of_the_allocation_in_flight_is_not_resent_regression() {
                     @10.728 store-outage 9.119; @12.656 leave n1";
     let options = Options {
         schedule: Some(schedule.parse().expect("a valid schedule")),
-        ..Options::for_seed(7_001_586)
+        ..before_delivery(Options::for_seed(7_001_586))
     };
     assert!(options.persist.is_some(), "found with persistent entities");
     let report = assert_holds(
@@ -438,7 +438,7 @@ fn a_fence_of_the_allocation_in_flight_is_not_resent_regression() {
 /// more (`MailboxFull`, a dead letter its asker hears of).
 #[test]
 fn a_persistent_entity_behind_a_slow_store_refuses_what_its_mailbox_cannot_hold_regression() {
-    let options = Options::for_seed(9_100_003_771);
+    let options = before_delivery(Options::for_seed(9_100_003_771));
     assert!(options.persist.is_some(), "found with persistent entities");
     let report = assert_holds(
         options,
@@ -468,7 +468,7 @@ fn an_exiting_member_going_quiet_does_not_hold_a_decision_back_regression() {
 /// ask names no incarnation, so the checker counts it for whichever runs when it arrives.
 #[test]
 fn an_ask_to_passivate_queued_at_a_paused_node_is_not_an_idle_passivation_regression() {
-    let report = run(Options::for_seed(98_008_306));
+    let report = run(before_delivery(Options::for_seed(98_008_306)));
     assert_ne!(report.outcome, Outcome::Failed, "{report}");
 }
 
@@ -480,7 +480,7 @@ fn an_ask_to_passivate_queued_at_a_paused_node_is_not_an_idle_passivation_regres
 fn the_last_member_leaving_stops_its_shards_itself_regression() {
     let probe = "region: nobody is left to take its shards, they stop here";
     for seed in [99_003_289, 99_006_094] {
-        assert_holds(Options::for_seed(seed), &[probe]);
+        assert_holds(before_delivery(Options::for_seed(seed)), &[probe]);
     }
 }
 
@@ -550,7 +550,7 @@ fn a_member_downed_while_exiting_held_no_side_regression() {
 /// bridge): such a run is classified, not judged as a calm network.
 #[test]
 fn a_network_bridged_by_a_joiner_is_not_judged_as_split_into_sides_regression() {
-    let report = run(Options::for_seed(94_002_254));
+    let report = run(before_delivery(Options::for_seed(94_002_254)));
     assert_eq!(report.outcome, Outcome::NoProgress, "{report}");
     assert_reaches(
         &report,
@@ -770,7 +770,16 @@ fn before_timed_outages(mut options: Options) -> Options {
 fn replaying(schedule: &str, options: Options) -> Options {
     Options {
         schedule: Some(schedule.parse().expect("a valid schedule")),
-        ..before_persistence(options)
+        ..before_delivery(before_persistence(options))
+    }
+}
+
+/// `options` as a seed drew them before reliable delivery: how a regression found before
+/// then replays its run.
+fn before_delivery(options: Options) -> Options {
+    Options {
+        delivery: None,
+        ..options
     }
 }
 
@@ -1157,21 +1166,34 @@ fn a_broken_coordinator_is_caught_within_the_default_batch() {
 fn digests_are_pinned() {
     // 1 and 2 remember entities (throttled and all at once); 3, 17 and 256 do not. All five
     // as they ran before entities persisted state; then 1 (remembering) and 5 (not) with
-    // their persistence.
-    let before = [3, 17, 256, 1, 2].map(|seed| (seed, before_persistence(Options::for_seed(seed))));
-    let persisting = [1, 5].map(|seed| (seed, Options::for_seed(seed)));
+    // their persistence, as before reliable delivery; then seeds with reliable delivery.
+    let before = [3, 17, 256, 1, 2].map(|seed| {
+        let options = before_delivery(before_persistence(Options::for_seed(seed)));
+        (seed, options)
+    });
+    let persisting = [1, 5].map(|seed| (seed, before_delivery(Options::for_seed(seed))));
+    let delivering = (0..40)
+        .map(|seed| (seed, Options::for_seed(seed)))
+        .filter(|(_, options)| options.delivery.is_some())
+        .take(3);
     let digests: Vec<String> = before
         .into_iter()
         .chain(persisting)
+        .chain(delivering)
         .map(|(seed, options)| {
             let persist = if options.persist.is_some() {
                 " persist"
             } else {
                 ""
             };
+            let delivery = if options.delivery.is_some() {
+                " delivery"
+            } else {
+                ""
+            };
             let r = run(options);
             format!(
-                "seed {seed}{persist}: {:?} {} events digest {:016x}",
+                "seed {seed}{persist}{delivery}: {:?} {} events digest {:016x}",
                 r.outcome, r.events, r.digest
             )
         })
@@ -1184,6 +1206,12 @@ fn digests_are_pinned() {
 #[test]
 fn coverage_markers_fire_within_the_batch() {
     const MARKERS: &[&str] = &[
+        "a reliable producer sent a message again",
+        "a restarted producer resumed from its durable queue",
+        "a plain entity dropped a duplicate reliable message",
+        "a message sent again after its entity moved was recognised by its stored mark",
+        "delivery: a duplicate is dropped",
+        "delivery: a message past a gap is dropped",
         "handoff begun",
         "handoff during a partition",
         "coordinator moved while a handoff was in flight",
@@ -1387,7 +1415,7 @@ fn a_graceful_leave_over_a_slow_link_does_not_stall() {
 #[test]
 fn a_probe_sent_again_gets_the_whole_wait_regression() {
     let report = assert_holds(
-        Options::for_seed(2_796_848_898),
+        before_delivery(Options::for_seed(2_796_848_898)),
         &["a probe refused by a bounded queue was sent again"],
     );
     assert_eq!(report.outcome, Outcome::Passed, "{report}");

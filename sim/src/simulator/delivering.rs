@@ -16,8 +16,8 @@ impl Simulator {
     /// The client's next message to `entity` goes through a producer, if the run delivers
     /// reliably and the draw says so; `false`: send it as a plain tell.
     pub(crate) fn reliable_send(&mut self, entity: &EntityId) -> bool {
-        let nodes = &self.nodes;
-        let running = |n: NodeId| nodes.get(&n).map(|node| node.id);
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
         let Some(d) = &mut self.delivering else {
             return false;
         };
@@ -34,8 +34,8 @@ impl Simulator {
     /// An application message reached `member`: `true` if it was a confirmation for one of
     /// its producers (handled), `false` if it is something else.
     pub(crate) fn reliable_confirmed(&mut self, member: MemberId, payload: &Payload) -> bool {
-        let nodes = &self.nodes;
-        let running = |n: NodeId| nodes.get(&n).map(|node| node.id);
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
         let Some(d) = &mut self.delivering else {
             return false;
         };
@@ -50,8 +50,8 @@ impl Simulator {
 
     /// The producers' resend timers fired.
     pub(crate) fn producers_due(&mut self) {
-        let nodes = &self.nodes;
-        let running = |n: NodeId| nodes.get(&n).map(|node| node.id);
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
         let Some(d) = &mut self.delivering else {
             return;
         };
@@ -62,8 +62,8 @@ impl Simulator {
 
     /// Node `node` started a process: its producers resume from their queues.
     pub(crate) fn producers_restarted(&mut self, node: NodeId) {
-        let nodes = &self.nodes;
-        let running = |n: NodeId| nodes.get(&n).map(|node| node.id);
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
         let Some(d) = &mut self.delivering else {
             return;
         };
@@ -100,6 +100,20 @@ impl Simulator {
         if let Some(d) = &mut self.delivering {
             d.ended(life);
         }
+    }
+
+    /// The members producers may send through: those running and in the cluster, their
+    /// region not stopped (one leaving, downed or gone stops, as a runtime's node does once
+    /// out, and its process's next incarnation resumes its producers).
+    pub(crate) fn producer_hosts(&self) -> Vec<(NodeId, MemberId)> {
+        if self.delivering.is_none() {
+            return Vec::new();
+        }
+        (self.nodes.values())
+            .filter(|node| !node.driver.node().is_region_stopped(&self.ty))
+            .map(|node| (node.id.node, node.id))
+            .filter(|(_, member)| self.is_member(*member))
+            .collect()
     }
 
     /// Sends entities' confirmations from their members.
@@ -150,8 +164,8 @@ impl Simulator {
         let Some(d) = &self.delivering else {
             return;
         };
-        let nodes = &self.nodes;
-        let running = |n: NodeId| nodes.get(&n).is_some();
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().any(|(node, _)| *node == n);
         let failures = match (&self.persisting, &self.remembering) {
             (Some(p), Some(r)) => {
                 let store = r.store();

@@ -478,7 +478,14 @@ impl Simulator {
                 }
             }
             Ev::Store => self.handle_store_event(),
-            Ev::Reliable { member, input } => self.input_to(member, *input),
+            Ev::Reliable { member, input } => {
+                // A producer's letter goes only through a member still hosting (one that
+                // began to leave meanwhile stops, as a runtime's node does once out).
+                let letter = matches!(*input, Input::Tell { .. });
+                if !letter || self.producer_hosts().iter().any(|(_, m)| *m == member) {
+                    self.input_to(member, *input);
+                }
+            }
             Ev::Producers => self.producers_due(),
             Ev::Refused { member, input } => self.input_to(member, *input),
             Ev::Passivate { member, entity } => {

@@ -53,8 +53,7 @@ impl Simulator {
             return ask;
         };
         let handed = p.handed(&life, ask, delivery);
-        let confirms = p.take_confirms();
-        self.send_confirmations(confirms);
+        self.persisted_confirmations();
         match handed {
             Ok(Some(call)) => self.state_call(life, call),
             Ok(None) => {}
@@ -124,8 +123,7 @@ impl Simulator {
             return;
         };
         self.reply_all(&life, replies);
-        let confirms = self.persisting.as_mut().map(|p| p.take_confirms());
-        self.send_confirmations(confirms.unwrap_or_default());
+        self.persisted_confirmations();
         match next {
             Next::Idle => {}
             Next::Call(call) => self.state_call(life, call),
@@ -141,6 +139,18 @@ impl Simulator {
                 self.stop_fenced(member, &entity);
             }
         }
+    }
+
+    /// Sends the confirmations persistent entities owe since the last call.
+    fn persisted_confirmations(&mut self) {
+        let Some(p) = &mut self.persisting else {
+            return;
+        };
+        let (confirms, recognised) = (p.take_confirms(), p.take_recognised());
+        if recognised > 0 {
+            self.mark("a message sent again after its entity moved was recognised by its stored mark");
+        }
+        self.send_confirmations(confirms);
     }
 
     /// Submits `call` of `life` to the store.
