@@ -29,7 +29,9 @@ const WINDOW: u32 = 8;
 /// The demand an entity grants each producer in a run with `opts`: no more than its mailbox
 /// holds, so that a producer's messages are not refused for want of room.
 pub(crate) fn window_of(opts: &crate::options::Options) -> u32 {
-    opts.host.mailbox.map_or(WINDOW, |m| m.capacity.clamp(1, WINDOW))
+    opts.host
+        .mailbox
+        .map_or(WINDOW, |m| m.capacity.clamp(1, WINDOW))
 }
 
 /// The first word of a reliable letter or a confirmation: never a node id, so a workload
@@ -146,6 +148,9 @@ pub(crate) fn judge(consumer: &Consumer, tag: &Tag, suppress_duplicates: bool) -
         verdict => verdict,
     }
 }
+
+/// The tags of the reliably delivered messages in an entity's journal, in order.
+pub(crate) type Journal<'a> = dyn Fn(&EntityId) -> Vec<Tag> + 'a;
 
 /// A message for the cluster: `from`'s node sends `entity` a reliable letter.
 #[derive(Debug)]
@@ -337,7 +342,10 @@ impl Delivering {
         if verdict == Verdict::Apply {
             consumer.processed(&delivery.tag);
             let key = (delivery.tag.producer.clone(), life.1.clone());
-            self.applied.entry(key).or_default().push(delivery.tag.seq.0);
+            self.applied
+                .entry(key)
+                .or_default()
+                .push(delivery.tag.seq.0);
         }
         let confirm = consumer.confirm(&delivery.tag, verdict);
         (verdict, Confirmation::of(life, delivery, confirm))
@@ -354,7 +362,7 @@ impl Delivering {
     /// is gone cannot finish). Each failure as (subject, detail).
     pub(crate) fn check(
         &self,
-        journal: Option<&dyn Fn(&EntityId) -> Vec<Tag>>,
+        journal: Option<&Journal<'_>>,
         running: impl Fn(NodeId) -> bool,
     ) -> Vec<(String, String)> {
         let mut failures = Vec::new();
@@ -401,12 +409,19 @@ fn exactly_once(seqs: &[u64], confirmed: u64) -> Option<String> {
     for (i, &seq) in seqs.iter().enumerate() {
         let expected = i as u64 + 1;
         if seq != expected {
-            let what = if seq < expected { "applied twice" } else { "applied past a gap" };
+            let what = if seq < expected {
+                "applied twice"
+            } else {
+                "applied past a gap"
+            };
             return Some(format!("message {seq} {what} (journal holds {seqs:?})"));
         }
     }
     (confirmed > seqs.len() as u64).then(|| {
-        format!("message {} confirmed but not in the journal ({seqs:?})", seqs.len() + 1)
+        format!(
+            "message {} confirmed but not in the journal ({seqs:?})",
+            seqs.len() + 1
+        )
     })
 }
 
@@ -416,7 +431,10 @@ fn at_least_once(seqs: &[u64], confirmed: u64) -> Option<String> {
     let mut newest = 0;
     for &seq in seqs {
         if seq > newest + 1 {
-            return Some(format!("message {seq} applied before {} ({seqs:?})", newest + 1));
+            return Some(format!(
+                "message {seq} applied before {} ({seqs:?})",
+                newest + 1
+            ));
         }
         newest = newest.max(seq);
     }
@@ -428,7 +446,11 @@ fn producer_id(k: usize) -> ProducerId {
 }
 
 fn producer_index(producer: &ProducerId) -> u64 {
-    producer.0.strip_prefix('p').and_then(|k| k.parse().ok()).unwrap_or(u64::MAX)
+    producer
+        .0
+        .strip_prefix('p')
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 /// The workload names entities `e<n>`.
@@ -466,7 +488,10 @@ mod tests {
             },
             reply_to: MemberId::new(3, 4),
         };
-        assert_eq!(Reliable::decode(&reliable.encode(2)), Some(reliable.clone()));
+        assert_eq!(
+            Reliable::decode(&reliable.encode(2)),
+            Some(reliable.clone())
+        );
         let life: Life = (MemberId::new(1, 1), EntityId::new("e12"), 3);
         let confirm = Confirm {
             session: 1,
@@ -475,7 +500,10 @@ mod tests {
             resend: true,
         };
         let confirmation = Confirmation::of(&life, &reliable, Some(confirm)).unwrap();
-        assert_eq!(Confirmation::decode(&confirmation.encode()), Some((2, 12, confirm)));
+        assert_eq!(
+            Confirmation::decode(&confirmation.encode()),
+            Some((2, 12, confirm))
+        );
         let workload = crate::check::payload(MemberId::new(1, 1), 9);
         assert_eq!(Reliable::decode(&workload), None);
         assert_eq!(Confirmation::decode(&workload), None);
@@ -485,9 +513,17 @@ mod tests {
     #[test]
     fn the_end_checks_catch_a_duplicate_a_gap_and_a_message_never_applied() {
         assert_eq!(exactly_once(&[1, 2, 3], 3), None);
-        assert!(exactly_once(&[1, 2, 2, 3], 3).unwrap().contains("applied twice"));
+        assert!(
+            exactly_once(&[1, 2, 2, 3], 3)
+                .unwrap()
+                .contains("applied twice")
+        );
         assert!(exactly_once(&[1, 3], 3).unwrap().contains("past a gap"));
-        assert!(exactly_once(&[1, 2], 3).unwrap().contains("not in the journal"));
+        assert!(
+            exactly_once(&[1, 2], 3)
+                .unwrap()
+                .contains("not in the journal")
+        );
         assert_eq!(at_least_once(&[1, 2, 2, 3], 3), None);
         assert!(at_least_once(&[1, 3], 3).is_some());
         assert!(at_least_once(&[1, 2], 3).is_some());

@@ -48,7 +48,10 @@ pub(crate) enum Ev {
     Store,
     /// Reliable delivery hands a member's node an input: a producer's letter, or an entity's
     /// confirmation (see `delivering.rs`).
-    Reliable { member: MemberId, input: Box<Input> },
+    Reliable {
+        member: MemberId,
+        input: Box<Input>,
+    },
     /// Reliable producers' resend timers are due.
     Producers,
 }

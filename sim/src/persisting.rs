@@ -273,7 +273,8 @@ impl Persisting {
                 self.recognised += 1;
             }
             let confirm = writer.consumer.confirm(&delivery.tag, verdict);
-            self.confirms.extend(Confirmation::of(life, delivery, confirm));
+            self.confirms
+                .extend(Confirmation::of(life, delivery, confirm));
         };
         let id = item.id;
         writer.answering = Some(item);

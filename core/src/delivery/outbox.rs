@@ -48,7 +48,10 @@ impl Outbox {
     /// many unconfirmed messages as it may, or all streams together do.
     pub fn is_full(&self, entity: &EntityId) -> bool {
         self.unconfirmed >= self.settings.max_unconfirmed_total
-            || self.streams.get(entity).is_some_and(|s| s.producer.is_full())
+            || self
+                .streams
+                .get(entity)
+                .is_some_and(|s| s.producer.is_full())
     }
 
     /// Numbers `payload` for `entity` and queues it: its sequence number, or [`WindowFull`].
@@ -62,10 +65,13 @@ impl Outbox {
             return Err(WindowFull);
         }
         let (settings, session) = (self.settings, self.session);
-        let stream = self.streams.entry(entity.clone()).or_insert_with(|| Stream {
-            producer: Producer::new(settings, session, Seq(0)),
-            scheduled: None,
-        });
+        let stream = self
+            .streams
+            .entry(entity.clone())
+            .or_insert_with(|| Stream {
+                producer: Producer::new(settings, session, Seq(0)),
+                scheduled: None,
+            });
         let seq = stream.producer.handle_send(now, payload)?;
         self.unconfirmed += 1;
         self.ready.push_back(entity.clone());
@@ -73,7 +79,12 @@ impl Outbox {
     }
 
     /// `entity` confirmed: the sequence numbers of the sends that completed, in order.
-    pub fn handle_confirm(&mut self, now: Instant, entity: &EntityId, confirm: Confirm) -> Vec<Seq> {
+    pub fn handle_confirm(
+        &mut self,
+        now: Instant,
+        entity: &EntityId,
+        confirm: Confirm,
+    ) -> Vec<Seq> {
         let Some(stream) = self.streams.get_mut(entity) else {
             return Vec::new();
         };

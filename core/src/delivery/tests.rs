@@ -257,9 +257,16 @@ fn resends_stay_within_the_demand_the_entity_granted() {
     assert_eq!(drain(&mut producer, at(100)), [(2, true)]);
     producer.handle_moved(at(150));
     assert_eq!(drain(&mut producer, at(150)), [(2, true)]);
-    let two = Confirm { up_to: Seq(2), ..one };
+    let two = Confirm {
+        up_to: Seq(2),
+        ..one
+    };
     producer.handle_confirm(at(160), two);
-    assert_eq!(drain(&mut producer, at(160)), [(3, true)], "due since the move");
+    assert_eq!(
+        drain(&mut producer, at(160)),
+        [(3, true)],
+        "due since the move"
+    );
 }
 
 #[test]
@@ -304,7 +311,11 @@ fn an_outbox_bounds_what_all_its_entities_hold_unconfirmed_and_times_each() {
     for n in 1..=3 {
         assert_eq!(outbox.handle_send(at(0), &a, p(n)), Ok(Seq(n)));
     }
-    assert_eq!(outbox.handle_send(at(0), &b, p(1)), Ok(Seq(1)), "per entity");
+    assert_eq!(
+        outbox.handle_send(at(0), &b, p(1)),
+        Ok(Seq(1)),
+        "per entity"
+    );
     assert_eq!(outbox.handle_send(at(0), &b, p(2)), Ok(Seq(2)));
     assert!(outbox.is_full(&b), "five unconfirmed in all");
     assert_eq!(outbox.handle_send(at(0), &b, p(3)), Err(WindowFull));
@@ -314,7 +325,11 @@ fn an_outbox_bounds_what_all_its_entities_hold_unconfirmed_and_times_each() {
     let pairs = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
         list.iter().map(|(e, s)| (e.to_string(), *s)).collect()
     };
-    assert_eq!(sent, pairs(&[("a", 1), ("a", 2), ("b", 1), ("b", 2)]), "the window");
+    assert_eq!(
+        sent,
+        pairs(&[("a", 1), ("a", 2), ("b", 1), ("b", 2)]),
+        "the window"
+    );
     assert_eq!(outbox.poll_timeout(), Some(at(100)));
     let confirm = Confirm {
         session: 7,

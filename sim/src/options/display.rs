@@ -100,7 +100,11 @@ impl fmt::Display for Options {
             write!(f, " persist=snapshot:{}{unfenced}", p.snapshot_every)?;
         }
         if let Some(d) = &self.delivery {
-            let unsuppressed = if d.suppress_duplicates { "" } else { ",duplicates" };
+            let unsuppressed = if d.suppress_duplicates {
+                ""
+            } else {
+                ",duplicates"
+            };
             write!(f, " delivery={}x{:.2}{unsuppressed}", d.producers, d.share)?;
         }
         if let Some(m) = &self.remember {

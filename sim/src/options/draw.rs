@@ -6,8 +6,8 @@ use std::time::Duration;
 use shoal_core::AllocationStrategyConfig;
 
 use super::{
-    ClusterOptions, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode, NetworkOptions,
-    Delivery, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
+    ClusterOptions, Delivery, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode,
+    NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 use crate::rng::{SimRng, Stream};
 

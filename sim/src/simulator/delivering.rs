@@ -76,7 +76,12 @@ impl Simulator {
 
     /// `member`'s incarnation of `entity` was delivered a producer's letter: a persistent
     /// entity judges it when its turn to be written comes, a plain one now.
-    pub(crate) fn reliable_delivered(&mut self, member: MemberId, entity: &EntityId, delivery: Reliable) {
+    pub(crate) fn reliable_delivered(
+        &mut self,
+        member: MemberId,
+        entity: &EntityId,
+        delivery: Reliable,
+    ) {
         self.check.deliver_reliable(self.now, member, entity);
         if self.persisting.is_some() {
             self.persistent_handed(member, entity, None, Some(delivery));

@@ -8,13 +8,13 @@
 mod abandons;
 mod after_call;
 mod answers;
+mod delivering;
 mod drive;
 mod faults;
 mod home_asks;
 mod host;
 mod io;
 mod node_events;
-mod delivering;
 mod persisting;
 mod quiescence;
 mod rebalance;

@@ -148,7 +148,9 @@ impl Simulator {
         };
         let (confirms, recognised) = (p.take_confirms(), p.take_recognised());
         if recognised > 0 {
-            self.mark("a message sent again after its entity moved was recognised by its stored mark");
+            self.mark(
+                "a message sent again after its entity moved was recognised by its stored mark",
+            );
         }
         self.send_confirmations(confirms);
     }

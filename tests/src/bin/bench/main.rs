@@ -8,6 +8,7 @@
 mod alloc;
 mod core_rows;
 mod curves;
+mod delivery_rows;
 mod lab;
 mod nodes;
 mod plot;
@@ -59,6 +60,8 @@ enum Group {
     Sim,
     /// Persistent entities' writes and recovery.
     State,
+    /// Reliable delivery against plain asks.
+    Delivery,
 }
 
 impl Args {
@@ -82,6 +85,9 @@ fn main() -> ExitCode {
     }
     if args.runs(Group::Remote) {
         rows.extend(runtime.block_on(remote_rows::rows(args.quick)));
+    }
+    if args.runs(Group::Delivery) {
+        rows.extend(runtime.block_on(delivery_rows::rows(args.quick)));
     }
     if args.runs(Group::State) {
         let postgres = args.postgres.as_deref();
