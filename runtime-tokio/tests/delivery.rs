@@ -274,3 +274,97 @@ async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_wha
     second.leave().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A durable producer's process crashes with sends in flight; a producer started again with
+/// the same id on another process resumes its queue: every message a send had handed over is
+/// applied exactly once, and none that was not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_producer_restarted_after_a_crash_resends_what_was_unconfirmed() {
+    let dir = scratch("delivery-durable");
+    let path = dir.join("state.db");
+    let node = |seeds: Vec<String>| {
+        NodeBuilder::new("test")
+            .secret("test secret")
+            .seed_nodes(seeds)
+            .membership(fast_membership())
+            .settings(fast_settings())
+            .state_store(SqliteStore::open(&path).expect("the store opens"))
+            .event_sourced(totals(), Snapshots::Every(4), |_| Total::default())
+            .start()
+    };
+    let first = node(Vec::new()).await.expect("first node");
+    let seeds = vec![first.address().to_string()];
+    // Three members, so that the two left after the crash keep a majority.
+    let second = node(seeds.clone()).await.expect("second node");
+    let sender = node(seeds.clone()).await.expect("the producer's node");
+    let queue: Arc<dyn shoal::delivery::ProducerQueue> =
+        Arc::new(SqliteStore::open(&path).expect("the queue opens"));
+    let region = sender.region::<EventSourcedEntity<Total>>("total").unwrap();
+    let producer = region
+        .durable_producer("durable", eager(), Arc::clone(&queue))
+        .await
+        .unwrap();
+    let entities: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    let completed = Arc::new(AtomicU64::new(0));
+    let mut workers = Vec::new();
+    for entity in entities.clone() {
+        let (producer, completed) = (producer.clone(), Arc::clone(&completed));
+        workers.push(tokio::spawn(async move {
+            let mut handed_over = 0u64;
+            for _ in 0..40 {
+                match producer.send(entity.as_str(), &Command::Add(1)).await {
+                    Ok(()) => handed_over += 1,
+                    Err(shoal::SendError::Stopped { kept }) => {
+                        return (handed_over + u64::from(kept), kept);
+                    }
+                    Err(other) => panic!("{entity}: {other}"),
+                }
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+            (handed_over, false)
+        }));
+    }
+    while completed.load(Ordering::Relaxed) < 80 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sender.abort().await;
+    let mut expected = Vec::new();
+    let mut in_flight = 0;
+    for worker in workers {
+        let (handed_over, kept) = worker.await.unwrap();
+        expected.push(handed_over);
+        in_flight += u64::from(kept);
+    }
+    assert!(
+        in_flight > 0,
+        "some message was kept but not confirmed at the crash"
+    );
+    // Another process takes the producer over, with the same id and the same queue.
+    let again = node(seeds).await.expect("a new producer's node");
+    let region = again.region::<EventSourcedEntity<Total>>("total").unwrap();
+    let _resumed = region
+        .durable_producer("durable", eager(), queue)
+        .await
+        .unwrap();
+    for (entity, expected) in entities.iter().zip(expected) {
+        let counter = region.entity_ref(entity.as_str());
+        common::eventually(
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || async {
+                match counter.ask(&Command::Get, Duration::from_secs(2)).await {
+                    Ok(Ok(total)) if total == expected => Ok(()),
+                    Ok(Ok(total)) if total > expected => {
+                        panic!("{entity}: {total} applied, {expected} handed over")
+                    }
+                    other => Err(format!("{entity}: {other:?}, {expected} handed over")),
+                }
+            },
+        )
+        .await;
+    }
+    again.leave().await;
+    second.leave().await;
+    first.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -2,14 +2,14 @@
 //! private PostgreSQL server this test starts: the journal's sequence rule (no gap, no
 //! duplicate), fencing by the shard's epoch for recoveries and writes, snapshots, durable
 //! states, a group of writes with mixed outcomes, two writers at different epochs racing on one
-//! entity, and deleting a type's data.
+//! entity, deleting a type's data, delivery marks, and reliable producers' durable queues.
 
 mod common;
 
 use common::postgres::PgServer;
 use common::scratch;
 use shoal::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
-use shoal::store::Delivered;
+use shoal::store::{Delivered, ProducerQueue, QueueState, QueuedStream};
 use shoal::store::{SqliteStore, StoreError};
 use shoal_core::delivery::{Mark, ProducerId, Seq};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
@@ -362,6 +362,56 @@ async fn delivery_marks(store: &dyn StateStore) {
     assert!(store.recover(&again).await.unwrap().delivered.is_empty());
 }
 
+/// A producer's durable queue: its session kept from its first opening, what each entity
+/// numbered, and the messages not yet confirmed, in order.
+async fn producer_queues(queue: &dyn ProducerQueue) {
+    let opened = queue.open("p", 41).await.unwrap();
+    assert_eq!(
+        opened,
+        QueueState {
+            session: 41,
+            streams: Vec::new()
+        }
+    );
+    let (a, b) = (EntityId::from("a"), EntityId::from("b"));
+    let messages = [
+        (a.clone(), 1, vec![1]),
+        (a.clone(), 2, vec![2]),
+        (b.clone(), 1, vec![9]),
+        (a.clone(), 3, vec![3]),
+    ];
+    queue.push("p", &messages).await.unwrap();
+    queue.confirm("p", &[(a.clone(), 2)]).await.unwrap();
+    let again = queue.open("p", 77).await.unwrap();
+    let stream = |entity: &EntityId, numbered, unconfirmed: &[u8]| QueuedStream {
+        entity: entity.clone(),
+        numbered,
+        unconfirmed: unconfirmed.iter().map(|b| vec![*b]).collect(),
+    };
+    assert_eq!(
+        again,
+        QueueState {
+            session: 41,
+            streams: vec![stream(&a, 3, &[3]), stream(&b, 1, &[9])],
+        },
+        "the session stays; what was confirmed went"
+    );
+    queue
+        .confirm("p", &[(a.clone(), 3), (b.clone(), 1)])
+        .await
+        .unwrap();
+    let drained = queue.open("p", 78).await.unwrap();
+    assert_eq!(
+        drained.streams,
+        vec![stream(&a, 3, &[]), stream(&b, 1, &[])]
+    );
+    // A message numbered twice is refused, with nothing of its transaction kept.
+    let twice = [(b.clone(), 2, vec![5]), (b.clone(), 2, vec![6])];
+    assert!(queue.push("p", &twice).await.is_err());
+    assert_eq!(queue.open("p", 79).await.unwrap(), drained);
+    assert_eq!(queue.open("q", 5).await.unwrap().session, 5, "per producer");
+}
+
 async fn suite(store: &dyn StateStore, other: &dyn StateStore) {
     journal_rules(store).await;
     fencing(store).await;
@@ -379,6 +429,7 @@ async fn sqlite_state_store_passes_the_suite() {
     let store = SqliteStore::open(&path).unwrap();
     let other = SqliteStore::open(&path).unwrap();
     suite(&store, &other).await;
+    producer_queues(&store).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -388,4 +439,5 @@ async fn postgres_state_store_passes_the_suite_on_a_private_server() {
     let store = server.connect().await;
     let other = server.connect().await;
     suite(&store, &other).await;
+    producer_queues(&store).await;
 }

@@ -78,6 +78,42 @@ impl Outbox {
         Ok(seq)
     }
 
+    /// The sequence number the next send to `entity` gets (a durable queue keeps the message
+    /// under it before the send).
+    pub fn next_seq(&self, entity: &EntityId) -> Seq {
+        let numbered = self
+            .streams
+            .get(entity)
+            .map_or(0, |s| s.producer.numbered());
+        Seq(numbered + 1)
+    }
+
+    /// Resumes `entity`'s sequence as a durable queue kept it: `numbered` messages numbered,
+    /// the last `unconfirmed` of them not confirmed (sent again as the entity's demand allows).
+    pub fn resume(
+        &mut self,
+        now: Instant,
+        entity: &EntityId,
+        numbered: u64,
+        unconfirmed: Vec<Payload>,
+    ) {
+        let confirmed = Seq(numbered.saturating_sub(unconfirmed.len() as u64));
+        let mut producer = Producer::new(self.settings, self.session, confirmed);
+        for payload in unconfirmed {
+            // A resumed queue holds what it held, whatever the bounds are now.
+            producer.resume(now, payload);
+            self.unconfirmed += 1;
+        }
+        self.streams.insert(
+            entity.clone(),
+            Stream {
+                producer,
+                scheduled: None,
+            },
+        );
+        self.ready.push_back(entity.clone());
+    }
+
     /// `entity` confirmed: the sequence numbers of the sends that completed, in order.
     pub fn handle_confirm(
         &mut self,
@@ -143,6 +179,13 @@ impl Outbox {
     /// When [`Outbox::poll_transmit`] next has something to send (once it returned `None`).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.first().map(|(at, _)| *at)
+    }
+
+    /// Messages unconfirmed for `entity`.
+    pub fn unconfirmed_for(&self, entity: &EntityId) -> usize {
+        self.streams
+            .get(entity)
+            .map_or(0, |s| s.producer.unconfirmed())
     }
 
     /// Messages unconfirmed in all streams.

@@ -104,6 +104,12 @@ impl Producer {
         if self.is_full() {
             return Err(WindowFull);
         }
+        Ok(self.resume(now, payload))
+    }
+
+    /// Queues `payload` as the next message whatever the bounds (a durable queue's message
+    /// resumed after a restart).
+    pub fn resume(&mut self, now: Instant, payload: Payload) -> Seq {
         let seq = self.next;
         self.next = Seq(seq.0 + 1);
         self.unconfirmed.push_back(Unconfirmed {
@@ -113,7 +119,7 @@ impl Producer {
             sent: false,
         });
         self.release(now);
-        Ok(seq)
+        seq
     }
 
     /// The entity confirmed: what it confirms leaves the queue (their sequence numbers, in

@@ -21,11 +21,16 @@ mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod postgres_queue;
+#[cfg(feature = "postgres")]
 mod postgres_state;
+mod queue;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_queue;
 #[cfg(feature = "sqlite")]
 mod sqlite_state;
 mod state;
@@ -39,6 +44,7 @@ pub(crate) use journal::Journal;
 pub(crate) use link::StoreLink;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+pub use queue::{ProducerQueue, QUEUE_SCHEMA, QueueState, QueuedStream};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use state::{Delivered, Recovered, STATE_SCHEMA, StateKey, StateStore, StateWrite, Versioned};

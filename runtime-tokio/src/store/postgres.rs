@@ -94,6 +94,7 @@ impl PostgresStore {
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
         (client.batch_execute(super::STATE_SCHEMA).await).map_err(unavailable)?;
+        (client.batch_execute(super::QUEUE_SCHEMA).await).map_err(unavailable)?;
         let prepared = Prepared::on(&client).await?;
         Ok(Self {
             url,

@@ -51,6 +51,7 @@ impl SqliteStore {
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         (connection.execute_batch(super::STATE_SCHEMA)).map_err(unavailable)?;
+        (connection.execute_batch(super::QUEUE_SCHEMA)).map_err(unavailable)?;
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
         })
