@@ -6,7 +6,9 @@
 //! and buffer messages, start entities on demand, hand shards off when the cluster changes and
 //! passivate idle entities. Every protocol decision is made by `shoal-core`'s sans-IO state
 //! machines, the same code the deterministic simulator checks; this crate is their tokio host:
-//! TCP transport with an authenticated handshake, typed entities, `tell` and `ask`.
+//! TCP transport with an authenticated handshake, typed entities, `tell` and `ask`, persistent
+//! entities ([`state`]) and reliable producers whose messages are applied effectively once
+//! ([`delivery`]).
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -17,28 +17,33 @@ use super::{EntityLink, SignalKind};
 use crate::metric_names;
 use crate::store::Delivered;
 
-/// How many messages of one producer an entity takes in flight beyond what it confirmed:
-/// small beside the mailbox, so that one producer cannot fill it.
-pub(crate) const DELIVERY_WINDOW: u32 = 16;
+/// How many messages of one producer an entity takes in flight beyond what it confirmed, at
+/// most: small beside the mailbox, so that one producer cannot fill it.
+const DELIVERY_WINDOW: u32 = 16;
 
 /// One incarnation's consumer state.
 #[derive(Debug)]
 pub(crate) struct Inbox {
     consumer: Consumer,
+    /// The demand it grants each producer.
+    window: u32,
     /// The delivered message being handled, if the current one is.
     current: Option<Tag>,
 }
 
-impl Default for Inbox {
-    fn default() -> Self {
+impl Inbox {
+    /// The consumer state of an entity whose mailbox holds `mailbox_capacity` messages: it
+    /// grants a producer at most a quarter of that (at least one).
+    pub(crate) fn new(mailbox_capacity: usize) -> Self {
+        let quarter = u32::try_from(mailbox_capacity / 4).unwrap_or(u32::MAX);
+        let window = quarter.clamp(1, DELIVERY_WINDOW);
         Self {
-            consumer: Consumer::new(HighWater::default(), DELIVERY_WINDOW),
+            consumer: Consumer::new(HighWater::default(), window),
+            window,
             current: None,
         }
     }
-}
 
-impl Inbox {
     /// Judges `delivery`: `true` if the entity should handle it (it becomes the current one);
     /// otherwise it is dropped and the producer is told where the entity stands.
     pub(crate) fn admit(&mut self, link: &EntityLink, delivery: &Delivery) -> bool {
@@ -84,7 +89,7 @@ impl Inbox {
     /// The marks a recovery read: they replace what this incarnation knew (a write that
     /// failed may or may not have landed; the store says which).
     pub(crate) fn recovered(&mut self, high_water: HighWater) {
-        self.consumer = Consumer::new(high_water, DELIVERY_WINDOW);
+        self.consumer = Consumer::new(high_water, self.window);
     }
 
     fn confirm(&self, link: &EntityLink, delivery: &Delivery, verdict: Verdict) {

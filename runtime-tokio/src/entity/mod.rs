@@ -92,11 +92,12 @@ pub(crate) enum Verdict {
 
 impl EntityContext {
     pub(crate) fn new(link: EntityLink) -> Self {
+        let inbox = inbox::Inbox::new(link.mailbox_capacity);
         Self {
             link,
             passivate: false,
             verdict: None,
-            inbox: inbox::Inbox::default(),
+            inbox,
         }
     }
 
@@ -176,6 +177,8 @@ pub(crate) struct EntityLink {
     pub(crate) journal: Option<crate::store::Journal>,
     /// Distinguishes the host's successive starts of one entity.
     pub(crate) generation: u64,
+    /// Its mailbox's size: the demand it grants a reliable producer stays below it.
+    pub(crate) mailbox_capacity: usize,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,
 }
 

@@ -124,6 +124,7 @@ impl EntityRuntime {
             epoch,
             generation: self.next_generation,
             journal: self.journal.clone(),
+            mailbox_capacity: self.mailbox_capacity,
             signals: self.signals.clone(),
         };
         // Everything the entity logs carries where it runs.
