@@ -17,8 +17,8 @@ use shoal::delivery::ProducerSettings;
 use shoal::state::{Recovered, StateKey, StateWrite, Versioned};
 use shoal::store::{RememberStore, SqliteStore, StoreError, Update};
 use shoal::{
-    EntityContext, EntityId, EntityType, EntityTypeConfig, EventSourced, EventSourcedEntity,
-    NodeBuilder, Persist, Snapshots, StateStore,
+    EntityContext, EntityId, EntityType, EntityTypeConfig, EventSourced, EventSourcedEntity, Node,
+    NodeBuilder, Persist, Snapshots, StartError, StateStore,
 };
 use shoal_core::{Epoch, ShardId};
 
@@ -154,6 +154,19 @@ impl StateStore for LostAnswers {
     }
 }
 
+/// A node of a cluster of persistent counters on the state store at `path`, joining `seeds`.
+async fn totals_node(path: &std::path::Path, seeds: Vec<String>) -> Result<Node, StartError> {
+    NodeBuilder::new("test")
+        .secret("test secret")
+        .seed_nodes(seeds)
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .state_store(SqliteStore::open(path).expect("the store opens"))
+        .event_sourced(totals(), Snapshots::Every(4), |_| Total::default())
+        .start()
+        .await
+}
+
 fn totals() -> EntityTypeConfig {
     let mut config = EntityTypeConfig::new("total");
     config.number_of_shards = 8;
@@ -203,16 +216,7 @@ async fn a_message_whose_write_landed_unacknowledged_takes_effect_once() {
 async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_what_was_sent() {
     let dir = scratch("delivery-crash");
     let path = dir.join("state.db");
-    let node = |seeds: Vec<String>| {
-        NodeBuilder::new("test")
-            .secret("test secret")
-            .seed_nodes(seeds)
-            .membership(fast_membership())
-            .settings(fast_settings())
-            .state_store(SqliteStore::open(&path).expect("the store opens"))
-            .event_sourced(totals(), Snapshots::Every(4), |_| Total::default())
-            .start()
-    };
+    let node = |seeds: Vec<String>| totals_node(&path, seeds);
     let first = node(Vec::new()).await.expect("first node");
     let seeds = vec![first.address().to_string()];
     let second = node(seeds.clone()).await.expect("second node");
@@ -282,16 +286,7 @@ async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_wha
 async fn a_durable_producer_restarted_after_a_crash_resends_what_was_unconfirmed() {
     let dir = scratch("delivery-durable");
     let path = dir.join("state.db");
-    let node = |seeds: Vec<String>| {
-        NodeBuilder::new("test")
-            .secret("test secret")
-            .seed_nodes(seeds)
-            .membership(fast_membership())
-            .settings(fast_settings())
-            .state_store(SqliteStore::open(&path).expect("the store opens"))
-            .event_sourced(totals(), Snapshots::Every(4), |_| Total::default())
-            .start()
-    };
+    let node = |seeds: Vec<String>| totals_node(&path, seeds);
     let first = node(Vec::new()).await.expect("first node");
     let seeds = vec![first.address().to_string()];
     // Three members, so that the two left after the crash keep a majority.

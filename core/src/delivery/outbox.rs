@@ -130,6 +130,18 @@ impl Outbox {
         done
     }
 
+    /// Message `seq` to `entity` was refused on its way out (the node's queue or buffer was
+    /// full): it goes again after a quarter of the resend wait, not a whole timeout later.
+    pub fn handle_refused(&mut self, now: Instant, entity: &EntityId, seq: Seq) {
+        let Some(stream) = self.streams.get_mut(entity) else {
+            return;
+        };
+        stream
+            .producer
+            .handle_refused(seq, now + self.settings.resend_after / 4);
+        self.ready.push_back(entity.clone());
+    }
+
     /// The entities moved or the producer restarted: everything sent and unconfirmed is due
     /// again at once.
     pub fn handle_moved(&mut self, now: Instant) {

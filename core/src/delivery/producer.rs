@@ -65,6 +65,8 @@ struct Unconfirmed {
     /// When it is (re)sent next; `None` while demand does not cover it.
     due: Option<Instant>,
     sent: bool,
+    /// It was refused on its way out: its next send is no sign of a slow path.
+    refused: bool,
 }
 
 /// One producer's sequence to one entity.
@@ -117,6 +119,7 @@ impl Producer {
             payload,
             due: None,
             sent: false,
+            refused: false,
         });
         self.release(now);
         seq
@@ -152,6 +155,16 @@ impl Producer {
         done
     }
 
+    /// Message `seq` was refused on its way out (a full queue or buffer said so at once): it is
+    /// due again at `at`, without the wait of a timeout and without lengthening it.
+    pub fn handle_refused(&mut self, seq: Seq, at: Instant) {
+        if let Some(u) = self.unconfirmed.iter_mut().find(|u| u.seq == seq && u.sent) {
+            crate::probe::hit("delivery: a refused message is due again soon");
+            u.due = Some(at);
+            u.refused = true;
+        }
+    }
+
     /// The entity moved or restarted (its shard was handed off, its node crashed): whatever was
     /// sent and is unconfirmed is due again at once.
     pub fn handle_moved(&mut self, now: Instant) {
@@ -173,7 +186,8 @@ impl Producer {
         let resend = next.sent;
         if resend {
             crate::probe::hit("delivery: an unconfirmed message is sent again");
-            if next.seq == oldest && self.backoff < MAX_BACKOFF {
+            let timed_out = !std::mem::take(&mut next.refused);
+            if timed_out && next.seq == oldest && self.backoff < MAX_BACKOFF {
                 self.backoff += 1;
             }
         }

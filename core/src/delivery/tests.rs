@@ -354,3 +354,23 @@ fn an_outbox_bounds_what_all_its_entities_hold_unconfirmed_and_times_each() {
         .collect();
     assert_eq!(streams, pairs(&[("a", 3), ("b", 2)]));
 }
+
+#[test]
+fn a_message_refused_on_its_way_out_goes_again_soon_without_lengthening_the_wait() {
+    let mut outbox = Outbox::new(settings(2), 1);
+    let a = crate::EntityId::new("a");
+    outbox.handle_send(at(0), &a, p(1)).expect("room");
+    assert!(outbox.poll_transmit(at(0)).is_some());
+    assert!(outbox.poll_transmit(at(0)).is_none(), "drained");
+    assert_eq!(outbox.poll_timeout(), Some(at(100)));
+    outbox.handle_refused(at(10), &a, Seq(1));
+    assert!(
+        outbox.poll_transmit(at(10)).is_none(),
+        "not in the same instant"
+    );
+    assert_eq!(outbox.poll_timeout(), Some(at(35)), "a quarter of the wait");
+    let (_, again) = outbox.poll_transmit(at(35)).expect("due");
+    assert!(again.resend);
+    assert!(outbox.poll_transmit(at(35)).is_none(), "drained");
+    assert_eq!(outbox.poll_timeout(), Some(at(135)), "the wait as it was");
+}

@@ -14,6 +14,7 @@ use super::{Send, SendError};
 use crate::clock::Clock;
 use crate::entity::letter::{Delivery, Letter};
 use crate::host::command::{HostCommand, HostHandle};
+use crate::host::delivery::ProducerEvent;
 use crate::metric_names;
 use crate::store::{ProducerQueue, QueueState};
 
@@ -91,7 +92,7 @@ impl ProducerTask {
     pub(super) async fn run(
         mut self,
         mut requests: mpsc::Receiver<Send>,
-        mut confirmed: mpsc::UnboundedReceiver<(EntityId, Confirm)>,
+        mut events: mpsc::UnboundedReceiver<ProducerEvent>,
     ) {
         let mut open = true;
         loop {
@@ -102,7 +103,14 @@ impl ProducerTask {
             tokio::select! {
                 biased;
                 () = self.host.closed() => break,
-                Some((entity, confirm)) = confirmed.recv() => self.handle_confirm(&entity, confirm),
+                Some(event) = events.recv() => match event {
+                    ProducerEvent::Confirmed(entity, confirm) => self.handle_confirm(&entity, confirm),
+                    ProducerEvent::Refused(entity, tag) => {
+                        if tag.session == self.outbox.session() {
+                            self.outbox.handle_refused(self.clock.now(), &entity, tag.seq);
+                        }
+                    }
+                },
                 request = requests.recv(), if open => match request {
                     Some(send) => {
                         self.handle_send(send);

@@ -4,15 +4,25 @@
 
 use std::collections::BTreeMap;
 
-use shoal_core::delivery::{Confirm, ProducerId};
+use shoal_core::delivery::{Confirm, ProducerId, Tag};
 use shoal_core::{EntityId, Input, MemberId};
 use tokio::sync::mpsc;
 
 use super::Host;
-use crate::entity::letter::AppFrame;
+use crate::entity::letter::{AppFrame, Delivery};
 
-/// Where a producer's confirmations go: `(entity, confirmation)`.
-pub(crate) type Confirms = mpsc::UnboundedSender<(EntityId, Confirm)>;
+/// What the host tells a producer.
+#[derive(Debug)]
+pub(crate) enum ProducerEvent {
+    /// `entity` confirmed.
+    Confirmed(EntityId, Confirm),
+    /// This node refused the producer's letter to `entity` on its way out (a full queue or
+    /// buffer): it goes again soon.
+    Refused(EntityId, Tag),
+}
+
+/// Where a producer's events go.
+pub(crate) type Confirms = mpsc::UnboundedSender<ProducerEvent>;
 
 /// A producer id is in use on this node by a producer still running.
 #[derive(Clone, Debug, Eq, PartialEq, thiserror::Error)]
@@ -38,11 +48,11 @@ impl Producers {
         Ok(())
     }
 
-    /// Hands a confirmation to `producer`, if it still runs here (a confirmation for a
-    /// producer that stopped is of no use to anyone).
-    fn deliver(&mut self, producer: &ProducerId, entity: EntityId, confirm: Confirm) {
+    /// Hands `event` to `producer`, if it still runs here (news for a producer that stopped
+    /// is of no use to anyone).
+    fn deliver(&mut self, producer: &ProducerId, event: ProducerEvent) {
         let gone = match self.0.get(producer) {
-            Some(confirms) => confirms.send((entity, confirm)).is_err(),
+            Some(events) => events.send(event).is_err(),
             None => false,
         };
         if gone {
@@ -60,7 +70,8 @@ impl Host {
         confirm: Confirm,
     ) {
         if to == self.me {
-            self.producers.deliver(&producer, entity, confirm);
+            let event = ProducerEvent::Confirmed(entity, confirm);
+            self.producers.deliver(&producer, event);
             return;
         }
         let frame = AppFrame::Confirm {
@@ -81,6 +92,17 @@ impl Host {
         entity: EntityId,
         confirm: Confirm,
     ) {
-        self.producers.deliver(producer, entity, confirm);
+        let event = ProducerEvent::Confirmed(entity, confirm);
+        self.producers.deliver(producer, event);
+    }
+
+    /// This node dead-lettered `delivery`'s letter to `entity`: if one of its producers sent
+    /// it, the producer sends it again soon.
+    pub(super) fn handle_refused(&mut self, entity: EntityId, delivery: Delivery) {
+        if delivery.reply_to == self.me {
+            let producer = delivery.tag.producer.clone();
+            let event = ProducerEvent::Refused(entity, delivery.tag);
+            self.producers.deliver(&producer, event);
+        }
     }
 }

@@ -38,12 +38,15 @@ impl Host {
             } => {
                 metrics::counter!(metric_names::DEAD_LETTERS_TOTAL, "reason" => reason.label())
                     .increment(1);
-                let ask = payload
-                    .as_ref()
-                    .and_then(|payload| Letter::from_payload(payload).ok())
-                    .and_then(|letter| letter.ask);
-                if let Some(ask) = ask {
+                let letter =
+                    (payload.as_ref()).and_then(|payload| Letter::from_payload(payload).ok());
+                if let Some(ask) = letter.as_ref().and_then(|letter| letter.ask) {
                     self.answer(ask.asker, ask.id, Err(AskFailure::DeadLetter(reason)));
+                }
+                if let (Event::DeadLetter { entity, .. }, Some(delivery)) =
+                    (&event, letter.and_then(|letter| letter.delivery))
+                {
+                    self.handle_refused(entity.clone(), delivery);
                 }
                 self.publish(NodeEvent::Sharding(event));
             }

@@ -48,6 +48,32 @@ impl Simulator {
         }
     }
 
+    /// `member` dead-lettered a message to `entity`: if it was one of its producers' letters,
+    /// the producer sends it again soon.
+    pub(crate) fn reliable_refused(
+        &mut self,
+        member: MemberId,
+        entity: &EntityId,
+        payload: &Payload,
+    ) {
+        if self.delivering.is_none() {
+            return;
+        }
+        let Some(letter) = Reliable::decode(payload) else {
+            return;
+        };
+        let members = self.producer_hosts();
+        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let Some(d) = &mut self.delivering else {
+            return;
+        };
+        let out = d.refused(self.now, member, (entity, &letter), running);
+        if !out.is_empty() {
+            self.mark("a reliable letter refused on its way out was sent again soon");
+        }
+        self.transmit(out);
+    }
+
     /// The producers' resend timers fired.
     pub(crate) fn producers_due(&mut self) {
         let members = self.producer_hosts();
@@ -107,18 +133,16 @@ impl Simulator {
         }
     }
 
-    /// The members producers may send through: those running and in the cluster, their
-    /// region not stopped (one leaving, downed or gone stops, as a runtime's node does once
-    /// out, and its process's next incarnation resumes its producers).
+    /// The members producers may send through: the Up ones, as the clients' (one leaving,
+    /// downed or gone stops sending, as a runtime's node does once out, and its process's next
+    /// incarnation resumes its producers; a leaving region under a steady stream of local
+    /// letters would wait for a gap to finish its shutdown).
     pub(crate) fn producer_hosts(&self) -> Vec<(NodeId, MemberId)> {
         if self.delivering.is_none() {
             return Vec::new();
         }
-        (self.nodes.values())
-            .filter(|node| !node.driver.node().is_region_stopped(&self.ty))
-            .map(|node| (node.id.node, node.id))
-            .filter(|(_, member)| self.is_member(*member))
-            .collect()
+        let up = self.up_members();
+        up.into_iter().map(|member| (member.node, member)).collect()
     }
 
     /// Sends entities' confirmations from their members.

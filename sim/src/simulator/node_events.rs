@@ -78,6 +78,7 @@ impl Simulator {
                     reason: format!("{reason:?}"),
                 });
                 if let Some(payload) = payload {
+                    self.reliable_refused(member, &entity, &payload);
                     self.check.dead_letter(&entity, &payload, reason);
                 }
             }
