@@ -167,6 +167,16 @@ async fn totals_node(path: &std::path::Path, seeds: Vec<String>) -> Result<Node,
         .await
 }
 
+/// Three nodes of persistent counters on the state store at `path` (so that two keep a
+/// majority when one crashes), and the seeds to join them.
+async fn three_totals_nodes(path: &std::path::Path) -> ([Node; 3], Vec<String>) {
+    let first = totals_node(path, Vec::new()).await.expect("first node");
+    let seeds = vec![first.address().to_string()];
+    let second = totals_node(path, seeds.clone()).await.expect("second node");
+    let third = totals_node(path, seeds.clone()).await.expect("third node");
+    ([first, second, third], seeds)
+}
+
 fn totals() -> EntityTypeConfig {
     let mut config = EntityTypeConfig::new("total");
     config.number_of_shards = 8;
@@ -216,11 +226,7 @@ async fn a_message_whose_write_landed_unacknowledged_takes_effect_once() {
 async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_what_was_sent() {
     let dir = scratch("delivery-crash");
     let path = dir.join("state.db");
-    let node = |seeds: Vec<String>| totals_node(&path, seeds);
-    let first = node(Vec::new()).await.expect("first node");
-    let seeds = vec![first.address().to_string()];
-    let second = node(seeds.clone()).await.expect("second node");
-    let third = node(seeds).await.expect("third node");
+    let ([first, second, third], _) = three_totals_nodes(&path).await;
     let region = first.region::<EventSourcedEntity<Total>>("total").unwrap();
     common::eventually(
         Duration::from_secs(20),
@@ -286,12 +292,7 @@ async fn every_send_completes_through_a_crash_and_each_counter_holds_exactly_wha
 async fn a_durable_producer_restarted_after_a_crash_resends_what_was_unconfirmed() {
     let dir = scratch("delivery-durable");
     let path = dir.join("state.db");
-    let node = |seeds: Vec<String>| totals_node(&path, seeds);
-    let first = node(Vec::new()).await.expect("first node");
-    let seeds = vec![first.address().to_string()];
-    // Three members, so that the two left after the crash keep a majority.
-    let second = node(seeds.clone()).await.expect("second node");
-    let sender = node(seeds.clone()).await.expect("the producer's node");
+    let ([first, second, sender], seeds) = three_totals_nodes(&path).await;
     let queue: Arc<dyn shoal::delivery::ProducerQueue> =
         Arc::new(SqliteStore::open(&path).expect("the queue opens"));
     let region = sender.region::<EventSourcedEntity<Total>>("total").unwrap();
@@ -335,7 +336,9 @@ async fn a_durable_producer_restarted_after_a_crash_resends_what_was_unconfirmed
         "some message was kept but not confirmed at the crash"
     );
     // Another process takes the producer over, with the same id and the same queue.
-    let again = node(seeds).await.expect("a new producer's node");
+    let again = totals_node(&path, seeds)
+        .await
+        .expect("a new producer's node");
     let region = again.region::<EventSourcedEntity<Total>>("total").unwrap();
     let _resumed = region
         .durable_producer("durable", eager(), queue)

@@ -96,6 +96,13 @@ impl ProducerTask {
     ) {
         let mut open = true;
         loop {
+            // First what is due (a resumed queue's messages before anything else happens),
+            // then wait for the next request, event or timer.
+            self.hand_over().await;
+            self.forget_confirmed().await;
+            if !self.transmit().await {
+                break;
+            }
             if !open && self.waiting.is_empty() && self.outbox.unconfirmed() == 0 {
                 break;
             }
@@ -122,11 +129,6 @@ impl ProducerTask {
                     None => open = false,
                 },
                 () = sleep_until(wake), if wake.is_some() => {}
-            }
-            self.hand_over().await;
-            self.forget_confirmed().await;
-            if !self.transmit().await {
-                break;
             }
         }
     }
