@@ -95,7 +95,7 @@
 //! | 5 | `config` |
 //! | 4 | `membership` (the state machine) |
 //! | 3 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines) |
-//! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API) |
+//! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API), `lease` (a lease holder with fencing tokens) |
 //! | 1 | `members` (the gossiped state), `error`, `hash` |
 //! | 0 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
 //!
@@ -115,6 +115,7 @@ mod node;
 // The roles a node composes, and the membership state machine.
 mod coordinator;
 pub mod delivery;
+pub mod lease;
 mod membership;
 mod region;
 mod remember;

@@ -1,0 +1,128 @@
+//! Leases with fencing tokens, as a sans-IO machine a host drives: a [`LeaseHolder`] asks an
+//! external store (PostgreSQL, etcd, the simulator's) for a named lease, renews it well before
+//! it runs out, releases it, and says when it is no longer safe to act on it.
+//!
+//! ```text
+//!  Released ──want──▶ Acquiring ──Granted(token)──▶ Held: renew every `renew_every`
+//!     ▲                  │  ▲ Refused: retry          │  Granted → valid longer
+//!     │                  └──┘ after `retry_interval`  │  Refused, or no grant before the
+//!     └───────────── release ◀────────────────────────┘  validity ends → Lost
+//! ```
+//!
+//! **Validity on the holder's own clock.** A grant is valid for `ttl` from when the store made
+//! it. The holder cannot see the store's clock, so it counts from when it *sent* the request
+//! (earlier than the store's grant), and shortens the span by the clock drift the settings
+//! allow and a safety margin: it acts on the lease only until `sent + ttl × (1 − drift) −
+//! margin` by its own clock, which comes before the store's expiry in true time however its
+//! clock drifts within the bound. A paused holder finds, when it resumes, that its validity has
+//! passed, and stops before acting.
+//!
+//! **Fencing token.** Every grant carries the store's revision of the lease, which only grows:
+//! a new holder's is larger than every earlier holder's. Whatever the lease guards (a shard's
+//! entities, a coordinator's allocations) writes with it, and a store that has seen a newer one
+//! refuses the write, so an old holder that missed its expiry still cannot do harm.
+
+mod holder;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use holder::LeaseHolder;
+
+use crate::id::MemberId;
+
+/// A lease's revision in its store: larger for every new holder (a renewal keeps it).
+#[derive(
+    Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
+)]
+pub struct FencingToken(pub u64);
+
+/// How a holder uses a lease.
+#[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
+pub struct LeaseTerms {
+    /// How long a grant lasts in the store.
+    pub ttl: Duration,
+    /// How often a holder renews: well within `ttl`, so that a renewal or two may fail.
+    pub renew_every: Duration,
+    /// The most a holder's clock may drift against true time, in parts per million.
+    pub max_drift_ppm: u32,
+    /// Taken off the validity on top of the drift (scheduling delays before acting).
+    pub safety_margin: Duration,
+    /// How long to wait before asking again after a refusal or a failed call.
+    pub retry_interval: Duration,
+    /// A call not answered within this is taken as failed (its outcome unknown).
+    pub operation_timeout: Duration,
+}
+
+impl Default for LeaseTerms {
+    /// Akka's lease defaults, with renewals every tenth of the ttl and a 1,000 ppm drift.
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(120),
+            renew_every: Duration::from_secs(12),
+            max_drift_ppm: 1_000,
+            safety_margin: Duration::from_secs(1),
+            retry_interval: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LeaseTerms {
+    /// How long after sending the request that won a grant the holder may act on it.
+    pub fn validity(&self) -> Duration {
+        let drift = self.ttl.as_nanos() * u128::from(self.max_drift_ppm) / 1_000_000;
+        let drift = Duration::from_nanos(u64::try_from(drift).unwrap_or(u64::MAX));
+        self.ttl
+            .saturating_sub(drift)
+            .saturating_sub(self.safety_margin)
+    }
+}
+
+/// What a holder asks of the lease store.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum LeaseCall {
+    /// Take the lease for `owner` if nobody holds it (or its grant expired), or extend it if
+    /// `owner` holds it, for `ttl` from now on the store's clock.
+    Acquire {
+        /// The lease.
+        name: String,
+        /// Who asks.
+        owner: MemberId,
+        /// How long the grant lasts.
+        ttl: Duration,
+    },
+    /// Give the lease up (only if `owner` holds it under `token`).
+    Release {
+        /// The lease.
+        name: String,
+        /// Who holds it.
+        owner: MemberId,
+        /// Its grant.
+        token: FencingToken,
+    },
+}
+
+/// The store's answer to a [`LeaseCall::Acquire`].
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub enum LeaseAnswer {
+    /// Granted (or extended) under `token`.
+    Granted(FencingToken),
+    /// Someone else holds it.
+    Refused,
+    /// The call failed or timed out: whether it was granted is unknown.
+    Failed(String),
+}
+
+/// What a holder reports to whatever the lease guards.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum LeaseChange {
+    /// The lease is held under this token: act on it.
+    Acquired(FencingToken),
+    /// It is no longer safe to act on the lease: stop what it guards, now.
+    Lost,
+}
+
+#[cfg(test)]
+mod tests;
