@@ -17,9 +17,12 @@
 //! runtime adapters.
 
 mod journal;
+mod lease;
 mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_lease;
 #[cfg(feature = "postgres")]
 mod postgres_queue;
 #[cfg(feature = "postgres")]
@@ -29,6 +32,8 @@ mod queue;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
+mod sqlite_lease;
 #[cfg(feature = "sqlite")]
 mod sqlite_queue;
 #[cfg(feature = "sqlite")]
@@ -41,6 +46,7 @@ use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
 
 pub(crate) use journal::Journal;
+pub use lease::{LEASE_SCHEMA, LeaseStore};
 pub(crate) use link::StoreLink;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

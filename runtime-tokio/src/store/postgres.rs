@@ -95,6 +95,7 @@ impl PostgresStore {
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
         (client.batch_execute(super::STATE_SCHEMA).await).map_err(unavailable)?;
         (client.batch_execute(super::QUEUE_SCHEMA).await).map_err(unavailable)?;
+        (client.batch_execute(super::LEASE_SCHEMA).await).map_err(unavailable)?;
         let prepared = Prepared::on(&client).await?;
         Ok(Self {
             url,

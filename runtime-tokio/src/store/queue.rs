@@ -110,6 +110,7 @@ WHERE producer = $1 AND entity_id = $2 AND seq <= $3";
 
 /// Builds the queue's state from its rows: streams `(entity, numbered)` and queued messages
 /// `(entity, seq, payload)`, both in entity order (messages in sequence order).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn state_of(
     session: u64,
     streams: Vec<(String, u64)>,

@@ -52,6 +52,7 @@ impl SqliteStore {
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
         (connection.execute_batch(super::STATE_SCHEMA)).map_err(unavailable)?;
         (connection.execute_batch(super::QUEUE_SCHEMA)).map_err(unavailable)?;
+        (connection.execute_batch(super::LEASE_SCHEMA)).map_err(unavailable)?;
         Ok(Self {
             connection: Arc::new(Mutex::new(connection)),
         })
