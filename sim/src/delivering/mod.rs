@@ -137,12 +137,12 @@ impl Delivering {
         &mut self,
         now: Instant,
         entity: &EntityId,
-        running: impl Fn(NodeId) -> Option<MemberId>,
+        hosts: &[MemberId],
     ) -> Result<Vec<Transmission>, WindowFull> {
         let p = self.rng.below(self.producers.len() as u64) as usize;
         let outbox = &mut self.producers[p].outbox;
         outbox.handle_send(now, entity, Payload(Vec::new()))?;
-        Ok(self.poll(now, p, &running))
+        Ok(self.poll(now, p, hosts))
     }
 
     /// A confirmation reached `member`: what its producer sends next. `None` if `payload` is
@@ -152,7 +152,7 @@ impl Delivering {
         now: Instant,
         member: MemberId,
         payload: &Payload,
-        running: impl Fn(NodeId) -> Option<MemberId>,
+        hosts: &[MemberId],
     ) -> Option<Vec<Transmission>> {
         let (p, entity, confirm) = Confirmation::decode(payload)?;
         let producer = self.producers.get_mut(p)?;
@@ -161,7 +161,7 @@ impl Delivering {
         }
         let entity = EntityId::new(format!("e{entity}"));
         producer.outbox.handle_confirm(now, &entity, confirm);
-        Some(self.poll(now, p, &running))
+        Some(self.poll(now, p, hosts))
     }
 
     /// A letter of a producer on `member` was refused there on its way out (a full queue or
@@ -171,7 +171,7 @@ impl Delivering {
         now: Instant,
         member: MemberId,
         (entity, letter): (&EntityId, &Reliable),
-        running: impl Fn(NodeId) -> Option<MemberId>,
+        hosts: &[MemberId],
     ) -> Vec<Transmission> {
         let p = wire::producer_index(&letter.tag.producer) as usize;
         let Some(producer) = self.producers.get_mut(p) else {
@@ -181,7 +181,7 @@ impl Delivering {
             return Vec::new();
         }
         producer.outbox.handle_refused(now, entity, letter.tag.seq);
-        self.poll(now, p, &running)
+        self.poll(now, p, hosts)
     }
 
     /// The producers' next deadline.
@@ -192,13 +192,9 @@ impl Delivering {
     }
 
     /// Fires the timers due at `now`: what to send again.
-    pub(crate) fn fire(
-        &mut self,
-        now: Instant,
-        running: impl Fn(NodeId) -> Option<MemberId>,
-    ) -> Vec<Transmission> {
+    pub(crate) fn fire(&mut self, now: Instant, hosts: &[MemberId]) -> Vec<Transmission> {
         (0..self.producers.len())
-            .flat_map(|p| self.poll(now, p, &running))
+            .flat_map(|p| self.poll(now, p, hosts))
             .collect()
     }
 
@@ -208,7 +204,7 @@ impl Delivering {
         &mut self,
         now: Instant,
         node: NodeId,
-        running: impl Fn(NodeId) -> Option<MemberId>,
+        hosts: &[MemberId],
     ) -> (bool, Vec<Transmission>) {
         let mut resumed = false;
         let mut out = Vec::new();
@@ -216,21 +212,17 @@ impl Delivering {
             if self.producers[p].node == node {
                 resumed |= self.producers[p].outbox.unconfirmed() > 0;
                 self.producers[p].outbox.handle_moved(now);
-                out.extend(self.poll(now, p, &running));
+                out.extend(self.poll(now, p, hosts));
             }
         }
         (resumed, out)
     }
 
     /// What producer `p` sends now.
-    fn poll(
-        &mut self,
-        now: Instant,
-        p: usize,
-        running: &impl Fn(NodeId) -> Option<MemberId>,
-    ) -> Vec<Transmission> {
+    fn poll(&mut self, now: Instant, p: usize, hosts: &[MemberId]) -> Vec<Transmission> {
         let producer = &mut self.producers[p];
-        let member = running(producer.node);
+        // The member its node runs, if that member may send (see `producer_hosts`).
+        let member = hosts.iter().copied().find(|m| m.node == producer.node);
         let session = producer.outbox.session();
         let mut out = Vec::new();
         while let Some((entity, transmit)) = producer.outbox.poll_transmit(now) {
@@ -290,19 +282,19 @@ impl Delivering {
 
     /// The final checks. `journal(entity)`: for a run whose entities persist, the tags of the
     /// reliably delivered messages in `entity`'s journal, in order (`None`: entities are
-    /// plain). `running`: whether a producer's node runs at the end (a producer whose process
-    /// is gone cannot finish). Each failure as (subject, detail).
+    /// plain). `hosts`: the members producers may send through at the end (a producer whose
+    /// process is gone cannot finish). Each failure as (subject, detail).
     pub(crate) fn check(
         &self,
         journal: Option<&Journal<'_>>,
-        running: impl Fn(NodeId) -> bool,
+        hosts: &[MemberId],
     ) -> Vec<(String, String)> {
         let mut failures = Vec::new();
         for producer in &self.producers {
             for (entity, stream) in producer.outbox.streams() {
                 let unconfirmed = stream.unconfirmed();
                 let confirmed = stream.confirmed().0;
-                if unconfirmed > 0 && running(producer.node) {
+                if unconfirmed > 0 && hosts.iter().any(|m| m.node == producer.node) {
                     let detail = format!(
                         "{}: {unconfirmed} of {} messages to {entity} never confirmed \
                          (confirmed up to {confirmed})",

@@ -16,15 +16,14 @@ impl Simulator {
     /// The client's next message to `entity` goes through a producer, if the run delivers
     /// reliably and the draw says so; `false`: send it as a plain tell.
     pub(crate) fn reliable_send(&mut self, entity: &EntityId) -> bool {
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let hosts = self.producer_hosts();
         let Some(d) = &mut self.delivering else {
             return false;
         };
         if !d.takes_message() {
             return false;
         }
-        match d.send(self.now, entity, running) {
+        match d.send(self.now, entity, &hosts) {
             Ok(out) => self.transmit(out),
             Err(_) => self.mark("a reliable producer's full window refused a send"),
         }
@@ -34,12 +33,11 @@ impl Simulator {
     /// An application message reached `member`: `true` if it was a confirmation for one of
     /// its producers (handled), `false` if it is something else.
     pub(crate) fn reliable_confirmed(&mut self, member: MemberId, payload: &Payload) -> bool {
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let hosts = self.producer_hosts();
         let Some(d) = &mut self.delivering else {
             return false;
         };
-        match d.confirmed(self.now, member, payload, running) {
+        match d.confirmed(self.now, member, payload, &hosts) {
             Some(out) => {
                 self.transmit(out);
                 true
@@ -62,12 +60,11 @@ impl Simulator {
         let Some(letter) = Reliable::decode(payload) else {
             return;
         };
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let hosts = self.producer_hosts();
         let Some(d) = &mut self.delivering else {
             return;
         };
-        let out = d.refused(self.now, member, (entity, &letter), running);
+        let out = d.refused(self.now, member, (entity, &letter), &hosts);
         if !out.is_empty() {
             self.mark("a reliable letter refused on its way out was sent again soon");
         }
@@ -76,24 +73,22 @@ impl Simulator {
 
     /// The producers' resend timers fired.
     pub(crate) fn producers_due(&mut self) {
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let hosts = self.producer_hosts();
         let Some(d) = &mut self.delivering else {
             return;
         };
         d.wake = None;
-        let out = d.fire(self.now, running);
+        let out = d.fire(self.now, &hosts);
         self.transmit(out);
     }
 
     /// Node `node` started a process: its producers resume from their queues.
     pub(crate) fn producers_restarted(&mut self, node: NodeId) {
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().find(|(node, _)| *node == n).map(|(_, m)| *m);
+        let hosts = self.producer_hosts();
         let Some(d) = &mut self.delivering else {
             return;
         };
-        let (resumed, out) = d.restarted(self.now, node, running);
+        let (resumed, out) = d.restarted(self.now, node, &hosts);
         if resumed {
             self.mark("a restarted producer resumed from its durable queue");
         }
@@ -137,12 +132,11 @@ impl Simulator {
     /// downed or gone stops sending, as a runtime's node does once out, and its process's next
     /// incarnation resumes its producers; a leaving region under a steady stream of local
     /// letters would wait for a gap to finish its shutdown).
-    pub(crate) fn producer_hosts(&self) -> Vec<(NodeId, MemberId)> {
+    pub(crate) fn producer_hosts(&self) -> Vec<MemberId> {
         if self.delivering.is_none() {
             return Vec::new();
         }
-        let up = self.up_members();
-        up.into_iter().map(|member| (member.node, member)).collect()
+        self.up_members()
     }
 
     /// Sends entities' confirmations from their members.
@@ -193,8 +187,7 @@ impl Simulator {
         let Some(d) = &self.delivering else {
             return;
         };
-        let members = self.producer_hosts();
-        let running = |n: NodeId| members.iter().any(|(node, _)| *node == n);
+        let hosts = self.producer_hosts();
         let failures = match (&self.persisting, &self.remembering) {
             (Some(p), Some(r)) => {
                 let store = r.store();
@@ -204,9 +197,9 @@ impl Simulator {
                         .filter_map(|id| p.effect_of(id).cloned())
                         .collect()
                 };
-                d.check(Some(&journal), running)
+                d.check(Some(&journal), &hosts)
             }
-            _ => d.check(None, running),
+            _ => d.check(None, &hosts),
         };
         for (subject, detail) in failures {
             self.check.fail(end, Property::Delivery, subject, detail);

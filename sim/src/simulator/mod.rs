@@ -482,7 +482,7 @@ impl Simulator {
                 // A producer's letter goes only through a member still hosting (one that
                 // began to leave meanwhile stops, as a runtime's node does once out).
                 let letter = matches!(*input, Input::Tell { .. });
-                if !letter || self.producer_hosts().iter().any(|(_, m)| *m == member) {
+                if !letter || self.is_up(member) {
                     self.input_to(member, *input);
                 }
             }

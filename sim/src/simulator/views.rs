@@ -17,12 +17,17 @@ impl Simulator {
     /// Running processes of current Up members that serve the entity type (those clients
     /// send through; the bystander runs none).
     pub(crate) fn up_members(&self) -> Vec<MemberId> {
-        self.nodes
-            .values()
-            .filter(|n| self.opts.cluster.bystander != Some(n.id.node))
-            .filter(|n| self.own_status(n.id) == Some(MemberStatus::Up))
+        (self.nodes.values())
             .map(|n| n.id)
+            .filter(|&id| self.is_up(id))
             .collect()
+    }
+
+    /// Whether `id` runs, is Up and hosts the type (not the bystander): what clients send
+    /// through.
+    pub(crate) fn is_up(&self, id: MemberId) -> bool {
+        self.opts.cluster.bystander != Some(id.node)
+            && self.own_status(id) == Some(MemberStatus::Up)
     }
 
     /// Where the coordinator runs (the oldest Up member hosting the type), as the cluster
