@@ -87,14 +87,15 @@ impl EventSourced for Total {
     }
 }
 
-/// A SQLite store whose first `lost` writes land but are reported failed, as when the
-/// connection breaks after the commit: the writer cannot know the outcome.
-struct LostAnswers {
+/// A SQLite store whose first `failures` writes are reported failed: having landed when
+/// `land` (the connection broke after the commit: the writer cannot know the outcome), or not.
+struct FailingWrites {
     inner: SqliteStore,
-    lost: AtomicU32,
+    failures: AtomicU32,
+    land: bool,
 }
 
-impl RememberStore for LostAnswers {
+impl RememberStore for FailingWrites {
     fn load<'a>(
         &'a self,
         entity_type: &'a EntityType,
@@ -117,7 +118,7 @@ impl RememberStore for LostAnswers {
     }
 }
 
-impl StateStore for LostAnswers {
+impl StateStore for FailingWrites {
     fn recover<'a>(&'a self, key: &'a StateKey) -> BoxFuture<'a, Result<Recovered, StoreError>> {
         self.inner.recover(key)
     }
@@ -135,14 +136,16 @@ impl StateStore for LostAnswers {
         writes: &'a [(StateKey, StateWrite)],
     ) -> BoxFuture<'a, Result<Vec<Result<(), StoreError>>, StoreError>> {
         Box::pin(async move {
-            let outcomes = self.inner.write(writes).await?;
-            let lose = self
-                .lost
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-            match lose {
-                Ok(_) => Err(StoreError::Unavailable("the answer was lost".into())),
-                Err(_) => Ok(outcomes),
+            let fail = (self.failures)
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if !fail {
+                return self.inner.write(writes).await;
             }
+            if self.land {
+                self.inner.write(writes).await?;
+            }
+            Err(StoreError::Unavailable("the write failed".into()))
         })
     }
 
@@ -187,9 +190,10 @@ fn totals() -> EntityTypeConfig {
 async fn a_message_whose_write_landed_unacknowledged_takes_effect_once() {
     let dir = scratch("delivery-lost-answers");
     let path = dir.join("state.db");
-    let store = LostAnswers {
+    let store = FailingWrites {
         inner: SqliteStore::open(&path).expect("the store opens"),
-        lost: AtomicU32::new(3),
+        failures: AtomicU32::new(3),
+        land: true,
     };
     let node = NodeBuilder::new("test")
         .secret("test secret")
@@ -218,6 +222,49 @@ async fn a_message_whose_write_landed_unacknowledged_takes_effect_once() {
         .await
         .unwrap();
     assert_eq!(events.len(), 5, "one event per message");
+    node.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_write_failed_is_sent_again_once_its_entity_recovered() {
+    let dir = scratch("delivery-failed-writes");
+    let path = dir.join("state.db");
+    let store = FailingWrites {
+        inner: SqliteStore::open(&path).expect("the store opens"),
+        failures: AtomicU32::new(3),
+        land: false,
+    };
+    let node = NodeBuilder::new("test")
+        .secret("test secret")
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .state_store(store)
+        .event_sourced(totals(), Snapshots::Never, |_| Total::default())
+        .start()
+        .await
+        .expect("node starts");
+    let region = node.region::<EventSourcedEntity<Total>>("total").unwrap();
+    // A producer that would wait a minute before resending on its own: the entity, having
+    // recovered from each failed write, asks for the message again at once.
+    let patient = ProducerSettings {
+        resend_after: Duration::from_secs(60),
+        ..ProducerSettings::default()
+    };
+    let producer = region.reliable_producer("patient", patient).await.unwrap();
+    let sends = async {
+        for n in 1..=3 {
+            assert_eq!(producer.send("t1", &Command::Add(n)).await, Ok(()));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), sends)
+        .await
+        .expect("the sends complete long before a resend timeout");
+    let total = region
+        .entity_ref("t1")
+        .ask(&Command::Get, Duration::from_secs(5))
+        .await;
+    assert_eq!(total, Ok(Ok(6)));
     node.leave().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -9,7 +9,8 @@
 //! marks the incarnation recovered and those it wrote since (as the runtime's entity task
 //! judges it before handling it): a duplicate, a message past a gap or one of an older session
 //! is confirmed (or not) without a write; the next one is written with its mark, and confirmed
-//! once the write is answered.
+//! once the write is answered. One whose write failed is, once the incarnation has recovered,
+//! confirmed if the write landed after all, or asked for again at once.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -48,6 +49,9 @@ struct Writer {
     consumer: Consumer,
     /// The marks its recovery read (written by an earlier incarnation).
     recovered: HighWater,
+    /// The reliable delivery whose write failed: once recovered, its producer hears whether
+    /// the write landed, or to send it again at once.
+    failed: Option<Reliable>,
 }
 
 /// Messages a persistent incarnation holds waiting for their writes (its mailbox, as the
@@ -136,6 +140,7 @@ impl Persisting {
             answering: None,
             consumer: Consumer::new(HighWater::default(), self.window),
             recovered: HighWater::default(),
+            failed: None,
         };
         let call = self.recover(&life, &writer);
         self.writers.insert(life, writer);
@@ -199,11 +204,17 @@ impl Persisting {
         let mut replies: Vec<Payload> = Vec::new();
         if let Some(item) = answering {
             replies.extend(item.ask);
-            if let (StateAnswer::Written, Some(delivery)) = (&answer, item.delivery) {
-                writer.consumer.processed(&delivery.tag);
-                let confirm = writer.consumer.confirm(&delivery.tag, Verdict::Apply);
-                self.confirms
-                    .extend(Confirmation::of(life, &delivery, confirm));
+            match (&answer, item.delivery) {
+                (StateAnswer::Written, Some(delivery)) => {
+                    writer.consumer.processed(&delivery.tag);
+                    let confirm = writer.consumer.confirm(&delivery.tag, Verdict::Apply);
+                    self.confirms
+                        .extend(Confirmation::of(life, &delivery, confirm));
+                }
+                (StateAnswer::Conflict(_) | StateAnswer::Failed(_), Some(delivery)) => {
+                    writer.failed = Some(delivery);
+                }
+                _ => {}
             }
         }
         match answer {
@@ -212,6 +223,11 @@ impl Persisting {
                 writer.since_snapshot = 0;
                 writer.consumer = Consumer::new(marks.clone(), self.window);
                 writer.recovered = marks;
+                if let Some(delivery) = writer.failed.take() {
+                    let confirm = writer.consumer.confirm_after_failure(&delivery.tag);
+                    self.confirms
+                        .extend(Confirmation::of(life, &delivery, confirm));
+                }
             }
             StateAnswer::Written => {
                 if let StateCall::Append { ids, snapshot, .. } = call {
@@ -231,7 +247,8 @@ impl Persisting {
             }
             StateAnswer::Conflict(_) | StateAnswer::Failed(_) => {
                 // Supervision restarts it: it recovers, and the message whose write failed
-                // was answered with an error (its event is not retried).
+                // was answered with an error (its event is not retried; a reliable delivery's
+                // producer is told once the recovery says whether it landed).
                 writer.newest = None;
                 writer.busy = true;
                 let writer = self.writers.get(life).expect("just seen");

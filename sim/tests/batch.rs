@@ -199,6 +199,13 @@ fn reliable_delivery_regressions() {
             &["delivery: a refused message is due again soon"][..],
         ),
         (6_200_001_777, &[][..]),
+        // A persistent entity whose store fails a fifth of its writes: each failed write of a
+        // delivered message is asked for again once the entity recovers, instead of after a
+        // producer timeout grown to its cap.
+        (
+            4_922_951_370,
+            &["delivery: a message whose write failed is asked for again"][..],
+        ),
     ] {
         let options = Options::for_seed(seed);
         assert!(options.delivery.is_some(), "seed {seed} delivers reliably");

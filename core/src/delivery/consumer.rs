@@ -142,6 +142,22 @@ impl Consumer {
         })
     }
 
+    /// What to tell the producer of `tag` once the entity has recovered from failing to carry
+    /// the message out (its write failed: it may or may not have landed, and the marks the
+    /// recovery read say which): confirm it if it landed, otherwise ask for it again at once,
+    /// rather than leave the producer to find out by a timeout. `None` for a stale one.
+    pub fn confirm_after_failure(&self, tag: &Tag) -> Option<Confirm> {
+        let verdict = self.handle_message(tag);
+        let confirm = self.confirm(tag, verdict)?;
+        if verdict != Verdict::Duplicate {
+            crate::probe::hit("delivery: a message whose write failed is asked for again");
+        }
+        Some(Confirm {
+            resend: verdict != Verdict::Duplicate,
+            ..confirm
+        })
+    }
+
     /// The newest message of `tag`'s session known applied: by this consumer's mark, or
     /// confirmed to the producer (applied by an earlier incarnation).
     fn applied(&self, tag: &Tag) -> Seq {

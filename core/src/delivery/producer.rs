@@ -65,8 +65,9 @@ struct Unconfirmed {
     /// When it is (re)sent next; `None` while demand does not cover it.
     due: Option<Instant>,
     sent: bool,
-    /// It was refused on its way out: its next send is no sign of a slow path.
-    refused: bool,
+    /// Its next send was asked for before its timeout (it was refused on its way out, the
+    /// entity reported a gap or a failed write, the entity moved): no sign of a slow path.
+    early: bool,
 }
 
 /// One producer's sequence to one entity.
@@ -119,7 +120,7 @@ impl Producer {
             payload,
             due: None,
             sent: false,
-            refused: false,
+            early: false,
         });
         self.release(now);
         seq
@@ -127,7 +128,7 @@ impl Producer {
 
     /// The entity confirmed: what it confirms leaves the queue (their sequence numbers, in
     /// order: the sends that completed), its demand releases more, and a `resend` makes the
-    /// rest due at once.
+    /// rest due at once (a gap the entity saw, or a write of its that failed).
     /// A confirmation of another session (an answer to a producer that restarted since) is
     /// ignored.
     pub fn handle_confirm(&mut self, now: Instant, confirm: Confirm) -> Vec<Seq> {
@@ -161,7 +162,7 @@ impl Producer {
         if let Some(u) = self.unconfirmed.iter_mut().find(|u| u.seq == seq && u.sent) {
             crate::probe::hit("delivery: a refused message is due again soon");
             u.due = Some(at);
-            u.refused = true;
+            u.early = true;
         }
     }
 
@@ -186,7 +187,7 @@ impl Producer {
         let resend = next.sent;
         if resend {
             crate::probe::hit("delivery: an unconfirmed message is sent again");
-            let timed_out = !std::mem::take(&mut next.refused);
+            let timed_out = !std::mem::take(&mut next.early);
             if timed_out && next.seq == oldest && self.backoff < MAX_BACKOFF {
                 self.backoff += 1;
             }
@@ -254,10 +255,12 @@ impl Producer {
         }
     }
 
-    /// Makes every sent, unconfirmed message due now.
+    /// Makes every sent, unconfirmed message due now, without lengthening the wait: the
+    /// entity said what it lacks, no timeout passed.
     fn resend_now(&mut self, now: Instant) {
         for u in self.unconfirmed.iter_mut().filter(|u| u.sent) {
             u.due = Some(now);
+            u.early = true;
         }
     }
 }

@@ -374,3 +374,71 @@ fn a_message_refused_on_its_way_out_goes_again_soon_without_lengthening_the_wait
     assert!(outbox.poll_transmit(at(35)).is_none(), "drained");
     assert_eq!(outbox.poll_timeout(), Some(at(135)), "the wait as it was");
 }
+
+#[test]
+fn a_resend_the_entity_asks_for_or_a_move_makes_due_does_not_lengthen_the_wait() {
+    let mut producer = Producer::new(settings(2), 1, Seq(0));
+    producer.handle_send(at(0), p(1)).expect("room");
+    drain(&mut producer, at(0));
+    assert_eq!(drain(&mut producer, at(100)), [(1, true)], "timed out");
+    assert_eq!(producer.poll_timeout(), Some(at(300)), "the wait doubled");
+    producer.handle_moved(at(150));
+    assert_eq!(drain(&mut producer, at(150)), [(1, true)]);
+    assert_eq!(producer.poll_timeout(), Some(at(350)), "the wait as it was");
+    let failed = Confirm {
+        session: 1,
+        up_to: Seq(0),
+        demand: 2,
+        resend: true,
+    };
+    assert!(producer.handle_confirm(at(160), failed).is_empty());
+    assert_eq!(drain(&mut producer, at(160)), [(1, true)]);
+    assert_eq!(producer.poll_timeout(), Some(at(360)), "still as it was");
+}
+
+#[test]
+fn after_a_failed_write_the_recovered_marks_say_whether_to_confirm_or_ask_again() {
+    let a = ProducerId::new("a");
+    let message = tag(&a, 2, 3, 1);
+    let mut landed = HighWater::default();
+    landed.record(
+        &a,
+        Mark {
+            session: 2,
+            seq: Seq(3),
+        },
+    );
+    let confirm = Consumer::new(landed, 4).confirm_after_failure(&message);
+    let expected = Confirm {
+        session: 2,
+        up_to: Seq(3),
+        demand: 4,
+        resend: false,
+    };
+    assert_eq!(confirm, Some(expected), "the write landed: confirmed");
+    let mut lost = HighWater::default();
+    lost.record(
+        &a,
+        Mark {
+            session: 2,
+            seq: Seq(2),
+        },
+    );
+    let confirm = Consumer::new(lost, 4).confirm_after_failure(&message);
+    let again = Confirm {
+        up_to: Seq(2),
+        resend: true,
+        ..expected
+    };
+    assert_eq!(confirm, Some(again), "it did not: sent again at once");
+    let mut newer = HighWater::default();
+    newer.record(
+        &a,
+        Mark {
+            session: 3,
+            seq: Seq(1),
+        },
+    );
+    let stale = Consumer::new(newer, 4).confirm_after_failure(&message);
+    assert_eq!(stale, None, "an older session's: nothing");
+}

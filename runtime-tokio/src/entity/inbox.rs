@@ -29,6 +29,9 @@ pub(crate) struct Inbox {
     window: u32,
     /// The delivered message being handled, if the current one is.
     current: Option<Tag>,
+    /// The delivered message whose write failed: once the entity has recovered, its producer
+    /// hears whether the write landed, or to send it again at once.
+    failed: Option<Delivery>,
 }
 
 impl Inbox {
@@ -41,6 +44,7 @@ impl Inbox {
             consumer: Consumer::new(HighWater::default(), window),
             window,
             current: None,
+            failed: None,
         }
     }
 
@@ -69,10 +73,33 @@ impl Inbox {
         self.confirm(link, delivery, Verdict::Apply);
     }
 
-    /// The current message was not carried out (a panic, a failed or fenced write): it stays
-    /// unconfirmed, and the producer sends it again.
+    /// The current message was not carried out (a panic, a fenced write): it stays
+    /// unconfirmed, and the producer sends it again after its timeout.
     pub(crate) fn abandoned(&mut self) {
         self.current = None;
+    }
+
+    /// The current message's write failed, and the entity restarts to recover: see
+    /// [`Inbox::restarted`].
+    pub(crate) fn write_failed(&mut self, delivery: &Delivery) {
+        self.current = None;
+        self.failed = Some(delivery.clone());
+    }
+
+    /// The entity restarted and recovered: the producer of a message whose write failed is
+    /// told whether it landed after all (the recovered marks say), or to send it again now
+    /// rather than after a timeout.
+    pub(crate) fn restarted(&mut self, link: &EntityLink) {
+        let Some(delivery) = self.failed.take() else {
+            return;
+        };
+        if let Some(confirm) = self.consumer.confirm_after_failure(&delivery.tag) {
+            link.signal(SignalKind::Confirm {
+                to: delivery.reply_to,
+                producer: delivery.tag.producer,
+                confirm,
+            });
+        }
     }
 
     /// The mark of the message being handled, for the write that carries its effect.

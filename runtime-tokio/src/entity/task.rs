@@ -101,7 +101,7 @@ async fn run<E: Entity>(
             Ok(message) => message,
             Err(error) => {
                 // Confirmed all the same: resending cannot make it decode.
-                settle(&mut ctx, &letter, true);
+                settle(&mut ctx, &letter, Outcome::Done);
                 metrics::counter!(metric_names::ENTITY_MESSAGES_UNDECODABLE_TOTAL).increment(1);
                 tracing::warn!(entity = %ctx.id(), %error, "a message that does not decode as the entity's type");
                 answer(&ctx, &letter, Err(AskFailure::Codec(error.to_string())));
@@ -120,7 +120,7 @@ async fn run<E: Entity>(
                     answer(&ctx, &letter, reply);
                 }
                 let verdict = ctx.take_verdict();
-                settle(&mut ctx, &letter, verdict.is_none());
+                settle(&mut ctx, &letter, Outcome::of(verdict.as_ref()));
                 match verdict {
                     None => backoff = MIN_BACKOFF,
                     Some(Verdict::Fenced(current)) => return fenced(&ctx, current),
@@ -132,6 +132,8 @@ async fn run<E: Entity>(
                             return;
                         };
                         entity = fresh;
+                        let (inbox, link) = ctx.inbox_and_link();
+                        inbox.restarted(link);
                     }
                 }
             }
@@ -146,7 +148,7 @@ async fn run<E: Entity>(
                 );
                 answer(&ctx, &letter, Err(AskFailure::Panicked));
                 ctx.take_verdict();
-                settle(&mut ctx, &letter, false);
+                settle(&mut ctx, &letter, Outcome::Dropped);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
@@ -215,17 +217,39 @@ fn fenced(ctx: &EntityContext, current: shoal_core::Epoch) {
         .signal(SignalKind::Lifecycle(Lifecycle::WriteFenced(current)));
 }
 
-/// Ends a reliably delivered letter's handling: confirmed if its effect is done, else left
-/// for the producer to send again.
-fn settle(ctx: &mut EntityContext, letter: &Letter, done: bool) {
+/// How the handling of a letter ended, for its reliable delivery.
+enum Outcome {
+    /// Its effect is done.
+    Done,
+    /// Its write failed: the entity restarts and recovers.
+    WriteFailed,
+    /// It was not carried out (a panic, a fenced write).
+    Dropped,
+}
+
+impl Outcome {
+    /// The outcome of a handling that ended with supervision's `verdict`.
+    fn of(verdict: Option<&Verdict>) -> Self {
+        match verdict {
+            None => Self::Done,
+            Some(Verdict::Restart(_)) => Self::WriteFailed,
+            Some(Verdict::Fenced(_)) => Self::Dropped,
+        }
+    }
+}
+
+/// Ends a reliably delivered letter's handling: confirmed if its effect is done; after a
+/// failed write, settled once the entity has recovered; else left for the producer to send
+/// again after its timeout (a message that panics its entity is not hurried back).
+fn settle(ctx: &mut EntityContext, letter: &Letter, outcome: Outcome) {
     let Some(delivery) = &letter.delivery else {
         return;
     };
     let (inbox, link) = ctx.inbox_and_link();
-    if done {
-        inbox.applied(link, delivery);
-    } else {
-        inbox.abandoned();
+    match outcome {
+        Outcome::Done => inbox.applied(link, delivery),
+        Outcome::WriteFailed => inbox.write_failed(delivery),
+        Outcome::Dropped => inbox.abandoned(),
     }
 }
 
