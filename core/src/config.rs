@@ -138,6 +138,14 @@ pub struct EntityTypeConfig {
     /// role's members only. Not to be confused with `MembershipSettings::min_nr_of_members`,
     /// which holds joining members back from becoming Up.
     pub min_registered_regions: usize,
+    /// A lease per shard (Akka's sharding `use-lease`): an instance of a shard runs its
+    /// entities only while it holds the shard's lease in the host's lease store, and stops
+    /// them as soon as it cannot count on it, on its own clock. A member cut off or paused
+    /// then stops its entities before anyone else can be granted the lease, whatever the
+    /// downing decision and however late; the new home starts them once the old grant has
+    /// expired. `None` (the default): no lease.
+    #[serde(default)]
+    pub shard_lease: Option<crate::lease::LeaseTerms>,
 }
 
 impl EntityTypeConfig {
@@ -154,6 +162,7 @@ impl EntityTypeConfig {
             remember: None,
             persistent: false,
             min_registered_regions: 1,
+            shard_lease: None,
         }
     }
 

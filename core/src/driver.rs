@@ -4,6 +4,7 @@
 use crate::effect::{Effect, EntityEffect, Event, Transmit};
 use crate::id::NodeId;
 use crate::input::Input;
+use crate::lease::LeaseCall;
 use crate::node::Node;
 use crate::remember::StoreRequest;
 use crate::time::Instant;
@@ -24,6 +25,9 @@ pub trait Io {
     /// Send a request to the remember store, and feed its outcome back as
     /// `Input::StoreCompleted` (echoing the request) whenever it ends.
     fn store(&mut self, request: StoreRequest);
+    /// Call the lease store; feed its outcome back as `Input::LeaseAnswered` (echoing the
+    /// call) whenever it ends, a failure or a timeout as `LeaseAnswer::Failed`.
+    fn lease(&mut self, call: LeaseCall);
 }
 
 /// Records effects in order, for hosts that act on them after the driver call returns (the
@@ -40,6 +44,9 @@ impl Io for Vec<Effect> {
     }
     fn store(&mut self, request: StoreRequest) {
         self.push(Effect::Store(request));
+    }
+    fn lease(&mut self, call: LeaseCall) {
+        self.push(Effect::Lease(call));
     }
 }
 
@@ -139,6 +146,7 @@ impl Driver {
             Effect::Entity(effect) => io.entity(effect),
             Effect::Event(event) => io.emit(event),
             Effect::Store(request) => io.store(request),
+            Effect::Lease(call) => io.lease(call),
         });
         // Debug builds (tests, fuzzing) check the node's internal invariants after every
         // drain; the simulator reports them as violations in its release builds too.

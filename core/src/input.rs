@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, ShardId};
+use crate::lease::{LeaseAnswer, LeaseCall};
 use crate::members::MembershipView;
 use crate::message::{Envelope, Payload};
 use crate::remember::{StoreCompletion, StoreRequest};
@@ -73,6 +74,14 @@ pub enum Input {
         request: StoreRequest,
         /// How it ended.
         completion: StoreCompletion,
+    },
+    /// The lease store answered a call (`Effect::Lease`). Every call gets exactly one answer;
+    /// a host that gives up on one (a timeout) answers `LeaseAnswer::Failed`.
+    LeaseAnswered {
+        /// The call, as the node sent it.
+        call: LeaseCall,
+        /// How it ended.
+        answer: LeaseAnswer,
     },
     /// A state store refused a write of a running entity: the store holds `current`, newer
     /// than the `epoch` its `EntityEffect::Start` carried. The host stops the entity (it must

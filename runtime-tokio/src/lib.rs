@@ -98,8 +98,12 @@ pub use shoal_core::{
     AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
     EntityTypeConfig, Event, FailureDetectorSettings, Member, MemberId, MemberStatus,
     MembershipSettings, MembershipView, Metrics, NodeId, RecoveryStrategy, RememberSettings,
-    RouteCounts, SeedNode, ShardingSettings,
+    RouteCounts, SeedNode, ShardingSettings, shard_of,
 };
+/// Leases with fencing tokens (`EntityTypeConfig::shard_lease`, `NodeBuilder::lease_store`).
+pub mod lease {
+    pub use shoal_core::lease::{FencingToken, LeaseTerms};
+}
 pub use state::{
     DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Persist, PersistError,
     Snapshots, StateStore,

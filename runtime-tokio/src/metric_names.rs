@@ -74,6 +74,12 @@ pub(crate) const MESSAGES_FORWARDED_TOTAL: &str = "shoal_messages_forwarded_tota
 pub(crate) const OUTBOUND_QUEUE_FULL_TOTAL: &str = "shoal_outbound_queue_full_total";
 /// `shoal_rebalance_rounds_total`.
 pub(crate) const REBALANCE_ROUNDS_TOTAL: &str = "shoal_rebalance_rounds_total";
+/// `shoal_lease_calls_failed_total`.
+pub(crate) const LEASE_CALLS_FAILED_TOTAL: &str = "shoal_lease_calls_failed_total";
+/// `shoal_shard_leases_acquired_total`.
+pub(crate) const SHARD_LEASES_ACQUIRED_TOTAL: &str = "shoal_shard_leases_acquired_total";
+/// `shoal_shard_leases_lost_total`.
+pub(crate) const SHARD_LEASES_LOST_TOTAL: &str = "shoal_shard_leases_lost_total";
 /// `shoal_remember_store_failures_total`.
 pub(crate) const REMEMBER_STORE_FAILURES_TOTAL: &str = "shoal_remember_store_failures_total";
 /// `shoal_remember_store_requests_total`.

@@ -54,6 +54,8 @@ pub(crate) enum Ev {
     },
     /// Reliable producers' resend timers are due.
     Producers,
+    /// The lease store applies what reached it and answers (see `leasing.rs`).
+    Lease,
 }
 
 impl Ev {
@@ -72,6 +74,7 @@ impl Ev {
             Self::Store => (9, 0),
             Self::Reliable { member, .. } => (10, member.node.0),
             Self::Producers => (11, 0),
+            Self::Lease => (12, 0),
         }
     }
 }

@@ -37,6 +37,7 @@ mod events;
 mod explain;
 mod failover;
 mod idleness;
+mod leasing;
 mod minimize;
 mod nemesis;
 mod net;

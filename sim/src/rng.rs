@@ -101,6 +101,10 @@ pub(crate) enum Stream {
     Outages = 19,
     /// Reliable delivery's options and its producers' choices.
     Delivery = 20,
+    /// Shard leases' options.
+    Lease = 21,
+    /// The lease store's latency and failures.
+    LeaseStore = 22,
 }
 
 impl SimRng {

@@ -60,8 +60,12 @@ pub(crate) struct Coordinator {
     unacked: Deadlines<ShardId>,
     handoffs: BTreeMap<ShardId, Handoff>,
     shutting_down: BTreeSet<MemberId>,
-    /// Removed regions whose shards move once `down-removal-margin` has passed.
+    /// Removed regions whose shards move once `removal_margin` has passed.
     terminating: BTreeMap<MemberId, Instant>,
+    /// How long a removed region may still run shards: `down-removal-margin`, or nothing for
+    /// a type with shard leases (an instance there stops its entities once its lease runs out
+    /// on its own clock, and the new home starts them only once granted the lease).
+    removal_margin: std::time::Duration,
     /// Requests for shards that cannot be answered yet (gate closed, no region, home removed,
     /// home not acknowledged yet).
     waiting: BTreeMap<ShardId, BTreeSet<MemberId>>,
@@ -114,6 +118,11 @@ impl Coordinator {
             handoffs: BTreeMap::new(),
             shutting_down: BTreeSet::new(),
             terminating: BTreeMap::new(),
+            removal_margin: if config.shard_lease.is_some() {
+                std::time::Duration::ZERO
+            } else {
+                settings.down_removal_margin
+            },
             waiting: BTreeMap::new(),
             gate_open: false,
             reported_gate: None,
@@ -259,8 +268,7 @@ impl Coordinator {
                 crate::probe::hit("coordinator: an exited region's shards move at once");
                 self.remove_region(now, view, region, out);
             } else if self.regions.contains_key(&region) {
-                self.terminating
-                    .insert(region, now + self.settings.down_removal_margin);
+                self.terminating.insert(region, now + self.removal_margin);
             }
         }
         self.exits
@@ -334,7 +342,7 @@ impl Coordinator {
             self.remove_region(now, view, region, out);
         }
         self.recent_removals
-            .retain(|_, at| now < *at + self.settings.down_removal_margin);
+            .retain(|_, at| now < *at + self.removal_margin);
         self.poll_store(now, out);
         self.try_open_gate(now, view, out);
         self.resend_host_shards(now, out);
@@ -353,7 +361,7 @@ impl Coordinator {
     /// Each of the coordinator's timers with its name (for [`Coordinator::poll_timeout`] and
     /// for naming the timer of a busy loop).
     pub(crate) fn deadlines(&self) -> [NamedDeadline; 8] {
-        let margin = self.settings.down_removal_margin;
+        let margin = self.removal_margin;
         [
             ("rebalance", self.gate_open.then_some(self.next_rebalance)),
             (

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 use crate::id::{Address, EntityId, EntityType, Epoch, MemberId, RequestId, ShardId};
+use crate::lease::{FencingToken, LeaseCall};
 use crate::message::{AllocationGate, CoordinatorState, Envelope, Payload, RegionStats};
 use crate::reason::{DeadLetterReason, StopReason};
 use crate::remember::StoreRequest;
@@ -27,6 +28,8 @@ pub enum Effect {
     Event(Event),
     /// Send a request to the remember store; answer it with `Input::StoreCompleted`.
     Store(StoreRequest),
+    /// Call the lease store; answer it with `Input::LeaseAnswered`.
+    Lease(LeaseCall),
 }
 
 /// An envelope for another member, and where that member can be reached (after quinn-proto's
@@ -177,6 +180,25 @@ pub enum Event {
         /// The newer epoch the store holds.
         current: Epoch,
     },
+    /// This node's instance of a shard holds its lease (the type has `shard_lease`): it runs
+    /// the shard's entities from now on, its writes fenced by `token`.
+    ShardLeaseAcquired {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The grant's fencing token.
+        token: FencingToken,
+    },
+    /// This node's instance of a shard can no longer count on its lease (a renewal was refused,
+    /// or none came before the lease's validity ran out on this node's clock): its entities
+    /// were stopped at once, and its messages wait until it holds the lease again.
+    ShardLeaseLost {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+    },
     /// A state store refused an entity's write: it holds a newer epoch for the entity's
     /// shard, so another incarnation of the entity (a newer allocation of the shard) has
     /// written or recovered since. The host stopped the entity; its shard here stops as
@@ -324,6 +346,8 @@ impl Event {
             Self::CoordinatorUnanswered { .. } => "coordinator_unanswered",
             Self::RememberedIdsMisfiled { .. } => "remembered_ids_misfiled",
             Self::ShardFenced { .. } => "shard_fenced",
+            Self::ShardLeaseAcquired { .. } => "shard_lease_acquired",
+            Self::ShardLeaseLost { .. } => "shard_lease_lost",
             Self::WriteFenced { .. } => "write_fenced",
             Self::MembershipChanged => "membership_changed",
             Self::MemberUp { .. } => "member_up",

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use super::{Effect, EntityEffect, Event, Reply, Transmit};
 use crate::error::CommandError;
 use crate::id::{Address, EntityType, MemberId, RequestId};
+use crate::lease::LeaseCall;
 use crate::message::ClusterMessage;
 use crate::message::{Body, Envelope, Message, Payload};
 use crate::message::{Delivery, Letter, StartOutcome};
@@ -121,6 +122,10 @@ impl Effects {
 
     pub(crate) fn store(&mut self, request: StoreRequest) {
         self.push(Effect::Store(request));
+    }
+
+    pub(crate) fn lease(&mut self, call: LeaseCall) {
+        self.push(Effect::Lease(call));
     }
 
     pub(crate) fn entity(&mut self, effect: EntityEffect) {

@@ -1,7 +1,6 @@
 //! The holder's side of one lease.
 
-use super::{FencingToken, LeaseAnswer, LeaseCall, LeaseChange, LeaseTerms};
-use crate::id::MemberId;
+use super::{FencingToken, LeaseAnswer, LeaseCall, LeaseChange, LeaseName, LeaseOwner, LeaseTerms};
 use crate::time::{Instant, earliest};
 
 /// Where the holder stands.
@@ -21,8 +20,8 @@ enum State {
 /// One lease, from its holder's side (see the module documentation).
 #[derive(Debug)]
 pub struct LeaseHolder {
-    name: String,
-    owner: MemberId,
+    name: LeaseName,
+    owner: LeaseOwner,
     terms: LeaseTerms,
     state: State,
     /// When the acquire call out was sent, if one is.
@@ -35,9 +34,9 @@ pub struct LeaseHolder {
 
 impl LeaseHolder {
     /// The lease `name` for `owner`, not wanted yet.
-    pub fn new(name: impl Into<String>, owner: MemberId, terms: LeaseTerms) -> Self {
+    pub fn new(name: LeaseName, owner: LeaseOwner, terms: LeaseTerms) -> Self {
         Self {
-            name: name.into(),
+            name,
             owner,
             terms,
             state: State::Released,
@@ -90,11 +89,33 @@ impl LeaseHolder {
             name: self.name.clone(),
             owner: self.owner,
             ttl: self.terms.ttl,
+            sent: now,
         })
     }
 
-    /// The store answered the acquire call out.
-    pub fn handle_answer(&mut self, now: Instant, answer: LeaseAnswer) -> Option<LeaseChange> {
+    /// The lease it holds or asks for.
+    pub fn name(&self) -> &LeaseName {
+        &self.name
+    }
+
+    /// The store answered the acquire call sent at `sent`; an answer to any other call (one
+    /// an earlier holder of this lease on this member sent, or one already taken as failed)
+    /// is ignored.
+    pub fn handle_answer(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        answer: LeaseAnswer,
+    ) -> Option<LeaseChange> {
+        if self.in_flight != Some(sent) {
+            crate::probe::hit("lease: an answer to another call is ignored");
+            return None;
+        }
+        self.answer(now, answer)
+    }
+
+    /// The answer to the call out.
+    fn answer(&mut self, now: Instant, answer: LeaseAnswer) -> Option<LeaseChange> {
         let sent = self.in_flight.take()?;
         if self.state == State::Released {
             // Given up meanwhile: a grant that arrives now is given back.
@@ -123,7 +144,7 @@ impl LeaseHolder {
                     }
                 }
             }
-            LeaseAnswer::Refused => {
+            LeaseAnswer::Refused | LeaseAnswer::Released => {
                 self.next_call = Some(now + self.terms.retry_interval);
                 self.lose("lease: a renewal was refused")
             }
@@ -142,7 +163,7 @@ impl LeaseHolder {
             .in_flight
             .is_some_and(|sent| now >= sent + self.terms.operation_timeout)
         {
-            return self.handle_answer(now, LeaseAnswer::Failed("timed out".into()));
+            return self.answer(now, LeaseAnswer::Failed("timed out".into()));
         }
         self.check_validity(now)
     }

@@ -30,24 +30,72 @@ use serde::{Deserialize, Serialize};
 
 pub use holder::LeaseHolder;
 
-use crate::id::MemberId;
+use crate::id::{EntityType, MemberId, ShardId};
+use crate::time::Instant;
+
+/// What a lease guards, which names it in the store (a host may prefix the name with its
+/// cluster's).
+#[derive(Clone, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum LeaseName {
+    /// A shard's lease: only its holder runs the shard's entities (Akka's per-shard
+    /// `lease-implementation`).
+    Shard {
+        /// The shard's type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+    },
+}
+
+/// Who asks for a lease: one holder on one member. A member may hold a lease again through a
+/// new holder (a shard that stopped and started again there), which the store tells apart from
+/// the old one, so that the old one's release cannot end the new one's grant.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct LeaseOwner {
+    /// The member.
+    pub member: MemberId,
+    /// The holder on that member (numbered by the member, from 1).
+    pub holder: u64,
+}
+
+impl std::fmt::Display for LeaseOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.member, self.holder)
+    }
+}
+
+impl std::fmt::Display for LeaseName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Shard { entity_type, shard } => write!(f, "shard-{entity_type}-{}", shard.0),
+        }
+    }
+}
 
 /// A lease's revision in its store: larger for every new holder (a renewal keeps it).
 #[derive(
     Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
 )]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct FencingToken(pub u64);
 
 /// How a holder uses a lease.
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
 pub struct LeaseTerms {
-    /// How long a grant lasts in the store.
+    /// How long a grant lasts in the store. It bounds how long a holder's process may stall
+    /// (a pause, a long garbage collection) without harm: a holder paused right before a
+    /// renewal must resume and stop what the lease guards before its grant expires, so the
+    /// ttl must exceed `renew_every`, the longest stall and the time a forced stop takes
+    /// together. Past that only fencing tokens on writes protect what it guards.
     pub ttl: Duration,
     /// How often a holder renews: well within `ttl`, so that a renewal or two may fail.
     pub renew_every: Duration,
     /// The most a holder's clock may drift against true time, in parts per million.
     pub max_drift_ppm: u32,
-    /// Taken off the validity on top of the drift (scheduling delays before acting).
+    /// Taken off the validity on top of the drift: it must cover how long the host takes to
+    /// stop what the lease guards by force (a shard's entities), and scheduling delays.
     pub safety_margin: Duration,
     /// How long to wait before asking again after a refusal or a failed call.
     pub retry_interval: Duration,
@@ -80,38 +128,46 @@ impl LeaseTerms {
     }
 }
 
-/// What a holder asks of the lease store.
+/// What a holder asks of the lease store. The host answers every call with
+/// `Input::LeaseAnswered`, echoing it.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum LeaseCall {
     /// Take the lease for `owner` if nobody holds it (or its grant expired), or extend it if
     /// `owner` holds it, for `ttl` from now on the store's clock.
     Acquire {
         /// The lease.
-        name: String,
+        name: LeaseName,
         /// Who asks.
-        owner: MemberId,
+        owner: LeaseOwner,
         /// How long the grant lasts.
         ttl: Duration,
+        /// When the holder sent it, by its clock: a grant counts from then (and an answer to
+        /// a call an earlier holder sent is told apart by it).
+        sent: Instant,
     },
     /// Give the lease up (only if `owner` holds it under `token`).
     Release {
         /// The lease.
-        name: String,
+        name: LeaseName,
         /// Who holds it.
-        owner: MemberId,
+        owner: LeaseOwner,
         /// Its grant.
         token: FencingToken,
     },
 }
 
-/// The store's answer to a [`LeaseCall::Acquire`].
+/// The store's answer to a [`LeaseCall`].
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum LeaseAnswer {
-    /// Granted (or extended) under `token`.
+    /// An acquire: granted (or extended) under `token`.
     Granted(FencingToken),
-    /// Someone else holds it.
+    /// An acquire: someone else holds it.
     Refused,
-    /// The call failed or timed out: whether it was granted is unknown.
+    /// A release: done (or the grant was no longer the caller's).
+    Released,
+    /// The call failed or timed out: whether it took effect is unknown.
     Failed(String),
 }
 

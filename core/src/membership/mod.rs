@@ -5,11 +5,9 @@
 
 mod detector;
 mod downing;
-mod lease;
 mod machine;
 mod settings;
 
-pub use lease::{LeaseEvent, LeaseRequest, LeaseSettings};
 pub(crate) use machine::Membership;
 pub use machine::Phase;
 pub use settings::{Downing, FailureDetectorSettings, MembershipSettings, SeedNode};

@@ -4,6 +4,7 @@
 use super::Node;
 use crate::effect::Event;
 use crate::id::MemberId;
+use crate::lease::{LeaseAnswer, LeaseCall, LeaseName};
 use crate::message::{Body, Envelope, Handled, Message, Route};
 use crate::reason::DeadLetterReason;
 use crate::time::Instant;
@@ -75,6 +76,27 @@ impl Node {
     pub(super) fn deliver_local(&mut self, now: Instant) {
         while let Some(Envelope { from, message, .. }) = self.effects.pop_local() {
             self.dispatch(now, from, message);
+        }
+    }
+
+    /// The lease store answered `call`: to the region whose shard asked.
+    pub(super) fn handle_lease_answered(
+        &mut self,
+        now: Instant,
+        call: LeaseCall,
+        answer: LeaseAnswer,
+    ) {
+        let (LeaseCall::Acquire { name, .. } | LeaseCall::Release { name, .. }) = &call;
+        let LeaseName::Shard { entity_type, shard } = name;
+        let shard = *shard;
+        match self.types.get_mut(entity_type) {
+            Some(t) => t
+                .region
+                .handle_lease_answered(now, shard, call, answer, &mut self.effects),
+            None => tracing::warn!(
+                ?call,
+                "lease answer for an entity type this node does not serve"
+            ),
         }
     }
 }

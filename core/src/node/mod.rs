@@ -235,6 +235,7 @@ impl Node {
                 request,
                 completion,
             } => self.handle_store_completed(now, request, completion),
+            Input::LeaseAnswered { call, answer } => self.handle_lease_answered(now, call, answer),
             Input::WriteFenced {
                 entity_type,
                 entity,

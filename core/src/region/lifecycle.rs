@@ -21,14 +21,16 @@ impl Region {
 
     /// Each of the region's timers with its name (for [`Region::poll_timeout`] and for
     /// naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [NamedDeadline; 4] {
+    pub(crate) fn deadlines(&self) -> [NamedDeadline; 5] {
         let queries = ("query deadline", self.queries.next_deadline());
+        let releases = ("lease release", self.releases.next_due());
         if self.lifecycle == Lifecycle::Terminated {
             return [
                 ("tick", None),
                 ("registration", None),
                 ("shard timer", None),
                 queries,
+                releases,
             ];
         }
         [
@@ -36,6 +38,7 @@ impl Region {
             ("registration", self.registration.next_attempt),
             ("shard timer", self.timers.next()),
             queries,
+            releases,
         ]
     }
 
@@ -54,9 +57,9 @@ impl Region {
             return;
         }
         match view.status(self.me) {
-            Some(MemberStatus::Down) => return self.terminate(view, out),
+            Some(MemberStatus::Down) => return self.terminate(now, view, out),
             Some(_) => self.seen_self = true,
-            None if self.seen_self => return self.terminate(view, out),
+            None if self.seen_self => return self.terminate(now, view, out),
             None => {}
         }
         // The view itself (shared), not a set built from it for every change.
@@ -209,10 +212,16 @@ impl Region {
 
     /// This member was downed or removed: stop every entity now and drop what is buffered,
     /// reporting each message as a dead letter.
-    pub(super) fn terminate(&mut self, view: &MembershipView, out: &mut Effects) {
+    pub(super) fn terminate(&mut self, now: Instant, view: &MembershipView, out: &mut Effects) {
         let mut dropped = self.buffers.drain_all(&mut self.budget);
+        let mut releases = Vec::new();
         for shard in self.shards.values_mut() {
+            let running = shard.entity_ids();
             dropped.extend(shard.handle_terminate(&mut self.budget, out));
+            releases.push(((*shard.id_ref(), shard.take_lease_release()), running));
+        }
+        for (release, running) in releases {
+            self.release_shard_lease(now, release, running, out);
         }
         self.shards.clear();
         self.start_after_stop.clear();

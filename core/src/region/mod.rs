@@ -15,6 +15,7 @@ mod by_shard;
 mod coordination;
 mod from_peers;
 mod invariants;
+mod leases;
 mod lifecycle;
 mod pending_queries;
 mod query;
@@ -31,6 +32,7 @@ use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{Effects, Event};
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
+use crate::lease::{LeaseOwner, LeaseTerms};
 use crate::members::MembershipView;
 use crate::message::Body;
 use crate::message::{Delivery, Letter};
@@ -98,6 +100,13 @@ pub(crate) struct Region {
     start_after_stop: BTreeMap<ShardId, Epoch>,
     /// Remembering, when the type remembers entities.
     remember: Option<RememberSettings>,
+    /// The terms of the shards' leases, when the type has them.
+    shard_lease: Option<LeaseTerms>,
+    /// Leases of shards stopped by force, to release once their entities have stopped.
+    releases: leases::Releases,
+    /// The last shard lease holder numbered here (each instance of a shard holds its lease
+    /// as a holder of its own).
+    lease_holders: u64,
     /// Shards stopping because the store fenced them, with the newer epoch it holds.
     fenced: BTreeMap<ShardId, Epoch>,
     /// Shards whose instance here the store fenced, with the newer epoch it holds: the
@@ -154,6 +163,9 @@ impl Region {
             timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),
             remember: config.remember,
+            shard_lease: config.shard_lease.clone(),
+            releases: leases::Releases::default(),
+            lease_holders: 0,
             fenced: BTreeMap::new(),
             fenced_here: BTreeMap::new(),
             buffers: ShardBuffers::default(),
@@ -185,6 +197,7 @@ impl Region {
         out: &mut Effects,
     ) {
         let shard_id = shard_of(entity, self.number_of_shards);
+        self.releases.stopped(shard_id, entity, out);
         let Some(shard) = self.shards.get_mut(&shard_id) else {
             tracing::debug!(%entity, "stop report for an entity of a shard not hosted here");
             return;
@@ -207,8 +220,9 @@ impl Region {
 
     /// Fires due retries and the shards' timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
-        // Even a terminated region owes its queries an answer.
+        // Even a terminated region owes its queries an answer, and its leases a release.
         self.expire_queries(now, out);
+        self.releases.handle_timeout(now, out);
         if self.lifecycle == Lifecycle::Terminated {
             return;
         }
@@ -332,6 +346,8 @@ impl Region {
             // start was durable) go back in front of what the region buffered since, so their
             // order holds; the coordinator hosts the shard here again for them.
             self.buffers.prepend(shard, instance.take_waiting());
+            let release = instance.take_lease_release();
+            self.release_shard_lease(now, (shard, release), Vec::new(), out);
         }
         self.touch(shard);
         out.event(Event::ShardStopped {
@@ -368,6 +384,14 @@ impl Region {
         );
         if let Some(settings) = self.remember {
             instance.start_remembering(settings, self.number_of_shards, out);
+        }
+        if let Some(terms) = &self.shard_lease {
+            self.lease_holders += 1;
+            let owner = LeaseOwner {
+                member: self.me,
+                holder: self.lease_holders,
+            };
+            instance.start_lease(now, owner, terms.clone(), out);
         }
         self.shards.insert(shard, instance);
         self.touch(shard);

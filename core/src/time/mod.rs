@@ -17,6 +17,7 @@ pub(crate) use deadlines::Deadlines;
 #[derive(
     Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
 )]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Instant(pub u64);
 
 impl Instant {

@@ -22,9 +22,9 @@ use crate::host::command::HostHandle;
 use crate::host::io::{Feedback, TokioIo};
 use crate::host::requests::Requests;
 use crate::node::{Node, RegisteredType};
-use crate::store::RememberStore;
 use crate::store::StoreLink;
 use crate::store::{Journal, StateStore};
+use crate::store::{LeaseLink, LeaseStore, RememberStore};
 use crate::transport::handshake::Identity;
 use crate::transport::network::{Listener, Network, Tcp};
 use crate::transport::{Inbox, Transport, TransportSettings};
@@ -60,6 +60,7 @@ pub struct NodeBuilder {
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     types: HashMap<EntityType, RegisteredType>,
     remember_store: Option<Arc<dyn RememberStore>>,
+    lease_store: Option<Arc<dyn LeaseStore>>,
     state_store: Option<Arc<dyn StateStore>>,
     store_timeout: Duration,
 }
@@ -87,6 +88,7 @@ impl NodeBuilder {
             entity_types: Vec::new(),
             factories: HashMap::new(),
             remember_store: None,
+            lease_store: None,
             state_store: None,
             store_timeout: Duration::from_secs(10),
             types: HashMap::new(),
@@ -259,6 +261,12 @@ impl NodeBuilder {
             "persists state",
             "state_store",
         )?;
+        self.needs_store(
+            |t| t.shard_lease.is_some(),
+            self.lease_store.is_some(),
+            "holds shard leases",
+            "lease_store",
+        )?;
         if self.store_timeout.is_zero() {
             return Err(StartError::Builder("remember store timeout 0".into()));
         }
@@ -350,6 +358,7 @@ impl NodeBuilder {
         let (commands_tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (store_tx, store_done) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let cluster_name = self.cluster_name.clone();
         let identity = Identity {
             cluster_name: self.cluster_name,
             member: me,
@@ -376,6 +385,9 @@ impl NodeBuilder {
                 (self.state_store).map(|store| Journal::start(store, self.store_timeout)),
                 signals_tx,
             ),
+            leases: (self.lease_store).map(|store| {
+                LeaseLink::new(store, &cluster_name, self.store_timeout, store_tx.clone())
+            }),
             store: (self.remember_store)
                 .map(|store| StoreLink::new(store, self.store_timeout, store_tx)),
             feedback: Feedback::default(),

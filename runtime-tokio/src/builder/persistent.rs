@@ -1,4 +1,4 @@
-//! The builder's persistent entity types and their state store.
+//! The builder's persistent entity types, their state store, and the lease store.
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use super::NodeBuilder;
 use crate::state::{
     DurableState, DurableStateEntity, EventSourced, EventSourcedEntity, Snapshots, StateStore,
 };
-use crate::store::RememberStore;
+use crate::store::{LeaseStore, RememberStore};
 
 impl NodeBuilder {
     /// Where persistent entity types (`NodeBuilder::event_sourced`, `durable_state`) keep their
@@ -19,6 +19,15 @@ impl NodeBuilder {
         let store = Arc::new(store);
         self.remember_store = Some(Arc::clone(&store) as Arc<dyn RememberStore>);
         self.state_store = Some(store);
+        self
+    }
+
+    /// Where entity types with `EntityTypeConfig::shard_lease` keep their shards' leases:
+    /// `SqliteStore` (one machine) or `PostgresStore`, granting on the database's clock.
+    /// Required when a hosted type holds shard leases. Calls share the remember store's
+    /// timeout.
+    pub fn lease_store(mut self, store: impl LeaseStore) -> Self {
+        self.lease_store = Some(Arc::new(store));
         self
     }
 

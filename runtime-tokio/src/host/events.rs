@@ -160,6 +160,8 @@ fn count_sharding_event(event: &Event) {
         Event::CoordinatorStarted { .. } => metric_names::COORDINATORS_STARTED_TOTAL,
         Event::AllocationWaiting { .. } => metric_names::ALLOCATION_WAITING_TOTAL,
         Event::ShardFenced { .. } => metric_names::SHARDS_FENCED_TOTAL,
+        Event::ShardLeaseAcquired { .. } => metric_names::SHARD_LEASES_ACQUIRED_TOTAL,
+        Event::ShardLeaseLost { .. } => metric_names::SHARD_LEASES_LOST_TOTAL,
         Event::WriteFenced { .. } => metric_names::WRITES_FENCED_TOTAL,
         Event::RememberedIdsMisfiled { .. } => metric_names::REMEMBERED_IDS_MISFILED_TOTAL,
         Event::CoordinatorUnanswered { .. } => metric_names::COORDINATOR_UNANSWERED_TOTAL,

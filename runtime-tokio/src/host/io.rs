@@ -1,14 +1,15 @@
 //! The host's [`Io`]: executes the core's effects without ever blocking, and nothing else.
 //! Sends go into the transport's bounded queues, entity effects into the entity runtime, store
-//! requests to their own tasks. What a full queue refuses, and every event, is collected in a
+//! requests and lease calls to their own tasks. What a full queue refuses, and every event, is collected in a
 //! [`Feedback`] that the host handles after the driver call (a refusal becomes a dead letter
 //! with its reason; replies and answers complete the host's request tables).
 
+use shoal_core::lease::{LeaseAnswer, LeaseCall};
 use shoal_core::{EntityEffect, Event, Input, Io, StoreCompletion, StoreRequest, Transmit};
 
 use crate::entity::runtime::EntityRuntime;
 use crate::metric_names;
-use crate::store::StoreLink;
+use crate::store::{LeaseLink, StoreLink};
 use crate::transport::Transport;
 
 /// What the effects of a driver call left for the host.
@@ -32,6 +33,8 @@ pub(crate) struct TokioIo {
     pub(crate) entities: EntityRuntime,
     /// The remember store, if the node has one.
     pub(crate) store: Option<StoreLink>,
+    /// The lease store, if the node has one.
+    pub(crate) leases: Option<LeaseLink>,
     pub(crate) feedback: Feedback,
 }
 
@@ -78,6 +81,19 @@ impl Io for TokioIo {
             return;
         };
         link.spawn(request);
+    }
+
+    fn lease(&mut self, call: LeaseCall) {
+        let Some(link) = &self.leases else {
+            // The builder refuses types with shard leases without a lease store; answered
+            // anyway, so the core retries and reports it rather than waiting forever.
+            let answer = LeaseAnswer::Failed("no lease store on this node".into());
+            self.feedback
+                .inputs
+                .push(Input::LeaseAnswered { call, answer });
+            return;
+        };
+        link.spawn(call);
     }
 
     fn emit(&mut self, event: Event) {

@@ -18,6 +18,7 @@
 
 mod journal;
 mod lease;
+mod lease_link;
 mod link;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -47,6 +48,7 @@ use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreReq
 
 pub(crate) use journal::Journal;
 pub use lease::{LEASE_SCHEMA, LeaseStore};
+pub(crate) use lease_link::LeaseLink;
 pub(crate) use link::StoreLink;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

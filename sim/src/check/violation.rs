@@ -68,6 +68,10 @@ pub enum Property {
     /// persistent entity's journal holding one twice, out of order, or not at all once
     /// confirmed; a plain entity never applying one, or applying one before those sent ahead.
     Delivery,
+    /// A shard lease broken: a member started or delivered to an entity of a shard while the
+    /// lease store's grant of the shard's lease to it did not run (in true time): another
+    /// member held it, or its own had expired.
+    Lease,
     /// An entity that asked to be passivated still running, its node never having asked it to
     /// stop.
     Passivation,

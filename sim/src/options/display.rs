@@ -107,6 +107,22 @@ impl fmt::Display for Options {
             };
             write!(f, " delivery={}x{:.2}{unsuppressed}", d.producers, d.share)?;
         }
+        if let Some(l) = &self.lease {
+            write!(
+                f,
+                " lease=ttl:{}ms,fail:{:.3},lost:{:.3},outages:{}",
+                l.ttl.as_millis(),
+                l.failure_rate,
+                l.lost_rate,
+                l.outages.len()
+            )?;
+            if l.store_ttl_factor != 1.0 {
+                write!(f, ",store_ttl:{:.2}", l.store_ttl_factor)?;
+            }
+            if l.no_margin {
+                write!(f, ",no_margin")?;
+            }
+        }
         if let Some(m) = &self.remember {
             write!(
                 f,

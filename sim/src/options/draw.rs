@@ -108,6 +108,7 @@ impl Options {
             remember: None,
             persist: None,
             delivery: None,
+            lease: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -203,6 +204,10 @@ impl Options {
                 suppress_duplicates: true,
             });
         }
+        let mut l = SimRng::of(seed, Stream::Lease);
+        if l.chance(0.3) {
+            o.lease = Some(crate::options::Lease::draw(&mut l, o.duration));
+        }
         o
     }
 
@@ -237,6 +242,7 @@ impl Options {
             remember: None,
             persist: None,
             delivery: None,
+            lease: None,
             ..self
         }
     }

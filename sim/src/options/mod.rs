@@ -193,6 +193,73 @@ pub struct Options {
     /// Reliable producers send a share of the messages, resending until confirmed (on about
     /// half the seeds; drawn from a stream of its own, so every other option stays as it was).
     pub delivery: Option<Delivery>,
+    /// Shard leases from a lease store that fails in the drawn ways, with no removal margin
+    /// (on about a third of the seeds; drawn from a stream of its own).
+    pub lease: Option<Lease>,
+}
+
+/// Shard leases (see [`Options::lease`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lease {
+    /// How long a grant lasts.
+    pub ttl: Duration,
+    /// Share of calls that fail without changing anything.
+    pub failure_rate: f64,
+    /// Share of calls applied whose answer is lost (the caller hears a timeout).
+    pub lost_rate: f64,
+    /// Windows `[from, to)` (from the start of the run) in which the store is unreachable.
+    pub outages: Vec<(Duration, Duration)>,
+    /// The store grants this share of the ttl asked for: 1 but in the negative control,
+    /// whose holders then act past their grant (as holders ignoring expiry would).
+    pub store_ttl_factor: f64,
+    /// Holders take neither clock drift nor a safety margin off their validity: a negative
+    /// control, with clocks that drift.
+    pub no_margin: bool,
+}
+
+impl Lease {
+    /// The terms a holder uses with these options, on a host whose forced stops take up to
+    /// `forced_stop`: the safety margin covers them (an entity stopped when the lease's
+    /// validity ends must be gone before the grant expires).
+    pub fn terms(&self, forced_stop: Duration) -> shoal_core::lease::LeaseTerms {
+        let (max_drift_ppm, safety_margin) = if self.no_margin {
+            (0, Duration::ZERO)
+        } else {
+            // The simulator's clocks drift by up to 1,000 ppm.
+            (1_000, forced_stop + Duration::from_millis(20))
+        };
+        shoal_core::lease::LeaseTerms {
+            ttl: self.ttl,
+            renew_every: self.ttl / 5,
+            max_drift_ppm,
+            safety_margin,
+            retry_interval: Duration::from_millis(500),
+            operation_timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// Draws a lease store's behaviour for a run of `duration`.
+    pub(crate) fn draw(r: &mut crate::rng::SimRng, duration: Duration) -> Self {
+        let outages = if r.chance(0.3) {
+            let from = Duration::from_millis(r.range(0, duration.as_millis() as u64));
+            // Some outlast the ttl: every holder loses its leases, and gets them back after.
+            let lasts = Duration::from_millis(r.range(200, 20_000));
+            vec![(from, from + lasts)]
+        } else {
+            Vec::new()
+        };
+        Self {
+            // Longer than a renewal interval, the longest pause (4 s) and the slowest forced
+            // stop (2 s) together, with room for a failed renewal or two: a holder paused
+            // just before a renewal resumes, and stops its entities, before its grant expires.
+            ttl: Duration::from_millis(r.range(10_000, 16_000)),
+            failure_rate: if r.chance(0.5) { r.unit() * 0.2 } else { 0.0 },
+            lost_rate: if r.chance(0.3) { r.unit() * 0.05 } else { 0.0 },
+            outages,
+            store_ttl_factor: 1.0,
+            no_margin: false,
+        }
+    }
 }
 
 /// Reliable delivery (see [`Options::delivery`]).

@@ -147,4 +147,13 @@ impl Io for ScriptIo<'_> {
     fn store(&mut self, request: StoreRequest) {
         self.store.submit(self.now, self.member, request);
     }
+
+    fn lease(&mut self, call: shoal_core::lease::LeaseCall) {
+        // Scripted specs configure no shard leases: a call is a broken contract.
+        let broken = format!(
+            "{} called a lease store scripted runs do not have: {call:?}",
+            self.member
+        );
+        self.record.broken.get_or_insert(broken);
+    }
 }

@@ -176,6 +176,7 @@ impl Simulator {
                 Deferred::Send(transmit) => self.send(transmit),
                 Deferred::Entity(e) => self.entity(member, e),
                 Deferred::Store(request) => self.store_request(member, request),
+                Deferred::Lease(call) => self.lease_call(member, call),
                 Deferred::Event(event) => self.node_event(n, member, event, &mut decided),
             }
         }

@@ -75,6 +75,7 @@ impl Simulator {
                     }
                 }
                 self.check.start(self.now, member, &entity);
+                self.check_lease_holder(member, &entity);
                 self.remembered_starting(member, &entity);
                 self.remembered_started(&entity);
                 self.entity_active(member, &entity);
@@ -84,6 +85,7 @@ impl Simulator {
             EntityEffect::Deliver {
                 entity, payload, ..
             } => {
+                self.check_lease_holder(member, &entity);
                 if self.tracer.wants_all() {
                     self.log(|| TraceEvent::Delivered {
                         member: member.to_string(),

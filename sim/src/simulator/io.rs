@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use shoal_core::lease::LeaseCall;
 use shoal_core::{EntityEffect, Event, Io, StoreRequest, Transmit};
 
 /// One effect of a driver call, kept until the call returns.
@@ -15,6 +16,7 @@ pub(super) enum Deferred {
     Entity(EntityEffect),
     Event(Event),
     Store(StoreRequest),
+    Lease(LeaseCall),
 }
 
 /// Keeps a driver call's effects in `0`, in order (taken from the front once the call returns:
@@ -33,5 +35,8 @@ impl Io for DeferIo<'_> {
     }
     fn store(&mut self, request: StoreRequest) {
         self.0.push_back(Deferred::Store(request));
+    }
+    fn lease(&mut self, call: LeaseCall) {
+        self.0.push_back(Deferred::Lease(call));
     }
 }

@@ -14,6 +14,7 @@ mod faults;
 mod home_asks;
 mod host;
 mod io;
+mod leasing;
 mod node_events;
 mod persisting;
 mod quiescence;
@@ -111,6 +112,8 @@ pub(crate) struct Simulator {
     /// The remember store and what remembering owes, when the run remembers entities (the
     /// store alone when entities only persist state).
     remembering: Option<Remembering>,
+    /// The lease store, when shards hold leases.
+    leasing: Option<crate::leasing::Leasing>,
     /// Persistent entities' writers, when entities persist state.
     persisting: Option<crate::persisting::Persisting>,
     /// Reliable producers and plain entities' consumers, when the run delivers reliably.
@@ -221,6 +224,7 @@ impl Simulator {
             scratch: std::collections::VecDeque::new(),
             routes: crate::nodes::Routes::default(),
             remembering: Self::store_of(seed, &opts),
+            leasing: (opts.lease.as_ref()).map(|l| crate::leasing::Leasing::new(seed, l)),
             persisting: (opts.persist).map(|p| {
                 let suppress = opts.delivery.is_none_or(|d| d.suppress_duplicates);
                 let judging = (suppress, crate::delivering::window_of(&opts));
@@ -353,6 +357,8 @@ impl Simulator {
                 restart_backoff: Duration::from_secs(5),
             });
         t.persistent = self.opts.persist.is_some();
+        let forced_stop = self.opts.host.forced_stop;
+        t.shard_lease = (self.opts.lease.as_ref()).map(|l| l.terms(forced_stop));
         t.allocation = self.opts.cluster.allocation.clone();
         t.min_registered_regions = self.opts.cluster.min_registered_regions;
         let bystander = self.opts.cluster.bystander == Some(node);
@@ -478,6 +484,7 @@ impl Simulator {
                 }
             }
             Ev::Store => self.handle_store_event(),
+            Ev::Lease => self.handle_lease_event(),
             Ev::Reliable { member, input } => {
                 // A producer's letter goes only through a member still hosting (one that
                 // began to leave meanwhile stops, as a runtime's node does once out).

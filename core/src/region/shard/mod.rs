@@ -25,6 +25,7 @@ use crate::region::BufferBudget;
 use crate::remember::Remembered;
 use crate::time::Instant;
 
+mod lease;
 mod remembering;
 mod timers;
 
@@ -78,6 +79,8 @@ pub(crate) struct Shard {
     waiting: BTreeMap<EntityId, VecDeque<Letter>>,
     /// Remembered entities that stopped without passivation, restarted after a backoff.
     restarts: remembering::Restarts,
+    /// The shard's lease, when its type has one: entities run only while it is held.
+    lease: Option<lease::ShardLease>,
 }
 
 impl Shard {
@@ -103,6 +106,7 @@ impl Shard {
             remember: None,
             waiting: BTreeMap::new(),
             restarts: remembering::Restarts::default(),
+            lease: None,
         }
     }
 
@@ -118,6 +122,7 @@ impl Shard {
         out: &mut Effects,
     ) {
         debug_assert!(!self.handing_off, "delivery to a shard that is handing off");
+        self.check_lease(now, budget, out);
         match self.entities.get_mut(&entity) {
             Some(Entity {
                 stopping: Some(stopping),
@@ -163,6 +168,7 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
+        self.check_lease(now, budget, out);
         let Some(e) = self.entities.remove(entity) else {
             tracing::debug!(%entity, shard = %self.id, "stop report for an unknown entity");
             return;
@@ -237,6 +243,10 @@ impl Shard {
         let stopping = self.entities.values().filter_map(|e| e.stopping.as_ref());
         stopping.map(|s| s.buffer.len()).sum::<usize>()
             + self.waiting.values().map(VecDeque::len).sum::<usize>()
+            + self
+                .lease
+                .as_ref()
+                .map_or(0, lease::ShardLease::letter_count)
     }
 
     /// Forces every entity to stop now (the member was downed or removed). Returns all
@@ -257,6 +267,9 @@ impl Shard {
         }
         for (id, letters) in std::mem::take(&mut self.waiting) {
             dropped.extend(letters.into_iter().map(|p| (id.clone(), p)));
+        }
+        if let Some(lease) = &mut self.lease {
+            dropped.extend(lease.take_letters());
         }
         self.deadlines.clear();
         self.restarts.clear();
@@ -295,10 +308,24 @@ impl Shard {
 
     /// Delivers to the running incarnation, starting one first if there is none; a start
     /// request's requester hears that it runs.
-    fn deliver_now(&mut self, now: Instant, entity: EntityId, letter: Letter, out: &mut Effects) {
-        match self.entities.get_mut(&entity) {
-            Some(e) => e.last_activity = now,
+    fn deliver_now(
+        &mut self,
+        now: Instant,
+        entity: EntityId,
+        letter: Letter,
+        budget: &mut BufferBudget,
+        out: &mut Effects,
+    ) {
+        let (entity, letter) = match self.entities.get_mut(&entity) {
+            Some(e) => {
+                e.last_activity = now;
+                (entity, letter)
+            }
             None => {
+                let Some((entity, letter)) = self.hold_for_lease(entity, letter, budget, out)
+                else {
+                    return;
+                };
                 // Whatever starts it, a restart planned for an earlier failure is moot: firing
                 // later, it would start the entity again after it passivated.
                 self.restarts.cancel(&entity);
@@ -313,8 +340,9 @@ impl Shard {
                     last_activity: now,
                 };
                 self.entities.insert(entity.clone(), fresh);
+                (entity, letter)
             }
-        }
+        };
         self.hand_over(entity, letter, out);
     }
 

@@ -19,6 +19,7 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
+        self.handle_lease_timeout(now, budget, out);
         self.handle_remember_timeout(now, budget, out);
         while let Some((at, id)) = self.deadlines.first().cloned().filter(|(at, _)| *at <= now) {
             self.deadlines.remove(&(at, id.clone()));
@@ -56,7 +57,8 @@ impl Shard {
         let idle = self
             .next_idle_check
             .filter(|_| !self.entities.is_empty() && !self.handing_off);
-        earliest(earliest(force, idle), self.remember_timeout())
+        let stores = earliest(self.remember_timeout(), self.lease_timeout());
+        earliest(earliest(force, idle), stores)
     }
 }
 

@@ -41,6 +41,10 @@ impl Io for LabIo {
     fn store(&mut self, request: StoreRequest) {
         unreachable!("the bench's type remembers nothing: {request:?}");
     }
+
+    fn lease(&mut self, call: shoal_core::lease::LeaseCall) {
+        unreachable!("the bench's type holds no shard leases: {call:?}");
+    }
 }
 
 /// Nodes `1..=n` of one cluster, all Up, sharing one membership view.

@@ -69,6 +69,7 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
+        self.check_lease(now, budget, out);
         let Some(remembered) = &mut self.remember else {
             return;
         };
@@ -88,16 +89,16 @@ impl Shard {
         out: &mut Effects,
     ) {
         let Some(remembered) = &mut self.remember else {
-            return self.deliver_now(now, entity, letter, out);
+            return self.deliver_now(now, entity, letter, budget, out);
         };
         if self.entities.contains_key(&entity) {
-            return self.deliver_now(now, entity, letter, out);
+            return self.deliver_now(now, entity, letter, budget, out);
         }
         if !self.waiting.contains_key(&entity) {
             let mut produced = RememberOut::default();
             if remembered.record_started(&entity, &mut produced) {
                 self.apply(now, produced, budget, out);
-                return self.deliver_now(now, entity, letter, out);
+                return self.deliver_now(now, entity, letter, budget, out);
             }
             self.waiting.insert(entity.clone(), VecDeque::new());
             self.apply(now, produced, budget, out);
@@ -188,17 +189,24 @@ impl Shard {
     /// handing the waiting letters back would let newer ones sent to the next home overtake
     /// them.
     pub(super) fn writes_settled(&self) -> bool {
+        let letters_settled = self.waiting.is_empty()
+            && (self.lease.as_ref()).is_none_or(super::lease::ShardLease::is_settled);
         self.remember.as_ref().is_none_or(Remembered::is_settled)
-            && (self.waiting.is_empty() || self.fenced_by().is_some())
+            && (letters_settled || self.fenced_by().is_some())
     }
 
-    /// Letters whose entity never started because the store fenced this instance, in order
-    /// per entity, their budget still held: the region routes them on.
+    /// Letters whose entity never started because a store fenced this instance (before their
+    /// start was durable, or while it waited for its lease), in order per entity, their budget
+    /// still held: the region routes them on.
     pub(crate) fn take_waiting(&mut self) -> Vec<Delivery> {
-        std::mem::take(&mut self.waiting)
+        let mut taken: Vec<Delivery> = std::mem::take(&mut self.waiting)
             .into_iter()
             .flat_map(|(id, letters)| letters.into_iter().map(move |l| (id.clone(), l)))
-            .collect()
+            .collect();
+        if let Some(lease) = &mut self.lease {
+            taken.extend(lease.take_letters());
+        }
+        taken
     }
 
     /// Carries out what the remember machine produced.
@@ -257,10 +265,10 @@ impl Shard {
         let letters = letters.unwrap_or_default();
         budget.release(letters.len());
         if letters.is_empty() {
-            self.deliver_now(now, id.clone(), Letter::Start(None), out);
+            self.deliver_now(now, id.clone(), Letter::Start(None), budget, out);
         }
         for letter in letters {
-            self.deliver_now(now, id.clone(), letter, out);
+            self.deliver_now(now, id.clone(), letter, budget, out);
         }
         let stopping = self.entities.get(&id).is_some_and(|e| e.stopping.is_some());
         if self.handing_off && !stopping {

@@ -1,0 +1,183 @@
+//! What shard leases add to the region: routing the lease store's answers to the shard
+//! instance that asked, and releasing the leases its instances gave up: a grant that arrives
+//! for an instance that is gone, and the lease of an instance that stopped. A release waits
+//! until the instance's entities have all stopped (released at once after a forced stop, the
+//! next home could start an entity still being stopped here), and is sent again after a
+//! failure until the store answers it or the grant has run out anyway (a release lost would
+//! keep the next home waiting for the whole ttl).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::effect::Effects;
+use crate::id::{EntityId, ShardId};
+use crate::lease::{LeaseAnswer, LeaseCall, LeaseTerms};
+use crate::region::Region;
+use crate::time::Instant;
+
+impl Region {
+    /// The lease store answered `call` about `shard`'s lease: an acquire goes to the instance
+    /// that asked; a grant for an instance that stopped meanwhile is released; a release's
+    /// answer settles it.
+    pub(crate) fn handle_lease_answered(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        call: LeaseCall,
+        answer: LeaseAnswer,
+        out: &mut Effects,
+    ) {
+        let Some(terms) = &self.shard_lease else {
+            return;
+        };
+        let (name, owner, sent) = match call {
+            LeaseCall::Acquire {
+                name, owner, sent, ..
+            } => (name, owner, sent),
+            release @ LeaseCall::Release { .. } => {
+                return self
+                    .releases
+                    .handle_answer(now, shard, &release, &answer, terms);
+            }
+        };
+        if let Some(instance) = self.shards.get_mut(&shard) {
+            instance.handle_lease_answer(now, sent, answer, &mut self.budget, out);
+            return self.after_shard_change(now, shard, out);
+        }
+        let LeaseAnswer::Granted(token) = answer else {
+            return;
+        };
+        let release = LeaseCall::Release { name, owner, token };
+        if !self.releases.replace(shard, &release) {
+            crate::probe::hit("region: a lease granted to a stopped shard is released");
+            self.releases
+                .release_after(now, (shard, release), Vec::new(), terms, out);
+        }
+    }
+
+    /// Gives up the lease of `shard`'s instance that stopped (or is being stopped by force,
+    /// its `running` entities not stopped yet).
+    pub(super) fn release_shard_lease(
+        &mut self,
+        now: Instant,
+        (shard, release): (ShardId, Option<LeaseCall>),
+        running: Vec<EntityId>,
+        out: &mut Effects,
+    ) {
+        if let (Some(release), Some(terms)) = (release, &self.shard_lease) {
+            (self.releases).release_after(now, (shard, release), running, terms, out);
+        }
+    }
+}
+
+/// One release to make.
+#[derive(Debug)]
+struct Pending {
+    call: LeaseCall,
+    /// Entities of the shard still stopping: it is sent once none is.
+    stopping: BTreeSet<EntityId>,
+    /// When it is sent (again); `None` while it is out or waits for stops.
+    due: Option<Instant>,
+    /// The grant has run out by then anyway: no more tries after it.
+    until: Instant,
+    /// How long to wait after a failure.
+    retry: std::time::Duration,
+}
+
+/// The releases of shards' leases that are not done, by shard and holder.
+#[derive(Debug, Default)]
+pub(crate) struct Releases(BTreeMap<(ShardId, u64), Pending>);
+
+fn holder(call: &LeaseCall) -> u64 {
+    match call {
+        LeaseCall::Acquire { owner, .. } | LeaseCall::Release { owner, .. } => owner.holder,
+    }
+}
+
+impl Releases {
+    /// Sends `release` (of `shard`'s lease, on `terms`) once every entity of `running` has
+    /// stopped, and again after a failure.
+    pub(crate) fn release_after(
+        &mut self,
+        now: Instant,
+        (shard, release): (ShardId, LeaseCall),
+        running: Vec<EntityId>,
+        terms: &LeaseTerms,
+        out: &mut Effects,
+    ) {
+        let key = (shard, holder(&release));
+        let pending = Pending {
+            call: release,
+            stopping: running.into_iter().collect(),
+            due: None,
+            until: now + terms.ttl,
+            retry: terms.retry_interval,
+        };
+        if pending.stopping.is_empty() {
+            out.lease(pending.call.clone());
+        } else {
+            crate::probe::hit("region: a lease is released once its shard's entities stopped");
+        }
+        self.0.insert(key, pending);
+    }
+
+    /// A grant came for `shard` while a release of the same holder is not done: that release
+    /// gives up `release`'s grant instead (the newest the store made); whether one was there.
+    pub(crate) fn replace(&mut self, shard: ShardId, release: &LeaseCall) -> bool {
+        let Some(pending) = self.0.get_mut(&(shard, holder(release))) else {
+            return false;
+        };
+        crate::probe::hit("region: a grant to a shard being released is released with it");
+        pending.call = release.clone();
+        true
+    }
+
+    /// `entity` of `shard` stopped: a release waiting for it goes out if it was the last.
+    pub(crate) fn stopped(&mut self, shard: ShardId, entity: &EntityId, out: &mut Effects) {
+        let range = (shard, 0)..=(shard, u64::MAX);
+        for pending in self.0.range_mut(range).map(|(_, p)| p) {
+            if pending.stopping.remove(entity) && pending.stopping.is_empty() {
+                out.lease(pending.call.clone());
+            }
+        }
+    }
+
+    /// The store answered a release: done, or sent again after the retry interval.
+    fn handle_answer(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        release: &LeaseCall,
+        answer: &LeaseAnswer,
+        terms: &LeaseTerms,
+    ) {
+        let key = (shard, holder(release));
+        let Some(pending) = self.0.get_mut(&key) else {
+            return;
+        };
+        if pending.call != *release {
+            // An answer to an earlier release of a newer grant: the newer one is out.
+            return;
+        }
+        if matches!(answer, LeaseAnswer::Failed(_)) && now + terms.retry_interval < pending.until {
+            crate::probe::hit("region: a failed release is sent again");
+            pending.due = Some(now + pending.retry);
+        } else {
+            self.0.remove(&key);
+        }
+    }
+
+    /// Sends the releases due again.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Effects) {
+        for pending in self.0.values_mut() {
+            if pending.due.is_some_and(|at| at <= now) {
+                pending.due = None;
+                out.lease(pending.call.clone());
+            }
+        }
+    }
+
+    /// When a release is due again.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.0.values().filter_map(|p| p.due).min()
+    }
+}
