@@ -1,6 +1,9 @@
 //! `sim failover`: how long failures take to recover from with the production defaults (Akka's
 //! timers: 1 s heartbeats with 3 s acceptable pause, 20 s stable-after, 20 s
-//! down-removal-margin), measured on a five-node cluster under steady traffic:
+//! down-removal-margin), measured on a five-node cluster under steady traffic, once with the
+//! removal margin and once with shard leases in its place (10 s ttl, renewed every 2 s; no
+//! margin: a shard moves as soon as its old home is removed, and serves once its lease is
+//! granted there):
 //!
 //! - a crash: from the crash until every shard the crashed node served serves again elsewhere;
 //! - a 2|3 partition: from its start until every minority member has stopped its entities
@@ -11,7 +14,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::options::{
-    ClusterOptions, Family, MembershipMode, NetworkOptions, Options, WorkloadOptions,
+    ClusterOptions, Family, Lease, MembershipMode, NetworkOptions, Options, WorkloadOptions,
 };
 use crate::run::run_recorded;
 use crate::trace::{TraceEvent, TraceLine};
@@ -19,9 +22,18 @@ use crate::trace::{TraceEvent, TraceLine};
 /// When the failure happens.
 const FAULT_AT: Duration = Duration::from_secs(60);
 
-/// The measured recovery times.
+/// The measured recovery times, with the removal margin and with shard leases.
 #[derive(Debug)]
 pub struct Failover {
+    /// Keep-majority with the removal margin.
+    pub margin: Recovery,
+    /// Keep-majority with shard leases and no removal margin.
+    pub leases: Recovery,
+}
+
+/// How long one configuration takes to recover.
+#[derive(Debug)]
+pub struct Recovery {
     /// Crash → every shard of the crashed node serving elsewhere (median, slowest).
     pub crash_to_serving: (Duration, Duration),
     /// Partition start → every minority member stopped its entities.
@@ -32,33 +44,62 @@ pub struct Failover {
 
 impl fmt::Display for Failover {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = |d: Duration| format!("{:.1} s", d.as_secs_f64());
         writeln!(f, "five nodes, production defaults, steady traffic:")?;
+        writeln!(f, "  keep-majority, 20 s removal margin:")?;
+        write!(f, "{}", self.margin)?;
         writeln!(
             f,
-            "  crash of a node -> its shards serving again elsewhere: median {}, all {}",
+            "  keep-majority, shard leases (10 s ttl), no removal margin:"
+        )?;
+        write!(f, "{}", self.leases)
+    }
+}
+
+impl fmt::Display for Recovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+        writeln!(
+            f,
+            "    crash of a node -> its shards serving again elsewhere: median {}, all {}",
             s(self.crash_to_serving.0),
             s(self.crash_to_serving.1)
         )?;
         writeln!(
             f,
-            "  2|3 partition -> minority stopped its entities: {}",
+            "    2|3 partition -> minority stopped its entities: {}",
             s(self.partition_to_minority_stopped)
         )?;
         writeln!(
             f,
-            "  2|3 partition -> minority's shards serving on the majority: {}",
+            "    2|3 partition -> minority's shards serving on the majority: {}",
             s(self.partition_to_serving)
         )
     }
 }
 
-/// Runs both scenarios.
+/// Runs both scenarios, with the removal margin and with shard leases.
 pub fn measure() -> Failover {
-    let crash = trace_of("@60 crash n3 restart 1000");
+    let lease = Lease {
+        ttl: Duration::from_secs(10),
+        failure_rate: 0.0,
+        lost_rate: 0.0,
+        outages: Vec::new(),
+        isolations: Vec::new(),
+        store_ttl_factor: 1.0,
+        no_margin: false,
+    };
+    Failover {
+        margin: recover(None),
+        leases: recover(Some(lease)),
+    }
+}
+
+/// Both scenarios with `lease`.
+fn recover(lease: Option<Lease>) -> Recovery {
+    let crash = trace_of("@60 crash n3 restart 1000", lease.clone());
     let (served, _) = shards_served(&crash, &["n3#1"]);
     let crash_times = recovery_times(&crash, &served, &["n3#1"]);
-    let partition = trace_of("@60 partition n4,n5 heal 1000");
+    let partition = trace_of("@60 partition n4,n5 heal 1000", lease);
     let minority = ["n4#1", "n5#1"];
     let stopped = partition
         .iter()
@@ -68,15 +109,16 @@ pub fn measure() -> Failover {
         .unwrap_or(Duration::MAX);
     let (served, _) = shards_served(&partition, &minority);
     let partition_times = recovery_times(&partition, &served, &minority);
-    Failover {
+    Recovery {
         crash_to_serving: (median(&crash_times), max(&crash_times)),
         partition_to_minority_stopped: stopped,
         partition_to_serving: max(&partition_times),
     }
 }
 
-/// The trace (time, event) of a steady five-node run with `schedule` and default timers.
-fn trace_of(schedule: &str) -> Vec<(Duration, TraceEvent)> {
+/// The trace (time, event) of a steady five-node run with `schedule`, default timers and
+/// `lease`.
+fn trace_of(schedule: &str, lease: Option<Lease>) -> Vec<(Duration, TraceEvent)> {
     let base = Options::for_family(7, Family::Steady).without_extras();
     let options = Options {
         duration: Duration::from_secs(180),
@@ -97,6 +139,7 @@ fn trace_of(schedule: &str) -> Vec<(Duration, TraceEvent)> {
             message_every: Duration::from_millis(5),
             ..base.workload.clone()
         },
+        lease,
         ..base
     };
     let (_, lines) = run_recorded(options);

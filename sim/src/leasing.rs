@@ -58,10 +58,18 @@ pub(crate) struct Leasing {
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Leasing {
-    /// The store of a run of `seed` with `options`.
-    pub(crate) fn new(seed: u64, options: &Lease) -> Self {
+    /// The store of a run of `seed` with `options`, whose faults end at `fault_end` (an outage
+    /// or an isolation is cut short there: liveness is judged after it).
+    pub(crate) fn new(seed: u64, options: &Lease, fault_end: Duration) -> Self {
+        let mut options = options.clone();
+        for (_, to) in &mut options.outages {
+            *to = (*to).min(fault_end);
+        }
+        for (_, _, to) in &mut options.isolations {
+            *to = (*to).min(fault_end);
+        }
         Self {
-            options: options.clone(),
+            options,
             rng: SimRng::of(seed, Stream::LeaseStore),
             grants: BTreeMap::new(),
             revision: 0,
@@ -90,9 +98,12 @@ impl Leasing {
     /// Every call is answered exactly once (a failure after the caller's timeout, as the
     /// runtime's host answers one).
     pub(crate) fn submit(&mut self, now: Instant, member: MemberId, call: LeaseCall) {
-        let outage = (self.options.outages.iter())
-            .any(|&(from, to)| Instant::ZERO + from <= now && now < Instant::ZERO + to);
-        if outage {
+        let during =
+            |from: Duration, to: Duration| Instant::ZERO + from <= now && now < Instant::ZERO + to;
+        let outage = (self.options.outages.iter()).any(|&(from, to)| during(from, to));
+        let isolated = (self.options.isolations.iter())
+            .any(|&(node, from, to)| node == member.node.0 && during(from, to));
+        if outage || isolated {
             let failed = LeaseAnswer::Failed("lease store unavailable".into());
             self.answer(now + CALL_TIMEOUT, member, call, failed);
             return;

@@ -67,10 +67,10 @@ mod workload;
 
 pub use check::{Property, Violation};
 pub use explain::{Explanation, explain, trace_dir};
-pub use failover::{Failover, measure as measure_failover};
+pub use failover::{Failover, Recovery, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
-    ClusterOptions, Delivery, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode,
+    ClusterOptions, Delivery, Downing, Family, Faults, HostOptions, Lease, Mailbox, MembershipMode,
     NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
 };
 pub use picture::render_html;

@@ -84,18 +84,18 @@ pub struct FencingToken(pub u64);
 /// How a holder uses a lease.
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]
 pub struct LeaseTerms {
-    /// How long a grant lasts in the store. It bounds how long a holder's process may stall
-    /// (a pause, a long garbage collection) without harm: a holder paused right before a
-    /// renewal must resume and stop what the lease guards before its grant expires, so the
-    /// ttl must exceed `renew_every`, the longest stall and the time a forced stop takes
-    /// together. Past that only fencing tokens on writes protect what it guards.
+    /// How long a grant lasts in the store: longer than `safety_margin` and `renew_every`
+    /// together, with room for a failed renewal or two.
     pub ttl: Duration,
     /// How often a holder renews: well within `ttl`, so that a renewal or two may fail.
     pub renew_every: Duration,
     /// The most a holder's clock may drift against true time, in parts per million.
     pub max_drift_ppm: u32,
-    /// Taken off the validity on top of the drift: it must cover how long the host takes to
-    /// stop what the lease guards by force (a shard's entities), and scheduling delays.
+    /// Taken off the validity on top of the drift. It must cover the longest stall of the
+    /// holder's process (a pause, a long garbage collection: a holder stalled as its validity
+    /// ends acts only after it) and the time the host takes to stop what the lease guards
+    /// by force (a shard's entities) after it. Past that, only fencing tokens on writes
+    /// protect what the lease guards.
     pub safety_margin: Duration,
     /// How long to wait before asking again after a refusal or a failed call.
     pub retry_interval: Duration,

@@ -110,11 +110,12 @@ impl fmt::Display for Options {
         if let Some(l) = &self.lease {
             write!(
                 f,
-                " lease=ttl:{}ms,fail:{:.3},lost:{:.3},outages:{}",
+                " lease=ttl:{}ms,fail:{:.3},lost:{:.3},outages:{},isolations:{}",
                 l.ttl.as_millis(),
                 l.failure_rate,
                 l.lost_rate,
-                l.outages.len()
+                l.outages.len(),
+                l.isolations.len()
             )?;
             if l.store_ttl_factor != 1.0 {
                 write!(f, ",store_ttl:{:.2}", l.store_ttl_factor)?;

@@ -209,6 +209,8 @@ pub struct Lease {
     pub lost_rate: f64,
     /// Windows `[from, to)` (from the start of the run) in which the store is unreachable.
     pub outages: Vec<(Duration, Duration)>,
+    /// Windows in which one node cannot reach the store (the others can): its calls fail.
+    pub isolations: Vec<(u64, Duration, Duration)>,
     /// The store grants this share of the ttl asked for: 1 but in the negative control,
     /// whose holders then act past their grant (as holders ignoring expiry would).
     pub store_ttl_factor: f64,
@@ -219,14 +221,16 @@ pub struct Lease {
 
 impl Lease {
     /// The terms a holder uses with these options, on a host whose forced stops take up to
-    /// `forced_stop`: the safety margin covers them (an entity stopped when the lease's
-    /// validity ends must be gone before the grant expires).
+    /// `forced_stop`: the safety margin covers the longest pause a process takes and a forced
+    /// stop after it (a holder paused as its validity ends must still have stopped its
+    /// entities before its grant expires).
     pub fn terms(&self, forced_stop: Duration) -> shoal_core::lease::LeaseTerms {
         let (max_drift_ppm, safety_margin) = if self.no_margin {
             (0, Duration::ZERO)
         } else {
             // The simulator's clocks drift by up to 1,000 ppm.
-            (1_000, forced_stop + Duration::from_millis(20))
+            let margin = crate::schedule::MAX_PAUSE + forced_stop + Duration::from_millis(20);
+            (1_000, margin)
         };
         shoal_core::lease::LeaseTerms {
             ttl: self.ttl,
@@ -248,17 +252,28 @@ impl Lease {
         } else {
             Vec::new()
         };
-        Self {
-            // Longer than a renewal interval, the longest pause (4 s) and the slowest forced
-            // stop (2 s) together, with room for a failed renewal or two: a holder paused
-            // just before a renewal resumes, and stops its entities, before its grant expires.
+        let mut lease = Self {
+            // Longer than the safety margin (the longest pause, 4 s, and the slowest forced
+            // stop, 2 s) and a renewal interval together, with room for a failed renewal.
             ttl: Duration::from_millis(r.range(10_000, 16_000)),
             failure_rate: if r.chance(0.5) { r.unit() * 0.2 } else { 0.0 },
             lost_rate: if r.chance(0.3) { r.unit() * 0.05 } else { 0.0 },
             outages,
+            isolations: Vec::new(),
             store_ttl_factor: 1.0,
             no_margin: false,
-        }
+        };
+        // A node cut off from the store (not from the cluster) loses its leases, and its
+        // shards wait until it is back.
+        lease.isolations = (0..r.range(0, 3))
+            .map(|_| {
+                let node = r.range(1, 4);
+                let from = Duration::from_millis(r.range(0, duration.as_millis() as u64));
+                let lasts = Duration::from_millis(r.range(1_000, 25_000));
+                (node, from, from + lasts)
+            })
+            .collect();
+        lease
     }
 }
 

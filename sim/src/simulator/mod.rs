@@ -224,7 +224,8 @@ impl Simulator {
             scratch: std::collections::VecDeque::new(),
             routes: crate::nodes::Routes::default(),
             remembering: Self::store_of(seed, &opts),
-            leasing: (opts.lease.as_ref()).map(|l| crate::leasing::Leasing::new(seed, l)),
+            leasing: (opts.lease.as_ref())
+                .map(|l| crate::leasing::Leasing::new(seed, l, opts.duration)),
             persisting: (opts.persist).map(|p| {
                 let suppress = opts.delivery.is_none_or(|d| d.suppress_duplicates);
                 let judging = (suppress, crate::delivering::window_of(&opts));

@@ -17,7 +17,7 @@
 //! do: handed back, newer ones sent to the next home could overtake them), unless a store
 //! fenced the instance. The lease is released when the instance stops.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{Shard, Stopping, stop};
 use crate::effect::{Effects, Event};
@@ -36,9 +36,12 @@ pub(crate) struct ShardLease {
     holder: LeaseHolder,
     /// Whether the lease is held: entities may run.
     held: bool,
-    /// Letters for entities that may not start before the lease is held, in order per entity
-    /// (a remembered entity's start among them), within the region's buffer budget.
+    /// Letters for entities that may not start before the lease is held, in order per entity,
+    /// within the region's buffer budget.
     letters: BTreeMap<EntityId, VecDeque<Letter>>,
+    /// Remembered entities to start once the lease is held (outside the budget: a full buffer
+    /// must not make the shard forget to start one).
+    starts: BTreeSet<EntityId>,
 }
 
 impl ShardLease {
@@ -80,6 +83,7 @@ impl Shard {
             holder,
             held: false,
             letters: BTreeMap::new(),
+            starts: BTreeSet::new(),
         });
         self.poll_lease_calls(now, out);
     }
@@ -97,7 +101,9 @@ impl Shard {
             return Some((entity, letter));
         };
         crate::probe::hit("shard: a start waits for the shard's lease");
-        if budget.try_take() {
+        if matches!(letter, Letter::Start(None)) {
+            lease.starts.insert(entity);
+        } else if budget.try_take() {
             lease.letters.entry(entity).or_default().push_back(letter);
         } else {
             let reason = DeadLetterReason::BufferFull;
@@ -195,8 +201,17 @@ impl Shard {
                     shard: self.id,
                     token,
                 });
+                let starts = std::mem::take(&mut lease.starts);
                 let letters: Vec<Delivery> = lease.take_letters().collect();
                 budget.release(letters.len());
+                // A remembered entity with letters starts with them; during a handoff the next
+                // instance recovers the rest.
+                let lettered: BTreeSet<&EntityId> = letters.iter().map(|(id, _)| id).collect();
+                let starts: Vec<Delivery> = (starts.into_iter())
+                    .filter(|id| !self.handing_off && !lettered.contains(id))
+                    .map(|id| (id, Letter::Start(None)))
+                    .collect();
+                let letters: Vec<Delivery> = starts.into_iter().chain(letters).collect();
                 if !self.handing_off {
                     for (id, letter) in letters {
                         self.handle_delivery(now, id, letter, budget, out);
