@@ -30,6 +30,8 @@ pub(crate) struct Remembering {
     wakeup: Option<Instant>,
     /// Entities started and not passivated since: after healing each must run exactly once.
     owed: BTreeSet<EntityId>,
+    /// Entities left out of that check (messaged after healing: see `forgive`).
+    forgiven: BTreeSet<EntityId>,
     /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation).
     passivating: BTreeSet<Life>,
     /// Ids a member's shard loaded from the store and has not started since: its recovery
@@ -89,6 +91,7 @@ impl Remembering {
             state_tickets: BTreeMap::new(),
             wakeup: None,
             owed: BTreeSet::new(),
+            forgiven: BTreeSet::new(),
             passivating: BTreeSet::new(),
             recoverable: BTreeSet::new(),
             asking: BTreeMap::new(),
@@ -186,7 +189,9 @@ impl Remembering {
 
     /// An entity started: it is owed a life until it is passivated.
     pub(crate) fn started(&mut self, entity: &EntityId) {
-        if !self.remembers {
+        // A forgiven entity starting again (its shard's lease lost and held again while the
+        // cluster is quiet) stays out of the check, as when it was forgiven.
+        if !self.remembers || self.forgiven.contains(entity) {
             return;
         }
         self.owed.insert(entity.clone());
@@ -208,6 +213,7 @@ impl Remembering {
     pub(crate) fn forgive(&mut self, entities: &[EntityId]) {
         for entity in entities {
             self.owed.remove(entity);
+            self.forgiven.insert(entity.clone());
         }
     }
 
