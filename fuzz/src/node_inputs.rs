@@ -320,4 +320,7 @@ impl Io for Host {
 
     /// No store answers: a store that never answers is one the node must survive too.
     fn store(&mut self, _: StoreRequest) {}
+
+    /// No lease store answers either (the scenario's inputs may answer calls never made).
+    fn lease(&mut self, _: shoal_core::lease::LeaseCall) {}
 }
