@@ -78,7 +78,12 @@ async fn a_shard_serves_while_it_holds_its_lease_and_gives_it_up_when_it_stops()
     // Released on the way out (its call runs on a task of its own), not left to expire: the
     // last renewal was at most half a second before, the grant would run 5 s.
     let released = async {
-        while other.acquire(&name, "someone else", ttl).await.unwrap().is_none() {
+        while other
+            .acquire(&name, "someone else", ttl)
+            .await
+            .unwrap()
+            .is_none()
+        {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
