@@ -53,6 +53,10 @@
 //!         /* remember entities: run it against the store, then feed the outcome back as
 //!            Input::StoreCompleted */
 //!     }
+//!     fn lease(&mut self, call: shoal_core::lease::LeaseCall) {
+//!         /* shard leases: run it against the lease store, then feed the answer back as
+//!            Input::LeaseAnswered */
+//!     }
 //! }
 //!
 //! let config = Config::new(NodeId(1), Incarnation(1));
