@@ -47,7 +47,7 @@ impl Region {
             return;
         };
         let release = LeaseCall::Release { name, owner, token };
-        if !self.releases.replace(shard, &release) {
+        if !self.releases.replace(shard, &release, out) {
             crate::probe::hit("region: a lease granted to a stopped shard is released");
             self.releases
                 .release_after(now, (shard, release), Vec::new(), terms, out);
@@ -121,13 +121,24 @@ impl Releases {
     }
 
     /// A grant came for `shard` while a release of the same holder is not done: that release
-    /// gives up `release`'s grant instead (the newest the store made); whether one was there.
-    pub(crate) fn replace(&mut self, shard: ShardId, release: &LeaseCall) -> bool {
+    /// gives up `release`'s grant instead (the newest the store made), sent now if the one it
+    /// replaces was out already (its answer no longer settles it); whether one was there.
+    pub(crate) fn replace(
+        &mut self,
+        shard: ShardId,
+        release: &LeaseCall,
+        out: &mut Effects,
+    ) -> bool {
         let Some(pending) = self.0.get_mut(&(shard, holder(release))) else {
             return false;
         };
         crate::probe::hit("region: a grant to a shard being released is released with it");
-        pending.call = release.clone();
+        if pending.call != *release {
+            pending.call = release.clone();
+            if pending.stopping.is_empty() && pending.due.is_none() {
+                out.lease(pending.call.clone());
+            }
+        }
         true
     }
 
@@ -179,5 +190,76 @@ impl Releases {
     /// When a release is due again.
     pub(crate) fn next_due(&self) -> Option<Instant> {
         self.0.values().filter_map(|p| p.due).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::effect::Effect;
+    use crate::id::{EntityType, MemberId};
+    use crate::lease::{FencingToken, LeaseName, LeaseOwner};
+
+    fn release(token: u64) -> LeaseCall {
+        LeaseCall::Release {
+            name: LeaseName::Shard {
+                entity_type: EntityType::new("t"),
+                shard: ShardId(3),
+            },
+            owner: LeaseOwner {
+                member: MemberId::new(1, 1),
+                holder: 1,
+            },
+            token: FencingToken(token),
+        }
+    }
+
+    fn sent(out: &mut Effects) -> Vec<LeaseCall> {
+        (out.take().into_iter())
+            .filter_map(|e| match e {
+                Effect::Lease(call) => Some(call),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_release_waits_for_the_stops_is_retried_and_follows_a_newer_grant() {
+        let terms = LeaseTerms {
+            ttl: Duration::from_secs(10),
+            retry_interval: Duration::from_millis(500),
+            ..LeaseTerms::default()
+        };
+        let (mut releases, mut out) = (Releases::default(), Effects::new(MemberId::new(1, 1)));
+        let now = Instant::from_secs(1);
+        let running = vec![EntityId::new("a"), EntityId::new("b")];
+        releases.release_after(now, (ShardId(3), release(7)), running, &terms, &mut out);
+        assert!(sent(&mut out).is_empty(), "entities still stopping");
+        releases.stopped(ShardId(3), &EntityId::new("a"), &mut out);
+        assert!(sent(&mut out).is_empty());
+        releases.stopped(ShardId(3), &EntityId::new("b"), &mut out);
+        assert_eq!(sent(&mut out), [release(7)], "the last one stopped");
+        // A renewal in flight was granted under a newer token: released instead, at once.
+        assert!(releases.replace(ShardId(3), &release(8), &mut out));
+        assert_eq!(sent(&mut out), [release(8)]);
+        // The first release's answer no longer settles it; the newer one's failure is retried.
+        let failed = LeaseAnswer::Failed("down".into());
+        releases.handle_answer(now, ShardId(3), &release(7), &LeaseAnswer::Released, &terms);
+        releases.handle_answer(now, ShardId(3), &release(8), &failed, &terms);
+        let retry = now + Duration::from_millis(500);
+        assert_eq!(releases.next_due(), Some(retry));
+        releases.handle_timeout(retry, &mut out);
+        assert_eq!(sent(&mut out), [release(8)]);
+        releases.handle_answer(
+            retry,
+            ShardId(3),
+            &release(8),
+            &LeaseAnswer::Released,
+            &terms,
+        );
+        assert_eq!(releases.next_due(), None);
+        assert!(!releases.replace(ShardId(3), &release(9), &mut out), "done");
     }
 }
