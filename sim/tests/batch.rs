@@ -167,6 +167,14 @@ fn shard_lease_regressions() {
         options,
         &["shard: a lease lost while serving stops its entities"],
     );
+    // A remembered entity whose only letter, waiting for the lease, found the buffer full:
+    // the letter is dropped, the start is kept (the entity never ran again).
+    let options = Options::for_seed(7_800_000_899);
+    assert!(options.lease.is_some(), "the seed holds shard leases");
+    assert_holds(
+        options,
+        &["shard: a remembered entity starts though its letter waiting for the lease was dropped"],
+    );
 }
 
 /// Seeds each lease control runs.

@@ -106,6 +106,14 @@ impl Shard {
         } else if budget.try_take() {
             lease.letters.entry(entity).or_default().push_back(letter);
         } else {
+            // The letter is dropped, not the start: a remembered entity (its start durable)
+            // must run once the lease is held, whether or not a letter waits for it.
+            if self.remember.is_some() {
+                crate::probe::hit(
+                    "shard: a remembered entity starts though its letter waiting for the lease was dropped",
+                );
+                lease.starts.insert(entity.clone());
+            }
             let reason = DeadLetterReason::BufferFull;
             out.dead_letter(&self.entity_type, (entity, letter), reason);
         }
