@@ -63,6 +63,12 @@ impl LeaseHolder {
         self.next_call = None;
     }
 
+    /// Whether the lease is held (granted, and not yet found lost or released), whatever
+    /// the time: its validity is [`LeaseHolder::token`]'s to judge.
+    pub fn is_held(&self) -> bool {
+        matches!(self.state, State::Held { .. })
+    }
+
     /// The token to act under at `now`, if the lease is held and still valid.
     pub fn token(&self, now: Instant) -> Option<FencingToken> {
         match self.state {

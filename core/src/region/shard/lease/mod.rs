@@ -33,9 +33,8 @@ use crate::time::Instant;
 /// A shard instance's hold on its lease.
 #[derive(Debug)]
 pub(crate) struct ShardLease {
+    /// Entities may run while it holds the lease.
     holder: LeaseHolder,
-    /// Whether the lease is held: entities may run.
-    held: bool,
     /// Letters for entities that may not start before the lease is held, in order per entity,
     /// within the region's buffer budget.
     letters: BTreeMap<EntityId, VecDeque<Letter>>,
@@ -81,7 +80,6 @@ impl Shard {
         holder.handle_want(now);
         self.lease = Some(ShardLease {
             holder,
-            held: false,
             letters: BTreeMap::new(),
             starts: BTreeSet::new(),
         });
@@ -97,7 +95,7 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) -> Option<(EntityId, Letter)> {
-        let Some(lease) = self.lease.as_mut().filter(|l| !l.held) else {
+        let Some(lease) = self.lease.as_mut().filter(|l| !l.holder.is_held()) else {
             return Some((entity, letter));
         };
         crate::probe::hit("shard: a start waits for the shard's lease");
@@ -161,7 +159,9 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
-        if (self.lease.as_ref()).is_some_and(|l| l.held && l.holder.token(now).is_none()) {
+        if (self.lease.as_ref())
+            .is_some_and(|l| l.holder.is_held() && l.holder.token(now).is_none())
+        {
             crate::probe::hit("shard: a lease found run out before a timer said so");
             self.handle_lease_timeout(now, budget, out);
         }
@@ -177,7 +177,6 @@ impl Shard {
     pub(crate) fn take_lease_release(&mut self) -> Option<LeaseCall> {
         let lease = self.lease.as_mut()?;
         lease.holder.handle_release();
-        lease.held = false;
         // Released, the holder has only the release to send, whatever the time.
         lease.holder.poll_call(Instant::ZERO)
     }
@@ -203,7 +202,6 @@ impl Shard {
         match change {
             None => {}
             Some(LeaseChange::Acquired(token)) => {
-                lease.held = true;
                 out.event(Event::ShardLeaseAcquired {
                     entity_type: self.entity_type.clone(),
                     shard: self.id,
@@ -243,7 +241,6 @@ impl Shard {
             }
             Some(LeaseChange::Lost) => {
                 crate::probe::hit("shard: a lease lost while serving stops its entities");
-                lease.held = false;
                 out.event(Event::ShardLeaseLost {
                     entity_type: self.entity_type.clone(),
                     shard: self.id,
