@@ -131,14 +131,12 @@ impl Outbox {
     }
 
     /// Message `seq` to `entity` was refused on its way out (the node's queue or buffer was
-    /// full): it goes again after a quarter of the resend wait, not a whole timeout later.
+    /// full): it goes again soon, not a whole timeout later (see [`Producer::handle_refused`]).
     pub fn handle_refused(&mut self, now: Instant, entity: &EntityId, seq: Seq) {
         let Some(stream) = self.streams.get_mut(entity) else {
             return;
         };
-        stream
-            .producer
-            .handle_refused(seq, now + self.settings.resend_after / 4);
+        stream.producer.handle_refused(seq, now);
         self.ready.push_back(entity.clone());
     }
 

@@ -68,6 +68,11 @@ struct Unconfirmed {
     /// Its next send was asked for before its timeout (it was refused on its way out, the
     /// entity reported a gap or a failed write, the entity moved): no sign of a slow path.
     early: bool,
+    /// How many times it was refused on its way out: each refusal waits twice as long as the
+    /// one before (up to the resend wait), so that a producer does not keep a congested
+    /// queue full with its retries while what it waits for (a confirmation coming the other
+    /// way) cannot get through.
+    refusals: u32,
 }
 
 /// One producer's sequence to one entity.
@@ -83,7 +88,8 @@ pub struct Producer {
     /// The entity's demand: messages up to `confirmed + demand` may be in flight.
     demand: u32,
     unconfirmed: VecDeque<Unconfirmed>,
-    /// How many times the resend wait has doubled since the entity last confirmed more.
+    /// How many times the resend wait has doubled since the entity last confirmed more or
+    /// asked for a resend.
     backoff: u32,
 }
 
@@ -121,6 +127,7 @@ impl Producer {
             due: None,
             sent: false,
             early: false,
+            refusals: 0,
         });
         self.release(now);
         seq
@@ -128,7 +135,8 @@ impl Producer {
 
     /// The entity confirmed: what it confirms leaves the queue (their sequence numbers, in
     /// order: the sends that completed), its demand releases more, and a `resend` makes the
-    /// rest due at once (a gap the entity saw, or a write of its that failed).
+    /// rest due at once (a gap the entity saw, or a write of its that failed), with the wait
+    /// back at its start.
     /// A confirmation of another session (an answer to a producer that restarted since) is
     /// ignored.
     pub fn handle_confirm(&mut self, now: Instant, confirm: Confirm) -> Vec<Seq> {
@@ -143,10 +151,14 @@ impl Producer {
         {
             done.extend(self.unconfirmed.pop_front().map(|u| u.seq));
         }
-        if confirm.up_to > self.confirmed {
-            self.confirmed = confirm.up_to;
+        // More confirmed, or the entity saying what it lacks: the path works and nothing is
+        // held up on a slow one, so the wait starts over (a resend the entity asks for after
+        // a failed write may meet a mailbox still busy with its recovery; it must not then
+        // wait the longest timeout).
+        if confirm.up_to > self.confirmed || confirm.resend {
             self.backoff = 0;
         }
+        self.confirmed = self.confirmed.max(confirm.up_to);
         self.demand = confirm.demand;
         if confirm.resend {
             crate::probe::hit("delivery: a gap reported makes the rest due at once");
@@ -156,12 +168,21 @@ impl Producer {
         done
     }
 
-    /// Message `seq` was refused on its way out (a full queue or buffer said so at once): it is
-    /// due again at `at`, without the wait of a timeout and without lengthening it.
-    pub fn handle_refused(&mut self, seq: Seq, at: Instant) {
+    /// Message `seq` was refused on its way out at `now` (a full queue or buffer said so at
+    /// once): it is due again after a quarter of the resend wait, doubled by each refusal in a
+    /// row up to the whole wait, and without lengthening the wait of a timeout.
+    pub fn handle_refused(&mut self, seq: Seq, now: Instant) {
+        let wait = self.resend_wait();
         if let Some(u) = self.unconfirmed.iter_mut().find(|u| u.seq == seq && u.sent) {
             crate::probe::hit("delivery: a refused message is due again soon");
-            u.due = Some(at);
+            let delay = (self.settings.resend_after / 4)
+                .saturating_mul(1 << u.refusals.min(MAX_BACKOFF))
+                .min(wait);
+            if u.refusals > 0 {
+                crate::probe::hit("delivery: a message refused again waits longer");
+            }
+            u.refusals += 1;
+            u.due = Some(now + delay);
             u.early = true;
         }
     }
@@ -192,9 +213,9 @@ impl Producer {
                 self.backoff += 1;
             }
         }
-        let resend_after = self.settings.resend_after * (1 << self.backoff);
+        let wait = resend_wait(&self.settings, self.backoff);
         next.sent = true;
-        next.due = Some(now + resend_after);
+        next.due = Some(now + wait);
         Some(Transmit {
             seq: next.seq,
             confirmed: self.confirmed,
@@ -210,6 +231,11 @@ impl Producer {
             .take_while(|u| u.seq.0 <= limit)
             .filter_map(|u| u.due)
             .min()
+    }
+
+    /// How long a sent message waits for its confirmation before it is sent again.
+    fn resend_wait(&self) -> Duration {
+        resend_wait(&self.settings, self.backoff)
     }
 
     /// The newest sequence number the entity's demand lets be in flight.
@@ -263,4 +289,9 @@ impl Producer {
             u.early = true;
         }
     }
+}
+
+/// How long a sent message waits for its confirmation, after the wait doubled `backoff` times.
+fn resend_wait(settings: &ProducerSettings, backoff: u32) -> Duration {
+    settings.resend_after * (1 << backoff)
 }

@@ -376,7 +376,33 @@ fn a_message_refused_on_its_way_out_goes_again_soon_without_lengthening_the_wait
 }
 
 #[test]
-fn a_resend_the_entity_asks_for_or_a_move_makes_due_does_not_lengthen_the_wait() {
+fn refusals_in_a_row_wait_longer_each_time_up_to_the_resend_wait() {
+    let mut outbox = Outbox::new(settings(2), 1);
+    let a = crate::EntityId::new("a");
+    outbox.handle_send(at(0), &a, p(1)).expect("room");
+    assert!(outbox.poll_transmit(at(0)).is_some());
+    let mut now = at(0);
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        outbox.handle_refused(now, &a, Seq(1));
+        assert!(
+            outbox.poll_transmit(now).is_none(),
+            "not in the same instant"
+        );
+        let due = outbox.poll_timeout().expect("due again");
+        waits.push((due.as_nanos() - now.as_nanos()) / 1_000_000);
+        now = due;
+        assert!(outbox.poll_transmit(now).is_some());
+    }
+    assert_eq!(
+        waits,
+        [25, 50, 100, 100, 100],
+        "doubling, capped at the wait"
+    );
+}
+
+#[test]
+fn a_move_keeps_the_wait_and_a_resend_the_entity_asks_for_starts_it_over() {
     let mut producer = Producer::new(settings(2), 1, Seq(0));
     producer.handle_send(at(0), p(1)).expect("room");
     drain(&mut producer, at(0));
@@ -393,7 +419,11 @@ fn a_resend_the_entity_asks_for_or_a_move_makes_due_does_not_lengthen_the_wait()
     };
     assert!(producer.handle_confirm(at(160), failed).is_empty());
     assert_eq!(drain(&mut producer, at(160)), [(1, true)]);
-    assert_eq!(producer.poll_timeout(), Some(at(360)), "still as it was");
+    assert_eq!(
+        producer.poll_timeout(),
+        Some(at(260)),
+        "the entity answered: the wait is back at its start"
+    );
 }
 
 #[test]
