@@ -13,6 +13,13 @@ use crate::options::Options;
 /// `stable-after`, shortened for simulation).
 pub(crate) const STABLE_AFTER: Duration = Duration::from_secs(7);
 
+/// The quorum a static-quorum run's members are configured with: a majority of the members it
+/// starts with (joins may grow it past what the quorum allows, as a fixed-size cluster must
+/// not).
+pub(crate) fn static_quorum(nodes: u64) -> usize {
+    nodes as usize / 2 + 1
+}
+
 /// The longest the network takes to deliver one message on a healthy link: the latency's
 /// long tail (0.5–2 s on 0.1 % of messages) plus the run's slowest link.
 pub(crate) fn hop(opts: &Options) -> Duration {

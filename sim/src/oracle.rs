@@ -163,6 +163,11 @@ impl Oracle {
         match self.downing {
             Downing::KeepMajority => self.keep_majority(&all, sides),
             Downing::Auto => self.auto_down(sides),
+            // The oracle stands in for membership: it keeps the majority whatever strategy
+            // the members are configured with (they do not decide while it does).
+            Downing::StaticQuorum | Downing::KeepOldest { .. } | Downing::DownAll => {
+                self.keep_majority(&all, sides)
+            }
         }
     }
 

@@ -55,10 +55,12 @@ pub struct Report {
 impl Report {
     /// The command that reproduces this run.
     pub fn reproduce(&self) -> String {
-        let downing = if self.options.cluster.downing == crate::Downing::Auto {
-            " --downing auto"
+        // A drawn strategy comes back with the seed; only an override needs saying.
+        let drawn = Options::for_family(self.options.seed, self.options.family);
+        let downing = if self.options.cluster.downing == drawn.cluster.downing {
+            String::new()
         } else {
-            ""
+            format!(" --downing {}", self.options.cluster.downing.name())
         };
         let family = if self.options.family == crate::Family::of_seed(self.options.seed) {
             String::new()

@@ -105,6 +105,8 @@ pub(crate) enum Stream {
     Lease = 21,
     /// The lease store's latency and failures.
     LeaseStore = 22,
+    /// The split brain resolver's strategy.
+    Downing = 23,
 }
 
 impl SimRng {

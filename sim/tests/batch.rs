@@ -937,9 +937,10 @@ fn before_leases(options: Options) -> Options {
 }
 
 /// Runs a kept regression: it must not fail, and must still reach each of `probes`. It
-/// replays as it ran when it was found: without shard leases (drawn on a stream of their own
-/// since), unless it is one of theirs.
+/// replays as it ran when it was found: keeping the majority (other strategies are drawn on a
+/// stream of their own since), and without shard leases (likewise), unless it is one of theirs.
 fn assert_holds(options: Options, probes: &[&str]) -> sim::Report {
+    let options = options.before_strategies();
     let options = if probes.iter().any(|p| p.contains("lease")) {
         options
     } else {
@@ -1318,30 +1319,34 @@ fn digests_are_pinned() {
     // 1 and 2 remember entities (throttled and all at once); 3, 17 and 256 do not. All five
     // as they ran before entities persisted state; then 1 (remembering) and 5 (not) with
     // their persistence, as before reliable delivery; then seeds with reliable delivery, as
-    // before shard leases; then seeds with shard leases.
+    // before shard leases; then seeds with shard leases; all as before the other downing
+    // strategies; then the first seed drawing each of those.
+    let kept = |seed| Options::for_seed(seed).before_strategies();
     let before = [3, 17, 256, 1, 2].map(|seed| {
-        let options = before_delivery(before_persistence(Options::for_seed(seed)));
+        let options = before_delivery(before_persistence(kept(seed)));
         (seed, before_leases(options))
     });
-    let persisting = [1, 5].map(|seed| {
-        (
-            seed,
-            before_leases(before_delivery(Options::for_seed(seed))),
-        )
-    });
+    let persisting = [1, 5].map(|seed| (seed, before_leases(before_delivery(kept(seed)))));
     let delivering = (0..40)
-        .map(|seed| (seed, before_leases(Options::for_seed(seed))))
+        .map(|seed| (seed, before_leases(kept(seed))))
         .filter(|(_, options)| options.delivery.is_some())
         .take(3);
     let leasing = (0..40)
-        .map(|seed| (seed, Options::for_seed(seed)))
+        .map(|seed| (seed, kept(seed)))
         .filter(|(_, options)| options.lease.is_some())
         .take(3);
+    let strategies = Downing::DRAWN.map(|(downing, _)| {
+        let seed = (0..1_000)
+            .find(|seed| Options::for_seed(*seed).cluster.downing == downing)
+            .expect("some seed draws every strategy");
+        (seed, Options::for_seed(seed))
+    });
     let digests: Vec<String> = before
         .into_iter()
         .chain(persisting)
         .chain(delivering)
         .chain(leasing)
+        .chain(strategies)
         .map(|(seed, options)| {
             let lease = if options.lease.is_some() {
                 " lease"
@@ -1358,9 +1363,13 @@ fn digests_are_pinned() {
             } else {
                 ""
             };
+            let downing = match options.cluster.downing {
+                Downing::KeepMajority => String::new(),
+                other => format!(" {}", other.name()),
+            };
             let r = run(options);
             format!(
-                "seed {seed}{persist}{delivery}{lease}: {:?} {} events digest {:016x}",
+                "seed {seed}{persist}{delivery}{lease}{downing}: {:?} {} events digest {:016x}",
                 r.outcome, r.events, r.digest
             )
         })
@@ -1432,6 +1441,10 @@ fn coverage_markers_fire_within_the_batch() {
         "the store fenced an old epoch",
         "a handoff whose acknowledgements timed out was abandoned",
         // Branches of the core the guarantees rest on (probes).
+        "downing: the oldest member, alone, downs itself",
+        "downing: the oldest member, cut off alone, is downed by the others",
+        "downing: more members than the static quorum allows, a side downs itself",
+        "downing: down-all downs every member",
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
         "coordinator: a late ShardStopped completes the handoff",

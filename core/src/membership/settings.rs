@@ -150,11 +150,13 @@ impl MembershipSettings {
                 "failure_detector.threshold must be a positive number",
             ));
         }
+        if self.downing.stable_after().is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::ZeroDuration("downing.stable_after"));
+        }
         match self.downing {
-            Downing::KeepMajority { stable_after }
-            | Downing::AutoDown {
-                after: stable_after,
-            } if stable_after.is_zero() => Err(ConfigError::ZeroDuration("downing.stable_after")),
+            Downing::StaticQuorum { quorum_size: 0, .. } => Err(ConfigError::InvalidMembership(
+                "downing.quorum_size must be at least 1",
+            )),
             _ => Ok(()),
         }
     }
@@ -204,6 +206,104 @@ pub enum Downing {
         /// How long reachability must stay unchanged before downing.
         after: Duration,
     },
+    /// Once reachability has been stable for `stable_after`, the side holding at least
+    /// `quorum_size` members survives and the other downs itself. For a cluster of a fixed
+    /// size: with more than `2 × quorum_size − 1` members, two sides could each hold a quorum,
+    /// so then every side downs itself.
+    StaticQuorum {
+        /// How long reachability must stay unchanged before deciding.
+        stable_after: Duration,
+        /// How many members a side must hold to survive (at least 1).
+        quorum_size: usize,
+    },
+    /// Once reachability has been stable for `stable_after`, the side holding the oldest
+    /// member (where the coordinators run: they do not move) survives and the other downs
+    /// itself, however small the oldest's side is. If the oldest crashes, the others down
+    /// themselves, unless `down_if_alone`: then an oldest member cut off from all the others
+    /// downs itself and they keep going (with more than two members).
+    KeepOldest {
+        /// How long reachability must stay unchanged before deciding.
+        stable_after: Duration,
+        /// An oldest member alone on its side downs itself, and the others survive.
+        down_if_alone: bool,
+    },
+    /// Once reachability has been stable for `stable_after` with some member unreachable,
+    /// every member downs itself: for a cluster that a platform restarts as a whole, where a
+    /// fresh start is better than any side going on alone.
+    DownAll {
+        /// How long reachability must stay unchanged before deciding.
+        stable_after: Duration,
+    },
     /// Never down anyone automatically (an operator downs members).
     Off,
+}
+
+impl Downing {
+    /// How long reachability must stay unchanged before a decision (`None`: never decides).
+    pub fn stable_after(&self) -> Option<Duration> {
+        match *self {
+            Self::KeepMajority { stable_after }
+            | Self::StaticQuorum { stable_after, .. }
+            | Self::KeepOldest { stable_after, .. }
+            | Self::DownAll { stable_after }
+            | Self::AutoDown {
+                after: stable_after,
+            } => Some(stable_after),
+            Self::Off => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(downing: Downing) -> Result<(), ConfigError> {
+        let mut settings =
+            MembershipSettings::new([SeedNode::new(NodeId(1), Address::new("127.0.0.1:1"))]);
+        settings.downing = downing;
+        settings.validate()
+    }
+
+    #[test]
+    fn every_strategy_needs_a_stable_after_and_a_quorum_of_one_at_least() {
+        let second = Duration::from_secs(1);
+        assert!(
+            with(Downing::StaticQuorum {
+                stable_after: second,
+                quorum_size: 1
+            })
+            .is_ok()
+        );
+        assert_eq!(
+            with(Downing::StaticQuorum {
+                stable_after: second,
+                quorum_size: 0
+            }),
+            Err(ConfigError::InvalidMembership(
+                "downing.quorum_size must be at least 1"
+            ))
+        );
+        let zero = Duration::ZERO;
+        for downing in [
+            Downing::KeepMajority { stable_after: zero },
+            Downing::StaticQuorum {
+                stable_after: zero,
+                quorum_size: 3,
+            },
+            Downing::KeepOldest {
+                stable_after: zero,
+                down_if_alone: true,
+            },
+            Downing::DownAll { stable_after: zero },
+            Downing::AutoDown { after: zero },
+        ] {
+            assert_eq!(
+                with(downing),
+                Err(ConfigError::ZeroDuration("downing.stable_after")),
+                "{downing:?}"
+            );
+        }
+        assert!(with(Downing::Off).is_ok());
+    }
 }

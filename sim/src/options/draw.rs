@@ -245,6 +245,16 @@ impl Options {
             lease: None,
             ..self
         }
+        .before_strategies()
+    }
+
+    /// These options with the split brain resolver keeping the majority, as before the other
+    /// strategies were drawn (the unsafe auto-down of a negative control stays).
+    pub fn before_strategies(mut self) -> Self {
+        if self.cluster.downing != Downing::Auto {
+            self.cluster.downing = Downing::KeepMajority;
+        }
+        self
     }
 
     /// The options of `seed` in the default batch (families in turn, by seed).
@@ -256,6 +266,17 @@ impl Options {
     pub fn for_family(seed: u64, family: Family) -> Self {
         let mut o = Self::from_seed(seed);
         o.family = family;
+        let mut d = SimRng::of(seed, Stream::Downing);
+        if d.chance(0.3) {
+            // Down-all ends every run with a fault without survivors: drawn less often.
+            let weights = [0.3, 0.25, 0.3, 0.15];
+            let mut pick = d.unit();
+            let at = weights.iter().position(|w| {
+                pick -= w;
+                pick < 0.0
+            });
+            o.cluster.downing = Downing::DRAWN[at.unwrap_or(0)].0;
+        }
         if family == Family::Swarm {
             return o;
         }

@@ -102,6 +102,57 @@ pub enum Downing {
     /// Each side downs every member it cannot reach. Unsafe: a negative control that must
     /// produce duplicate entities which the checker catches.
     Auto,
+    /// The side holding a quorum of the starting members (half of them and one) survives;
+    /// with more members than twice that less one, every side downs itself.
+    StaticQuorum,
+    /// The side of the oldest member survives; with `down_if_alone`, an oldest member cut
+    /// off alone downs itself and the others survive.
+    KeepOldest {
+        /// An oldest member alone on its side downs itself.
+        down_if_alone: bool,
+    },
+    /// Every member downs itself once someone stays unreachable.
+    DownAll,
+}
+
+impl Downing {
+    /// The strategies a seed may draw besides keep-majority, and their names.
+    pub const DRAWN: [(Self, &'static str); 4] = [
+        (Self::StaticQuorum, "static-quorum"),
+        (
+            Self::KeepOldest {
+                down_if_alone: false,
+            },
+            "keep-oldest",
+        ),
+        (
+            Self::KeepOldest {
+                down_if_alone: true,
+            },
+            "keep-oldest-down-if-alone",
+        ),
+        (Self::DownAll, "down-all"),
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::KeepMajority => "keep-majority",
+            Self::Auto => "auto",
+            other => (Self::DRAWN.iter())
+                .find(|(d, _)| *d == other)
+                .map_or("?", |(_, name)| name),
+        }
+    }
+
+    /// The strategy named `name` on the command line.
+    pub fn parse(name: &str) -> Option<Self> {
+        [(Self::KeepMajority, "keep-majority"), (Self::Auto, "auto")]
+            .iter()
+            .chain(Self::DRAWN.iter())
+            .find(|(_, n)| *n == name)
+            .map(|(d, _)| *d)
+    }
 }
 
 /// The nemesis: which fault kinds recur and how often; `None` or `false` means off.

@@ -277,6 +277,15 @@ impl Simulator {
             Downing::Auto => shoal_core::Downing::AutoDown {
                 after: stable_after,
             },
+            Downing::StaticQuorum => shoal_core::Downing::StaticQuorum {
+                stable_after,
+                quorum_size: crate::bounds::static_quorum(self.opts.cluster.nodes),
+            },
+            Downing::KeepOldest { down_if_alone } => shoal_core::Downing::KeepOldest {
+                stable_after,
+                down_if_alone,
+            },
+            Downing::DownAll => shoal_core::Downing::DownAll { stable_after },
         };
         s
     }

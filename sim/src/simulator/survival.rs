@@ -5,9 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use shoal_core::{MemberStatus, NodeId};
+use shoal_core::{Member, MemberId, MemberStatus, NodeId};
 
 use crate::check::Property;
+use crate::options::Downing;
 
 use super::Simulator;
 
@@ -21,8 +22,8 @@ impl Simulator {
     }
 
     /// Node `n`'s member was downed (it heard so). If the network was calm and `n` was on a
-    /// side holding a majority of the members its view counts (as keep-majority counts them),
-    /// that is a violation.
+    /// side that survives under the run's strategy, of the members its view counts (as the
+    /// core counts them), that is a violation.
     pub(super) fn judge_downing(&mut self, n: NodeId) {
         let Some(node) = self.nodes.get(&n) else {
             return;
@@ -47,10 +48,9 @@ impl Simulator {
             return;
         }
         let view = node.driver.node().view();
-        let runs = |id: shoal_core::MemberId| {
-            (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused())
-        };
-        let mut side: BTreeSet<shoal_core::MemberId> = [node.id].into();
+        let runs =
+            |id: MemberId| (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused());
+        let mut side: BTreeSet<MemberId> = [node.id].into();
         for m in view
             .members()
             .iter()
@@ -62,24 +62,19 @@ impl Simulator {
         }
         // Counted as keep-majority counts: Up, Leaving and Down members, and Joining or
         // Exiting ones off the side (the other side may count them as Up or Leaving).
-        let reached = |id: shoal_core::MemberId| {
-            runs(id) && side.iter().all(|s| self.net.connected(s.node, id.node))
-        };
-        let counted: Vec<shoal_core::MemberId> = (view.members().iter())
+        let reached =
+            |id: MemberId| runs(id) && side.iter().all(|s| self.net.connected(s.node, id.node));
+        let counted: Vec<&Member> = (view.members().iter())
             .filter(|m| holds(m.status) || m.status == MemberStatus::Down || !reached(m.id))
-            .map(|m| m.id)
             .collect();
-        let Some(&lowest) = counted.first() else {
-            return;
-        };
-        let majority = side.len() * 2 > counted.len()
-            || (side.len() * 2 == counted.len() && side.contains(&lowest));
-        if majority {
+        let survives = side_survives(self.opts.cluster.downing, &self.opts, &side, &counted);
+        if survives {
             let member = node.id;
             let names: Vec<String> = side.iter().map(ToString::to_string).collect();
             let detail = format!(
-                "{member} was downed on a side holding a majority of a calm network: {} of {} \
+                "{member} was downed on a side that survives a calm network under {}: {} of {} \
                  counted members ({})",
+                self.opts.cluster.downing.name(),
                 side.len(),
                 counted.len(),
                 names.join(", ")
@@ -103,5 +98,44 @@ impl Simulator {
                         .all(|&c| c == a || c == b || !connected(b, c) || connected(a, c))
                 })
         })
+    }
+}
+
+/// Whether `side` (the members reaching one another, all Up or Leaving) survives under
+/// `downing`, against the `counted` members (counted as the core counts them: Up, Leaving and
+/// Down members, and Joining or Exiting ones off the side).
+fn side_survives(
+    downing: Downing,
+    opts: &crate::options::Options,
+    side: &BTreeSet<MemberId>,
+    counted: &[&Member],
+) -> bool {
+    let others = counted.iter().filter(|m| !side.contains(&m.id)).count();
+    match downing {
+        Downing::KeepMajority | Downing::Auto => {
+            let lowest = counted.iter().map(|m| m.id).min();
+            side.len() * 2 > counted.len()
+                || (side.len() * 2 == counted.len() && lowest.is_some_and(|l| side.contains(&l)))
+        }
+        Downing::StaticQuorum => {
+            let quorum = crate::bounds::static_quorum(opts.cluster.nodes);
+            side.len() >= quorum && counted.len() < 2 * quorum
+        }
+        Downing::KeepOldest { down_if_alone } => {
+            let oldest = (counted.iter())
+                .filter(|m| m.status != MemberStatus::Joining)
+                .min_by_key(|m| (m.up_number, m.id));
+            oldest.is_some_and(|oldest| {
+                if side.contains(&oldest.id) {
+                    !(down_if_alone && side.len() == 1 && others >= 2)
+                } else {
+                    down_if_alone
+                        && others == 1
+                        && side.len() >= 2
+                        && oldest.status != MemberStatus::Down
+                }
+            })
+        }
+        Downing::DownAll => false,
     }
 }

@@ -10,6 +10,12 @@
 //! `down-removal-margin`, by which time every minority member has stopped: this is what keeps
 //! single activation under partitions.
 //!
+//! The other strategies of Akka's split brain resolver decide the same way, by sides (see
+//! `strategy`): static-quorum (a side holding a fixed quorum survives), keep-oldest (the side
+//! of the oldest member survives; with down-if-alone an isolated oldest downs itself) and
+//! down-all (every member downs itself). Each waits for the same stable picture and the same
+//! unstable bound.
+//!
 //! That needs a bound on how late a minority decides, so two rules keep its decision from
 //! drifting: members joining (which never count for their own side) do not reset the
 //! stability clock, and, as Akka's `down-all-when-unstable`, a member that has seen someone
@@ -24,8 +30,9 @@ use crate::membership::settings::Downing;
 use crate::time::Instant;
 
 mod sides;
+mod strategy;
 
-use sides::{counted_ids, is_down, majority_side, undowned_unreachable};
+use sides::{counted_ids, is_down, undowned_unreachable};
 
 /// What a downing decision rests on; any change restarts the stability clock.
 #[derive(Debug, Default, PartialEq)]
@@ -81,13 +88,7 @@ impl Downer {
     }
 
     fn stable_after(&self) -> Option<std::time::Duration> {
-        match self.strategy {
-            Downing::KeepMajority { stable_after }
-            | Downing::AutoDown {
-                after: stable_after,
-            } => Some(stable_after),
-            Downing::Off => None,
-        }
+        self.strategy.stable_after()
     }
 
     /// Notes the current state as `me` sees it; a change of what a decision rests on restarts
@@ -213,13 +214,14 @@ impl Downer {
         })
     }
 
-    /// When a keep-majority member that has been unable to decide downs itself.
+    /// When a member deciding by sides that has been unable to decide downs itself.
     fn unstable_deadline(&self) -> Option<Instant> {
         match self.strategy {
-            Downing::KeepMajority { stable_after } => self
-                .unreachable_since
-                .map(|since| since + stable_after * 7 / 4),
             Downing::AutoDown { .. } | Downing::Off => None,
+            strategy => {
+                let stable_after = strategy.stable_after()?;
+                (self.unreachable_since).map(|since| since + stable_after * 7 / 4)
+            }
         }
     }
 
@@ -272,10 +274,12 @@ impl Downer {
         gossip: &Gossip,
         doubted: &BTreeSet<MemberId>,
     ) -> bool {
-        match self.strategy {
-            Downing::KeepMajority { .. } => {
-                let matters = majority_side(me, gossip, &BTreeSet::new())
-                    != majority_side(me, gossip, doubted);
+        let none = BTreeSet::new();
+        match strategy::survives(self.strategy, me, gossip, &none) {
+            Some(survives) => {
+                let matters = survives
+                    != (strategy::survives(self.strategy, me, gossip, doubted))
+                        .expect("the same strategy decides by sides");
                 if !matters {
                     crate::probe::hit(
                         "downing: a doubt that cannot change the decision does not hold it back",
@@ -283,7 +287,7 @@ impl Downer {
                 }
                 matters
             }
-            Downing::AutoDown { .. } | Downing::Off => !doubted.is_empty(),
+            None => !doubted.is_empty(),
         }
     }
 
@@ -307,16 +311,15 @@ impl Downer {
         self.reckon();
         let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
-        match self.strategy {
-            Downing::AutoDown { .. } if leads => unreachable,
-            Downing::KeepMajority { .. } if majority_side(me, gossip, &BTreeSet::new()) => {
-                if leads { unreachable } else { BTreeSet::new() }
-            }
-            Downing::KeepMajority { .. } => {
+        match strategy::survives(self.strategy, me, gossip, &BTreeSet::new()) {
+            Some(true) if leads => unreachable,
+            Some(true) => BTreeSet::new(),
+            Some(false) => {
                 crate::probe::hit("downing: a member on a losing side downs itself");
                 [me].into()
             }
-            Downing::AutoDown { .. } | Downing::Off => BTreeSet::new(),
+            None if leads && matches!(self.strategy, Downing::AutoDown { .. }) => unreachable,
+            None => BTreeSet::new(),
         }
     }
 }

@@ -1,11 +1,11 @@
-//! Counting sides for keep-majority: which members a decision counts, and whether `me`'s side
-//! holds the majority.
+//! Counting sides: which members a decision counts, which are on `me`'s side, and whether
+//! that side holds the majority.
 
 use std::collections::BTreeSet;
 
 use crate::id::MemberId;
-use crate::members::Gossip;
 use crate::members::MemberStatus;
+use crate::members::{Gossip, GossipMember};
 
 /// The members whose arrival or departure changes a decision: all but Joining ones (a side
 /// never counts its own Joining members, and learns of the other side's only by gossip, which
@@ -39,10 +39,30 @@ pub(super) fn is_down(gossip: &Gossip, id: MemberId) -> bool {
         .is_none_or(|m| m.status == MemberStatus::Down)
 }
 
-/// Keep-majority, safe while members change status across the partition: the side counts its
+/// The members a decision counts, as `me`'s side sees them.
+pub(super) struct Count<'g> {
+    /// Every member counted: Up and Leaving ones, Down ones, and unreachable Joining and
+    /// Exiting ones (see [`count`]).
+    pub(super) total: Vec<&'g GossipMember>,
+    /// Those on `me`'s side: reachable, Up or Leaving.
+    pub(super) ours: BTreeSet<MemberId>,
+}
+
+impl Count<'_> {
+    /// How many members are counted in all.
+    pub(super) fn total(&self) -> usize {
+        self.total.len()
+    }
+
+    /// How many members are on `me`'s side.
+    pub(super) fn ours(&self) -> usize {
+        self.ours.len()
+    }
+}
+
+/// Counts sides, safe while members change status across the partition: the side counts its
 /// own Up and Leaving members, against all those plus every Down member and every unreachable
-/// member that might be counted by the other side for itself (Joining, Exiting); on an exact
-/// half, the side holding the lowest address of that total wins.
+/// member that might be counted by the other side for itself (Joining, Exiting).
 ///
 /// Why: two sides can both win only if one side's total misses a member the other counts for
 /// itself. Statuses move at different times on the two sides: a member moved Up right before
@@ -58,14 +78,14 @@ pub(super) fn is_down(gossip: &Gossip, id: MemberId) -> bool {
 /// only the Down n3, won a tie against n2 and both sides lived).
 ///
 /// `also_cut_off` are counted as if `me`'s side could not reach them either.
-pub(super) fn majority_side(
+pub(super) fn count<'g>(
     me: MemberId,
-    gossip: &Gossip,
+    gossip: &'g Gossip,
     also_cut_off: &BTreeSet<MemberId>,
-) -> bool {
+) -> Count<'g> {
     let mut cut_off = gossip.unreachable_from(me);
     cut_off.extend(also_cut_off.iter().copied());
-    let (mut total, mut ours) = (BTreeSet::new(), BTreeSet::new());
+    let (mut total, mut ours) = (Vec::new(), BTreeSet::new());
     for m in gossip.members() {
         let counted = match m.status {
             MemberStatus::Up | MemberStatus::Leaving => true,
@@ -94,17 +114,29 @@ pub(super) fn majority_side(
             }
         };
         if counted {
-            total.insert(m.id);
+            total.push(m);
             if !cut_off.contains(&m.id) && m.status != MemberStatus::Down {
                 ours.insert(m.id);
             }
         }
     }
-    match (ours.len() * 2).cmp(&total.len()) {
+    Count { total, ours }
+}
+
+/// Keep-majority: `me`'s side holds more than half of the members [`count`] counts; on an
+/// exact half, the side holding the lowest address of them wins.
+pub(super) fn majority_side(
+    me: MemberId,
+    gossip: &Gossip,
+    also_cut_off: &BTreeSet<MemberId>,
+) -> bool {
+    let count = count(me, gossip, also_cut_off);
+    match (count.ours() * 2).cmp(&count.total()) {
         std::cmp::Ordering::Greater => true,
         std::cmp::Ordering::Equal => {
             crate::probe::hit("downing: a tie goes to the side with the lowest address");
-            total.first().is_some_and(|l| ours.contains(l))
+            let lowest = count.total.iter().map(|m| m.id).min();
+            lowest.is_some_and(|l| count.ours.contains(&l))
         }
         std::cmp::Ordering::Less => false,
     }

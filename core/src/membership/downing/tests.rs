@@ -576,3 +576,101 @@ fn a_doubt_matters_only_if_it_could_change_which_side_wins() {
     );
     assert!(!auto.doubt_matters(m(2), &g, &BTreeSet::new()));
 }
+
+/// What `me` decides under `strategy` (stable-after 10 s) in a cluster of `n` Up members
+/// (member 1 the oldest) where `observer` sees `unreachable` cut off.
+fn decision(
+    strategy: Downing,
+    n: u64,
+    me: u64,
+    observer: u64,
+    unreachable: &[u64],
+) -> BTreeSet<MemberId> {
+    let g = cluster(n, me, observer, unreachable);
+    let mut d = Downer::new(strategy, at(0));
+    d.observe(at(1), m(me), &g, &never_heard);
+    assert!(
+        d.decide(at(10), m(me), &g).is_empty(),
+        "not stable long enough"
+    );
+    d.decide(at(11), m(me), &g)
+}
+
+const TEN: Duration = Duration::from_secs(10);
+
+#[test]
+fn static_quorum_keeps_the_side_holding_the_quorum() {
+    let quorum = |quorum_size| Downing::StaticQuorum {
+        stable_after: TEN,
+        quorum_size,
+    };
+    assert_eq!(decision(quorum(3), 5, 1, 1, &[4, 5]), ids(&[4, 5]));
+    assert_eq!(decision(quorum(3), 5, 4, 4, &[1, 2, 3]), ids(&[4]));
+    // Four of five against a quorum of 4: the side of three is too small as well.
+    assert_eq!(decision(quorum(4), 5, 1, 1, &[4, 5]), ids(&[1]));
+    // Five members where the quorum was chosen for three: two sides could each hold one.
+    assert_eq!(decision(quorum(2), 5, 1, 1, &[5]), ids(&[1]));
+}
+
+#[test]
+fn keep_oldest_keeps_the_oldest_members_side_however_small() {
+    let oldest = |down_if_alone| Downing::KeepOldest {
+        stable_after: TEN,
+        down_if_alone,
+    };
+    assert_eq!(
+        decision(oldest(false), 5, 1, 1, &[3, 4, 5]),
+        ids(&[3, 4, 5])
+    );
+    assert_eq!(decision(oldest(false), 5, 3, 3, &[1, 2]), ids(&[3]));
+    // The oldest alone: it keeps the cluster unless it downs itself when alone.
+    assert_eq!(
+        decision(oldest(false), 5, 1, 1, &[2, 3, 4, 5]),
+        ids(&[2, 3, 4, 5])
+    );
+    assert_eq!(decision(oldest(false), 5, 2, 2, &[1]), ids(&[2]));
+    assert_eq!(decision(oldest(true), 5, 1, 1, &[2, 3, 4, 5]), ids(&[1]));
+    assert_eq!(decision(oldest(true), 5, 2, 2, &[1]), ids(&[1]));
+    // Not alone: down-if-alone changes nothing.
+    assert_eq!(decision(oldest(true), 5, 1, 1, &[3, 4, 5]), ids(&[3, 4, 5]));
+    assert_eq!(decision(oldest(true), 5, 3, 3, &[1, 2]), ids(&[3]));
+    // Two members: the oldest alone keeps going (the other may have crashed).
+    assert_eq!(decision(oldest(true), 2, 1, 1, &[2]), ids(&[2]));
+    assert_eq!(decision(oldest(true), 2, 2, 2, &[1]), ids(&[2]));
+}
+
+#[test]
+fn down_all_downs_every_side() {
+    let all = Downing::DownAll { stable_after: TEN };
+    assert_eq!(decision(all, 5, 1, 1, &[5]), ids(&[1]));
+    assert_eq!(decision(all, 5, 5, 5, &[1, 2, 3, 4]), ids(&[5]));
+}
+
+#[test]
+fn every_strategy_is_bounded_when_it_cannot_decide() {
+    for strategy in [
+        Downing::StaticQuorum {
+            stable_after: TEN,
+            quorum_size: 3,
+        },
+        Downing::KeepOldest {
+            stable_after: TEN,
+            down_if_alone: true,
+        },
+        Downing::DownAll { stable_after: TEN },
+    ] {
+        let mut d = Downer::new(strategy, at(0));
+        d.observe(at(0), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
+        for t in [6, 12] {
+            let flap: &[u64] = if t == 6 { &[4, 5] } else { &[5] };
+            d.observe(at(t), m(1), &cluster(5, 1, 1, flap), &never_heard);
+        }
+        let bound = Instant::ZERO + Duration::from_millis(17_500);
+        assert_eq!(
+            d.deadline(),
+            Some(bound),
+            "{strategy:?}: 7/4 of stable-after"
+        );
+        assert_eq!(d.decide(bound, m(1), &cluster(5, 1, 1, &[5])), ids(&[1]));
+    }
+}

@@ -9,7 +9,7 @@
 //! sim bench [--nodes <n>]
 //! ```
 //!
-//! `sweep`, `replay` and `minimize` also take `--family <f>`, `--downing keep-majority|auto`,
+//! `sweep`, `replay` and `minimize` also take `--family <f>`, `--downing <strategy>`,
 //! `--membership real|oracle` and `--schedule "<actions>"`.
 
 use std::process::ExitCode;
@@ -102,10 +102,11 @@ struct RunArgs {
     /// The scenario family (default: drawn from the seed).
     #[arg(long, value_parser = family_arg)]
     family: Option<Family>,
-    /// How unreachable members are downed: keep-majority, or auto (the negative control, which
-    /// must fail).
-    #[arg(long, default_value = "keep-majority", value_parser = downing_arg)]
-    downing: Downing,
+    /// How unreachable members are downed, replacing the strategy the seed draws:
+    /// keep-majority, static-quorum, keep-oldest, keep-oldest-down-if-alone, down-all, or auto
+    /// (the negative control, which must fail).
+    #[arg(long, value_parser = downing_arg)]
+    downing: Option<Downing>,
     /// Where membership comes from: the core's real membership, or the oracle.
     #[arg(long, default_value = "real", value_parser = membership_arg)]
     membership: MembershipMode,
@@ -121,7 +122,9 @@ impl RunArgs {
             Some(f) => Options::for_family(seed, f),
             None => Options::for_seed(seed),
         };
-        options.cluster.downing = self.downing;
+        if let Some(downing) = self.downing {
+            options.cluster.downing = downing;
+        }
         options.cluster.membership = self.membership;
         options.schedule = self.schedule.clone();
         options
@@ -141,11 +144,12 @@ fn family_arg(name: &str) -> Result<Family, String> {
 }
 
 fn downing_arg(name: &str) -> Result<Downing, String> {
-    match name {
-        "keep-majority" => Ok(Downing::KeepMajority),
-        "auto" => Ok(Downing::Auto),
-        other => Err(format!("unknown downing {other:?} (keep-majority | auto)")),
-    }
+    Downing::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = (Downing::DRAWN.iter().map(|(_, n)| *n))
+            .chain(["keep-majority", "auto"])
+            .collect();
+        format!("unknown downing {name:?}; one of: {}", names.join(", "))
+    })
 }
 
 fn membership_arg(name: &str) -> Result<MembershipMode, String> {
@@ -229,8 +233,15 @@ fn sweep(
     let started = wall_seconds();
     let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
     let mut reached: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    // Per strategy: runs, and runs in which no side survived.
+    let mut by_strategy: std::collections::BTreeMap<&'static str, (u64, u64)> = Default::default();
     for seed in seeds {
         let report = run(options(seed));
+        let runs = by_strategy
+            .entry(report.options.cluster.downing.name())
+            .or_default();
+        runs.0 += 1;
+        runs.1 += u64::from(report.outcome == Outcome::NoProgress);
         for marker in report.coverage.keys() {
             *reached.entry(marker).or_default() += 1;
         }
@@ -265,6 +276,10 @@ fn sweep(
         "{:.1}s wall; {no_progress} runs without a surviving majority (classified, not failed)",
         wall_seconds() - started
     );
+    for (strategy, (runs, none)) in &by_strategy {
+        let share = *none as f64 * 100.0 / (*runs).max(1) as f64;
+        eprintln!("  {strategy}: no side survived in {none} of {runs} runs ({share:.1} %)");
+    }
     println!("{passed} passed, {failed} failed");
     exit(failed > 0)
 }
