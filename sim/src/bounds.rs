@@ -20,6 +20,16 @@ pub(crate) fn static_quorum(nodes: u64) -> usize {
     nodes as usize / 2 + 1
 }
 
+/// How long a lease-majority side without a majority waits before asking for the lease
+/// (Akka's `acquire-lease-delay-for-minority`).
+pub(crate) const LEASE_MAJORITY_DELAY: Duration = Duration::from_secs(2);
+
+/// How long a lease-majority grant lasts: twice `stable-after` and the delay, as the core
+/// requires at least, and the failure detection's spread between the sides.
+pub(crate) fn lease_majority_ttl() -> Duration {
+    STABLE_AFTER * 2 + LEASE_MAJORITY_DELAY + Duration::from_secs(6)
+}
+
 /// The longest the network takes to deliver one message on a healthy link: the latency's
 /// long tail (0.5–2 s on 0.1 % of messages) plus the run's slowest link.
 pub(crate) fn hop(opts: &Options) -> Duration {

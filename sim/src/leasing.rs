@@ -58,6 +58,22 @@ pub(crate) struct Leasing {
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Leasing {
+    /// The store of a run with `opts`: its shard leases' store, else a faultless one for
+    /// lease-majority downing, else none.
+    pub(crate) fn of_run(seed: u64, opts: &crate::options::Options) -> Option<Self> {
+        let faultless =
+            (opts.cluster.downing == crate::options::Downing::LeaseMajority).then(Lease::faultless);
+        let options = opts.lease.clone().or(faultless)?;
+        Some(Self::new(seed, &options, opts.duration))
+    }
+
+    /// Who the store granted the downing lease to, if that grant ran at `since` or later.
+    pub(crate) fn downing_holder(&self, since: Instant) -> Option<MemberId> {
+        (self.grants.get(&LeaseName::Downing))
+            .filter(|g| g.expiry >= since)
+            .map(|g| g.holder.member)
+    }
+
     /// The store of a run of `seed` with `options`, whose faults end at `fault_end` (an outage
     /// or an isolation is cut short there: liveness is judged after it).
     pub(crate) fn new(seed: u64, options: &Lease, fault_end: Duration) -> Self {

@@ -165,9 +165,10 @@ impl Oracle {
             Downing::Auto => self.auto_down(sides),
             // The oracle stands in for membership: it keeps the majority whatever strategy
             // the members are configured with (they do not decide while it does).
-            Downing::StaticQuorum | Downing::KeepOldest { .. } | Downing::DownAll => {
-                self.keep_majority(&all, sides)
-            }
+            Downing::StaticQuorum
+            | Downing::KeepOldest { .. }
+            | Downing::DownAll
+            | Downing::LeaseMajority => self.keep_majority(&all, sides),
         }
     }
 

@@ -177,6 +177,42 @@ fn shard_lease_regressions() {
     );
 }
 
+/// Found under lease-majority downing; they keep it (and whatever else their seed draws).
+#[test]
+fn lease_majority_regressions() {
+    for (seed, family, probe) in [
+        // A restarted member leading a side of joiners took the downing lease and downed the
+        // Up members across the partition: a side holding no Up member now downs itself.
+        (
+            60_072,
+            Family::Partitions,
+            "downing: a side holding no Up member downs itself",
+        ),
+        // A refused leader marked its whole side Down, members across a one-way partition
+        // included; a member of its side it took for cut off then found every other member
+        // Down and went on alone beside the winners. A refused side now downs itself at the
+        // unstable bound.
+        (
+            70_836,
+            Family::of_seed(70_836),
+            "downing: a side refused the lease waits for the unstable bound",
+        ),
+        // A member that took itself for a leader in a view a one-way partition made was
+        // refused (its side's true leader held the lease) and downed itself.
+        (
+            70_295,
+            Family::of_seed(70_295),
+            "downing: a side refused the lease waits for the unstable bound",
+        ),
+    ] {
+        let mut options = Options::for_family(seed, family);
+        options.cluster.downing = Downing::LeaseMajority;
+        let report = run(options);
+        assert_ne!(report.outcome, Outcome::Failed, "{report}");
+        assert_reaches(&report, probe);
+    }
+}
+
 /// Seeds each lease control runs.
 const LEASE_CONTROL_SEEDS: u64 = 60;
 
@@ -1445,6 +1481,9 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: the oldest member, cut off alone, is downed by the others",
         "downing: more members than the static quorum allows, a side downs itself",
         "downing: down-all downs every member",
+        "downing: a minority side waits before asking for the lease",
+        "downing: the side holding the lease downs the others",
+        "downing: a side refused the lease waits for the unstable bound",
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
         "coordinator: a late ShardStopped completes the handoff",

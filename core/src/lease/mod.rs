@@ -46,6 +46,9 @@ pub enum LeaseName {
         /// The shard.
         shard: ShardId,
     },
+    /// The cluster's downing lease: the side whose leader holds it survives a partition
+    /// (lease-majority downing).
+    Downing,
 }
 
 /// Who asks for a lease: one holder on one member. A member may hold a lease again through a
@@ -70,6 +73,7 @@ impl std::fmt::Display for LeaseName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Shard { entity_type, shard } => write!(f, "shard-{entity_type}-{}", shard.0),
+            Self::Downing => write!(f, "downing"),
         }
     }
 }

@@ -157,6 +157,15 @@ impl MembershipSettings {
             Downing::StaticQuorum { quorum_size: 0, .. } => Err(ConfigError::InvalidMembership(
                 "downing.quorum_size must be at least 1",
             )),
+            Downing::LeaseMajority {
+                stable_after,
+                acquire_delay_for_minority,
+                lease_ttl,
+            } if lease_ttl < stable_after * 2 + acquire_delay_for_minority => {
+                Err(ConfigError::InvalidMembership(
+                    "downing.lease_ttl must be at least twice stable_after plus acquire_delay_for_minority",
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -227,6 +236,23 @@ pub enum Downing {
         /// An oldest member alone on its side downs itself, and the others survive.
         down_if_alone: bool,
     },
+    /// Once reachability has been stable for `stable_after`, the leader of each side asks the
+    /// lease store for the cluster's downing lease (the side without a majority only after
+    /// `acquire_delay_for_minority`, so that the majority usually wins): the side whose leader
+    /// gets it downs the members it cannot reach, the other downs itself at the unstable bound
+    /// (it still sees the winners unreachable). Any side
+    /// may survive, a minority or one of three, as long as it reaches the store; a store that
+    /// fails or cannot be reached downs the side that asked. Needs a lease store on the host.
+    LeaseMajority {
+        /// How long reachability must stay unchanged before deciding.
+        stable_after: Duration,
+        /// How long the side without a majority waits before asking for the lease.
+        acquire_delay_for_minority: Duration,
+        /// How long a grant lasts (Akka's `release-after`): at least twice `stable_after` and
+        /// the delay, so that the other side's leader, which asks within that of the partition
+        /// beginning, is refused.
+        lease_ttl: Duration,
+    },
     /// Once reachability has been stable for `stable_after` with some member unreachable,
     /// every member downs itself: for a cluster that a platform restarts as a whole, where a
     /// fresh start is better than any side going on alone.
@@ -246,6 +272,7 @@ impl Downing {
             | Self::StaticQuorum { stable_after, .. }
             | Self::KeepOldest { stable_after, .. }
             | Self::DownAll { stable_after }
+            | Self::LeaseMajority { stable_after, .. }
             | Self::AutoDown {
                 after: stable_after,
             } => Some(stable_after),
@@ -305,5 +332,15 @@ mod tests {
             );
         }
         assert!(with(Downing::Off).is_ok());
+        let lease = |lease_ttl| Downing::LeaseMajority {
+            stable_after: Duration::from_secs(20),
+            acquire_delay_for_minority: Duration::from_secs(2),
+            lease_ttl,
+        };
+        assert!(with(lease(Duration::from_secs(42))).is_ok());
+        assert!(matches!(
+            with(lease(Duration::from_secs(41))),
+            Err(ConfigError::InvalidMembership(_))
+        ));
     }
 }

@@ -87,7 +87,15 @@ impl Node {
         answer: LeaseAnswer,
     ) {
         let (LeaseCall::Acquire { name, .. } | LeaseCall::Release { name, .. }) = &call;
-        let LeaseName::Shard { entity_type, shard } = name;
+        let LeaseName::Shard { entity_type, shard } = name else {
+            match &mut self.membership {
+                Some(m) => {
+                    m.handle_lease_answered(now, &call, &answer, &mut self.rng, &mut self.effects);
+                }
+                None => tracing::warn!(?call, "downing lease answer, but membership is the host's"),
+            }
+            return;
+        };
         let shard = *shard;
         match self.types.get_mut(entity_type) {
             Some(t) => t

@@ -270,6 +270,13 @@ impl NodeBuilder {
         if self.store_timeout.is_zero() {
             return Err(StartError::Builder("remember store timeout 0".into()));
         }
+        let lease_majority = (self.membership.as_ref())
+            .is_some_and(|m| matches!(m.downing, shoal_core::Downing::LeaseMajority { .. }));
+        if lease_majority && self.lease_store.is_none() {
+            return Err(StartError::Builder(
+                "lease-majority downing needs a lease store: give one with lease_store".into(),
+            ));
+        }
         Ok(())
     }
 

@@ -269,7 +269,7 @@ impl Options {
         let mut d = SimRng::of(seed, Stream::Downing);
         if d.chance(0.3) {
             // Down-all ends every run with a fault without survivors: drawn less often.
-            let weights = [0.3, 0.25, 0.3, 0.15];
+            let weights = [0.2, 0.2, 0.2, 0.1, 0.3];
             let mut pick = d.unit();
             let at = weights.iter().position(|w| {
                 pick -= w;

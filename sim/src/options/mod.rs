@@ -113,11 +113,14 @@ pub enum Downing {
     },
     /// Every member downs itself once someone stays unreachable.
     DownAll,
+    /// The side whose leader gets the downing lease survives (the side without a majority asks
+    /// after a delay); from the run's lease store, or a faultless one if it has none.
+    LeaseMajority,
 }
 
 impl Downing {
     /// The strategies a seed may draw besides keep-majority, and their names.
-    pub const DRAWN: [(Self, &'static str); 4] = [
+    pub const DRAWN: [(Self, &'static str); 5] = [
         (Self::StaticQuorum, "static-quorum"),
         (
             Self::KeepOldest {
@@ -132,6 +135,7 @@ impl Downing {
             "keep-oldest-down-if-alone",
         ),
         (Self::DownAll, "down-all"),
+        (Self::LeaseMajority, "lease-majority"),
     ];
 
     /// Its name on the command line.
@@ -271,6 +275,20 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// A store without faults, granting what is asked (lease-majority downing's store in a
+    /// run without shard leases).
+    pub fn faultless() -> Self {
+        Self {
+            ttl: Duration::from_secs(10),
+            failure_rate: 0.0,
+            lost_rate: 0.0,
+            outages: Vec::new(),
+            isolations: Vec::new(),
+            store_ttl_factor: 1.0,
+            no_margin: false,
+        }
+    }
+
     /// The terms a holder uses with these options, on a host whose forced stops take up to
     /// `forced_stop`: the safety margin covers the longest pause a process takes and a forced
     /// stop after it (a holder paused as its validity ends must still have stopped its

@@ -224,8 +224,7 @@ impl Simulator {
             scratch: std::collections::VecDeque::new(),
             routes: crate::nodes::Routes::default(),
             remembering: Self::store_of(seed, &opts),
-            leasing: (opts.lease.as_ref())
-                .map(|l| crate::leasing::Leasing::new(seed, l, opts.duration)),
+            leasing: crate::leasing::Leasing::of_run(seed, &opts),
             persisting: (opts.persist).map(|p| {
                 let suppress = opts.delivery.is_none_or(|d| d.suppress_duplicates);
                 let judging = (suppress, crate::delivering::window_of(&opts));
@@ -286,6 +285,11 @@ impl Simulator {
                 down_if_alone,
             },
             Downing::DownAll => shoal_core::Downing::DownAll { stable_after },
+            Downing::LeaseMajority => shoal_core::Downing::LeaseMajority {
+                stable_after,
+                acquire_delay_for_minority: crate::bounds::LEASE_MAJORITY_DELAY,
+                lease_ttl: crate::bounds::lease_majority_ttl(),
+            },
         };
         s
     }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use shoal_core::{Member, MemberId, MemberStatus, NodeId};
+use shoal_core::{Instant, Member, MemberId, MemberStatus, NodeId};
 
 use crate::check::Property;
 use crate::options::Downing;
@@ -67,6 +67,14 @@ impl Simulator {
         let counted: Vec<&Member> = (view.members().iter())
             .filter(|m| holds(m.status) || m.status == MemberStatus::Down || !reached(m.id))
             .collect();
+        if self.opts.cluster.downing == Downing::LeaseMajority && !self.side_holds_the_lease(&side)
+        {
+            // The majority asks first, but a minority whose detectors were seconds faster, a
+            // store that failed, or a grant from an earlier partition held by another leader
+            // decides otherwise: only a side that got the lease is owed survival.
+            self.mark("a lease-majority downing on a side without the lease is not judged");
+            return;
+        }
         let survives = side_survives(self.opts.cluster.downing, &self.opts, &side, &counted);
         if survives {
             let member = node.id;
@@ -82,6 +90,25 @@ impl Simulator {
             self.check
                 .fail(self.now, Property::Liveness, member, detail);
         }
+    }
+
+    /// Whether the side's leader (its lowest member) held the downing lease within the
+    /// decision window, from a store whose answers all arrive: under lease-majority, the side
+    /// then survives. (A grant held by another member of the side, from an earlier partition
+    /// it led, refuses its leader now; a grant whose answer was lost or came as a failure was
+    /// never acted on.)
+    fn side_holds_the_lease(&self, side: &BTreeSet<MemberId>) -> bool {
+        let window = crate::survival::DECISION_WINDOW.as_nanos() as u64;
+        let since = Instant(self.now.as_nanos().saturating_sub(window));
+        let faultless = self.opts.lease.as_ref().is_none_or(|l| {
+            l.failure_rate == 0.0
+                && l.lost_rate == 0.0
+                && l.outages.is_empty()
+                && l.isolations.is_empty()
+        });
+        (self.leasing.as_ref().filter(|_| faultless))
+            .and_then(|l| l.downing_holder(since))
+            .is_some_and(|holder| side.first() == Some(&holder))
     }
 
     /// Whether the running nodes split into sides that reach all of their own side and none of
@@ -112,7 +139,10 @@ fn side_survives(
 ) -> bool {
     let others = counted.iter().filter(|m| !side.contains(&m.id)).count();
     match downing {
-        Downing::KeepMajority | Downing::Auto => {
+        // Judged only on a side holding the lease (see `side_holds_the_lease`), and owed
+        // survival when it also holds a majority: a minority decides after the delay and
+        // the store's answer, late enough to meet its unstable bound first.
+        Downing::KeepMajority | Downing::Auto | Downing::LeaseMajority => {
             let lowest = counted.iter().map(|m| m.id).min();
             side.len() * 2 > counted.len()
                 || (side.len() * 2 == counted.len() && lowest.is_some_and(|l| side.contains(&l)))

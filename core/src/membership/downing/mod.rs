@@ -29,8 +29,11 @@ use crate::members::MemberStatus;
 use crate::membership::settings::Downing;
 use crate::time::Instant;
 
+mod lease;
 mod sides;
 mod strategy;
+
+use lease::LeaseAsk;
 
 use sides::{counted_ids, is_down, undowned_unreachable};
 
@@ -69,6 +72,9 @@ pub(crate) struct Downer {
     /// [`Downer::deadline`], worked out again whenever what it depends on changes (the node
     /// asks for it after every input).
     deadline: Option<Instant>,
+    /// Lease-majority: the downing lease this member (a side's leader) is to ask for, or
+    /// asked for and awaits the answer to.
+    lease: Option<LeaseAsk>,
 }
 
 impl Downer {
@@ -84,6 +90,7 @@ impl Downer {
             decided: false,
             not_before: now,
             deadline: None,
+            lease: None,
         }
     }
 
@@ -244,10 +251,10 @@ impl Downer {
         let stable_after = self.stable_after()?;
         let stable = (self.pending && !self.decided)
             .then_some((self.stable_since + stable_after).max(self.not_before));
-        match (stable, self.unstable_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [stable, self.unstable_deadline(), self.lease_due()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Holds a due decision back until `until`: some member `me` monitors has gone quiet
@@ -302,15 +309,38 @@ impl Downer {
     ) -> BTreeSet<MemberId> {
         if self.unstable_deadline().is_some_and(|at| at <= now) {
             crate::probe::hit("downing: unstable for too long, a member downs itself");
+            // Nor does it ask for the downing lease any more.
+            self.lease = None;
+            self.reckon();
             return [me].into();
         }
-        if self.deadline().is_none_or(|at| now < at) {
+        if self.deadline().is_none_or(|at| now < at) || self.decided {
+            // Not due, or due only for the lease's ask (see `poll_lease_call`).
             return BTreeSet::new();
         }
         self.decided = true;
         self.reckon();
         let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
+        if let Downing::LeaseMajority {
+            acquire_delay_for_minority,
+            ..
+        } = self.strategy
+        {
+            if sides::count(me, gossip, &BTreeSet::new()).ours() == 0 {
+                // Only Joining, Exiting or Down members here: nobody the other side could
+                // count for it, and the lease must not let it down those who are (a restarted
+                // member leading a side of joiners took the lease and downed the Up members
+                // across a partition: lease-majority partitions seed 60072).
+                crate::probe::hit("downing: a side holding no Up member downs itself");
+                return [me].into();
+            }
+            if leads {
+                let majority = sides::majority_side(me, gossip, &BTreeSet::new());
+                self.ask_for_lease(now, majority, acquire_delay_for_minority);
+            }
+            return BTreeSet::new();
+        }
         match strategy::survives(self.strategy, me, gossip, &BTreeSet::new()) {
             Some(true) if leads => unreachable,
             Some(true) => BTreeSet::new(),

@@ -22,7 +22,10 @@ pub(super) fn survives(
     also_cut_off: &BTreeSet<MemberId>,
 ) -> Option<bool> {
     Some(match strategy {
-        Downing::KeepMajority { .. } => majority_side(me, gossip, also_cut_off),
+        // Lease-majority's majority only says which side asks first (the lease decides).
+        Downing::KeepMajority { .. } | Downing::LeaseMajority { .. } => {
+            majority_side(me, gossip, also_cut_off)
+        }
         Downing::StaticQuorum { quorum_size, .. } => {
             holds_quorum(&count(me, gossip, also_cut_off), quorum_size)
         }

@@ -674,3 +674,76 @@ fn every_strategy_is_bounded_when_it_cannot_decide() {
         assert_eq!(d.decide(bound, m(1), &cluster(5, 1, 1, &[5])), ids(&[1]));
     }
 }
+
+fn lease_majority() -> Downing {
+    Downing::LeaseMajority {
+        stable_after: TEN,
+        acquire_delay_for_minority: Duration::from_secs(2),
+        lease_ttl: Duration::from_secs(40),
+    }
+}
+
+/// `me`'s downer under lease-majority, decided at 11 s on `g`: the lease call it makes then.
+fn lease_decision(me: u64, g: &Gossip) -> (Downer, Option<crate::lease::LeaseCall>) {
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(me), g, &never_heard);
+    assert!(d.decide(at(11), m(me), g).is_empty(), "the lease decides");
+    let call = d.poll_lease_call(at(11), m(me));
+    (d, call)
+}
+
+#[test]
+fn lease_majority_keeps_the_side_whose_leader_gets_the_lease() {
+    use crate::lease::{FencingToken, LeaseAnswer, LeaseCall, LeaseName};
+    // The majority's leader asks at once; granted, it downs the other side.
+    let g = cluster(5, 1, 1, &[4, 5]);
+    let (mut d, call) = lease_decision(1, &g);
+    let call = call.expect("the majority asks at once");
+    assert!(matches!(
+        &call,
+        LeaseCall::Acquire { name: LeaseName::Downing, ttl, .. } if *ttl == Duration::from_secs(40)
+    ));
+    let granted = LeaseAnswer::Granted(FencingToken(1));
+    assert_eq!(
+        d.handle_lease_answer(m(1), &g, &call, &granted),
+        ids(&[4, 5])
+    );
+    assert!(
+        d.handle_lease_answer(m(1), &g, &call, &granted).is_empty(),
+        "one answer per ask"
+    );
+    // A member that does not lead asks nothing, and waits for its leader.
+    assert!(lease_decision(2, &g).1.is_none());
+    // The minority's leader asks after the delay; refused, its side downs itself at the
+    // unstable bound.
+    let g = cluster(5, 4, 4, &[1, 2, 3]);
+    let (mut d, call) = lease_decision(4, &g);
+    assert!(call.is_none(), "the minority waits");
+    assert_eq!(d.deadline(), Some(at(13)));
+    let call = d
+        .poll_lease_call(at(13), m(4))
+        .expect("asked after the delay");
+    assert!(
+        d.handle_lease_answer(m(4), &g, &call, &LeaseAnswer::Refused)
+            .is_empty(),
+        "the side downs itself at the unstable bound"
+    );
+    let bound = Instant::ZERO + Duration::from_millis(18_500);
+    assert_eq!(d.deadline(), Some(bound), "7/4 of stable-after from 1 s");
+    assert_eq!(d.decide(bound, m(4), &g), ids(&[4]));
+    // A store that fails downs the side that asked.
+    let g = cluster(5, 1, 1, &[4, 5]);
+    let (mut d, call) = lease_decision(1, &g);
+    let failed = LeaseAnswer::Failed("store down".into());
+    let call = call.expect("asked");
+    assert!(d.handle_lease_answer(m(1), &g, &call, &failed).is_empty());
+    // An answer arriving once the partition healed decides nothing.
+    let (mut d, call) = lease_decision(1, &g);
+    d.observe(at(12), m(1), &cluster(5, 1, 1, &[]), &never_heard);
+    let healed = cluster(5, 1, 1, &[]);
+    let call = call.expect("asked");
+    assert!(
+        d.handle_lease_answer(m(1), &healed, &call, &LeaseAnswer::Refused)
+            .is_empty()
+    );
+}

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::effect::Effects;
 use crate::id::{Incarnation, MemberId, NodeId};
+use crate::lease::{LeaseAnswer, LeaseCall};
 use crate::members::{Gossip, GossipMember, Received, StateDigest, StateStamp, StatusMatch};
 use crate::members::{MemberStatus, MembershipView};
 use crate::membership::detector::{PhiAccrual, monitored};
@@ -315,18 +316,9 @@ impl Membership {
                 .postpone(now + self.settings.heartbeat_interval / DOUBT_CHECKS_PER_HEARTBEAT);
         }
         let down = self.downer.decide(now, self.me, &self.gossip);
-        if !down.is_empty() {
-            for id in down {
-                self.gossip.set_status(self.me, id, MemberStatus::Down);
-            }
-            self.observe_for_downing(now);
-            changed = true;
-            crate::probe::hit("membership: a downing decision is spread at once");
-            // A decision is spread at once, not at the next gossip round: members of this side
-            // waiting for it would otherwise give up as unstable, and a member that downed
-            // itself stops answering (Akka gossips to a few members before a downed member
-            // shuts down). Unknown Down members look like unreachable live ones.
-            self.gossip_to(DECISION_FANOUT, rng, out);
+        changed |= self.mark_down(now, down, rng, out);
+        if let Some(call) = self.downer.poll_lease_call(now, self.me) {
+            out.lease(call);
         }
         if !changed {
             return led;
@@ -349,6 +341,45 @@ impl Membership {
             _ => {}
         }
         led
+    }
+
+    /// The lease store answered the downing lease's `call`: the side downs the others or
+    /// itself (see `Downer::handle_lease_answer`).
+    pub(crate) fn handle_lease_answered(
+        &mut self,
+        now: Instant,
+        call: &LeaseCall,
+        answer: &LeaseAnswer,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) {
+        let down = (self.downer).handle_lease_answer(self.me, &self.gossip, call, answer);
+        let changed = self.mark_down(now, down, rng, out);
+        self.act(now, changed, rng, out);
+    }
+
+    /// Marks `down` Down, a downing decision: whether anything changed.
+    fn mark_down(
+        &mut self,
+        now: Instant,
+        down: BTreeSet<MemberId>,
+        rng: &mut Rng,
+        out: &mut Effects,
+    ) -> bool {
+        if down.is_empty() {
+            return false;
+        }
+        for id in down {
+            self.gossip.set_status(self.me, id, MemberStatus::Down);
+        }
+        self.observe_for_downing(now);
+        crate::probe::hit("membership: a downing decision is spread at once");
+        // A decision is spread at once, not at the next gossip round: members of this side
+        // waiting for it would otherwise give up as unstable, and a member that downed
+        // itself stops answering (Akka gossips to a few members before a downed member
+        // shuts down). Unknown Down members look like unreachable live ones.
+        self.gossip_to(DECISION_FANOUT, rng, out);
+        true
     }
 
     /// Whether a monitored member that is not observed unreachable has gone quiet (an answer

@@ -1,0 +1,120 @@
+//! Lease-majority downing: a side's leader asks the lease store for the cluster's downing
+//! lease once the picture is stable (the side without a majority only after a delay), and its
+//! answer decides the side's fate: granted, the side downs the members it cannot reach;
+//! refused or failed, nobody is downed from here and the side downs itself at the unstable
+//! bound (it still sees the winners unreachable), unless the winners' decision reaches it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::Downer;
+use super::sides::undowned_unreachable;
+use crate::id::MemberId;
+use crate::lease::{LeaseAnswer, LeaseCall, LeaseName, LeaseOwner};
+use crate::members::Gossip;
+use crate::membership::settings::Downing;
+use crate::time::Instant;
+
+/// Where the downing lease stands for the side this member leads.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(super) enum LeaseAsk {
+    /// To be asked for at this time (now on a majority side, after the delay on the other).
+    Due(Instant),
+    /// Asked for at this time; the answer is awaited.
+    Sent(Instant),
+}
+
+/// The downing lease's owner on `me`: one per member (a member's leadership of its side is
+/// what holds it).
+fn owner(me: MemberId) -> LeaseOwner {
+    LeaseOwner {
+        member: me,
+        holder: 0,
+    }
+}
+
+impl Downer {
+    /// A leader deciding: the lease is to be asked for now on a `majority` side, after
+    /// `delay` on the other. An ask still awaiting its answer (from an earlier picture) is
+    /// not repeated: its answer decides.
+    pub(super) fn ask_for_lease(&mut self, now: Instant, majority: bool, delay: Duration) {
+        if matches!(self.lease, Some(LeaseAsk::Sent(_))) {
+            return;
+        }
+        let at = if majority {
+            now
+        } else {
+            crate::probe::hit("downing: a minority side waits before asking for the lease");
+            now + delay
+        };
+        self.lease = Some(LeaseAsk::Due(at));
+        self.reckon();
+    }
+
+    /// When the lease is next to be asked for.
+    pub(super) fn lease_due(&self) -> Option<Instant> {
+        match self.lease {
+            Some(LeaseAsk::Due(at)) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// The lease call to make now, if one is due.
+    pub(crate) fn poll_lease_call(&mut self, now: Instant, me: MemberId) -> Option<LeaseCall> {
+        let Downing::LeaseMajority { lease_ttl, .. } = self.strategy else {
+            return None;
+        };
+        self.lease_due().filter(|at| *at <= now)?;
+        self.lease = Some(LeaseAsk::Sent(now));
+        self.reckon();
+        Some(LeaseCall::Acquire {
+            name: LeaseName::Downing,
+            owner: owner(me),
+            ttl: lease_ttl,
+            sent: now,
+        })
+    }
+
+    /// The store answered `call`: the members to mark Down. Granted, those `me`'s side cannot
+    /// reach; refused or failed, none (the unstable bound downs the side). An answer to no ask of this
+    /// member's, or one arriving when nobody is cut off any more, decides nothing.
+    pub(crate) fn handle_lease_answer(
+        &mut self,
+        me: MemberId,
+        gossip: &Gossip,
+        call: &LeaseCall,
+        answer: &LeaseAnswer,
+    ) -> BTreeSet<MemberId> {
+        let LeaseCall::Acquire { sent, .. } = call else {
+            return BTreeSet::new();
+        };
+        if self.lease != Some(LeaseAsk::Sent(*sent)) {
+            return BTreeSet::new();
+        }
+        self.lease = None;
+        self.reckon();
+        if !self.pending {
+            crate::probe::hit("downing: a lease answer after the picture healed decides nothing");
+            return BTreeSet::new();
+        }
+        match answer {
+            LeaseAnswer::Granted(_) => {
+                crate::probe::hit("downing: the side holding the lease downs the others");
+                undowned_unreachable(me, gossip)
+            }
+            LeaseAnswer::Refused | LeaseAnswer::Failed(_) => {
+                // Nobody is marked Down from here: the side, its leader included, still sees
+                // the winners unreachable and downs itself at the unstable bound, unless the
+                // winners' decision reaches it first. Marking the side Down from here marked
+                // members across a one-way partition that the leader took for its own, and a
+                // member of the side it took for cut off, finding every other member Down,
+                // went on alone beside the winners (lease-majority flapping-links seed 70836);
+                // and a member that took itself for a leader in a view a one-way partition
+                // made (partitions seed 70295) downed itself although its side had won.
+                crate::probe::hit("downing: a side refused the lease waits for the unstable bound");
+                BTreeSet::new()
+            }
+            LeaseAnswer::Released => BTreeSet::new(),
+        }
+    }
+}
