@@ -79,15 +79,7 @@ impl fmt::Display for Recovery {
 
 /// Runs both scenarios, with the removal margin and with shard leases.
 pub fn measure() -> Failover {
-    let lease = Lease {
-        ttl: Duration::from_secs(10),
-        failure_rate: 0.0,
-        lost_rate: 0.0,
-        outages: Vec::new(),
-        isolations: Vec::new(),
-        store_ttl_factor: 1.0,
-        no_margin: false,
-    };
+    let lease = Lease::faultless();
     Failover {
         margin: recover(None),
         leases: recover(Some(lease)),

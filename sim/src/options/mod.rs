@@ -289,6 +289,14 @@ impl Lease {
         }
     }
 
+    /// Whether every call succeeds and is answered.
+    pub fn is_faultless(&self) -> bool {
+        self.failure_rate == 0.0
+            && self.lost_rate == 0.0
+            && self.outages.is_empty()
+            && self.isolations.is_empty()
+    }
+
     /// The terms a holder uses with these options, on a host whose forced stops take up to
     /// `forced_stop`: the safety margin covers the longest pause a process takes and a forced
     /// stop after it (a holder paused as its validity ends must still have stopped its

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use shoal_core::{Instant, Member, MemberId, MemberStatus, NodeId};
 
 use crate::check::Property;
-use crate::options::Downing;
+use crate::options::{Downing, Lease};
 
 use super::Simulator;
 
@@ -100,12 +100,7 @@ impl Simulator {
     fn side_holds_the_lease(&self, side: &BTreeSet<MemberId>) -> bool {
         let window = crate::survival::DECISION_WINDOW.as_nanos() as u64;
         let since = Instant(self.now.as_nanos().saturating_sub(window));
-        let faultless = self.opts.lease.as_ref().is_none_or(|l| {
-            l.failure_rate == 0.0
-                && l.lost_rate == 0.0
-                && l.outages.is_empty()
-                && l.isolations.is_empty()
-        });
+        let faultless = self.opts.lease.as_ref().is_none_or(Lease::is_faultless);
         (self.leasing.as_ref().filter(|_| faultless))
             .and_then(|l| l.downing_holder(since))
             .is_some_and(|holder| side.first() == Some(&holder))

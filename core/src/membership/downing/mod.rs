@@ -327,7 +327,8 @@ impl Downer {
             ..
         } = self.strategy
         {
-            if sides::count(me, gossip, &BTreeSet::new()).ours() == 0 {
+            let count = sides::count(me, gossip, &BTreeSet::new());
+            if count.ours() == 0 {
                 // Only Joining, Exiting or Down members here: nobody the other side could
                 // count for it, and the lease must not let it down those who are (a restarted
                 // member leading a side of joiners took the lease and downed the Up members
@@ -336,8 +337,11 @@ impl Downer {
                 return [me].into();
             }
             if leads {
-                let majority = sides::majority_side(me, gossip, &BTreeSet::new());
-                self.ask_for_lease(now, majority, acquire_delay_for_minority);
+                self.ask_for_lease(
+                    now,
+                    sides::holds_majority(&count),
+                    acquire_delay_for_minority,
+                );
             }
             return BTreeSet::new();
         }

@@ -130,7 +130,11 @@ pub(super) fn majority_side(
     gossip: &Gossip,
     also_cut_off: &BTreeSet<MemberId>,
 ) -> bool {
-    let count = count(me, gossip, also_cut_off);
+    holds_majority(&count(me, gossip, also_cut_off))
+}
+
+/// Whether the side `count` counted holds the majority (see [`majority_side`]).
+pub(super) fn holds_majority(count: &Count<'_>) -> bool {
     match (count.ours() * 2).cmp(&count.total()) {
         std::cmp::Ordering::Greater => true,
         std::cmp::Ordering::Equal => {
