@@ -175,6 +175,18 @@ fn shard_lease_regressions() {
         options,
         &["shard: a remembered entity starts though its letter waiting for the lease was dropped"],
     );
+    // A member cut off and paused past its lease's validity resumed, found the lease lost
+    // (its entities stopping by force, an acquire sent) and then itself Down; the grant
+    // answering that acquire was released at once, and the next home started entities still
+    // stopping here. A release now waits for every entity of the shard still stopping here.
+    for seed in [3_354_852_805, 111_668] {
+        let options = Options::for_seed(seed);
+        assert!(options.lease.is_some(), "the seed holds shard leases");
+        assert_holds(
+            options,
+            &["region: a late lease grant waits for a terminated shard's entities"],
+        );
+    }
 }
 
 /// Found under lease-majority downing; they keep it (and whatever else their seed draws).

@@ -49,6 +49,11 @@ impl Region {
         let release = LeaseCall::Release { name, owner, token };
         if !self.releases.replace(shard, &release, out) {
             crate::probe::hit("region: a lease granted to a stopped shard is released");
+            if self.releases.holds_back(shard) {
+                crate::probe::hit(
+                    "region: a late lease grant waits for a terminated shard's entities",
+                );
+            }
             self.releases
                 .release_after(now, (shard, release), Vec::new(), terms, out);
         }
@@ -63,29 +68,52 @@ impl Region {
         running: Vec<EntityId>,
         out: &mut Effects,
     ) {
-        if let (Some(release), Some(terms)) = (release, &self.shard_lease) {
-            (self.releases).release_after(now, (shard, release), running, terms, out);
+        let Some(terms) = &self.shard_lease else {
+            return;
+        };
+        match release {
+            Some(release) => {
+                (self.releases).release_after(now, (shard, release), running, terms, out)
+            }
+            // Not held (lost, or an acquire out): a grant that answers it later is released
+            // only once these have stopped.
+            None => self.releases.hold_back(shard, running),
         }
     }
+}
+
+/// Where one release stands.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+enum Stage {
+    /// Held back while entities of its shard are still stopping here.
+    Waiting,
+    /// Sent; its answer settles it.
+    Out,
+    /// Failed; sent again then.
+    Due(Instant),
 }
 
 /// One release to make.
 #[derive(Debug)]
 struct Pending {
     call: LeaseCall,
-    /// Entities of the shard still stopping: it is sent once none is.
-    stopping: BTreeSet<EntityId>,
-    /// When it is sent (again); `None` while it is out or waits for stops.
-    due: Option<Instant>,
+    stage: Stage,
     /// The grant has run out by then anyway: no more tries after it.
     until: Instant,
     /// How long to wait after a failure.
     retry: std::time::Duration,
 }
 
-/// The releases of shards' leases that are not done, by shard and holder.
+/// The releases of shards' leases that are not done, by shard and holder, and the entities
+/// of stopped instances that have not stopped yet: no release of a shard's lease goes out
+/// while one of its entities still runs here, whichever instance's grant it gives up (a
+/// grant can answer an acquire an instance sent before it was terminated with its entities
+/// still stopping: seed 111668).
 #[derive(Debug, Default)]
-pub(crate) struct Releases(BTreeMap<(ShardId, u64), Pending>);
+pub(crate) struct Releases {
+    pending: BTreeMap<(ShardId, u64), Pending>,
+    stopping: BTreeMap<ShardId, BTreeSet<EntityId>>,
+}
 
 fn holder(call: &LeaseCall) -> u64 {
     match call {
@@ -94,8 +122,8 @@ fn holder(call: &LeaseCall) -> u64 {
 }
 
 impl Releases {
-    /// Sends `release` (of `shard`'s lease, on `terms`) once every entity of `running` has
-    /// stopped, and again after a failure.
+    /// Sends `release` (of `shard`'s lease, on `terms`) once every entity of `running`, and
+    /// every entity of the shard's earlier instances, has stopped, and again after a failure.
     pub(crate) fn release_after(
         &mut self,
         now: Instant,
@@ -104,20 +132,32 @@ impl Releases {
         terms: &LeaseTerms,
         out: &mut Effects,
     ) {
-        let key = (shard, holder(&release));
-        let pending = Pending {
+        self.hold_back(shard, running);
+        let mut pending = Pending {
             call: release,
-            stopping: running.into_iter().collect(),
-            due: None,
+            stage: Stage::Waiting,
             until: now + terms.ttl,
             retry: terms.retry_interval,
         };
-        if pending.stopping.is_empty() {
-            out.lease(pending.call.clone());
-        } else {
+        if self.holds_back(shard) {
             crate::probe::hit("region: a lease is released once its shard's entities stopped");
+        } else {
+            pending.send(out);
         }
-        self.0.insert(key, pending);
+        self.pending.insert((shard, holder(&pending.call)), pending);
+    }
+
+    /// `running` entities of a stopped instance of `shard` are still stopping here: no
+    /// release of the shard's lease goes out before they have.
+    pub(crate) fn hold_back(&mut self, shard: ShardId, running: Vec<EntityId>) {
+        if !running.is_empty() {
+            self.stopping.entry(shard).or_default().extend(running);
+        }
+    }
+
+    /// Whether entities of a stopped instance of `shard` are still stopping here.
+    pub(crate) fn holds_back(&self, shard: ShardId) -> bool {
+        self.stopping.contains_key(&shard)
     }
 
     /// A grant came for `shard` while a release of the same holder is not done: that release
@@ -129,25 +169,33 @@ impl Releases {
         release: &LeaseCall,
         out: &mut Effects,
     ) -> bool {
-        let Some(pending) = self.0.get_mut(&(shard, holder(release))) else {
+        let Some(pending) = self.pending.get_mut(&(shard, holder(release))) else {
             return false;
         };
         crate::probe::hit("region: a grant to a shard being released is released with it");
         if pending.call != *release {
             pending.call = release.clone();
-            if pending.stopping.is_empty() && pending.due.is_none() {
-                out.lease(pending.call.clone());
+            if pending.stage == Stage::Out {
+                pending.send(out);
             }
         }
         true
     }
 
-    /// `entity` of `shard` stopped: a release waiting for it goes out if it was the last.
+    /// `entity` of `shard` stopped: the releases waiting for the shard's entities go out if
+    /// it was the last.
     pub(crate) fn stopped(&mut self, shard: ShardId, entity: &EntityId, out: &mut Effects) {
+        let Some(running) = self.stopping.get_mut(&shard) else {
+            return;
+        };
+        if !running.remove(entity) || !running.is_empty() {
+            return;
+        }
+        self.stopping.remove(&shard);
         let range = (shard, 0)..=(shard, u64::MAX);
-        for pending in self.0.range_mut(range).map(|(_, p)| p) {
-            if pending.stopping.remove(entity) && pending.stopping.is_empty() {
-                out.lease(pending.call.clone());
+        for pending in self.pending.range_mut(range).map(|(_, p)| p) {
+            if pending.stage == Stage::Waiting {
+                pending.send(out);
             }
         }
     }
@@ -162,34 +210,45 @@ impl Releases {
         terms: &LeaseTerms,
     ) {
         let key = (shard, holder(release));
-        let Some(pending) = self.0.get_mut(&key) else {
+        let Some(pending) = self.pending.get_mut(&key) else {
             return;
         };
-        if pending.call != *release {
+        if pending.call != *release || pending.stage != Stage::Out {
             // An answer to an earlier release of a newer grant: the newer one is out.
             return;
         }
         if matches!(answer, LeaseAnswer::Failed(_)) && now + terms.retry_interval < pending.until {
             crate::probe::hit("region: a failed release is sent again");
-            pending.due = Some(now + pending.retry);
+            pending.stage = Stage::Due(now + pending.retry);
         } else {
-            self.0.remove(&key);
+            self.pending.remove(&key);
         }
     }
 
     /// Sends the releases due again.
     pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Effects) {
-        for pending in self.0.values_mut() {
-            if pending.due.is_some_and(|at| at <= now) {
-                pending.due = None;
-                out.lease(pending.call.clone());
+        for pending in self.pending.values_mut() {
+            if matches!(pending.stage, Stage::Due(at) if at <= now) {
+                pending.send(out);
             }
         }
     }
 
     /// When a release is due again.
     pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.0.values().filter_map(|p| p.due).min()
+        (self.pending.values())
+            .filter_map(|p| match p.stage {
+                Stage::Due(at) => Some(at),
+                _ => None,
+            })
+            .min()
+    }
+}
+
+impl Pending {
+    fn send(&mut self, out: &mut Effects) {
+        self.stage = Stage::Out;
+        out.lease(self.call.clone());
     }
 }
 
@@ -261,5 +320,30 @@ mod tests {
         );
         assert_eq!(releases.next_due(), None);
         assert!(!releases.replace(ShardId(3), &release(9), &mut out), "done");
+    }
+
+    #[test]
+    fn a_grant_after_a_terminate_waits_for_the_entities_the_instance_left_stopping() {
+        let terms = LeaseTerms::default();
+        let (mut releases, mut out) = (Releases::default(), Effects::new(MemberId::new(1, 1)));
+        let now = Instant::from_secs(1);
+        // Terminated while its lease was lost and an acquire was out: nothing to release yet.
+        releases.hold_back(ShardId(3), vec![EntityId::new("a")]);
+        assert!(releases.holds_back(ShardId(3)));
+        // The acquire is granted afterwards: the release waits for "a".
+        releases.release_after(now, (ShardId(3), release(7)), Vec::new(), &terms, &mut out);
+        assert!(
+            sent(&mut out).is_empty(),
+            "an entity of the shard still stops here"
+        );
+        releases.stopped(ShardId(4), &EntityId::new("a"), &mut out);
+        assert!(sent(&mut out).is_empty(), "another shard's entity");
+        releases.stopped(ShardId(3), &EntityId::new("a"), &mut out);
+        assert_eq!(sent(&mut out), [release(7)]);
+        assert!(!releases.holds_back(ShardId(3)));
+        // A later release of the shard goes out at once.
+        releases.handle_answer(now, ShardId(3), &release(7), &LeaseAnswer::Released, &terms);
+        releases.release_after(now, (ShardId(3), release(8)), Vec::new(), &terms, &mut out);
+        assert_eq!(sent(&mut out), [release(8)]);
     }
 }
