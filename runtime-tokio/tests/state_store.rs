@@ -2,17 +2,16 @@
 //! private PostgreSQL server this test starts: the journal's sequence rule (no gap, no
 //! duplicate), fencing by the shard's epoch for recoveries and writes, snapshots, durable
 //! states, a group of writes with mixed outcomes, two writers at different epochs racing on one
-//! entity, deleting a type's data, delivery marks, reliable producers' durable queues, and
-//! leases.
+//! entity, deleting a type's data, delivery marks and reliable producers' durable queues (the
+//! lease stores have a suite of their own, `lease_stores`).
 
 mod common;
 
 use common::postgres::PgServer;
 use common::scratch;
 use shoal::state::{Recovered, StateKey, StateStore, StateWrite, Versioned};
-use std::time::Duration;
 
-use shoal::store::{Delivered, LeaseStore, ProducerQueue, QueueState, QueuedStream};
+use shoal::store::{Delivered, ProducerQueue, QueueState, QueuedStream};
 use shoal::store::{SqliteStore, StoreError};
 use shoal_core::delivery::{Mark, ProducerId, Seq};
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
@@ -415,61 +414,6 @@ async fn producer_queues(queue: &dyn ProducerQueue) {
     assert_eq!(queue.open("q", 5).await.unwrap().session, 5, "per producer");
 }
 
-/// Leases on the store's clock: one holder at a time, an extension keeps the token, a new
-/// holder gets a larger one (after a release or an expiry), and an old holder cannot extend
-/// or release what is no longer its grant.
-async fn leases(store: &dyn LeaseStore) {
-    let ttl = Duration::from_secs(30);
-    let a = store.acquire("s1", "a", ttl).await.unwrap();
-    assert!(a.is_some(), "granted");
-    assert_eq!(
-        store.acquire("s1", "b", ttl).await.unwrap(),
-        None,
-        "held by a"
-    );
-    assert_eq!(
-        store.acquire("s1", "a", ttl).await.unwrap(),
-        a,
-        "extended, same token"
-    );
-    store.release("s1", "b", a.unwrap()).await.unwrap();
-    assert_eq!(
-        store.acquire("s1", "b", ttl).await.unwrap(),
-        None,
-        "b could not release it"
-    );
-    store.release("s1", "a", a.unwrap()).await.unwrap();
-    let b = store.acquire("s1", "b", ttl).await.unwrap();
-    assert!(b > a, "a new holder's token is larger: {b:?} after {a:?}");
-    // An expired grant goes to whoever asks, under a larger token; its old holder's next
-    // extension is refused, and its release changes nothing.
-    let short = Duration::from_millis(200);
-    let c = store
-        .acquire("s2", "c", short)
-        .await
-        .unwrap()
-        .expect("granted");
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let d = store
-        .acquire("s2", "d", ttl)
-        .await
-        .unwrap()
-        .expect("expired, so granted");
-    assert!(d > c);
-    assert_eq!(store.acquire("s2", "c", ttl).await.unwrap(), None);
-    store.release("s2", "c", c).await.unwrap();
-    assert_eq!(
-        store.acquire("s2", "d", ttl).await.unwrap(),
-        Some(d),
-        "still d's"
-    );
-    // Racing for a free lease: exactly one wins.
-    let racers = ["e", "f", "g", "h"].map(|owner| store.acquire("s3", owner, ttl));
-    let won = futures_util::future::join_all(racers).await;
-    let winners = won.iter().filter(|w| matches!(w, Ok(Some(_)))).count();
-    assert_eq!(winners, 1, "{won:?}");
-}
-
 async fn suite(store: &dyn StateStore, other: &dyn StateStore) {
     journal_rules(store).await;
     fencing(store).await;
@@ -488,7 +432,6 @@ async fn sqlite_state_store_passes_the_suite() {
     let other = SqliteStore::open(&path).unwrap();
     suite(&store, &other).await;
     producer_queues(&store).await;
-    leases(&store).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -499,5 +442,4 @@ async fn postgres_state_store_passes_the_suite_on_a_private_server() {
     let other = server.connect().await;
     suite(&store, &other).await;
     producer_queues(&store).await;
-    leases(&store).await;
 }

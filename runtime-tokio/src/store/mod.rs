@@ -16,6 +16,8 @@
 //! shard, throttled recovery) belongs to the core and is simulated there; these are its
 //! runtime adapters.
 
+#[cfg(feature = "etcd")]
+mod etcd_lease;
 mod journal;
 mod lease;
 mod lease_link;
@@ -46,6 +48,8 @@ mod state_sql;
 use futures_util::future::BoxFuture;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId, StoreCompletion, StoreRequest};
 
+#[cfg(feature = "etcd")]
+pub use etcd_lease::{DEFAULT_ETCD_PREFIX, EtcdLeaseStore};
 pub(crate) use journal::Journal;
 pub use lease::{LEASE_SCHEMA, LeaseStore};
 pub(crate) use lease_link::LeaseLink;

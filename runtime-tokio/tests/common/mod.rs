@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[cfg(all(feature = "etcd", feature = "postgres"))]
+pub(crate) mod etcd;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 
