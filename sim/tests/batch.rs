@@ -155,6 +155,36 @@ fn shard_lease_holders_ignoring_expiry_are_caught() {
     assert!(caught, "holders acting past their grant must be caught");
 }
 
+/// Negative control of the holders' validity: holders that take neither the clocks' drift
+/// nor a safety margin off a grant (they act until its end on their own clock, which runs
+/// slow, and only then start forcing their entities to stop) must be caught serving past
+/// their grant, and the next holder's activations must overlap theirs.
+#[test]
+fn shard_leases_without_a_safety_margin_under_drift_are_caught() {
+    let (mut outside_grant, mut twice) = (0, 0);
+    for seed in 0..LEASE_CONTROL_SEEDS {
+        for no_margin in [false, true] {
+            let mut options = leased_auto_down(seed, |l| l.no_margin = no_margin);
+            options.cluster.drift_ppm = 1_000;
+            let report = run(options);
+            let broke = |p: Property| report.violations.iter().any(|v| v.property == p);
+            if !no_margin {
+                // The twin with the margin, on the same drifting clocks, keeps both.
+                let kept = !broke(Property::Lease) && !broke(Property::SingleActivation);
+                assert!(kept, "seed {seed} broke with the margin: {report}");
+                continue;
+            }
+            outside_grant += u32::from(broke(Property::Lease));
+            twice += u32::from(broke(Property::SingleActivation));
+        }
+    }
+    assert!(
+        outside_grant > 0 && twice > 0,
+        "without a margin, holders must be caught past their grant ({outside_grant} runs) \
+         and activations must overlap ({twice} runs)"
+    );
+}
+
 /// Seeds shard leases were wrong on, kept.
 #[test]
 fn shard_lease_regressions() {
