@@ -153,7 +153,10 @@ async fn settle(run: &mut Run<'_>, nodes: &[u32], at: Instant) -> Result<(), Str
     for &(index, _) in &ids {
         let member = run.member(index)?;
         match downing {
-            DowningMode::KeepMajority => {
+            DowningMode::KeepMajority
+            | DowningMode::StaticQuorum(_)
+            | DowningMode::KeepOldest
+            | DowningMode::LeaseMajority => {
                 let exited = tokio::task::block_in_place(|| member.wait_exit(bound));
                 if !exited {
                     return Err(format!("node {index} on the minority side kept running"));

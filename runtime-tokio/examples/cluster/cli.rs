@@ -37,8 +37,23 @@ struct Cli {
     chaos: bool,
     /// The chaos run's negative control: auto-down instead of keep-majority, which must break
     /// single activation (the run then exits 0 only if it did).
-    #[arg(long, requires = "chaos")]
+    #[arg(long, requires = "chaos", conflicts_with = "downing")]
     auto_down: bool,
+    /// How unreachable members are downed. static-quorum: a side needs a majority of the
+    /// largest cluster the tour makes (nodes and the harness); keep-oldest downs the oldest
+    /// member when it is alone; lease-majority: the side whose leader gets the downing lease
+    /// from --lease survives. (Down-all would end the tour's first fault with the cluster.)
+    #[arg(long, value_enum, default_value_t = Strategy::KeepMajority)]
+    downing: Strategy,
+    /// The lease store, for lease-majority and --shard-leases: sqlite (a file in the run's
+    /// directory), sqlite:PATH, postgres://... (with the postgres feature) or
+    /// etcd://host:port[,host:port] (with the etcd feature).
+    #[arg(long, default_value = "sqlite", value_name = "STORE")]
+    lease: String,
+    /// Every shard of the counters starts its entities only under its lease from --lease: a
+    /// killed node's shards move once its leases expire, without the removal margin.
+    #[arg(long)]
+    shard_leases: bool,
     /// Where the counters are remembered: none, sqlite (a file in the run's directory),
     /// sqlite:PATH, or postgres://... (with the postgres feature).
     #[arg(long, default_value = "sqlite", value_name = "STORE")]
@@ -48,6 +63,15 @@ struct Cli {
     /// or may not have happened).
     #[arg(long, value_enum, default_value_t = DeliveryMode::Reliable)]
     delivery: DeliveryMode,
+}
+
+/// `--downing`.
+#[derive(Clone, Copy, Debug, Eq, PartialEq, clap::ValueEnum)]
+enum Strategy {
+    KeepMajority,
+    StaticQuorum,
+    KeepOldest,
+    LeaseMajority,
 }
 
 /// The harness's settings, resolved from the command line.
@@ -62,6 +86,10 @@ pub(crate) struct Flags {
     pub(crate) downing: DowningMode,
     /// `--store`: where the counters are remembered (see `remembered::StoreSpec`).
     pub(crate) store: String,
+    /// `--lease`, when anything uses a lease store (see `leasing::LeaseSpec`).
+    pub(crate) lease: Option<String>,
+    /// `--shard-leases`.
+    pub(crate) shard_leases: bool,
     /// `--delivery`: how workers send increments.
     pub(crate) delivery: DeliveryMode,
 }
@@ -88,10 +116,19 @@ pub(crate) fn flags(args: &[String]) -> Result<Flags, clap::Error> {
         duration: cli.duration.unwrap_or(duration),
         seed,
         chaos: cli.chaos,
-        downing: match cli.auto_down {
-            true => DowningMode::AutoDown,
-            false => DowningMode::KeepMajority,
+        downing: match (cli.auto_down, cli.downing) {
+            (true, _) => DowningMode::AutoDown,
+            (false, Strategy::KeepMajority) => DowningMode::KeepMajority,
+            // A majority of the nodes and the harness's own member (never more than twice the
+            // quorum less one, or every side of a partition would down itself).
+            (false, Strategy::StaticQuorum) => {
+                DowningMode::StaticQuorum((cli.nodes as usize).div_ceil(2) + 1)
+            }
+            (false, Strategy::KeepOldest) => DowningMode::KeepOldest,
+            (false, Strategy::LeaseMajority) => DowningMode::LeaseMajority,
         },
+        lease: (cli.downing == Strategy::LeaseMajority || cli.shard_leases).then_some(cli.lease),
+        shard_leases: cli.shard_leases,
         store: cli.store,
         delivery: cli.delivery,
     })
@@ -119,6 +156,31 @@ mod tests {
         assert_eq!(f.store, "sqlite");
         assert_eq!(f.delivery, DeliveryMode::Reliable);
         assert!(f.downing == DowningMode::KeepMajority && !f.chaos);
+        assert_eq!(
+            (f.lease, f.shard_leases),
+            (None, false),
+            "no lease store used"
+        );
+    }
+
+    #[test]
+    fn a_strategy_and_leases_are_chosen_by_name() {
+        let f = parse(&["--downing", "lease-majority"]).unwrap();
+        assert_eq!(f.downing, DowningMode::LeaseMajority);
+        assert_eq!(f.lease.as_deref(), Some("sqlite"));
+        let f = parse(&["--shard-leases", "--lease", "etcd://127.0.0.1:2379"]).unwrap();
+        assert_eq!(f.downing, DowningMode::KeepMajority);
+        assert_eq!(f.lease.as_deref(), Some("etcd://127.0.0.1:2379"));
+        let f = parse(&["--downing", "static-quorum", "--nodes", "7"]).unwrap();
+        assert_eq!(
+            f.downing,
+            DowningMode::StaticQuorum(5),
+            "a majority of 7 and the harness"
+        );
+        let bad = parse(&["--downing", "down-all"]).err().unwrap().to_string();
+        assert!(bad.contains("down-all"), "{bad}");
+        let both = parse(&["--chaos", "--auto-down", "--downing", "keep-oldest"]);
+        assert!(both.is_err(), "auto-down is a strategy of its own");
     }
 
     #[test]
@@ -157,6 +219,9 @@ mod tests {
             "--auto-down",
             "--store",
             "--delivery",
+            "--downing",
+            "--lease",
+            "--shard-leases",
         ] {
             assert!(text.contains(flag), "{flag} missing from:\n{text}");
         }

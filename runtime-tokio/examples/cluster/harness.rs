@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use shoal::{MemberId, Region};
 
+use crate::leasing::Leasing;
 use crate::member::{Counter, DowningMode, MemberArgs};
 use crate::netns::{Host, Lab};
 use crate::processes::{self, Member};
@@ -26,6 +27,8 @@ pub(crate) struct Run<'a> {
     /// Where the nodes remember their counters.
     pub(crate) store: StoreSpec,
     pub(crate) downing: DowningMode,
+    /// The lease store and what uses it.
+    pub(crate) leasing: Leasing,
     pub(crate) lab: Option<&'a Lab>,
     pub(crate) dir: PathBuf,
     pub(crate) seeds: Vec<String>,
@@ -52,7 +55,7 @@ pub(crate) fn spawn_member(
     dir: &std::path::Path,
     index: u32,
     seeds: &[String],
-    downing: DowningMode,
+    (downing, leasing): (DowningMode, &Leasing),
     store: &StoreSpec,
 ) -> Result<Member, String> {
     let args = MemberArgs {
@@ -61,6 +64,7 @@ pub(crate) fn spawn_member(
         bind: bind_address(lab, Host::Node(index)),
         downing,
         store: store.arg(),
+        leasing: leasing.clone(),
         seeds: seeds.to_vec(),
     };
     let netns = lab.map(|lab| lab.namespace(Host::Node(index)));
@@ -75,7 +79,7 @@ impl Run<'_> {
             &self.dir,
             index,
             &self.seeds,
-            self.downing,
+            (self.downing, &self.leasing),
             &self.store,
         )?;
         self.addresses

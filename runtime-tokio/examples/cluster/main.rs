@@ -19,6 +19,7 @@ mod chaos;
 mod cli;
 mod harness;
 mod journal;
+mod leasing;
 mod member;
 mod netns;
 mod processes;
@@ -108,6 +109,12 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let store = remembered::StoreSpec::parse(&flags.store, &dir)?;
+    let leasing = leasing::Leasing {
+        store: (flags.lease.as_deref())
+            .map(|spec| leasing::LeaseSpec::parse(spec, &dir))
+            .transpose()?,
+        shard_leases: flags.shard_leases,
+    };
     // The harness's own node logs next to the nodes' (`RUST_LOG`, info by default).
     let log = std::fs::File::create(dir.join("harness.log")).map_err(|e| e.to_string())?;
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
@@ -127,7 +134,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     };
     let quiet = remembered::quiet(flags.entities);
     let setup = format!(
-        "{} nodes{}, {} counters (+{} quiet ones, {}), {} workers ({}), {}, seed {}",
+        "{} nodes{}, {} counters (+{} quiet ones, {}), {} workers ({}), {}{}, seed {}",
         flags.nodes,
         if lab.is_some() {
             " in network namespaces"
@@ -143,6 +150,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
             sending::DeliveryMode::Ask => "asks",
         },
         flags.downing.name(),
+        leasing.describe(),
         flags.seed
     );
     view.say(&format!("{setup}; journals in {}", dir.display()));
@@ -154,16 +162,20 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     } else {
         flags.nodes - 1
     };
-    let first = harness::spawn_member(lab, &dir, 0, &[], flags.downing, &store)?;
+    let first = harness::spawn_member(lab, &dir, 0, &[], (flags.downing, &leasing), &store)?;
     let seeds = vec![first.address.clone()];
     let addresses = Arc::new(Mutex::new(vec![(0, first.address.clone())]));
-    let proxy = NodeBuilder::new(CLUSTER)
-        .secret(SECRET)
-        .bind(harness::bind_address(lab, Host::Client))
-        .seed_nodes(seeds.clone())
-        .membership(member::membership(flags.downing))
-        .settings(member::settings())
-        .proxy::<Counter>(EntityTypeConfig::new(COUNTER))
+    let proxy = leasing
+        .open(
+            NodeBuilder::new(CLUSTER)
+                .secret(SECRET)
+                .bind(harness::bind_address(lab, Host::Client))
+                .seed_nodes(seeds.clone())
+                .membership(member::membership(flags.downing))
+                .settings(member::settings())
+                .proxy::<Counter>(EntityTypeConfig::new(COUNTER)),
+        )
+        .await?
         .start()
         .await
         .map_err(|e| format!("proxy: {e}"))?;
@@ -179,6 +191,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         quiet: quiet.clone(),
         store,
         downing: flags.downing,
+        leasing,
         lab,
         dir: dir.clone(),
         seeds,

@@ -3,7 +3,7 @@
 //! re-executing itself with `member`), reads the address it listens on from its first line of
 //! output, and stops it with SIGKILL, SIGSTOP/SIGCONT or SIGTERM (a graceful leave).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use shoal::{
 };
 
 use crate::journal::{Fact, Journal, now_micros};
+use crate::leasing::Leasing;
 use crate::remembered::StoreSpec;
 
 /// The cluster's name and secret (loopback only).
@@ -122,24 +123,41 @@ pub(crate) fn entity_id(n: u32) -> String {
 pub(crate) enum DowningMode {
     /// Keep-majority (the default): a minority side downs itself.
     KeepMajority,
+    /// Static quorum: a side holding fewer members than this downs itself.
+    StaticQuorum(usize),
+    /// Keep-oldest, down-if-alone: the side holding the oldest member survives, unless that
+    /// member is alone.
+    KeepOldest,
+    /// Lease-majority: the side whose leader acquires the downing lease survives (the side
+    /// without a majority asks later).
+    LeaseMajority,
     /// Auto-down (the negative control): each side downs the other, so both live.
     AutoDown,
 }
 
 impl DowningMode {
     /// The name used on a member's command line.
-    pub(crate) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> String {
         match self {
-            Self::KeepMajority => "keep-majority",
-            Self::AutoDown => "auto-down",
+            Self::KeepMajority => "keep-majority".into(),
+            Self::StaticQuorum(size) => format!("static-quorum:{size}"),
+            Self::KeepOldest => "keep-oldest".into(),
+            Self::LeaseMajority => "lease-majority".into(),
+            Self::AutoDown => "auto-down".into(),
         }
     }
 
-    fn parse(name: &str) -> Result<Self, String> {
+    /// Parses what `name` wrote.
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
         match name {
             "keep-majority" => Ok(Self::KeepMajority),
+            "keep-oldest" => Ok(Self::KeepOldest),
+            "lease-majority" => Ok(Self::LeaseMajority),
             "auto-down" => Ok(Self::AutoDown),
-            other => Err(format!("unknown downing mode {other:?}")),
+            _ => match name.strip_prefix("static-quorum:").map(str::parse) {
+                Some(Ok(size)) if size > 0 => Ok(Self::StaticQuorum(size)),
+                _ => Err(format!("unknown downing mode {name:?}")),
+            },
         }
     }
 }
@@ -158,6 +176,20 @@ pub(crate) fn membership(mode: DowningMode) -> MembershipSettings {
     let stable_after = STABLE_AFTER;
     m.downing = match mode {
         DowningMode::KeepMajority => Downing::KeepMajority { stable_after },
+        DowningMode::StaticQuorum(quorum_size) => Downing::StaticQuorum {
+            stable_after,
+            quorum_size,
+        },
+        DowningMode::KeepOldest => Downing::KeepOldest {
+            stable_after,
+            down_if_alone: true,
+        },
+        // A grant outlasts both sides' asks (twice stable-after and the minority's delay).
+        DowningMode::LeaseMajority => Downing::LeaseMajority {
+            stable_after,
+            acquire_delay_for_minority: Duration::from_secs(2),
+            lease_ttl: stable_after * 3,
+        },
         DowningMode::AutoDown => Downing::AutoDown {
             after: stable_after,
         },
@@ -187,6 +219,8 @@ pub(crate) struct MemberArgs {
     pub(crate) downing: DowningMode,
     /// The remember store (`StoreSpec::arg`).
     pub(crate) store: String,
+    /// The lease store and what uses it.
+    pub(crate) leasing: Leasing,
     pub(crate) seeds: Vec<String>,
 }
 
@@ -197,26 +231,43 @@ impl MemberArgs {
             self.index.to_string(),
             self.journal.display().to_string(),
             self.bind.clone(),
-            self.downing.name().to_string(),
+            self.downing.name(),
             self.store.clone(),
         ];
+        args.extend(self.leasing.args());
         args.extend(self.seeds.iter().cloned());
         args
     }
 
     /// Parses what `to_args` wrote.
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
-        let [index, journal, bind, downing, store, seeds @ ..] = args else {
+        let [
+            index,
+            journal,
+            bind,
+            downing,
+            store,
+            lease,
+            shards,
+            seeds @ ..,
+        ] = args
+        else {
             return Err(
-                "usage: member <index> <journal> <bind> <downing> <store> [seed...]".into(),
+                "usage: member <index> <journal> <bind> <downing> <store> <lease> \
+                 <shard-leases> [seed...]"
+                    .into(),
             );
         };
+        let dir = Path::new(journal)
+            .parent()
+            .unwrap_or_else(|| Path::new("."));
         Ok(Self {
             index: index.parse().map_err(|_| format!("bad index {index:?}"))?,
             journal: journal.into(),
             bind: bind.clone(),
             downing: DowningMode::parse(downing)?,
             store: store.clone(),
+            leasing: Leasing::parse(lease, shards, dir)?,
             seeds: seeds.to_vec(),
         })
     }
@@ -237,10 +288,9 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
         .membership(membership(args.downing))
         .settings(settings())
         .leave_on_signal(true);
-    let node = store
-        .open(builder)
-        .await?
-        .entity(store.counter_config(), move |id| {
+    let builder = args.leasing.open(store.open(builder).await?).await?;
+    let node = builder
+        .entity(args.leasing.configure(store.counter_config()), move |id| {
             let entity = id.as_str()[1..].parse().unwrap_or(u32::MAX);
             factory_journal.record(&Fact::Started {
                 entity,
