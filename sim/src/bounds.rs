@@ -26,8 +26,8 @@ pub(crate) const LEASE_MAJORITY_DELAY: Duration = Duration::from_secs(2);
 
 /// How long a lease-majority grant lasts: twice `stable-after` and the delay, as the core
 /// requires at least, and the failure detection's spread between the sides.
-pub(crate) fn lease_majority_ttl() -> Duration {
-    STABLE_AFTER * 2 + LEASE_MAJORITY_DELAY + Duration::from_secs(6)
+pub(crate) fn lease_majority_ttl(stable_after: Duration) -> Duration {
+    stable_after * 2 + LEASE_MAJORITY_DELAY + Duration::from_secs(6)
 }
 
 /// The longest the network takes to deliver one message on a healthy link: the latency's

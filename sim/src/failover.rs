@@ -1,9 +1,10 @@
 //! `sim failover`: how long failures take to recover from with the production defaults (Akka's
 //! timers: 1 s heartbeats with 3 s acceptable pause, 20 s stable-after, 20 s
-//! down-removal-margin), measured on a five-node cluster under steady traffic, once with the
-//! removal margin and once with shard leases in its place (10 s ttl, renewed every 2 s; no
-//! margin: a shard moves as soon as its old home is removed, and serves once its lease is
-//! granted there):
+//! down-removal-margin), measured on a five-node cluster under steady traffic: keep-majority
+//! with the removal margin, lease-majority downing (the downing lease from a store without
+//! faults; the minority asks 2 s later) with the margin, and keep-majority with shard leases
+//! in the margin's place (10 s ttl, renewed every 2 s; no margin: a shard moves as soon as its
+//! old home is removed, and serves once its lease is granted there):
 //!
 //! - a crash: from the crash until every shard the crashed node served serves again elsewhere;
 //! - a 2|3 partition: from its start until every minority member has stopped its entities
@@ -14,7 +15,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::options::{
-    ClusterOptions, Family, Lease, MembershipMode, NetworkOptions, Options, WorkloadOptions,
+    ClusterOptions, Downing, Family, Lease, MembershipMode, NetworkOptions, Options,
+    WorkloadOptions,
 };
 use crate::run::run_recorded;
 use crate::trace::{TraceEvent, TraceLine};
@@ -27,6 +29,8 @@ const FAULT_AT: Duration = Duration::from_secs(60);
 pub struct Failover {
     /// Keep-majority with the removal margin.
     pub margin: Recovery,
+    /// Lease-majority downing with the removal margin.
+    pub lease_majority: Recovery,
     /// Keep-majority with shard leases and no removal margin.
     pub leases: Recovery,
 }
@@ -47,6 +51,8 @@ impl fmt::Display for Failover {
         writeln!(f, "five nodes, production defaults, steady traffic:")?;
         writeln!(f, "  keep-majority, 20 s removal margin:")?;
         write!(f, "{}", self.margin)?;
+        writeln!(f, "  lease-majority, 20 s removal margin:")?;
+        write!(f, "{}", self.lease_majority)?;
         writeln!(
             f,
             "  keep-majority, shard leases (10 s ttl), no removal margin:"
@@ -81,17 +87,18 @@ impl fmt::Display for Recovery {
 pub fn measure() -> Failover {
     let lease = Lease::faultless();
     Failover {
-        margin: recover(None),
-        leases: recover(Some(lease)),
+        margin: recover(Downing::KeepMajority, None),
+        lease_majority: recover(Downing::LeaseMajority, None),
+        leases: recover(Downing::KeepMajority, Some(lease)),
     }
 }
 
-/// Both scenarios with `lease`.
-fn recover(lease: Option<Lease>) -> Recovery {
-    let crash = trace_of("@60 crash n3 restart 1000", lease.clone());
+/// Both scenarios with `downing` and shard leases from `lease`.
+fn recover(downing: Downing, lease: Option<Lease>) -> Recovery {
+    let crash = trace_of("@60 crash n3 restart 1000", downing, lease.clone());
     let (served, _) = shards_served(&crash, &["n3#1"]);
     let crash_times = recovery_times(&crash, &served, &["n3#1"]);
-    let partition = trace_of("@60 partition n4,n5 heal 1000", lease);
+    let partition = trace_of("@60 partition n4,n5 heal 1000", downing, lease);
     let minority = ["n4#1", "n5#1"];
     let stopped = partition
         .iter()
@@ -108,9 +115,9 @@ fn recover(lease: Option<Lease>) -> Recovery {
     }
 }
 
-/// The trace (time, event) of a steady five-node run with `schedule`, default timers and
-/// `lease`.
-fn trace_of(schedule: &str, lease: Option<Lease>) -> Vec<(Duration, TraceEvent)> {
+/// The trace (time, event) of a steady five-node run with `schedule`, default timers,
+/// `downing` and shard leases from `lease`.
+fn trace_of(schedule: &str, downing: Downing, lease: Option<Lease>) -> Vec<(Duration, TraceEvent)> {
     let base = Options::for_family(7, Family::Steady).without_extras();
     let options = Options {
         duration: Duration::from_secs(180),
@@ -120,6 +127,7 @@ fn trace_of(schedule: &str, lease: Option<Lease>) -> Vec<(Duration, TraceEvent)>
             shards: 100,
             membership: MembershipMode::Real,
             default_timers: true,
+            downing,
             ..base.cluster.clone()
         },
         network: NetworkOptions {

@@ -80,6 +80,10 @@ pub(crate) fn print(summary: &Summary<'_>) {
             verdict.lost.len().to_string(),
         ),
         (
+            "acknowledged, in the store, journal line lost with a killed process".into(),
+            verdict.journal_died.to_string(),
+        ),
+        (
             "acknowledged increments missing from final totals".into(),
             verdict.missing.len().to_string(),
         ),

@@ -266,12 +266,20 @@ impl Simulator {
             s.app_version = shoal_core::AppVersion(1, version, 0);
         }
         if self.opts.cluster.default_timers {
+            // Akka's stable-after (20 s), with the run's strategy.
+            let stable_after = s.downing.stable_after().unwrap_or(Duration::from_secs(20));
+            s.downing = self.downing(stable_after);
             return s;
         }
         s.seed_node_timeout = Duration::from_secs(2);
         s.retry_join_after = Duration::from_secs(2);
-        let stable_after = STABLE_AFTER;
-        s.downing = match self.opts.cluster.downing {
+        s.downing = self.downing(STABLE_AFTER);
+        s
+    }
+
+    /// The run's downing strategy, deciding after `stable_after`.
+    fn downing(&self, stable_after: Duration) -> shoal_core::Downing {
+        match self.opts.cluster.downing {
             Downing::KeepMajority => shoal_core::Downing::KeepMajority { stable_after },
             Downing::Auto => shoal_core::Downing::AutoDown {
                 after: stable_after,
@@ -288,10 +296,9 @@ impl Simulator {
             Downing::LeaseMajority => shoal_core::Downing::LeaseMajority {
                 stable_after,
                 acquire_delay_for_minority: crate::bounds::LEASE_MAJORITY_DELAY,
-                lease_ttl: crate::bounds::lease_majority_ttl(),
+                lease_ttl: crate::bounds::lease_majority_ttl(stable_after),
             },
-        };
-        s
+        }
     }
 
     /// Schedules `ev` at `at` (never in the past).

@@ -9,6 +9,7 @@ mod alloc;
 mod core_rows;
 mod curves;
 mod delivery_rows;
+mod failover_rows;
 mod lab;
 mod nodes;
 mod plot;
@@ -62,6 +63,8 @@ enum Group {
     State,
     /// Reliable delivery against plain asks.
     Delivery,
+    /// Failover per downing strategy (simulated, Akka's timers).
+    Failover,
 }
 
 impl Args {
@@ -92,6 +95,9 @@ fn main() -> ExitCode {
     if args.runs(Group::State) {
         let postgres = args.postgres.as_deref();
         rows.extend(runtime.block_on(state_rows::rows(args.quick, postgres)));
+    }
+    if args.runs(Group::Failover) {
+        rows.extend(failover_rows::rows());
     }
     let speeds = if args.runs(Group::Sim) {
         sim_rows::speeds(args.quick)
