@@ -382,9 +382,6 @@ impl Region {
             self.shard_settings.clone(),
             now,
         );
-        if let Some(settings) = self.remember {
-            instance.start_remembering(settings, self.number_of_shards, out);
-        }
         if let Some(terms) = &self.shard_lease {
             self.lease_holders += 1;
             let owner = LeaseOwner {
@@ -392,6 +389,10 @@ impl Region {
                 holder: self.lease_holders,
             };
             instance.start_lease(now, owner, terms.clone(), out);
+        }
+        // After the lease: a remembered shard under a lease loads once it holds it.
+        if let Some(settings) = self.remember {
+            instance.start_remembering(settings, self.number_of_shards, out);
         }
         self.shards.insert(shard, instance);
         self.touch(shard);

@@ -66,6 +66,9 @@ pub(crate) struct Remembered {
     phase: Phase,
     /// A request is out; its completion has not arrived.
     in_flight: bool,
+    /// The load waits for `handle_go` (a shard under a lease loads once it holds the lease:
+    /// the holder before it may record starts until its grant ends).
+    held: bool,
     /// The ids the store holds, as far as this shard knows.
     stored: BTreeSet<EntityId>,
     /// Changes not yet sent.
@@ -87,11 +90,11 @@ pub(crate) struct Remembered {
 
 impl Remembered {
     /// Starts remembering for the allocation `epoch` of `shard` (of `number_of_shards`): asks
-    /// for the load.
+    /// for the load, or, `held`, waits for [`Remembered::handle_go`] to.
     pub(crate) fn new(
         entity_type: EntityType,
         (shard, number_of_shards): (ShardId, u32),
-        epoch: Epoch,
+        (epoch, held): (Epoch, bool),
         settings: RememberSettings,
         out: &mut RememberOut,
     ) -> Self {
@@ -103,6 +106,7 @@ impl Remembered {
             settings,
             phase: Phase::Loading,
             in_flight: false,
+            held,
             stored: BTreeSet::new(),
             to_start: BTreeSet::new(),
             to_stop: BTreeSet::new(),
@@ -117,6 +121,13 @@ impl Remembered {
         };
         remembered.send(out);
         remembered
+    }
+
+    /// The load may be sent (a held one, see `new`).
+    pub(crate) fn handle_go(&mut self, out: &mut RememberOut) {
+        if std::mem::take(&mut self.held) {
+            self.send(out);
+        }
     }
 
     /// Whether the remembered set is loaded (and not fenced).
@@ -337,7 +348,7 @@ impl Remembered {
 
     /// Sends the load, or the next batch, if nothing is in flight or waiting for a retry.
     fn send(&mut self, out: &mut RememberOut) {
-        if self.in_flight || self.retry_at.is_some() {
+        if self.in_flight || self.retry_at.is_some() || self.held {
             return;
         }
         let request = match self.phase {

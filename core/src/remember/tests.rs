@@ -20,7 +20,7 @@ fn start(settings: RememberSettings) -> (Remembered, RememberOut) {
     let remembered = Remembered::new(
         EntityType::from("counter"),
         (SHARD, 1),
-        Epoch(7),
+        (Epoch(7), false),
         settings,
         &mut out,
     );
@@ -375,7 +375,7 @@ fn loaded_ids_that_map_to_another_shard_are_never_started_here() {
     let mut r = Remembered::new(
         kind,
         (ShardId(1), 4),
-        Epoch(7),
+        (Epoch(7), false),
         Default::default(),
         &mut out,
     );
@@ -389,4 +389,34 @@ fn loaded_ids_that_map_to_another_shard_are_never_started_here() {
     assert_eq!(out.start, mine);
     assert_eq!(out.misfiled, elsewhere, "reported, not started");
     assert!(!r.remembers(&elsewhere[0]), "not counted as this shard's");
+}
+
+#[test]
+fn a_held_load_waits_for_the_go_and_nothing_is_sent_before_it() {
+    let mut out = RememberOut::default();
+    let settings = RememberSettings::default();
+    let mut r = Remembered::new(
+        EntityType::from("counter"),
+        (SHARD, 1),
+        (Epoch(7), true),
+        settings,
+        &mut out,
+    );
+    assert!(out.requests.is_empty(), "held: no load yet");
+    r.handle_wakeup(Instant::from_secs(60), &mut out);
+    assert!(out.requests.is_empty(), "no timer sends it either");
+    r.handle_go(&mut out);
+    assert!(
+        matches!(
+            out.requests.as_slice(),
+            [StoreRequest::Load {
+                epoch: Epoch(7),
+                ..
+            }]
+        ),
+        "{:?}",
+        out.requests
+    );
+    r.handle_go(&mut out);
+    assert_eq!(out.requests.len(), 1, "a second go sends nothing more");
 }

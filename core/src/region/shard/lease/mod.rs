@@ -44,6 +44,11 @@ pub(crate) struct ShardLease {
 }
 
 impl ShardLease {
+    /// Whether the lease is held (see `LeaseHolder::is_held`).
+    pub(super) fn holds(&self) -> bool {
+        self.holder.is_held()
+    }
+
     /// Whether no letter waits for the lease.
     pub(super) fn is_settled(&self) -> bool {
         self.letters.is_empty()
@@ -196,9 +201,9 @@ impl Shard {
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
-        let Some(lease) = &mut self.lease else {
+        if self.lease.is_none() {
             return;
-        };
+        }
         match change {
             None => {}
             Some(LeaseChange::Acquired(token)) => {
@@ -207,6 +212,10 @@ impl Shard {
                     shard: self.id,
                     token,
                 });
+                self.load_after_lease(out);
+                let Some(lease) = &mut self.lease else {
+                    return;
+                };
                 let starts = std::mem::take(&mut lease.starts);
                 let letters: Vec<Delivery> = lease.take_letters().collect();
                 budget.release(letters.len());

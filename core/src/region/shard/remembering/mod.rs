@@ -21,7 +21,9 @@ use crate::time::Instant;
 
 impl Shard {
     /// Turns remembering on for this instance, one of `number_of_shards`: asks for the load
-    /// at the instance's epoch.
+    /// at the instance's epoch, once the instance holds its lease if it has one (the lease's
+    /// previous holder may record starts until its grant ends: a load before would miss them,
+    /// and their entities would never start again; seed 5130005646).
     pub(crate) fn start_remembering(
         &mut self,
         settings: RememberSettings,
@@ -29,15 +31,29 @@ impl Shard {
         out: &mut Effects,
     ) {
         let mut produced = RememberOut::default();
+        let held = (self.lease.as_ref()).is_some_and(|l| !l.holds());
         let remembered = Remembered::new(
             self.entity_type.clone(),
             (self.id, number_of_shards),
-            self.epoch,
+            (self.epoch, held),
             settings,
             &mut produced,
         );
         self.remember = Some(remembered);
         for request in produced.requests {
+            out.store(request);
+        }
+    }
+
+    /// The lease is held: a load that waited for it goes out.
+    pub(super) fn load_after_lease(&mut self, out: &mut Effects) {
+        let Some(remembered) = &mut self.remember else {
+            return;
+        };
+        let mut produced = RememberOut::default();
+        remembered.handle_go(&mut produced);
+        for request in produced.requests {
+            crate::probe::hit("shard: a remembered shard loads once its lease is held");
             out.store(request);
         }
     }
