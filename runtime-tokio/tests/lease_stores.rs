@@ -133,6 +133,14 @@ async fn calls_fail_once_the_server_is_gone(store: &dyn LeaseStore) {
     assert!(outcome.expect("a release must not hang").is_err());
 }
 
+/// The suite on two connections to a private `server`, then, the server stopped (dropped),
+/// the calls that must fail.
+async fn suite_then_gone(server: impl Sized, store: &dyn LeaseStore, other: &dyn LeaseStore) {
+    suite(store, other).await;
+    drop(server);
+    calls_fail_once_the_server_is_gone(store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_leases_pass_the_suite() {
     let dir = scratch("sqlite-leases");
@@ -146,19 +154,13 @@ async fn sqlite_leases_pass_the_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_leases_pass_the_suite_on_a_private_server() {
     let server = PgServer::start();
-    let store = server.connect().await;
-    let other = server.connect().await;
-    suite(&store, &other).await;
-    drop(server);
-    calls_fail_once_the_server_is_gone(&store).await;
+    let (store, other) = (server.connect().await, server.connect().await);
+    suite_then_gone(server, &store, &other).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_leases_pass_the_suite_on_a_private_server() {
     let server = EtcdServer::start();
-    let store = server.connect().await;
-    let other = server.connect().await;
-    suite(&store, &other).await;
-    drop(server);
-    calls_fail_once_the_server_is_gone(&store).await;
+    let (store, other) = (server.connect().await, server.connect().await);
+    suite_then_gone(server, &store, &other).await;
 }
