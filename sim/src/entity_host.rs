@@ -258,8 +258,11 @@ impl EntityHost {
         Some(reason)
     }
 
-    /// `member`'s process is gone, and its entities with it.
+    /// `member`'s process is gone, and its entities with it: a stop of one of them still on
+    /// its way is stale (it must not end a later incarnation's life in the checks).
     pub(crate) fn process_gone(&mut self, member: MemberId) {
+        self.pending_stops.retain(|(m, _, _), _| *m != member);
+        self.ignored_stops.retain(|(m, _, _)| *m != member);
         self.incarnations.retain(|(m, _), _| *m != member);
         self.mailboxes.retain(|(m, _, _), _| *m != member);
         self.passivation_asks.retain(|(m, _, _), _| *m != member);

@@ -209,6 +209,12 @@ impl Remembering {
         }
     }
 
+    /// `member`'s process is gone: its passivations in progress never complete (a crash
+    /// leaves those entities remembered).
+    pub(crate) fn process_gone(&mut self, member: MemberId) {
+        self.passivating.retain(|(m, _, _)| *m != member);
+    }
+
     /// `entities` run whether or not remembering works (messaged after healing): not owed.
     pub(crate) fn forgive(&mut self, entities: &[EntityId]) {
         for entity in entities {

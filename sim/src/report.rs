@@ -57,6 +57,9 @@ impl Report {
     pub fn reproduce(&self) -> String {
         // A drawn strategy comes back with the seed; only an override needs saying.
         let drawn = Options::for_family(self.options.seed, self.options.family);
+        if !self.replayable(&drawn) {
+            return CALLER_SET_OPTIONS.to_string();
+        }
         let downing = if self.options.cluster.downing == drawn.cluster.downing {
             String::new()
         } else {
@@ -85,7 +88,21 @@ impl Report {
     pub fn minimize_command(&self) -> String {
         self.reproduce().replacen(" replay ", " minimize ", 1)
     }
+
+    /// Whether the command line can rebuild this run's options: those `drawn` from its seed
+    /// and family, with only the overrides `replay` takes (downing, membership, schedule).
+    fn replayable(&self, drawn: &Options) -> bool {
+        let mut rebuilt = drawn.clone();
+        rebuilt.cluster.downing = self.options.cluster.downing;
+        rebuilt.cluster.membership = self.options.cluster.membership;
+        rebuilt.schedule = self.options.schedule.clone();
+        rebuilt == self.options
+    }
 }
+
+/// What `reproduce` says of a run whose options a test or fuzz target set beyond the seed's.
+const CALLER_SET_OPTIONS: &str = "rerun the test or fuzz input that made this run: it set \
+     options the seed does not draw (sizes, rates or faults), which the command line cannot repeat";
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -40,6 +40,25 @@ fn the_page_of_a_failing_run_marks_its_violation() {
     assert!(page.contains("deliveries/s"));
 }
 
+#[test]
+fn the_reproduce_line_is_a_command_only_when_the_command_line_can_rebuild_the_run() {
+    let (report, _) = failing_run();
+    let line = report.reproduce();
+    assert!(
+        line.starts_with("cargo run -p sim --release -- replay 1"),
+        "{line}"
+    );
+    assert!(line.ends_with(" --downing auto"), "{line}");
+    // A size the seed does not draw cannot come back from the command line.
+    let mut options = report.options.clone();
+    options.cluster.nodes += 1;
+    let resized = sim::run(options);
+    assert!(
+        resized.reproduce().starts_with("rerun the test"),
+        "{resized}"
+    );
+}
+
 /// The Chromium binary, if this machine has one.
 fn chromium() -> Option<PathBuf> {
     let candidates = [

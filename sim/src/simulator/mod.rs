@@ -454,6 +454,9 @@ impl Simulator {
         self.stalls.region_gone(node.id);
         self.host.process_gone(node.id);
         self.idleness.process_gone(node.id);
+        if let Some(remembering) = &mut self.remembering {
+            remembering.process_gone(node.id);
+        }
         Some(node.id)
     }
 
