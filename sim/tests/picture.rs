@@ -50,7 +50,7 @@ fn the_reproduce_line_is_a_command_only_when_the_command_line_can_rebuild_the_ru
     );
     assert!(line.ends_with(" --downing auto"), "{line}");
     // A size the seed does not draw cannot come back from the command line.
-    let mut options = report.options.clone();
+    let mut options = report.options;
     options.cluster.nodes += 1;
     let resized = sim::run(options);
     assert!(
