@@ -250,6 +250,7 @@ fn lease_majority_regressions() {
             70_836,
             Family::of_seed(70_836),
             "downing: a side refused the lease waits for the unstable bound",
+            "downing: a refused or failed lease ask is repeated",
         ),
         // A member that took itself for a leader in a view a one-way partition made was
         // refused (its side's true leader held the lease) and downed itself.

@@ -1,8 +1,19 @@
 //! Lease-majority downing: a side's leader asks the lease store for the cluster's downing
 //! lease once the picture is stable (the side without a majority only after a delay), and its
 //! answer decides the side's fate: granted, the side downs the members it cannot reach;
-//! refused or failed, nobody is downed from here and the side downs itself at the unstable
-//! bound (it still sees the winners unreachable), unless the winners' decision reaches it.
+//! refused or failed, nobody is downed from here, the ask is repeated now and then, and the
+//! side downs itself at the unstable bound (it still sees the winners unreachable), unless a
+//! repeat is granted or the winners' decision reaches it first.
+//!
+//! Repeating a refused ask is what lets a side outlive a grant nobody uses any more (its
+//! holder crashed or was downed since): the store refuses while that grant runs, and grants
+//! once it has run out. It stays safe because the unstable bound ends the repeats within
+//! 7/4 of `stable_after` of the side's picture turning unstable, and a grant lasts at least
+//! twice `stable_after` and the delay from the winner's decision (see the settings' check).
+//!
+//! The member holding the grant decides again while it runs, leader or not: a second
+//! decision on the winning side (a member of it crashing) would otherwise go to its leader,
+//! whom the store refuses while the earlier grant runs, and the whole cluster went down.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -22,6 +33,12 @@ pub(super) enum LeaseAsk {
     Due(Instant),
     /// Asked for at this time; the answer is awaited.
     Sent(Instant),
+}
+
+/// How long after a refused or failed ask it is repeated: a tenth of `stable_after`, so that
+/// a grant running out (or a store coming back) is noticed well before the unstable bound.
+fn ask_again_after(stable_after: Duration) -> Duration {
+    stable_after / 10
 }
 
 /// The downing lease's owner on `me`: one per member (a member's leadership of its side is
@@ -75,23 +92,35 @@ impl Downer {
         })
     }
 
+    /// Whether `me` holds a grant of the downing lease that has not run out on its own clock
+    /// (the store decides each ask anyway: this only says whether `me` decides).
+    pub(super) fn holds_lease(&self, now: Instant) -> bool {
+        self.lease_held_until.is_some_and(|until| now < until)
+    }
+
     /// The store answered `call`: the members to mark Down. Granted, those `me`'s side cannot
-    /// reach; refused or failed, none (the unstable bound downs the side). An answer to no ask of this
-    /// member's, or one arriving when nobody is cut off any more, decides nothing.
+    /// reach; refused or failed, none (the ask is repeated, and the unstable bound downs the
+    /// side). An answer to no ask of this member's, or one arriving when nobody is cut off any
+    /// more, decides nothing.
     pub(crate) fn handle_lease_answer(
         &mut self,
+        now: Instant,
         me: MemberId,
         gossip: &Gossip,
         call: &LeaseCall,
         answer: &LeaseAnswer,
     ) -> BTreeSet<MemberId> {
-        let LeaseCall::Acquire { sent, .. } = call else {
+        let LeaseCall::Acquire { sent, ttl, .. } = call else {
             return BTreeSet::new();
         };
         if self.lease != Some(LeaseAsk::Sent(*sent)) {
             return BTreeSet::new();
         }
         self.lease = None;
+        if let LeaseAnswer::Granted(_) = answer {
+            // The grant runs from no earlier than the ask left.
+            self.lease_held_until = Some(*sent + *ttl);
+        }
         self.reckon();
         if !self.pending {
             crate::probe::hit("downing: a lease answer after the picture healed decides nothing");
@@ -103,6 +132,11 @@ impl Downer {
                 undowned_unreachable(me, gossip)
             }
             LeaseAnswer::Refused | LeaseAnswer::Failed(_) => {
+                if let Some(stable_after) = self.stable_after() {
+                    crate::probe::hit("downing: a refused or failed lease ask is repeated");
+                    self.lease = Some(LeaseAsk::Due(now + ask_again_after(stable_after)));
+                    self.reckon();
+                }
                 // Nobody is marked Down from here: the side, its leader included, still sees
                 // the winners unreachable and downs itself at the unstable bound, unless the
                 // winners' decision reaches it first. Marking the side Down from here marked

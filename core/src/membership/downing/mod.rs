@@ -75,6 +75,9 @@ pub(crate) struct Downer {
     /// Lease-majority: the downing lease this member (a side's leader) is to ask for, or
     /// asked for and awaits the answer to.
     lease: Option<LeaseAsk>,
+    /// Lease-majority: until when (on `me`'s clock) the last grant of the downing lease to `me`
+    /// runs, counted from when it was asked for.
+    lease_held_until: Option<Instant>,
 }
 
 impl Downer {
@@ -91,6 +94,7 @@ impl Downer {
             not_before: now,
             deadline: None,
             lease: None,
+            lease_held_until: None,
         }
     }
 
@@ -130,6 +134,10 @@ impl Downer {
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
         self.pending = undowned > 0;
+        if !self.pending && self.lease_due().is_some() {
+            // Healed before the lease was asked for (or asked again): nothing to decide.
+            self.lease = None;
+        }
         // Others seeing `me` unreachable is as unstable as `me` seeing others so: they may
         // down `me` once that has lasted `stable-after`, counted from before `me` heard of
         // it, so `me`'s unstable bound runs from then too (flapping-links seed 1092827: a
@@ -336,7 +344,12 @@ impl Downer {
                 crate::probe::hit("downing: a side holding no Up member downs itself");
                 return [me].into();
             }
-            if leads {
+            // The holder of a running grant decides too: the store refuses any other asker
+            // until it runs out, the leader of the holder's own side included.
+            if leads || self.holds_lease(now) {
+                if !leads {
+                    crate::probe::hit("downing: the holder of a running grant decides again");
+                }
                 self.ask_for_lease(
                     now,
                     sides::holds_majority(&count),

@@ -705,45 +705,120 @@ fn lease_majority_keeps_the_side_whose_leader_gets_the_lease() {
     ));
     let granted = LeaseAnswer::Granted(FencingToken(1));
     assert_eq!(
-        d.handle_lease_answer(m(1), &g, &call, &granted),
+        d.handle_lease_answer(at(11), m(1), &g, &call, &granted),
         ids(&[4, 5])
     );
     assert!(
-        d.handle_lease_answer(m(1), &g, &call, &granted).is_empty(),
+        d.handle_lease_answer(at(11), m(1), &g, &call, &granted)
+            .is_empty(),
         "one answer per ask"
     );
     // A member that does not lead asks nothing, and waits for its leader.
     assert!(lease_decision(2, &g).1.is_none());
-    // The minority's leader asks after the delay; refused, its side downs itself at the
-    // unstable bound.
+    // The minority's leader asks after the delay; refused, it asks again every tenth of
+    // stable-after, and its side downs itself at the unstable bound.
     let g = cluster(5, 4, 4, &[1, 2, 3]);
     let (mut d, call) = lease_decision(4, &g);
     assert!(call.is_none(), "the minority waits");
     assert_eq!(d.deadline(), Some(at(13)));
-    let call = d
-        .poll_lease_call(at(13), m(4))
-        .expect("asked after the delay");
-    assert!(
-        d.handle_lease_answer(m(4), &g, &call, &LeaseAnswer::Refused)
-            .is_empty(),
-        "the side downs itself at the unstable bound"
-    );
+    let mut asked = at(13);
     let bound = Instant::ZERO + Duration::from_millis(18_500);
-    assert_eq!(d.deadline(), Some(bound), "7/4 of stable-after from 1 s");
-    assert_eq!(d.decide(bound, m(4), &g), ids(&[4]));
-    // A store that fails downs the side that asked.
+    while asked < bound {
+        let call = d.poll_lease_call(asked, m(4)).expect("asked when due");
+        assert!(
+            d.handle_lease_answer(asked, m(4), &g, &call, &LeaseAnswer::Refused)
+                .is_empty(),
+            "refused, nobody is downed"
+        );
+        asked = asked + Duration::from_secs(1);
+        assert_eq!(d.deadline(), Some(asked.min(bound)));
+    }
+    assert_eq!(
+        d.decide(bound, m(4), &g),
+        ids(&[4]),
+        "7/4 of stable-after from 1 s"
+    );
+    assert_eq!(
+        d.poll_lease_call(bound, m(4)),
+        None,
+        "no ask after the bound"
+    );
+    // An answer arriving once the partition healed decides nothing, and is not repeated.
     let g = cluster(5, 1, 1, &[4, 5]);
-    let (mut d, call) = lease_decision(1, &g);
-    let failed = LeaseAnswer::Failed("store down".into());
-    let call = call.expect("asked");
-    assert!(d.handle_lease_answer(m(1), &g, &call, &failed).is_empty());
-    // An answer arriving once the partition healed decides nothing.
     let (mut d, call) = lease_decision(1, &g);
     d.observe(at(12), m(1), &cluster(5, 1, 1, &[]), &never_heard);
     let healed = cluster(5, 1, 1, &[]);
     let call = call.expect("asked");
     assert!(
-        d.handle_lease_answer(m(1), &healed, &call, &LeaseAnswer::Refused)
+        d.handle_lease_answer(at(12), m(1), &healed, &call, &LeaseAnswer::Refused)
             .is_empty()
+    );
+    assert_eq!(d.deadline(), None);
+}
+
+#[test]
+fn a_failed_or_refused_lease_ask_is_granted_on_a_repeat_before_the_unstable_bound() {
+    use crate::lease::{FencingToken, LeaseAnswer};
+    // A store that fails, then answers: the side that asked wins after all.
+    let g = cluster(5, 1, 1, &[4, 5]);
+    let (mut d, call) = lease_decision(1, &g);
+    let failed = LeaseAnswer::Failed("store down".into());
+    let call = call.expect("asked");
+    assert!(
+        d.handle_lease_answer(at(11), m(1), &g, &call, &failed)
+            .is_empty()
+    );
+    assert_eq!(d.poll_lease_call(at(11), m(1)), None, "not at once");
+    let call = d.poll_lease_call(at(12), m(1)).expect("asked again");
+    let granted = LeaseAnswer::Granted(FencingToken(2));
+    assert_eq!(
+        d.handle_lease_answer(at(12), m(1), &g, &call, &granted),
+        ids(&[4, 5])
+    );
+    // Refused while an earlier grant (its holder since crashed) still ran: granted once it ran
+    // out, the side survives.
+    let (mut d, call) = lease_decision(1, &g);
+    let call = call.expect("asked");
+    assert!(
+        d.handle_lease_answer(at(11), m(1), &g, &call, &LeaseAnswer::Refused)
+            .is_empty()
+    );
+    let call = d.poll_lease_call(at(12), m(1)).expect("asked again");
+    assert_eq!(
+        d.handle_lease_answer(at(12), m(1), &g, &call, &granted),
+        ids(&[4, 5])
+    );
+}
+
+#[test]
+fn the_holder_of_a_running_grant_decides_again_though_it_does_not_lead() {
+    use crate::lease::{FencingToken, LeaseAnswer};
+    // 2 leads nothing (1 is the leader) but holds a grant from an earlier decision.
+    let g = cluster(5, 2, 1, &[5]);
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(2), &g, &never_heard);
+    assert!(d.decide(at(11), m(2), &g).is_empty());
+    assert_eq!(d.poll_lease_call(at(11), m(2)), None, "2 does not lead");
+    d.lease = Some(LeaseAsk::Due(at(11)));
+    let call = d.poll_lease_call(at(11), m(2)).expect("asked");
+    let granted = LeaseAnswer::Granted(FencingToken(1));
+    assert_eq!(
+        d.handle_lease_answer(at(11), m(2), &g, &call, &granted),
+        ids(&[5])
+    );
+    assert!(
+        d.holds_lease(at(50)) && !d.holds_lease(at(51)),
+        "40 s from the ask"
+    );
+    // Healed (5 removed, say); then a member of its side crashes: 2 decides again while its
+    // grant runs.
+    d.observe(at(15), m(2), &cluster(5, 2, 1, &[]), &never_heard);
+    let g = cluster(5, 2, 1, &[4, 5]);
+    d.observe(at(20), m(2), &g, &never_heard);
+    assert!(d.decide(at(30), m(2), &g).is_empty());
+    let call = d.poll_lease_call(at(30), m(2)).expect("the holder asks");
+    assert_eq!(
+        d.handle_lease_answer(at(30), m(2), &g, &call, &granted),
+        ids(&[4, 5])
     );
 }

@@ -353,7 +353,7 @@ impl Membership {
         rng: &mut Rng,
         out: &mut Effects,
     ) {
-        let down = (self.downer).handle_lease_answer(self.me, &self.gossip, call, answer);
+        let down = (self.downer).handle_lease_answer(now, self.me, &self.gossip, call, answer);
         let changed = self.mark_down(now, down, rng, out);
         self.act(now, changed, rng, out);
     }

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! sim sweep --seeds <n> [--start <seed>] [--coverage] [--reaching <text>] [--until-failure]
+//!           [--list-classified]
 //! sim replay <seed> [--trace <file>] [--html <file>] [--coverage]
 //! sim minimize <seed>
 //! sim failover
@@ -57,6 +58,9 @@ enum Command {
         /// Stop at the first failing seed and say how many seeds it took.
         #[arg(long)]
         until_failure: bool,
+        /// Print each seed in which no side survived (classified, not failed), with its strategy.
+        #[arg(long)]
+        list_classified: bool,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -103,7 +107,7 @@ struct RunArgs {
     #[arg(long, value_parser = family_arg)]
     family: Option<Family>,
     /// How unreachable members are downed, replacing the strategy the seed draws:
-    /// keep-majority, static-quorum, keep-oldest, keep-oldest-down-if-alone, down-all, or auto
+    /// keep-majority, static-quorum, keep-oldest, keep-oldest-down-if-alone, down-all, lease-majority, or auto
     /// (the negative control, which must fail).
     #[arg(long, value_parser = downing_arg)]
     downing: Option<Downing>,
@@ -174,12 +178,14 @@ fn main() -> ExitCode {
             coverage,
             reaching,
             until_failure,
+            list_classified,
             run,
         } => {
             let how = SweepOutput {
                 coverage,
                 reaching: reaching.as_deref(),
                 until_failure,
+                list_classified,
             };
             sweep(start..start.saturating_add(seeds), |s| run.options(s), how)
         }
@@ -218,6 +224,7 @@ struct SweepOutput<'a> {
     coverage: bool,
     reaching: Option<&'a str>,
     until_failure: bool,
+    list_classified: bool,
 }
 
 fn sweep(
@@ -229,6 +236,7 @@ fn sweep(
         coverage,
         reaching,
         until_failure,
+        list_classified,
     } = how;
     let started = wall_seconds();
     let (mut passed, mut failed, mut no_progress) = (0, 0, 0);
@@ -250,7 +258,13 @@ fn sweep(
         }
         match report.outcome {
             Outcome::Passed => passed += 1,
-            Outcome::NoProgress => no_progress += 1,
+            Outcome::NoProgress => {
+                no_progress += 1;
+                if list_classified {
+                    let strategy = report.options.cluster.downing.name();
+                    println!("seed {seed}: no side survived ({strategy})");
+                }
+            }
             Outcome::Failed => {
                 failed += 1;
                 print!("{report}");
