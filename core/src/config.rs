@@ -146,6 +146,13 @@ pub struct EntityTypeConfig {
     /// expired. `None` (the default): no lease.
     #[serde(default)]
     pub shard_lease: Option<crate::lease::LeaseTerms>,
+    /// A lease for the type's coordinator (Akka's singleton `use-lease`): a coordinator
+    /// allocates shards only while it holds the type's lease in the host's lease store, so
+    /// that a coordinator cut off from the rest (or paused), which still believes it is the
+    /// oldest, stops allocating on its own clock before another can be granted the lease.
+    /// `None` (the default): no lease.
+    #[serde(default)]
+    pub coordinator_lease: Option<crate::lease::LeaseTerms>,
 }
 
 impl EntityTypeConfig {
@@ -163,6 +170,7 @@ impl EntityTypeConfig {
             persistent: false,
             min_registered_regions: 1,
             shard_lease: None,
+            coordinator_lease: None,
         }
     }
 

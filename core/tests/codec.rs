@@ -194,9 +194,10 @@ fn gate() -> impl Strategy<Value = AllocationGate> {
         any::<u32>(),
         any::<u32>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(open, unregistered, recently_removed, registered, needed, store_pending)| {
+            |(open, unregistered, recently_removed, registered, needed, store_pending, lease)| {
                 AllocationGate {
                     open,
                     unregistered,
@@ -204,6 +205,7 @@ fn gate() -> impl Strategy<Value = AllocationGate> {
                     registered,
                     needed,
                     store_pending,
+                    lease_pending: lease,
                 }
             },
         )

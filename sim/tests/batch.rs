@@ -250,7 +250,6 @@ fn lease_majority_regressions() {
             70_836,
             Family::of_seed(70_836),
             "downing: a side refused the lease waits for the unstable bound",
-            "downing: a refused or failed lease ask is repeated",
         ),
         // A member that took itself for a leader in a view a one-way partition made was
         // refused (its side's true leader held the lease) and downed itself.
@@ -284,6 +283,7 @@ fn leased_auto_down(seed: u64, change: impl FnOnce(&mut sim::Lease)) -> Options 
         isolations: vec![(1, secs(20), secs(40)), (2, secs(50), secs(65))],
         store_ttl_factor: 1.0,
         no_margin: false,
+        coordinator: false,
     };
     change(&mut lease);
     options.lease = Some(lease);
@@ -1539,6 +1539,7 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: a minority side waits before asking for the lease",
         "downing: the side holding the lease downs the others",
         "downing: a side refused the lease waits for the unstable bound",
+        "downing: a refused or failed lease ask is repeated",
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
         "coordinator: a late ShardStopped completes the handoff",
@@ -1567,6 +1568,10 @@ fn coverage_markers_fire_within_the_batch() {
         "lease: a call failed",
         "shard: a start waits for the shard's lease",
         "shard: a lease lost while serving stops its entities",
+        "coordinator: its lease acquired, the gate may open",
+        "coordinator: its lease lost, allocation stops",
+        "a coordinator holding its lease allocated a shard",
+        "allocation waited for the coordinator's lease",
     ];
     let mut seen = std::collections::BTreeMap::new();
     for seed in 0..BATCH {

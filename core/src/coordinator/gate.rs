@@ -30,6 +30,7 @@ impl Coordinator {
             registered: count(self.regions.len()),
             needed: count(self.min_registered_regions),
             store_pending: !self.store_ready(),
+            lease_pending: self.lease.as_ref().is_some_and(|l| !l.is_held()),
         }
     }
 
@@ -58,6 +59,7 @@ impl Coordinator {
         let ready = self.recent_removals.is_empty()
             && count(self.regions.len()) >= count(self.min_registered_regions)
             && self.store_ready()
+            && self.lease_allows(now)
             && !view.members().iter().any(|m| self.awaits_registration(m));
         #[cfg(feature = "fault-injection")]
         let ready = ready || self.settings.broken_coordinator_gate;

@@ -269,7 +269,7 @@ impl Coordinator {
             .map(|h| h.requesters)
             .unwrap_or_default();
         self.deallocate(shard);
-        if fenced.is_some() && Self::may_host_again(view, from) {
+        if fenced.is_some() && Self::may_host_again(view, from) && self.lease_allows(now) {
             // Its instance may have stopped holding letters whose entity never started (the
             // store refused it before the start was durable); they went back in front of its
             // region's buffer. Hosted there again, they are delivered before anything other

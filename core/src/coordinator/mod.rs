@@ -19,6 +19,7 @@
 mod gate;
 mod handoff;
 mod invariants;
+mod lease;
 mod placement;
 mod query;
 mod rebalance;
@@ -89,6 +90,9 @@ pub(crate) struct Coordinator {
     min_registered_regions: usize,
     /// The store's shards and epochs, when the type remembers entities or persists state.
     remember: Option<RememberedShards>,
+    /// The type's lease, when it has `coordinator_lease`: the gate opens only while it holds
+    /// it (see `lease`).
+    lease: Option<crate::lease::LeaseHolder>,
 }
 
 impl Coordinator {
@@ -105,7 +109,7 @@ impl Coordinator {
         for (&shard, &node) in desired {
             strategy.set_desired_location(shard, node);
         }
-        Self {
+        let mut coordinator = Self {
             entity_type: config.name.clone(),
             me,
             role: config.role.clone(),
@@ -141,7 +145,12 @@ impl Coordinator {
                 let settings = config.remember.unwrap_or_default();
                 RememberedShards::new(me, settings, config.remember.is_some(), now)
             }),
+            lease: None,
+        };
+        if let Some(terms) = &config.coordinator_lease {
+            coordinator.lease = Some(coordinator.new_lease(terms.clone(), now));
         }
+        coordinator
     }
 
     /// A message for the coordinator. Members absent from `view` are ignored, but for the
@@ -154,6 +163,7 @@ impl Coordinator {
         body: Body,
         out: &mut Effects,
     ) -> Handled {
+        self.handle_lease_timeout(now, view, out);
         let Some(status) = view.status(from) else {
             return self.handle_last_words(now, view, from, body, out);
         };
@@ -244,6 +254,7 @@ impl Coordinator {
         exited: &BTreeSet<MemberId>,
         out: &mut Effects,
     ) {
+        self.handle_lease_timeout(now, view, out);
         let gone: Vec<MemberId> = self
             .regions
             .keys()
@@ -331,6 +342,7 @@ impl Coordinator {
         view: &MembershipView,
         out: &mut Effects,
     ) {
+        self.handle_lease_timeout(now, view, out);
         let expired: Vec<MemberId> = self
             .terminating
             .iter()
@@ -360,7 +372,7 @@ impl Coordinator {
 
     /// Each of the coordinator's timers with its name (for [`Coordinator::poll_timeout`] and
     /// for naming the timer of a busy loop).
-    pub(crate) fn deadlines(&self) -> [NamedDeadline; 8] {
+    pub(crate) fn deadlines(&self) -> [NamedDeadline; 9] {
         let margin = self.removal_margin;
         [
             ("rebalance", self.gate_open.then_some(self.next_rebalance)),
@@ -372,7 +384,11 @@ impl Coordinator {
                 "terminating region",
                 self.terminating.values().min().copied(),
             ),
-            ("unacknowledged allocation", self.unacked.next()),
+            (
+                "unacknowledged allocation",
+                // Resent only while the lease (if any) is held.
+                (self.unacked.next()).filter(|_| self.lease.as_ref().is_none_or(|l| l.is_held())),
+            ),
             ("handoff", self.handoffs.values().map(|h| h.deadline).min()),
             ("stats query", self.stats.values().map(|q| q.deadline).min()),
             ("store timeout", self.store_timeout()),
@@ -380,6 +396,7 @@ impl Coordinator {
                 "removal margin",
                 self.recent_removals.values().map(|at| *at + margin).min(),
             ),
+            ("lease", self.lease_timeout()),
         ]
     }
 

@@ -32,6 +32,13 @@ impl Coordinator {
             self.waiting.entry(shard).or_default().extend(requesters);
             return;
         }
+        if !self.lease_allows(now) {
+            // A handoff ending after the coordinator lost its lease: the shard waits for the
+            // gate, which opens again once the lease is held.
+            crate::probe::hit("coordinator: an allocation waits for the coordinator's lease");
+            self.waiting.entry(shard).or_default().extend(requesters);
+            return;
+        }
         let allocation = self.allocation_view(view);
         let requester = requesters.first().copied().unwrap_or(self.me);
         let chosen = self
@@ -185,6 +192,11 @@ impl Coordinator {
     }
 
     pub(super) fn resend_host_shards(&mut self, now: Instant, out: &mut Effects) {
+        // A resend is an allocation too: not without the lease (another coordinator may have
+        // allocated the shard elsewhere since); sent again once the lease is held.
+        if !self.lease_allows(now) {
+            return;
+        }
         let next = now + self.settings.shard_start_timeout;
         let mut due = self.unacked.due(now);
         // In shard order, as a deterministic replay expects whatever the deadlines were.

@@ -266,6 +266,7 @@ fn unknown_shards_wait_for_the_gate() {
                 registered: 1,
                 needed: 2,
                 store_pending: false,
+                lease_pending: false,
             },
             shards: vec![s(7)],
         }],

@@ -49,6 +49,12 @@ pub enum LeaseName {
     /// The cluster's downing lease: the side whose leader holds it survives a partition
     /// (lease-majority downing).
     Downing,
+    /// A type's coordinator lease: only its holder allocates the type's shards (Akka's
+    /// singleton `use-lease`).
+    Coordinator {
+        /// The type.
+        entity_type: EntityType,
+    },
 }
 
 /// Who asks for a lease: one holder on one member. A member may hold a lease again through a
@@ -59,7 +65,8 @@ pub enum LeaseName {
 pub struct LeaseOwner {
     /// The member.
     pub member: MemberId,
-    /// The holder on that member (numbered by the member, from 1).
+    /// The holder on that member: a shard's numbered by the member from 1, a coordinator's by
+    /// the time it started on the member's clock, the downing lease's 0.
     pub holder: u64,
 }
 
@@ -74,6 +81,7 @@ impl std::fmt::Display for LeaseName {
         match self {
             Self::Shard { entity_type, shard } => write!(f, "shard-{entity_type}-{}", shard.0),
             Self::Downing => write!(f, "downing"),
+            Self::Coordinator { entity_type } => write!(f, "coordinator-{entity_type}"),
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct AllocationGate {
     /// The type remembers entities and the remember store has not yet listed its shards
     /// (their epochs come first; the read is retried while the store fails).
     pub store_pending: bool,
+    /// The type has a coordinator lease and this coordinator does not hold it (it is asked
+    /// for, again after a refusal, until granted).
+    #[serde(default)]
+    pub lease_pending: bool,
 }
 
 /// A coordinator's state, for operators (`Command::GetCoordinatorState`).

@@ -3,7 +3,7 @@
 
 use super::Node;
 use crate::effect::Event;
-use crate::id::MemberId;
+use crate::id::{EntityType, MemberId};
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseName};
 use crate::message::{Body, Envelope, Handled, Message, Route};
 use crate::reason::DeadLetterReason;
@@ -79,7 +79,8 @@ impl Node {
         }
     }
 
-    /// The lease store answered `call`: to the region whose shard asked.
+    /// The lease store answered `call`: to the region whose shard asked, the coordinator
+    /// that asked, or membership (the downing lease).
     pub(super) fn handle_lease_answered(
         &mut self,
         now: Instant,
@@ -87,6 +88,10 @@ impl Node {
         answer: LeaseAnswer,
     ) {
         let (LeaseCall::Acquire { name, .. } | LeaseCall::Release { name, .. }) = &call;
+        if let LeaseName::Coordinator { entity_type } = name {
+            let entity_type = entity_type.clone();
+            return self.coordinator_lease_answered(now, &entity_type, call, answer);
+        }
         let LeaseName::Shard { entity_type, shard } = name else {
             match &mut self.membership {
                 Some(m) => {
@@ -105,6 +110,31 @@ impl Node {
                 ?call,
                 "lease answer for an entity type this node does not serve"
             ),
+        }
+    }
+
+    /// The lease store answered a call about `entity_type`'s coordinator lease: to the
+    /// coordinator running here; a grant arriving for one that stopped is given back.
+    fn coordinator_lease_answered(
+        &mut self,
+        now: Instant,
+        entity_type: &EntityType,
+        call: LeaseCall,
+        answer: LeaseAnswer,
+    ) {
+        let Some(t) = self.types.get_mut(entity_type) else {
+            return tracing::warn!(?call, "coordinator lease answer for an unknown type");
+        };
+        match (&mut t.coordinator, call, answer) {
+            (Some(c), call, answer) => {
+                c.handle_lease_answered(now, &call, answer, &self.view, &mut self.effects);
+            }
+            (None, LeaseCall::Acquire { name, owner, .. }, LeaseAnswer::Granted(token)) => {
+                crate::probe::hit("coordinator: a lease granted after it stopped is released");
+                self.effects
+                    .lease(LeaseCall::Release { name, owner, token });
+            }
+            (None, ..) => {}
         }
     }
 }

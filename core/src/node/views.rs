@@ -79,7 +79,10 @@ impl Node {
                         entity_type: t.config.name.clone(),
                     });
                 }
-                (Some(_), false) => {
+                (Some(c), false) => {
+                    if let Some(release) = c.take_lease_release() {
+                        self.effects.lease(release);
+                    }
                     t.coordinator = None;
                     self.effects.event(Event::CoordinatorStopped {
                         entity_type: t.config.name.clone(),

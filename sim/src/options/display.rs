@@ -117,6 +117,9 @@ impl fmt::Display for Options {
                 l.outages.len(),
                 l.isolations.len()
             )?;
+            if l.coordinator {
+                write!(f, ",coordinator")?;
+            }
             if l.store_ttl_factor != 1.0 {
                 write!(f, ",store_ttl:{:.2}", l.store_ttl_factor)?;
             }

@@ -272,6 +272,8 @@ pub struct Lease {
     /// Holders take neither clock drift nor a safety margin off their validity: a negative
     /// control, with clocks that drift.
     pub no_margin: bool,
+    /// The type's coordinator holds a lease too, and allocates only while it holds it.
+    pub coordinator: bool,
 }
 
 impl Lease {
@@ -286,6 +288,7 @@ impl Lease {
             isolations: Vec::new(),
             store_ttl_factor: 1.0,
             no_margin: false,
+            coordinator: false,
         }
     }
 
@@ -339,6 +342,7 @@ impl Lease {
             isolations: Vec::new(),
             store_ttl_factor: 1.0,
             no_margin: false,
+            coordinator: false,
         };
         // A node cut off from the store (not from the cluster) loses its leases, and its
         // shards wait until it is back.
@@ -350,6 +354,8 @@ impl Lease {
                 (node, from, from + lasts)
             })
             .collect();
+        // Drawn last: the stream's earlier draws stay what they were before it existed.
+        lease.coordinator = r.chance(0.5);
         lease
     }
 }

@@ -307,6 +307,7 @@ impl Simulator {
                 });
                 self.stalls.hosting(self.now, *shard, envelope.to);
                 self.mark_rolling_allocation(envelope.to);
+                self.check_coordinator_lease(envelope.from, *shard);
             }
             Some(shoal_core::Body::StartEntityAck {
                 entity,

@@ -3,7 +3,7 @@
 //! store's grants.
 
 use shoal_core::lease::{LeaseCall, LeaseName};
-use shoal_core::{EntityId, Input, MemberId};
+use shoal_core::{EntityId, Input, MemberId, ShardId};
 
 use crate::check::Property;
 use crate::events::Ev;
@@ -63,6 +63,25 @@ impl Simulator {
         if let Err(detail) = leasing.check_holder(self.now, member, &name) {
             self.check.fail(self.now, Property::Lease, entity, detail);
         }
+    }
+}
+
+impl Simulator {
+    /// `member`'s coordinator allocated `shard`: with a coordinator lease, the store's grant
+    /// of the type's coordinator lease to `member` must run now.
+    pub(crate) fn check_coordinator_lease(&mut self, member: MemberId, shard: ShardId) {
+        let coordinator = self.opts.lease.as_ref().is_some_and(|l| l.coordinator);
+        let Some(leasing) = self.leasing.as_ref().filter(|_| coordinator) else {
+            return;
+        };
+        let name = LeaseName::Coordinator {
+            entity_type: self.ty.clone(),
+        };
+        if let Err(detail) = leasing.check_holder(self.now, member, &name) {
+            let detail = format!("allocating {shard}: {detail}");
+            self.check.fail(self.now, Property::Lease, member, detail);
+        }
+        self.mark("a coordinator holding its lease allocated a shard");
     }
 }
 

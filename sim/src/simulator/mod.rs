@@ -380,6 +380,9 @@ impl Simulator {
         t.persistent = self.opts.persist.is_some();
         let forced_stop = self.opts.host.forced_stop;
         t.shard_lease = (self.opts.lease.as_ref()).map(|l| l.terms(forced_stop));
+        t.coordinator_lease = (self.opts.lease.as_ref())
+            .filter(|l| l.coordinator)
+            .map(|l| l.terms(forced_stop));
         t.allocation = self.opts.cluster.allocation.clone();
         t.min_registered_regions = self.opts.cluster.min_registered_regions;
         let bystander = self.opts.cluster.bystander == Some(node);

@@ -299,7 +299,8 @@ impl Simulator {
         let waits_for_nothing = gate.unregistered.is_empty()
             && gate.recently_removed.is_empty()
             && gate.registered >= gate.needed
-            && !gate.store_pending;
+            && !gate.store_pending
+            && !gate.lease_pending;
         let needed = self.opts.cluster.min_registered_regions;
         if gate.open || shards.is_empty() || waits_for_nothing || gate.needed as usize != needed {
             let detail = format!(
@@ -319,6 +320,9 @@ impl Simulator {
         }
         if gate.store_pending {
             self.mark("allocation waited for the remember store's list of shards");
+        }
+        if gate.lease_pending {
+            self.mark("allocation waited for the coordinator's lease");
         }
     }
 

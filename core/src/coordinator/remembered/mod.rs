@@ -119,9 +119,14 @@ impl Coordinator {
     /// succeeded one cut off never heard of a shard the old one started meanwhile, and its
     /// remembered entity never ran again).
     pub(super) fn removal_noted(&mut self) {
-        if self.gate_open {
-            return;
+        if !self.gate_open {
+            self.reread_remembered();
         }
+    }
+
+    /// Reads the store's shards again before the gate opens (an answer to a read already out
+    /// is taken as stale): someone else may have allocated since they were read.
+    pub(super) fn reread_remembered(&mut self) {
         if let Some(r) = &mut self.remember {
             if r.loaded || r.in_flight {
                 crate::probe::hit(
