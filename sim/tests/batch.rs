@@ -899,6 +899,32 @@ fn a_new_coordinator_hosts_a_fenced_shard_again_where_its_letters_wait_regressio
     );
 }
 
+/// Rolling-restart seed 6410002381 (oracle membership, a fresh sweep): a member told to leave
+/// 270 ms after it started had no view yet; its region, shutting down, took "nobody in the
+/// view" for "nobody left to take the shards" and dead-lettered the letters that waited for a
+/// home. A region waits for its first view before concluding that.
+#[test]
+fn a_shutdown_before_the_first_view_waits_for_it_regression() {
+    let options = Options::for_family(6_410_002_381, Family::RollingRestart);
+    let schedule = "@54.810 leave n2; @67.321 leave n1; @85.692 leave n5; @98.716 leave n5";
+    // As the sweep drew it, with its persistence and reliable delivery.
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..oracle(options)
+    };
+    let report = run(options);
+    assert_ne!(report.outcome, Outcome::Failed, "{report}");
+    assert_reaches(
+        &report,
+        "region: a shutdown before the first view waits for it",
+    );
+    let report = run(oracle(Options::for_family(
+        6_410_002_117,
+        Family::RollingRestart,
+    )));
+    assert_ne!(report.outcome, Outcome::Failed, "{report}");
+}
+
 /// Rolling-restart seed 903263 (oracle membership): the oracle removed a leaving member as
 /// soon as its regions stopped, without Exiting, so a new coordinator counted that member's
 /// proxy as having acknowledged a handoff and moved a shard while the proxy's last forwards to

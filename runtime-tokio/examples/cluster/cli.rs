@@ -50,8 +50,9 @@ struct Cli {
     /// etcd://host:port[,host:port] (with the etcd feature).
     #[arg(long, default_value = "sqlite", value_name = "STORE")]
     lease: String,
-    /// Every shard of the counters starts its entities only under its lease from --lease: a
-    /// killed node's shards move once its leases expire, without the removal margin.
+    /// Every shard of the counters starts its entities only under its lease from --lease, and
+    /// their coordinator allocates only under the type's: a killed node's shards move once its
+    /// leases expire, without the removal margin.
     #[arg(long)]
     shard_leases: bool,
     /// Where the counters are remembered: none, sqlite (a file in the run's directory),

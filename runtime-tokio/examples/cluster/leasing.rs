@@ -1,6 +1,6 @@
 //! Leases in the demo: the lease store the node processes and the harness share (`--lease`:
 //! a SQLite file by default, PostgreSQL or etcd), used by lease-majority downing and, with
-//! `--shard-leases`, by every shard of the counters.
+//! `--shard-leases`, by every shard of the counters and by their coordinator.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,7 +24,8 @@ pub(crate) enum LeaseSpec {
 pub(crate) struct Leasing {
     /// The store, if anything uses one.
     pub(crate) store: Option<LeaseSpec>,
-    /// Whether each shard of the counters starts its entities only under its lease.
+    /// Whether each shard of the counters starts its entities only under its lease, and their
+    /// coordinator allocates only under the type's.
     pub(crate) shard_leases: bool,
 }
 
@@ -170,10 +171,13 @@ impl Leasing {
         }
     }
 
-    /// The counters' configuration with their shard leases, if asked for.
+    /// The counters' configuration with their shard and coordinator leases, if asked for.
+    /// The coordinator's has the same terms: a coordinator cut off stops allocating within
+    /// them, and a new one waits at most the ttl for the old grant.
     pub(crate) fn configure(&self, mut config: EntityTypeConfig) -> EntityTypeConfig {
         if self.shard_leases {
             config.shard_lease = Some(shard_lease_terms());
+            config.coordinator_lease = Some(shard_lease_terms());
         }
         config
     }
@@ -183,7 +187,7 @@ impl Leasing {
         match (&self.store, self.shard_leases) {
             (None, _) => String::new(),
             (Some(store), false) => format!(", {}", store.describe()),
-            (Some(store), true) => format!(", shard leases, {}", store.describe()),
+            (Some(store), true) => format!(", shard and coordinator leases, {}", store.describe()),
         }
     }
 }
