@@ -730,7 +730,7 @@ fn lease_majority_keeps_the_side_whose_leader_gets_the_lease() {
                 .is_empty(),
             "refused, nobody is downed"
         );
-        asked = asked + Duration::from_secs(1);
+        asked += Duration::from_secs(1);
         assert_eq!(d.deadline(), Some(asked.min(bound)));
     }
     assert_eq!(
