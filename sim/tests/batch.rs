@@ -899,6 +899,22 @@ fn a_new_coordinator_hosts_a_fenced_shard_again_where_its_letters_wait_regressio
     );
 }
 
+/// Lease-majority, swarm seed 6100000038 (a fresh sweep, classified: no side survived): n7
+/// held the downing lease after a partition; n2 of its own side then crashed, and the leader
+/// n1, asking about it, was refused while n7's grant ran, so the whole side downed itself. The
+/// holder of a running grant now decides too (and a refused ask is repeated).
+#[test]
+fn the_holder_of_a_running_downing_grant_decides_again_regression() {
+    let mut options = Options::for_seed(6_100_000_038);
+    options.cluster.downing = Downing::LeaseMajority;
+    let report = run(options);
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(
+        &report,
+        "downing: the holder of a running grant decides again",
+    );
+}
+
 /// Rolling-restart seed 6410002381 (oracle membership, a fresh sweep): a member told to leave
 /// 270 ms after it started had no view yet; its region, shutting down, took "nobody in the
 /// view" for "nobody left to take the shards" and dead-lettered the letters that waited for a
