@@ -85,10 +85,7 @@ impl Coordinator {
 
     /// The coordinator stops here: the call that gives its lease up, if it held it.
     pub(crate) fn take_lease_release(&mut self) -> Option<LeaseCall> {
-        let lease = self.lease.as_mut()?;
-        lease.handle_release();
-        // Released, the holder has only the release to send, whatever the time.
-        lease.poll_call(Instant::ZERO)
+        self.lease.as_mut()?.give_up()
     }
 
     fn apply_lease_change(
@@ -186,6 +183,12 @@ mod tests {
         let mut c = Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0));
         let view = MembershipView::new((1..=3).map(|n| Member::up(m(n), n, &[])).collect());
         let mut out = Effects::new(m(1));
+        let ask_home = |c: &mut Coordinator, now, from, shard, out: &mut Effects| {
+            let ask = Body::GetShardHome {
+                shard: ShardId(shard),
+            };
+            c.handle_message(now, &view, m(from), ask, out);
+        };
         // Its first timer asks for the lease.
         assert_eq!(c.poll_timeout(), Some(at(0)));
         c.handle_timeout(at(0), &view, &mut out);
@@ -202,13 +205,7 @@ mod tests {
             };
             c.handle_message(at(10), &view, m(n), register, &mut out);
         }
-        c.handle_message(
-            at(20),
-            &view,
-            m(2),
-            Body::GetShardHome { shard: ShardId(7) },
-            &mut out,
-        );
+        ask_home(&mut c, at(20), 2, 7, &mut out);
         assert!(
             !hosts(&drain(&mut out).1, 7),
             "nothing allocated without the lease"
@@ -230,13 +227,7 @@ mod tests {
         // out, the gate closes; a known home is still answered, a new shard waits.
         c.handle_timeout(at(8_999), &view, &mut out);
         assert!(c.gate(&view).open, "still valid");
-        c.handle_message(
-            at(9_000),
-            &view,
-            m(3),
-            Body::GetShardHome { shard: ShardId(8) },
-            &mut out,
-        );
+        ask_home(&mut c, at(9_000), 3, 8, &mut out);
         let (calls, sent) = drain(&mut out);
         assert!(
             !hosts(&sent, 8),
@@ -244,13 +235,7 @@ mod tests {
         );
         let reacquire = calls.last().expect("asked for again").clone();
         assert!(!c.gate(&view).open && c.gate(&view).lease_pending);
-        c.handle_message(
-            at(9_100),
-            &view,
-            m(3),
-            Body::GetShardHome { shard: ShardId(7) },
-            &mut out,
-        );
+        ask_home(&mut c, at(9_100), 3, 7, &mut out);
         let (_, sent) = drain(&mut out);
         assert!(
             sent.iter()

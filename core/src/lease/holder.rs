@@ -63,6 +63,13 @@ impl LeaseHolder {
         self.next_call = None;
     }
 
+    /// Gives the lease up for good (what it guarded stopped): the call that releases it, if
+    /// it was held. Released, the holder has only that call to send, whatever the time.
+    pub fn give_up(&mut self) -> Option<LeaseCall> {
+        self.handle_release();
+        self.poll_call(Instant::ZERO)
+    }
+
     /// Whether the lease is held (granted, and not yet found lost or released), whatever
     /// the time: its validity is [`LeaseHolder::token`]'s to judge.
     pub fn is_held(&self) -> bool {

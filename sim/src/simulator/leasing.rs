@@ -64,9 +64,7 @@ impl Simulator {
             self.check.fail(self.now, Property::Lease, entity, detail);
         }
     }
-}
 
-impl Simulator {
     /// `member`'s coordinator allocated `shard`: with a coordinator lease, the store's grant
     /// of the type's coordinator lease to `member` must run now.
     pub(crate) fn check_coordinator_lease(&mut self, member: MemberId, shard: ShardId) {
@@ -77,11 +75,13 @@ impl Simulator {
         let name = LeaseName::Coordinator {
             entity_type: self.ty.clone(),
         };
-        if let Err(detail) = leasing.check_holder(self.now, member, &name) {
-            let detail = format!("allocating {shard}: {detail}");
-            self.check.fail(self.now, Property::Lease, member, detail);
+        match leasing.check_holder(self.now, member, &name) {
+            Ok(()) => self.mark("a coordinator holding its lease allocated a shard"),
+            Err(detail) => {
+                let detail = format!("allocating {shard}: {detail}");
+                self.check.fail(self.now, Property::Lease, member, detail);
+            }
         }
-        self.mark("a coordinator holding its lease allocated a shard");
     }
 }
 

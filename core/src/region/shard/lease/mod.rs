@@ -180,10 +180,7 @@ impl Shard {
     /// Gives the lease up: the call that releases it, if it was held (to send once no entity
     /// of the shard runs here any more).
     pub(crate) fn take_lease_release(&mut self) -> Option<LeaseCall> {
-        let lease = self.lease.as_mut()?;
-        lease.holder.handle_release();
-        // Released, the holder has only the release to send, whatever the time.
-        lease.holder.poll_call(Instant::ZERO)
+        self.lease.as_mut()?.holder.give_up()
     }
 
     fn poll_lease_calls(&mut self, now: Instant, out: &mut Effects) {
