@@ -769,6 +769,20 @@ fn a_member_downed_while_exiting_held_no_side_regression() {
     );
 }
 
+/// Swarm seed 9279920265 (a 20,000-seed sweep), found by the downing judge: an operator downed
+/// n2 through n3 and n3 was cut off 2 s later, before n1 heard of it. n2 had stopped; n1, alone
+/// with n3 unreachable and n2 silent, downed itself, rightly. The judge had counted n2 on n1's
+/// side because the network still connected them; a member that learned it is Down holds no
+/// side.
+#[test]
+fn a_member_that_learned_it_is_down_holds_no_side_regression() {
+    let schedule = "@75.020 down n2 by n3; @77.253 partition n3 heal 55.625";
+    assert_holds(
+        replaying(schedule, Options::for_seed(9_279_920_265)),
+        &["a member that learned it is Down holds no side"],
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

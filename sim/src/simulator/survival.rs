@@ -48,8 +48,13 @@ impl Simulator {
             return;
         }
         let view = node.driver.node().view();
-        let runs =
-            |id: MemberId| (self.nodes.get(&id.node)).is_some_and(|p| p.id == id && !p.is_paused());
+        // A member that learned it is Down (an operator's Down the others never heard, say)
+        // has stopped serving and heartbeating: it holds no side, however it is connected.
+        let runs = |id: MemberId| {
+            (self.nodes.get(&id.node)).is_some_and(|p| {
+                p.id == id && !p.is_paused() && p.own_status != Some(MemberStatus::Down)
+            })
+        };
         let mut side: BTreeSet<MemberId> = [node.id].into();
         for m in view
             .members()
@@ -60,6 +65,13 @@ impl Simulator {
                 side.insert(m.id);
             }
         }
+        let downed_on_side = view.members().iter().any(|m| {
+            holds(m.status)
+                && (self.nodes.get(&m.id.node)).is_some_and(|p| {
+                    p.id == m.id && p.own_status == Some(MemberStatus::Down)
+                })
+                && side.iter().all(|s| self.net.connected(s.node, m.id.node))
+        });
         // Counted as keep-majority counts: Up, Leaving and Down members, and Joining or
         // Exiting ones off the side (the other side may count them as Up or Leaving).
         let reached =
@@ -75,16 +87,20 @@ impl Simulator {
             self.mark("a lease-majority downing on a side without the lease is not judged");
             return;
         }
+        let member = node.id;
         let survives = side_survives(self.opts.cluster.downing, &self.opts, &side, &counted);
+        let counted = counted.len();
+        if downed_on_side {
+            self.mark("a member that learned it is Down holds no side");
+        }
         if survives {
-            let member = node.id;
             let names: Vec<String> = side.iter().map(ToString::to_string).collect();
             let detail = format!(
                 "{member} was downed on a side that survives a calm network under {}: {} of {} \
                  counted members ({})",
                 self.opts.cluster.downing.name(),
                 side.len(),
-                counted.len(),
+                counted,
                 names.join(", ")
             );
             self.check
