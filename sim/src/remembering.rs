@@ -32,6 +32,10 @@ pub(crate) struct Remembering {
     owed: BTreeSet<EntityId>,
     /// Entities left out of that check (messaged after healing: see `forgive`).
     forgiven: BTreeSet<EntityId>,
+    /// Forgiven entities started and not passivated since: still owed a life by their shard
+    /// (one that loses its lease stops them and starts them again once it holds it), though
+    /// left out of the check after healing.
+    forgiven_lives: BTreeSet<EntityId>,
     /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation).
     passivating: BTreeSet<Life>,
     /// Ids a member's shard loaded from the store and has not started since: its recovery
@@ -92,6 +96,7 @@ impl Remembering {
             wakeup: None,
             owed: BTreeSet::new(),
             forgiven: BTreeSet::new(),
+            forgiven_lives: BTreeSet::new(),
             passivating: BTreeSet::new(),
             recoverable: BTreeSet::new(),
             asking: BTreeMap::new(),
@@ -189,12 +194,14 @@ impl Remembering {
 
     /// An entity started: it is owed a life until it is passivated.
     pub(crate) fn started(&mut self, entity: &EntityId) {
-        // A forgiven entity starting again (its shard's lease lost and held again while the
-        // cluster is quiet) stays out of the check, as when it was forgiven.
-        if !self.remembers || self.forgiven.contains(entity) {
+        if !self.remembers {
             return;
         }
-        self.owed.insert(entity.clone());
+        if self.forgiven.contains(entity) {
+            self.forgiven_lives.insert(entity.clone());
+        } else {
+            self.owed.insert(entity.clone());
+        }
     }
 
     /// The node asked the incarnation `key` to passivate.
@@ -206,6 +213,7 @@ impl Remembering {
     pub(crate) fn stopped(&mut self, key: &Life) {
         if self.passivating.remove(key) {
             self.owed.remove(&key.1);
+            self.forgiven_lives.remove(&key.1);
         }
     }
 
@@ -218,9 +226,18 @@ impl Remembering {
     /// `entities` run whether or not remembering works (messaged after healing): not owed.
     pub(crate) fn forgive(&mut self, entities: &[EntityId]) {
         for entity in entities {
-            self.owed.remove(entity);
+            if self.owed.remove(entity) {
+                self.forgiven_lives.insert(entity.clone());
+            }
             self.forgiven.insert(entity.clone());
         }
+    }
+
+    /// Whether `entity` was forgiven and is still owed a life (started since and not
+    /// passivated): only its shard, regaining a lease it lost, starts it again without a
+    /// message.
+    pub(crate) fn owes_a_forgiven_life(&self, entity: &EntityId) -> bool {
+        self.forgiven_lives.contains(entity)
     }
 
     /// The entities owed a life.
@@ -300,8 +317,8 @@ impl Remembering {
     }
 
     /// `entity` starts on `member`: whether anything accounts for the start: a message or
-    /// `StartEntity` on its way to it, a life owed (a restart after a failure, recovery after
-    /// a move), or a load of `member`'s that listed it (used up: a shard recovers an id at
+    /// `StartEntity` on its way to it, a life owed (a restart after a failure or a lease
+    /// regained, recovery after a move), or a load of `member`'s that listed it (used up: a shard recovers an id at
     /// most once). Otherwise it was passivated (or never ran) and nothing asked for it since.
     pub(crate) fn accounts_for_start(&mut self, member: MemberId, entity: &EntityId) -> bool {
         let recovered = self.recoverable.remove(&(member, entity.clone()));

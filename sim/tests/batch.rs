@@ -783,6 +783,27 @@ fn a_member_that_learned_it_is_down_holds_no_side_regression() {
     );
 }
 
+/// Full-restart seed 9279937578 (a 20,000-seed sweep; down-all, shard leases, remembering):
+/// after healing, the liveness probes messaged e20 (so the remembering check left it out); its
+/// shard then lost its lease to the store's failures, stopped its entities and started them
+/// again once it held the lease. The check took that restart for a start nothing asked for; a
+/// forgiven entity is still owed its life by its shard.
+#[test]
+fn a_forgiven_entity_restarted_by_its_shard_regaining_its_lease_regression() {
+    let schedule = "@51.570 full-restart 32 shards restart 2.586; \
+                    @109.685 full-restart 20 shards restart 5.023";
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::for_seed(9_279_937_578)
+    };
+    let report = run(options);
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(
+        &report,
+        "a forgiven entity started again by its shard (a lease regained)",
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

@@ -102,6 +102,13 @@ impl Simulator {
         let Some(r) = &mut self.remembering else {
             return;
         };
+        if r.owes_a_forgiven_life(entity) {
+            self.mark("a forgiven entity started again by its shard (a lease regained)");
+            return;
+        }
+        let Some(r) = &mut self.remembering else {
+            return;
+        };
         if !r.accounts_for_start(member, entity) {
             let detail = format!(
                 "{member} started {entity} with nothing asking for it: it was passivated (or \

@@ -67,9 +67,8 @@ impl Simulator {
         }
         let downed_on_side = view.members().iter().any(|m| {
             holds(m.status)
-                && (self.nodes.get(&m.id.node)).is_some_and(|p| {
-                    p.id == m.id && p.own_status == Some(MemberStatus::Down)
-                })
+                && (self.nodes.get(&m.id.node))
+                    .is_some_and(|p| p.id == m.id && p.own_status == Some(MemberStatus::Down))
                 && side.iter().all(|s| self.net.connected(s.node, m.id.node))
         });
         // Counted as keep-majority counts: Up, Leaving and Down members, and Joining or
