@@ -74,6 +74,20 @@ impl Leasing {
             .map(|g| g.holder.member)
     }
 
+    /// The member holding the downing lease at `now`, else the one holding the most other
+    /// running grants (the lowest on a tie), if any: the holder a pause tests.
+    pub(crate) fn a_holder(&self, now: Instant) -> Option<MemberId> {
+        if let Some(holder) = self.downing_holder(now) {
+            return Some(holder);
+        }
+        let mut held: BTreeMap<MemberId, usize> = BTreeMap::new();
+        for grant in self.grants.values().filter(|g| g.expiry >= now) {
+            *held.entry(grant.holder.member).or_default() += 1;
+        }
+        let most = held.values().copied().max()?;
+        held.into_iter().find(|&(_, n)| n == most).map(|(m, _)| m)
+    }
+
     /// The store of a run of `seed` with `options`, whose faults end at `fault_end` (an outage
     /// or an isolation is cut short there: liveness is judged after it).
     pub(crate) fn new(seed: u64, options: &Lease, fault_end: Duration) -> Self {

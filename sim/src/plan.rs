@@ -61,6 +61,11 @@ impl Schedule {
                 Kind::CrashOldest => Act::CrashOldest {
                     restart_after: ms(&mut r, secs(10), secs(40)),
                 },
+                Kind::Partition if o.family == Family::EqualHalves => Act::Partition {
+                    side: half_of(&mut r, known),
+                    one_way: false,
+                    heal_after: ms(&mut r, secs(5), secs(40)),
+                },
                 Kind::Partition => {
                     // A random non-empty proper subset of the addresses known by then.
                     let mut side: BTreeSet<NodeId> =
@@ -122,6 +127,17 @@ impl Schedule {
     }
 }
 
+/// Half of the addresses `1..=known` (rounded down), drawn without replacement.
+fn half_of(r: &mut SimRng, known: u64) -> BTreeSet<NodeId> {
+    let mut left: Vec<NodeId> = (1..=known).map(NodeId).collect();
+    let mut side = BTreeSet::new();
+    while side.len() < left.len() {
+        let at = r.below(left.len() as u64) as usize;
+        side.insert(left.swap_remove(at));
+    }
+    side
+}
+
 /// An operator's commands: some leaves are asked for by another member, and members are
 /// downed now and then. Drawn from a stream of their own, so that the schedule planned above
 /// stays what it was for every seed.
@@ -161,12 +177,39 @@ fn plan_operators(o: &Options, actions: &mut Vec<Action>) {
     actions.sort_by_key(|a| a.at);
 }
 
+/// After most partitions into halves, while downing decides (failure detection and
+/// `stable_after` on), the member holding a lease pauses: the downing lease's holder decides
+/// then, and a shard lease's holder must not serve past its validity when it resumes.
+fn plan_holder_pauses(o: &Options, actions: &mut Vec<Action>) {
+    let mut r = SimRng::of(o.seed, Stream::Edges);
+    let mut pauses = Vec::new();
+    for action in actions.iter() {
+        let Act::Partition { .. } = action.act else {
+            continue;
+        };
+        let after = STABLE_AFTER + Duration::from_millis(r.range(0, 6_000));
+        let lasts = Duration::from_millis(r.range(500, MAX_PAUSE.as_millis() as u64));
+        if r.chance(0.7) && action.at + after < o.duration {
+            pauses.push(Action {
+                at: action.at + after,
+                act: Act::PauseHolder { lasts },
+            });
+        }
+    }
+    actions.extend(pauses);
+    actions.sort_by_key(|a| a.at);
+}
+
 /// Faults timed against the membership's decisions, which random times rarely hit: after a
 /// partition, around when downing decides (failure detection plus `stable_after`), the
 /// partition moves or a member goes quiet (pause, clog); right after a leave, while the member
 /// is Leaving or Exiting, a partition. Drawn from a stream of their own, in the families with
 /// partitions.
 fn plan_edges(o: &Options, actions: &mut Vec<Action>) {
+    if o.family == Family::EqualHalves {
+        plan_holder_pauses(o, actions);
+        return;
+    }
     if !matches!(
         o.family,
         Family::Swarm | Family::Partitions | Family::FlappingLinks
@@ -299,6 +342,36 @@ mod tests {
             let schedule = Schedule::plan(&options);
             let text = schedule.to_string();
             assert_eq!(text.parse::<Schedule>(), Ok(schedule), "{text}");
+        }
+    }
+
+    #[test]
+    fn equal_halves_split_the_members_in_two_and_pause_a_holder_while_downing_decides() {
+        for seed in 0..20 {
+            let options = Options::for_family(seed, Family::EqualHalves);
+            let nodes = options.cluster.nodes;
+            assert!(nodes == 4 || nodes == 6, "{nodes} members");
+            let schedule = Schedule::plan(&options);
+            let partitions: Vec<&Action> = (schedule.0.iter())
+                .filter(|a| matches!(a.act, Act::Partition { .. }))
+                .collect();
+            assert!(!partitions.is_empty(), "seed {seed}: {schedule}");
+            for action in &partitions {
+                let Act::Partition { side, one_way, .. } = &action.act else {
+                    unreachable!()
+                };
+                assert_eq!(side.len() as u64 * 2, nodes, "seed {seed}: {schedule}");
+                assert!(!one_way);
+            }
+            for pause in schedule
+                .0
+                .iter()
+                .filter(|a| matches!(a.act, Act::PauseHolder { .. }))
+            {
+                let decides = partitions.iter().rev().find(|p| p.at < pause.at);
+                let since = pause.at - decides.expect("after a partition").at;
+                assert!(since >= STABLE_AFTER, "seed {seed}: {schedule}");
+            }
         }
     }
 }

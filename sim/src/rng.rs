@@ -107,6 +107,8 @@ pub(crate) enum Stream {
     LeaseStore = 22,
     /// The split brain resolver's strategy.
     Downing = 23,
+    /// Which partitions seeds split into equal halves, and that family's strategy and leases.
+    Family = 24,
 }
 
 impl SimRng {

@@ -812,7 +812,7 @@ fn a_forgiven_entity_restarted_by_its_shard_regaining_its_lease_regression() {
 /// bridge): such a run is classified, not judged as a calm network.
 #[test]
 fn a_network_bridged_by_a_joiner_is_not_judged_as_split_into_sides_regression() {
-    let report = run(before_delivery(Options::for_seed(94_002_254)));
+    let report = run(before_delivery(before_halves(94_002_254)));
     assert_eq!(report.outcome, Outcome::NoProgress, "{report}");
     assert_reaches(
         &report,
@@ -1059,6 +1059,12 @@ fn heartbeat_gaps_are_not_learnt_as_rhythm_regression() {
 /// kept seed replays the run it was found in.
 fn as_found(seed: u64) -> Options {
     Options::for_family(seed, Family::ALL[(seed % 10) as usize])
+}
+
+/// The options of `seed` as the batch drew them before half of the partitions seeds split
+/// into equal halves: kept seeds replay their runs.
+fn before_halves(seed: u64) -> Options {
+    Options::for_family(seed, Family::ALL[(seed % 11) as usize])
 }
 
 /// `options` without the store outages timed against coordinator moves, for regressions
@@ -1489,7 +1495,7 @@ fn digests_are_pinned() {
     // their persistence, as before reliable delivery; then seeds with reliable delivery, as
     // before shard leases; then seeds with shard leases; all as before the other downing
     // strategies; then the first seed drawing each of those.
-    let kept = |seed| Options::for_seed(seed).before_strategies();
+    let kept = |seed| before_halves(seed).before_strategies();
     let before = [3, 17, 256, 1, 2].map(|seed| {
         let options = before_delivery(before_persistence(kept(seed)));
         (seed, before_leases(options))
@@ -1505,16 +1511,20 @@ fn digests_are_pinned() {
         .take(3);
     let strategies = Downing::DRAWN.map(|(downing, _)| {
         let seed = (0..1_000)
-            .find(|seed| Options::for_seed(*seed).cluster.downing == downing)
+            .find(|seed| before_halves(*seed).cluster.downing == downing)
             .expect("some seed draws every strategy");
-        (seed, Options::for_seed(seed))
+        (seed, before_halves(seed))
     });
+    let halves = (0..100)
+        .find(|seed| Family::of_seed(*seed) == Family::EqualHalves)
+        .map(|seed| (seed, Options::for_seed(seed)));
     let digests: Vec<String> = before
         .into_iter()
         .chain(persisting)
         .chain(delivering)
         .chain(leasing)
         .chain(strategies)
+        .chain(halves)
         .map(|(seed, options)| {
             let lease = if options.lease.is_some() {
                 " lease"
@@ -1535,9 +1545,15 @@ fn digests_are_pinned() {
                 Downing::KeepMajority => String::new(),
                 other => format!(" {}", other.name()),
             };
+            let family = if options.family == Family::EqualHalves {
+                " equal-halves"
+            } else {
+                ""
+            };
             let r = run(options);
             format!(
-                "seed {seed}{persist}{delivery}{lease}{downing}: {:?} {} events digest {:016x}",
+                "seed {seed}{family}{persist}{delivery}{lease}{downing}: {:?} {} events digest \
+                 {:016x}",
                 r.outcome, r.events, r.digest
             )
         })
@@ -1617,6 +1633,8 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: the side holding the lease downs the others",
         "downing: a side refused the lease waits for the unstable bound",
         "downing: a refused or failed lease ask is repeated",
+        "the downing lease's holder paused while it held it",
+        "a shard or coordinator lease's holder paused",
         "coordinator: HandOff is repeated after the deadline",
         "coordinator: a handoff whose acknowledgements timed out is abandoned",
         "coordinator: a late ShardStopped completes the handoff",

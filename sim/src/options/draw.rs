@@ -285,6 +285,18 @@ impl Options {
         o.network.duplicate = 0.0;
         o.host.passivate = 0.0;
         o.host.ignore_stop = 0.0;
+        if family == Family::EqualHalves {
+            // Equal halves are where the strategies differ most: lease-majority on half the
+            // seeds that keep the majority (the store then arbitrates a tie keep-majority
+            // breaks by address), and shard leases on half of those drawn without.
+            let mut h = SimRng::of(seed, Stream::Family);
+            if o.cluster.downing == Downing::KeepMajority && h.chance(0.5) {
+                o.cluster.downing = Downing::LeaseMajority;
+            }
+            if o.lease.is_none() && h.chance(0.5) {
+                o.lease = Some(crate::options::Lease::draw(&mut h, o.duration));
+            }
+        }
         let f = &mut o.faults;
         let mut nodes = o.cluster.nodes;
         match family {
@@ -303,6 +315,10 @@ impl Options {
                 f.leave_every = Some(secs(20));
             }
             Family::Partitions => f.partition_every = Some(secs(30)),
+            Family::EqualHalves => {
+                nodes = if seed % 2 == 0 { 4 } else { 6 };
+                f.partition_every = Some(secs(30));
+            }
             Family::CoordinatorCrash => f.crash_oldest_every = Some(secs(40)),
             Family::FlappingLinks => {
                 f.break_every = Some(secs(3));

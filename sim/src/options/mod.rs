@@ -36,11 +36,15 @@ pub enum Family {
     /// The whole cluster goes down and starts again with another number of shards, entities
     /// remembered (the only way to change the shard function).
     FullRestart,
+    /// Four or six members split into two equal halves again and again, and the member
+    /// holding a lease (the downing lease, else a shard's) pauses while downing decides:
+    /// exactly one side may serve. Half the seeds of the partitions family.
+    EqualHalves,
 }
 
 impl Family {
-    /// Every family, in the order the default batch cycles through them.
-    pub const ALL: [Self; 11] = [
+    /// Every family.
+    pub const ALL: [Self; 12] = [
         Self::Swarm,
         Self::Steady,
         Self::RollingRestart,
@@ -52,11 +56,19 @@ impl Family {
         Self::MassPassivation,
         Self::MassShutdown,
         Self::FullRestart,
+        Self::EqualHalves,
     ];
 
-    /// The family the default batch, `sweep` and `replay` use for `seed`.
+    /// The family the default batch, `sweep` and `replay` use for `seed`: all but the last in
+    /// turn by seed, half of the partitions seeds splitting into equal halves.
     pub fn of_seed(seed: u64) -> Self {
-        Self::ALL[(seed % Self::ALL.len() as u64) as usize]
+        let cycle = &Self::ALL[..Self::ALL.len() - 1];
+        let family = cycle[(seed % cycle.len() as u64) as usize];
+        let halves = || crate::rng::SimRng::of(seed, crate::rng::Stream::Family).chance(0.5);
+        if family == Self::Partitions && halves() {
+            return Self::EqualHalves;
+        }
+        family
     }
 
     /// The command-line name.
@@ -73,6 +85,7 @@ impl Family {
             Self::MassPassivation => "mass-passivation",
             Self::MassShutdown => "mass-shutdown",
             Self::FullRestart => "full-restart",
+            Self::EqualHalves => "equal-halves",
         }
     }
 

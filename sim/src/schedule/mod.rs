@@ -106,6 +106,12 @@ pub enum Act {
         /// How long.
         lasts: Duration,
     },
+    /// The process of the member holding the downing lease pauses (else the one holding the
+    /// most shard or coordinator leases; no-op when nobody holds one), and then resumes.
+    PauseHolder {
+        /// How long.
+        lasts: Duration,
+    },
 }
 
 /// A run's fault actions, in time order.
@@ -179,6 +185,11 @@ mod tests {
             "@1 pause n1 10".parse::<Schedule>().is_err(),
             "too long a pause"
         );
+        let holder: Schedule = "@3 pause-holder 1.5".parse().unwrap();
+        let lasts = Duration::from_millis(1_500);
+        assert_eq!(holder.0[0].act, Act::PauseHolder { lasts });
+        assert_eq!(holder.to_string(), "@3.000 pause-holder 1.500");
+        assert!("@1 pause-holder 4.5".parse::<Schedule>().is_err());
     }
 
     #[test]

@@ -50,6 +50,7 @@ impl fmt::Display for Action {
                 None => write!(f, "clog {node} {}", secs(*lasts)),
             },
             Act::Pause { node, lasts } => write!(f, "pause {node} {}", secs(*lasts)),
+            Act::PauseHolder { lasts } => write!(f, "pause-holder {}", secs(*lasts)),
             Act::StoreOutage { lasts } => write!(f, "store-outage {}", secs(*lasts)),
             Act::FullRestart {
                 shards,
@@ -88,6 +89,19 @@ fn parse_secs(text: &str) -> Result<Duration, ScheduleError> {
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64)
         .ok_or_else(|| ScheduleError(format!("{text:?} is not a number of seconds")))
+}
+
+/// A pause's length `d` in the action `text`: at most [`MAX_PAUSE`].
+fn parse_pause(d: &str, text: &str) -> Result<Duration, ScheduleError> {
+    let lasts = parse_secs(d)?;
+    if lasts > MAX_PAUSE {
+        let max = MAX_PAUSE.as_secs();
+        return Err(ScheduleError(format!(
+            "pauses last at most {max} s (longer ones would get a member downed while its \
+             entities run on): {text:?}"
+        )));
+    }
+    Ok(lasts)
 }
 
 fn parse_node(text: &str) -> Result<NodeId, ScheduleError> {
@@ -172,20 +186,13 @@ impl FromStr for Action {
                     lasts: parse_secs(d)?,
                 }
             }
-            ["pause", node, d] => {
-                let lasts = parse_secs(d)?;
-                if lasts > MAX_PAUSE {
-                    let max = MAX_PAUSE.as_secs();
-                    return Err(ScheduleError(format!(
-                        "pauses last at most {max} s (longer ones would get a member downed \
-                         while its entities run on): {text:?}"
-                    )));
-                }
-                Act::Pause {
-                    node: parse_node(node)?,
-                    lasts,
-                }
-            }
+            ["pause", node, d] => Act::Pause {
+                node: parse_node(node)?,
+                lasts: parse_pause(d, text)?,
+            },
+            ["pause-holder", d] => Act::PauseHolder {
+                lasts: parse_pause(d, text)?,
+            },
             _ => return Err(bad()),
         };
         Ok(Self { at, act })

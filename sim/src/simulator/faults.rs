@@ -167,13 +167,23 @@ impl Simulator {
                 self.mark("messages held by a clog");
             }
             Act::Pause { node, lasts } => {
-                let Some(node) = resolve(&running, node) else {
+                if let Some(node) = resolve(&running, node) {
+                    self.pause_for(node, lasts);
+                }
+            }
+            Act::PauseHolder { lasts } => {
+                let now = self.now;
+                let holder = (self.leasing.as_ref()).and_then(|l| l.a_holder(now));
+                let Some(holder) = holder.filter(|&h| self.is_running(h)) else {
                     return;
                 };
-                if self.pause(node) {
-                    self.stalls.fault(self.now);
-                    self.topology_changed();
-                    self.schedule(self.now + lasts, Ev::Fault(Fault::Resume(node)));
+                if self.pause_for(holder.node, lasts) {
+                    let downing = self.leasing.as_ref().and_then(|l| l.downing_holder(now));
+                    if downing == Some(holder) {
+                        self.mark("the downing lease's holder paused while it held it");
+                    } else {
+                        self.mark("a shard or coordinator lease's holder paused");
+                    }
                 }
             }
             Act::FullRestart {
@@ -187,6 +197,17 @@ impl Simulator {
                 }
             }
         }
+    }
+
+    /// Pauses `node`'s process for `lasts`, unless it is already paused: whether it paused.
+    fn pause_for(&mut self, node: NodeId, lasts: Duration) -> bool {
+        if !self.pause(node) {
+            return false;
+        }
+        self.stalls.fault(self.now);
+        self.topology_changed();
+        self.schedule(self.now + lasts, Ev::Fault(Fault::Resume(node)));
+        true
     }
 
     /// The whole cluster goes down: every process stops (those already out stay out) and all
