@@ -804,6 +804,22 @@ fn a_forgiven_entity_restarted_by_its_shard_regaining_its_lease_regression() {
     );
 }
 
+/// Rolling-restart seed 9300001427 (a fresh sweep; coordinator lease, store outages): the
+/// coordinator lost its lease to an outage of the lease store; meanwhile the remember store
+/// fenced a shard's instance, whose region then held that shard's letters. Granted again, the
+/// coordinator placed the shard on a newcomer, and the letters were dropped
+/// (`FencedShardMoved`, exactly-once broken). The fenced region now hosts it again once the
+/// lease is held.
+#[test]
+fn a_shard_fenced_while_the_coordinator_lease_was_lost_is_hosted_again_by_its_region_regression() {
+    let report = run(Options::for_seed(9_300_001_427));
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(
+        &report,
+        "coordinator: a fenced shard is hosted again once the lease is held",
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

@@ -175,6 +175,70 @@ mod tests {
             .any(|(_, b)| matches!(b, Body::HostShard { shard: s, .. } if *s == ShardId(shard)))
     }
 
+    /// A shard the store fenced while the lease was lost is hosted again by the region holding
+    /// its letters once the lease is held, not by a newcomer with fewer shards (simulator,
+    /// rolling-restart seed 9300001427: the letters were dropped).
+    #[test]
+    fn a_fenced_shard_waits_for_the_lease_at_its_region() {
+        let mut config = EntityTypeConfig::new("counter");
+        config.coordinator_lease = Some(terms());
+        let settings = ShardingSettings::default();
+        let mut c = Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0));
+        let three = MembershipView::new((1..=3).map(|n| Member::up(m(n), n, &[])).collect());
+        let four = MembershipView::new((1..=4).map(|n| Member::up(m(n), n, &[])).collect());
+        let mut out = Effects::new(m(1));
+        let register = || Body::Register {
+            shards: vec![],
+            handing_off: vec![],
+        };
+        c.handle_timeout(at(0), &three, &mut out);
+        let (calls, _) = drain(&mut out);
+        for n in 1..=3 {
+            c.handle_message(at(1), &three, m(n), register(), &mut out);
+        }
+        let granted = LeaseAnswer::Granted(FencingToken(3));
+        c.handle_lease_answered(at(2), &calls[0], granted, &three, &mut out);
+        // Seven shards over three regions: the last one's region keeps more than a newcomer
+        // once that one is fenced.
+        let mut home = 0;
+        for shard in 1..=7 {
+            let ask = Body::GetShardHome {
+                shard: ShardId(shard),
+            };
+            c.handle_message(at(3), &three, m(2), ask, &mut out);
+            let (_, sent) = drain(&mut out);
+            let host = sent
+                .iter()
+                .find(|(_, b)| matches!(b, Body::HostShard { .. }));
+            home = host.expect("hosted").0;
+            let started = Body::ShardStarted {
+                shard: ShardId(shard),
+            };
+            c.handle_message(at(4), &three, m(home), started, &mut out);
+        }
+        // The lease runs out unrenewed; a newcomer registers; the store fences shard 7.
+        c.handle_timeout(at(9_000), &three, &mut out);
+        let (calls, _) = drain(&mut out);
+        let reacquire = calls.last().expect("asked for again").clone();
+        c.handle_message(at(9_100), &four, m(4), register(), &mut out);
+        let fenced = Body::ShardFenced {
+            shard: ShardId(7),
+            current: crate::id::Epoch(1_000_000),
+        };
+        c.handle_message(at(9_200), &four, m(home), fenced, &mut out);
+        assert!(
+            !hosts(&drain(&mut out).1, 7),
+            "nothing hosted without the lease"
+        );
+        let granted = LeaseAnswer::Granted(FencingToken(5));
+        c.handle_lease_answered(at(9_300), &reacquire, granted, &four, &mut out);
+        let (_, sent) = drain(&mut out);
+        let again = sent
+            .iter()
+            .find(|(_, b)| matches!(b, Body::HostShard { .. }));
+        assert_eq!(again.map(|(to, _)| *to), Some(home), "{sent:?}");
+    }
+
     #[test]
     fn a_coordinator_allocates_only_while_it_holds_the_types_lease() {
         let mut config = EntityTypeConfig::new("counter");

@@ -71,6 +71,10 @@ pub(crate) struct Coordinator {
     /// Requests for shards that cannot be answered yet (gate closed, no region, home removed,
     /// home not acknowledged yet).
     waiting: BTreeMap<ShardId, BTreeSet<MemberId>>,
+    /// Shards the store fenced while allocation could not go on (the coordinator's lease
+    /// lost), with the region whose fenced instance holds their letters: hosted there again
+    /// once it can.
+    fenced_regions: BTreeMap<ShardId, MemberId>,
     gate_open: bool,
     /// What the last `Event::AllocationWaiting` said the gate waits for.
     reported_gate: Option<crate::message::AllocationGate>,
@@ -129,6 +133,7 @@ impl Coordinator {
                 settings.down_removal_margin
             },
             waiting: BTreeMap::new(),
+            fenced_regions: BTreeMap::new(),
             gate_open: false,
             reported_gate: None,
             recent_removals,

@@ -39,6 +39,12 @@ impl Coordinator {
             self.waiting.entry(shard).or_default().extend(requesters);
             return;
         }
+        let fenced_region = self.fenced_regions.remove(&shard);
+        if let Some(region) = fenced_region.filter(|r| Self::may_host_again(view, *r)) {
+            crate::probe::hit("coordinator: a fenced shard is hosted again once the lease is held");
+            self.host(now, shard, region, requesters, out);
+            return;
+        }
         let allocation = self.allocation_view(view);
         let requester = requesters.first().copied().unwrap_or(self.me);
         let chosen = self
@@ -209,6 +215,7 @@ impl Coordinator {
     }
 
     pub(super) fn assign(&mut self, shard: ShardId, region: MemberId) {
+        self.fenced_regions.remove(&shard);
         self.shards.insert(shard, region);
         Arc::make_mut(self.regions.entry(region).or_default()).push(shard);
     }
