@@ -21,6 +21,8 @@ pub(crate) struct Run<'a> {
     pub(crate) view: Arc<View>,
     pub(crate) watch: Watch,
     pub(crate) region: Region<Counter>,
+    /// The harness's own (proxy) node.
+    pub(crate) node: shoal::Node,
     pub(crate) entities: u32,
     /// Counters messaged once at the start (see `remembered`).
     pub(crate) quiet: std::ops::Range<u32>,

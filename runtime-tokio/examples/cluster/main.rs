@@ -85,7 +85,9 @@ fn exit_on(outcome: Result<(), String>) {
 
 /// The chaos mode's namespaces, entered; `None` (said aloud) where they cannot be made.
 fn lab(flags: &Flags) -> Result<Option<Lab>, String> {
-    match Lab::create(flags.nodes).and_then(|lab| lab.enter_client().map(|()| lab)) {
+    // One namespace spare: the equal halves need an even number of members, and a node may
+    // join there to make one.
+    match Lab::create(flags.nodes + 1).and_then(|lab| lab.enter_client().map(|()| lab)) {
         Ok(lab) => Ok(Some(lab)),
         Err(why) if flags.downing == DowningMode::AutoDown => Err(format!(
             "the negative control needs network namespaces, which are not available: {why}"
@@ -126,7 +128,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let view = view::View::new(Duration::from_secs(flags.duration.max(40)));
     let (tour_plan, chaos_plan) = (
         tour::Plan::new(flags.seed, flags.nodes),
-        chaos::Plan::new(flags.seed, flags.nodes),
+        chaos::Plan::new(flags.seed, flags.nodes, flags.downing),
     );
     let plan = match lab {
         Some(_) => chaos_plan.describe(),
@@ -187,6 +189,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         view: Arc::clone(&view),
         watch: watch.clone(),
         region: region.clone(),
+        node: proxy.clone(),
         entities: flags.entities,
         quiet: quiet.clone(),
         store,
