@@ -820,6 +820,21 @@ fn a_shard_fenced_while_the_coordinator_lease_was_lost_is_hosted_again_by_its_re
     );
 }
 
+/// Mass-passivation seed 9310000598 (a fresh sweep; reliable delivery, static-quorum, no
+/// faults scheduled): an entity passivating again and again, its stops ignored until forced,
+/// behind a slow link, was still confirming a producer's last messages when the run ended and
+/// the delivery check judged them never confirmed. Streams that keep progressing are waited
+/// for, each wait as long as one message may take.
+#[test]
+fn reliable_streams_still_progressing_are_waited_for_regression() {
+    let report = run(Options::for_seed(9_310_000_598));
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(
+        &report,
+        "reliable streams still finishing after the other checks",
+    );
+}
+
 /// Partitions seed 94002254: during a 2|3 partition the two cut-off members were downed,
 /// restarted, and rejoined through a node that had joined during the partition and reached
 /// both sides. Every member then saw all but the bridge observed unreachable by someone, and

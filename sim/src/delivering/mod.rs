@@ -280,6 +280,20 @@ impl Delivering {
         self.consumers.remove(life);
     }
 
+    /// Of the producers on `hosts` (those that can still send): how many of their messages
+    /// are unconfirmed, and how many confirmed, over all their streams.
+    pub(crate) fn progress(&self, hosts: &[MemberId]) -> (u64, u64) {
+        let mut progress = (0, 0);
+        let sending = (self.producers.iter()).filter(|p| hosts.iter().any(|m| m.node == p.node));
+        for producer in sending {
+            for (_, stream) in producer.outbox.streams() {
+                progress.0 += stream.unconfirmed() as u64;
+                progress.1 += stream.confirmed().0;
+            }
+        }
+        progress
+    }
+
     /// The final checks. `journal(entity)`: for a run whose entities persist, the tags of the
     /// reliably delivered messages in `entity`'s journal, in order (`None`: entities are
     /// plain). `hosts`: the members producers may send through at the end (a producer whose

@@ -182,6 +182,33 @@ impl Simulator {
         }
     }
 
+    /// From `end`, lets the producers that can still send finish their streams for as long
+    /// as confirmations keep coming, each wait as long as one message may take without
+    /// faults (mass-passivation seed 9310000598: an entity passivating again and again, stops
+    /// ignored until forced, behind a slow link, confirmed a producer's last messages after
+    /// the other checks were done). A stream that stalls for a whole wait is left to the
+    /// check. Returns the time reached.
+    pub(crate) fn await_delivered(&mut self, end: Instant) -> Instant {
+        let wait = crate::bounds::message_wait(&self.opts, &self.settings);
+        let progress = |w: &Self| {
+            let hosts = w.producer_hosts();
+            (w.delivering.as_ref()).map_or((0, 0), |d| d.progress(&hosts))
+        };
+        let mut at = end;
+        let (mut unconfirmed, mut confirmed) = progress(self);
+        while unconfirmed > 0 {
+            at += wait;
+            self.run_until(at);
+            let before = confirmed;
+            (unconfirmed, confirmed) = progress(self);
+            if confirmed == before {
+                break;
+            }
+            self.mark("reliable streams still finishing after the other checks");
+        }
+        at
+    }
+
     /// The end's checks, at `end`.
     pub(crate) fn check_delivery(&mut self, end: Instant) {
         let Some(d) = &self.delivering else {

@@ -110,6 +110,7 @@ pub(crate) fn run_with_sink(
         let end = quiescence::await_balance(&mut w, end);
         let end = w.await_remembered(end, &probes);
         quiescence::check_coordinator(&mut w, end);
+        let end = w.await_delivered(end);
         w.check_delivery(end);
     }
     let end = end.max(w.now);
