@@ -178,7 +178,8 @@ async fn equal_halves(run: &mut Run<'_>, lab: &Lab) -> Result<(), String> {
         ));
     }
     // Ours: the harness, the member the strategy keeps, then the others in id order.
-    let half = (nodes.len() + 1) / 2;
+    let members = nodes.len() + 1;
+    let half = members / 2;
     nodes.sort_by_key(|&(id, _)| (id != kept, id));
     let ours: Vec<u32> = nodes[..half - 1].iter().map(|&(_, i)| i).collect();
     let theirs: Vec<u32> = nodes[half - 1..].iter().map(|&(_, i)| i).collect();
