@@ -318,8 +318,9 @@ impl Remembering {
 
     /// `entity` starts on `member`: whether anything accounts for the start: a message or
     /// `StartEntity` on its way to it, a life owed (a restart after a failure or a lease
-    /// regained, recovery after a move), or a load of `member`'s that listed it (used up: a shard recovers an id at
-    /// most once). Otherwise it was passivated (or never ran) and nothing asked for it since.
+    /// regained, recovery after a move), or a load of `member`'s that listed it (used up: a
+    /// shard recovers an id at most once). Otherwise it was passivated (or never ran) and
+    /// nothing asked for it since.
     pub(crate) fn accounts_for_start(&mut self, member: MemberId, entity: &EntityId) -> bool {
         let recovered = self.recoverable.remove(&(member, entity.clone()));
         !self.remembers

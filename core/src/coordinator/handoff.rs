@@ -269,14 +269,15 @@ impl Coordinator {
             .map(|h| h.requesters)
             .unwrap_or_default();
         self.deallocate(shard);
-        if fenced.is_some() && Self::may_host_again(view, from) && !self.lease_allows(now) {
+        let host_again = fenced.is_some() && Self::may_host_again(view, from);
+        if host_again && !self.lease_allows(now) {
             // Hosted there again once the lease is held (rolling-restart seed 9300001427: a
             // coordinator that lost its lease to a store outage heard of the fencing, and
             // once granted again placed the shard on a newcomer; the letters were dropped).
             crate::probe::hit("coordinator: a fenced shard waits for the lease to be hosted again");
             self.fenced_regions.insert(shard, from);
             self.allocate(now, view, shard, requesters, out);
-        } else if fenced.is_some() && Self::may_host_again(view, from) {
+        } else if host_again {
             // Its instance may have stopped holding letters whose entity never started (the
             // store refused it before the start was durable); they went back in front of its
             // region's buffer. Hosted there again, they are delivered before anything other

@@ -170,6 +170,14 @@ mod tests {
         (calls, sent)
     }
 
+    /// Member 1's coordinator of a type whose coordinator holds a lease.
+    fn leased_coordinator() -> Coordinator {
+        let mut config = EntityTypeConfig::new("counter");
+        config.coordinator_lease = Some(terms());
+        let settings = ShardingSettings::default();
+        Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0))
+    }
+
     fn hosts(sent: &[(u64, Body)], shard: u32) -> bool {
         sent.iter()
             .any(|(_, b)| matches!(b, Body::HostShard { shard: s, .. } if *s == ShardId(shard)))
@@ -180,10 +188,7 @@ mod tests {
     /// rolling-restart seed 9300001427: the letters were dropped).
     #[test]
     fn a_fenced_shard_waits_for_the_lease_at_its_region() {
-        let mut config = EntityTypeConfig::new("counter");
-        config.coordinator_lease = Some(terms());
-        let settings = ShardingSettings::default();
-        let mut c = Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0));
+        let mut c = leased_coordinator();
         let three = MembershipView::new((1..=3).map(|n| Member::up(m(n), n, &[])).collect());
         let four = MembershipView::new((1..=4).map(|n| Member::up(m(n), n, &[])).collect());
         let mut out = Effects::new(m(1));
@@ -241,10 +246,7 @@ mod tests {
 
     #[test]
     fn a_coordinator_allocates_only_while_it_holds_the_types_lease() {
-        let mut config = EntityTypeConfig::new("counter");
-        config.coordinator_lease = Some(terms());
-        let settings = ShardingSettings::default();
-        let mut c = Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0));
+        let mut c = leased_coordinator();
         let view = MembershipView::new((1..=3).map(|n| Member::up(m(n), n, &[])).collect());
         let mut out = Effects::new(m(1));
         let ask_home = |c: &mut Coordinator, now, from, shard, out: &mut Effects| {
@@ -326,7 +328,7 @@ mod tests {
         let (_, sent) = drain(&mut out);
         assert!(hosts(&sent, 7) && hosts(&sent, 8), "{sent:?}");
         // Stopping, it gives a held lease up.
-        let mut c = Coordinator::new(m(1), &config, &settings, &BTreeMap::new(), [].into(), at(0));
+        let mut c = leased_coordinator();
         c.handle_timeout(at(0), &view, &mut out);
         let (calls, _) = drain(&mut out);
         c.handle_lease_answered(

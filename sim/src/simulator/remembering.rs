@@ -104,12 +104,7 @@ impl Simulator {
         };
         if r.owes_a_forgiven_life(entity) {
             self.mark("a forgiven entity started again by its shard (a lease regained)");
-            return;
-        }
-        let Some(r) = &mut self.remembering else {
-            return;
-        };
-        if !r.accounts_for_start(member, entity) {
+        } else if !r.accounts_for_start(member, entity) {
             let detail = format!(
                 "{member} started {entity} with nothing asking for it: it was passivated (or \
                  never ran), and no message, StartEntity or load of the store came for it since"

@@ -50,10 +50,12 @@ impl Simulator {
         let view = node.driver.node().view();
         // A member that learned it is Down (an operator's Down the others never heard, say)
         // has stopped serving and heartbeating: it holds no side, however it is connected.
-        let runs = |id: MemberId| {
-            (self.nodes.get(&id.node)).is_some_and(|p| {
-                p.id == id && !p.is_paused() && p.own_status != Some(MemberStatus::Down)
-            })
+        let process = |id: MemberId| self.nodes.get(&id.node).filter(|p| p.id == id);
+        let learned_down =
+            |id| process(id).is_some_and(|p| p.own_status == Some(MemberStatus::Down));
+        let runs = |id| process(id).is_some_and(|p| !p.is_paused()) && !learned_down(id);
+        let joins = |side: &BTreeSet<MemberId>, id: MemberId| {
+            side.iter().all(|s| self.net.connected(s.node, id.node))
         };
         let mut side: BTreeSet<MemberId> = [node.id].into();
         for m in view
@@ -61,20 +63,15 @@ impl Simulator {
             .iter()
             .filter(|m| holds(m.status) && runs(m.id))
         {
-            if side.iter().all(|s| self.net.connected(s.node, m.id.node)) {
+            if joins(&side, m.id) {
                 side.insert(m.id);
             }
         }
-        let downed_on_side = view.members().iter().any(|m| {
-            holds(m.status)
-                && (self.nodes.get(&m.id.node))
-                    .is_some_and(|p| p.id == m.id && p.own_status == Some(MemberStatus::Down))
-                && side.iter().all(|s| self.net.connected(s.node, m.id.node))
-        });
+        let downed_on_side = (view.members().iter())
+            .any(|m| holds(m.status) && learned_down(m.id) && joins(&side, m.id));
         // Counted as keep-majority counts: Up, Leaving and Down members, and Joining or
         // Exiting ones off the side (the other side may count them as Up or Leaving).
-        let reached =
-            |id: MemberId| runs(id) && side.iter().all(|s| self.net.connected(s.node, id.node));
+        let reached = |id: MemberId| runs(id) && joins(&side, id);
         let counted: Vec<&Member> = (view.members().iter())
             .filter(|m| holds(m.status) || m.status == MemberStatus::Down || !reached(m.id))
             .collect();
