@@ -1664,6 +1664,7 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: the side holding the lease downs the others",
         "downing: a side refused the lease waits for the unstable bound",
         "downing: a refused or failed lease ask is repeated",
+        "downing: a side whose picture did not settle asks for the lease",
         "the downing lease's holder paused while it held it",
         "a shard or coordinator lease's holder paused",
         "coordinator: HandOff is repeated after the deadline",

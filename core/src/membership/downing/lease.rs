@@ -1,5 +1,6 @@
 //! Lease-majority downing: a side's leader asks the lease store for the cluster's downing
-//! lease once the picture is stable (the side without a majority only after a delay), and its
+//! lease once the picture is stable, or once someone has been unreachable for 5/4 of
+//! `stable_after` if it never settles (the side without a majority only after a delay), and its
 //! answer decides the side's fate: granted, the side downs the members it cannot reach;
 //! refused or failed, nobody is downed from here, the ask is repeated now and then, and the
 //! side downs itself at the unstable bound (it still sees the winners unreachable), unless a
@@ -19,7 +20,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Downer;
-use super::sides::undowned_unreachable;
+use super::sides::{self, undowned_unreachable};
 use crate::id::MemberId;
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseName, LeaseOwner};
 use crate::members::Gossip;
@@ -50,7 +51,75 @@ fn owner(me: MemberId) -> LeaseOwner {
     }
 }
 
+/// How long after someone became unreachable a side whose picture has not settled asks for the
+/// lease anyway: 5/4 of `stable_after`, which leaves half of it before the unstable bound for
+/// the minority's delay, the store's answer and the winner's decision reaching its side.
+fn unsettled_ask_after(stable_after: Duration) -> Duration {
+    stable_after * 5 / 4
+}
+
 impl Downer {
+    /// A decision is due (the picture stable for `stable_after`, or unsettled for long, see
+    /// `unsettled_ask_due`): a side holding no Up member downs itself; the leader (or the
+    /// holder of a running grant) asks for the lease; the others wait for its decision.
+    pub(super) fn decide_by_lease(
+        &mut self,
+        now: Instant,
+        me: MemberId,
+        gossip: &Gossip,
+    ) -> BTreeSet<MemberId> {
+        let Downing::LeaseMajority {
+            acquire_delay_for_minority,
+            ..
+        } = self.strategy
+        else {
+            return BTreeSet::new();
+        };
+        self.asked_since_unreachable = true;
+        self.reckon();
+        let count = sides::count(me, gossip, &BTreeSet::new());
+        if count.ours() == 0 {
+            // Only Joining, Exiting or Down members here: nobody the other side could
+            // count for it, and the lease must not let it down those who are (a restarted
+            // member leading a side of joiners took the lease and downed the Up members
+            // across a partition: lease-majority partitions seed 60072).
+            crate::probe::hit("downing: a side holding no Up member downs itself");
+            return [me].into();
+        }
+        // The holder of a running grant decides too: the store refuses any other asker
+        // until it runs out, the leader of the holder's own side included.
+        let leads = gossip.leader(me) == Some(me);
+        if leads || self.holds_lease(now) {
+            if !leads {
+                crate::probe::hit("downing: the holder of a running grant decides again");
+            }
+            self.ask_for_lease(
+                now,
+                sides::holds_majority(&count),
+                acquire_delay_for_minority,
+            );
+        }
+        BTreeSet::new()
+    }
+
+    /// When a leader whose side has had someone unreachable for a while asks for the lease
+    /// although the picture keeps changing (a partition followed by another, a link flapping):
+    /// the lease arbitrates between sides whatever they believe, so rather than every member
+    /// downing itself at the unstable bound (as Akka's `down-all-when-unstable` does), the side
+    /// granted the lease keeps going. It stays safe: the other sides' repeats are refused while
+    /// the grant runs, and they still down themselves at their unstable bound, no later than
+    /// after a decision on a stable picture.
+    pub(super) fn unsettled_ask_due(&self) -> Option<Instant> {
+        let Downing::LeaseMajority { stable_after, .. } = self.strategy else {
+            return None;
+        };
+        if !self.pending || self.asked_since_unreachable {
+            return None;
+        }
+        let since = self.unreachable_since?;
+        Some((since + unsettled_ask_after(stable_after)).max(self.not_before))
+    }
+
     /// A leader deciding: the lease is to be asked for now on a `majority` side, after
     /// `delay` on the other. An ask still awaiting its answer (from an earlier picture) is
     /// not repeated: its answer decides.

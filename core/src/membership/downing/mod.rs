@@ -14,7 +14,9 @@
 //! `strategy`): static-quorum (a side holding a fixed quorum survives), keep-oldest (the side
 //! of the oldest member survives; with down-if-alone an isolated oldest downs itself) and
 //! down-all (every member downs itself). Each waits for the same stable picture and the same
-//! unstable bound.
+//! unstable bound. Lease-majority (see `lease`) lets the lease decide between sides instead;
+//! its leaders also ask when the picture has not settled by 5/4 of `stable-after`, so that
+//! a network that keeps changing leaves the lease's holder standing rather than nobody.
 //!
 //! That needs a bound on how late a minority decides, so two rules keep its decision from
 //! drifting: members joining (which never count for their own side) do not reset the
@@ -78,6 +80,9 @@ pub(crate) struct Downer {
     /// Lease-majority: until when (on `me`'s clock) the last grant of the downing lease to `me`
     /// runs, counted from when it was asked for.
     lease_held_until: Option<Instant>,
+    /// Lease-majority: the lease was asked for (or is to be) since someone became unreachable,
+    /// so the picture not settling asks for it no more (see `unsettled_ask_due`).
+    asked_since_unreachable: bool,
 }
 
 impl Downer {
@@ -95,6 +100,7 @@ impl Downer {
             deadline: None,
             lease: None,
             lease_held_until: None,
+            asked_since_unreachable: false,
         }
     }
 
@@ -153,6 +159,7 @@ impl Downer {
             self.unreachable_since.get_or_insert(now);
         } else {
             self.unreachable_since = None;
+            self.asked_since_unreachable = false;
         }
         let observed = Observed {
             cut_off,
@@ -259,10 +266,15 @@ impl Downer {
         let stable_after = self.stable_after()?;
         let stable = (self.pending && !self.decided)
             .then_some((self.stable_since + stable_after).max(self.not_before));
-        [stable, self.unstable_deadline(), self.lease_due()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            stable,
+            self.unstable_deadline(),
+            self.lease_due(),
+            self.unsettled_ask_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Holds a due decision back until `until`: some member `me` monitors has gone quiet
@@ -322,42 +334,28 @@ impl Downer {
             self.reckon();
             return [me].into();
         }
-        if self.deadline().is_none_or(|at| now < at) || self.decided {
+        let Some(stable_after) = self.stable_after() else {
+            return BTreeSet::new();
+        };
+        let stable_due = self.pending
+            && !self.decided
+            && (self.stable_since + stable_after).max(self.not_before) <= now;
+        let unsettled_due = self.unsettled_ask_due().is_some_and(|at| at <= now);
+        if !stable_due && !unsettled_due {
             // Not due, or due only for the lease's ask (see `poll_lease_call`).
             return BTreeSet::new();
         }
-        self.decided = true;
+        if stable_due {
+            self.decided = true;
+        } else {
+            crate::probe::hit("downing: a side whose picture did not settle asks for the lease");
+        }
         self.reckon();
+        if let Downing::LeaseMajority { .. } = self.strategy {
+            return self.decide_by_lease(now, me, gossip);
+        }
         let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
-        if let Downing::LeaseMajority {
-            acquire_delay_for_minority,
-            ..
-        } = self.strategy
-        {
-            let count = sides::count(me, gossip, &BTreeSet::new());
-            if count.ours() == 0 {
-                // Only Joining, Exiting or Down members here: nobody the other side could
-                // count for it, and the lease must not let it down those who are (a restarted
-                // member leading a side of joiners took the lease and downed the Up members
-                // across a partition: lease-majority partitions seed 60072).
-                crate::probe::hit("downing: a side holding no Up member downs itself");
-                return [me].into();
-            }
-            // The holder of a running grant decides too: the store refuses any other asker
-            // until it runs out, the leader of the holder's own side included.
-            if leads || self.holds_lease(now) {
-                if !leads {
-                    crate::probe::hit("downing: the holder of a running grant decides again");
-                }
-                self.ask_for_lease(
-                    now,
-                    sides::holds_majority(&count),
-                    acquire_delay_for_minority,
-                );
-            }
-            return BTreeSet::new();
-        }
         match strategy::survives(self.strategy, me, gossip, &BTreeSet::new()) {
             Some(true) if leads => unreachable,
             Some(true) => BTreeSet::new(),

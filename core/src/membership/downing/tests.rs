@@ -822,3 +822,61 @@ fn the_holder_of_a_running_grant_decides_again_though_it_does_not_lead() {
         ids(&[4, 5])
     );
 }
+
+#[test]
+fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_bound() {
+    use crate::lease::{FencingToken, LeaseAnswer};
+    // Someone has been unreachable since 1 s, and the picture changes every 6 s: it never
+    // stays stable for 10 s. At 5/4 of stable-after the leader asks anyway; granted, its side
+    // downs the members it cannot reach then, and keeps going.
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
+    d.observe(at(7), m(1), &cluster(5, 1, 1, &[4, 5]), &never_heard);
+    let g = cluster(5, 1, 1, &[5]);
+    d.observe(at(13), m(1), &g, &never_heard);
+    let asks = Instant::ZERO + Duration::from_millis(13_500);
+    assert_eq!(d.deadline(), Some(asks), "5/4 of stable-after from 1 s");
+    assert!(d.decide(asks, m(1), &g).is_empty(), "the lease decides");
+    let call = d.poll_lease_call(asks, m(1)).expect("the leader asks");
+    let granted = LeaseAnswer::Granted(FencingToken(1));
+    assert_eq!(
+        d.handle_lease_answer(asks, m(1), &g, &call, &granted),
+        ids(&[5])
+    );
+    // The decision spread: nobody is cut off any more, and no bound runs.
+    let mut g = g;
+    g.set_status(m(1), m(5), MemberStatus::Down);
+    d.observe(at(14), m(1), &g, &never_heard);
+    assert_eq!(d.deadline(), None, "the side survives");
+    // Asked once per unsettled stretch: refused, the ask is repeated until the unstable bound,
+    // which then downs the side as before.
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
+    let g = cluster(5, 1, 1, &[4, 5]);
+    d.observe(at(7), m(1), &g, &never_heard);
+    assert!(d.decide(asks, m(1), &g).is_empty());
+    let call = d.poll_lease_call(asks, m(1)).expect("asked");
+    assert!(
+        d.handle_lease_answer(asks, m(1), &g, &call, &LeaseAnswer::Refused)
+            .is_empty()
+    );
+    let bound = Instant::ZERO + Duration::from_millis(18_500);
+    let mut now = asks;
+    while let Some(due) = d.deadline().filter(|at| *at < bound) {
+        now = due;
+        assert!(d.decide(now, m(1), &g).is_empty());
+        let call = d.poll_lease_call(now, m(1)).expect("repeated");
+        d.handle_lease_answer(now, m(1), &g, &call, &LeaseAnswer::Refused);
+    }
+    assert!(now > asks, "repeated at least once");
+    assert_eq!(d.decide(bound, m(1), &g), ids(&[1]), "the unstable bound");
+    // Other strategies still down every member at the unstable bound (see
+    // `every_strategy_is_bounded_when_it_cannot_decide`); a member that does not lead asks
+    // nothing.
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(2), &cluster(5, 2, 2, &[5]), &never_heard);
+    let g = cluster(5, 2, 2, &[4, 5]);
+    d.observe(at(7), m(2), &g, &never_heard);
+    assert!(d.decide(asks, m(2), &g).is_empty());
+    assert_eq!(d.poll_lease_call(asks, m(2)), None, "2 does not lead");
+}
