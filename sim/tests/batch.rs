@@ -820,6 +820,21 @@ fn a_shard_fenced_while_the_coordinator_lease_was_lost_is_hosted_again_by_its_re
     );
 }
 
+/// Rolling-restart seed 9410002824 (a fresh sweep; keep-majority, shard leases, remembering, a
+/// 137-letter buffer): the lease store's outage cost a shard its lease, and its remembered
+/// entities were forced to stop; the lease came back before they had stopped, and the start
+/// owed to e16 met a full buffer and became a dead letter, so e16 never ran again. A start
+/// owed to a stopping entity is now kept outside the buffer's budget.
+#[test]
+fn a_remembered_start_owed_to_a_stopping_entity_is_kept_with_a_full_buffer_regression() {
+    let report = run(Options::for_seed(9_410_002_824));
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(
+        &report,
+        "shard: a remembered start waits for its entity's stop",
+    );
+}
+
 /// Mass-passivation seed 9310000598 (a fresh sweep; reliable delivery, static-quorum, no
 /// faults scheduled): an entity passivating again and again, its stops ignored until forced,
 /// behind a slow link, was still confirming a producer's last messages when the run ended and
@@ -1665,6 +1680,8 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: a side refused the lease waits for the unstable bound",
         "downing: a refused or failed lease ask is repeated",
         "downing: a side whose picture did not settle asks for the lease",
+        "downing: a member cut off lately waits for the next decision",
+        "shard: a remembered start waits for its entity's stop",
         "the downing lease's holder paused while it held it",
         "a shard or coordinator lease's holder paused",
         "coordinator: HandOff is repeated after the deadline",

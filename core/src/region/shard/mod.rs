@@ -54,6 +54,11 @@ struct Stopping {
     passivating: bool,
     /// Letters that arrived while stopping; they go to the next incarnation.
     buffer: VecDeque<Letter>,
+    /// A remembered entity's start arrived while stopping: it runs again once stopped, letters
+    /// or not. Kept outside the buffer's budget, as a start waiting for the lease is: a full
+    /// buffer dropped the start of a remembered entity whose shard regained its lease while
+    /// the entity was still stopping, and it never ran again (rolling-restart seed 9410002824).
+    restart: bool,
 }
 
 /// The shard state machine.
@@ -128,6 +133,11 @@ impl Shard {
                 stopping: Some(stopping),
                 ..
             }) => {
+                if matches!(letter, Letter::Start(None)) {
+                    crate::probe::hit("shard: a remembered start waits for its entity's stop");
+                    stopping.restart = true;
+                    return;
+                }
                 if !budget.try_take() {
                     let reason = DeadLetterReason::BufferFull;
                     out.dead_letter(&self.entity_type, (entity, letter), reason);
@@ -173,13 +183,13 @@ impl Shard {
             tracing::debug!(%entity, shard = %self.id, "stop report for an unknown entity");
             return;
         };
-        let buffer = match e.stopping {
+        let (mut buffer, restart) = match e.stopping {
             Some(s) => {
                 self.deadlines.remove(&(s.force_at, entity.clone()));
                 if s.passivating {
                     self.record_passivated(now, entity, budget, out);
                 }
-                s.buffer
+                (s.buffer, s.restart)
             }
             None => {
                 self.schedule_restart(now, entity);
@@ -188,7 +198,11 @@ impl Shard {
         };
         budget.release(buffer.len());
         if buffer.is_empty() {
-            return;
+            // During a handoff the next instance recovers a remembered entity.
+            if !restart || self.handing_off {
+                return;
+            }
+            buffer.push_back(Letter::Start(None));
         }
         // Messages that reached the shard while the entity stopped (passivation raced with
         // them) go to a new incarnation, here and in order, even during a handoff: handing them
@@ -384,6 +398,7 @@ impl Shard {
                 forced: false,
                 passivating: reason == StopReason::Passivation,
                 buffer: VecDeque::new(),
+                restart: false,
             }));
             self.deadlines.insert((force_at, id.clone()));
             out.entity(stop(&self.entity_type, id, reason));

@@ -271,6 +271,26 @@ fn an_exhausted_budget_is_a_dead_letter() {
 }
 
 #[test]
+fn a_remembered_start_reaching_a_stopping_entity_is_kept_whatever_the_budget() {
+    // The budget is spent: a letter is a dead letter, but a remembered entity's start (a shard
+    // regaining its lease while the entity still stops) runs it again once it has stopped.
+    let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(0));
+    s.handle_delivery(at(0), id("a"), Letter::Start(None), &mut b, &mut o);
+    s.handle_delivery(at(0), id("b"), Letter::Start(None), &mut b, &mut o);
+    s.handle_passivate(at(1), &id("a"), &mut o);
+    s.handle_passivate(at(1), &id("b"), &mut o);
+    o.take();
+    s.handle_delivery(at(1), id("a"), Letter::Start(None), &mut b, &mut o);
+    assert_eq!(o.take(), [], "kept, not a dead letter");
+    assert_eq!(b.used(), 0, "outside the budget");
+    s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
+    assert_eq!(o.take(), [start("a")]);
+    // Without a start waiting, a stopped entity stays stopped.
+    s.handle_entity_stopped(at(2), &id("b"), &mut b, &mut o);
+    assert_eq!(o.take(), []);
+}
+
+#[test]
 fn terminate_forces_every_entity_and_returns_buffered_messages() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);

@@ -273,6 +273,7 @@ impl Shard {
                         forced: true,
                         passivating: false,
                         buffer: VecDeque::new(),
+                        restart: false,
                     }));
                     restart.push(id.clone());
                 }
