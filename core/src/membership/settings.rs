@@ -242,7 +242,8 @@ pub enum Downing {
     /// gets it downs the members it cannot reach, the other downs itself at the unstable bound
     /// (it still sees the winners unreachable). Where the other strategies down every member
     /// when reachability keeps changing, a leader asks for the lease once someone has been
-    /// unreachable for 5/4 of `stable_after`, stable or not, and its side survives. Any side
+    /// unreachable for 5/4 of `stable_after`, stable or not, and its side survives, downing
+    /// the members cut off for `stable_after` at least (the others once they are). Any side
     /// may survive, a minority or one of three, as long as it reaches the store; a store that
     /// fails or cannot be reached downs the side that asked. Needs a lease store on the host.
     LeaseMajority {

@@ -23,7 +23,7 @@ use super::Downer;
 use super::sides::{self, undowned_unreachable};
 use crate::id::MemberId;
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseName, LeaseOwner};
-use crate::members::Gossip;
+use crate::members::{Gossip, MemberStatus};
 use crate::membership::settings::Downing;
 use crate::time::Instant;
 
@@ -75,7 +75,7 @@ impl Downer {
         else {
             return BTreeSet::new();
         };
-        self.asked_since_unreachable = true;
+        self.decided_for = self.longest_cut_off_since;
         self.reckon();
         let count = sides::count(me, gossip, &BTreeSet::new());
         if count.ours() == 0 {
@@ -106,18 +106,51 @@ impl Downer {
     /// although the picture keeps changing (a partition followed by another, a link flapping):
     /// the lease arbitrates between sides whatever they believe, so rather than every member
     /// downing itself at the unstable bound (as Akka's `down-all-when-unstable` does), the side
-    /// granted the lease keeps going. It stays safe: the other sides' repeats are refused while
-    /// the grant runs, and they still down themselves at their unstable bound, no later than
-    /// after a decision on a stable picture.
+    /// granted the lease keeps going. Due 5/4 of `stable_after` after someone became
+    /// unreachable, once some member has been cut off for `stable_after` (only those are downed,
+    /// see `downed_by_grant`), and again when the member cut off longest is another one. It
+    /// stays safe: the other sides' repeats are refused while the grant runs, and they still
+    /// down themselves at their unstable bound, no later than after a decision on a stable
+    /// picture.
     pub(super) fn unsettled_ask_due(&self) -> Option<Instant> {
         let Downing::LeaseMajority { stable_after, .. } = self.strategy else {
             return None;
         };
-        if !self.pending || self.asked_since_unreachable {
+        let longest = self.longest_cut_off_since?;
+        if !self.pending || self.lease.is_some() || self.decided_for == Some(longest) {
             return None;
         }
         let since = self.unreachable_since?;
-        Some((since + unsettled_ask_after(stable_after)).max(self.not_before))
+        Some(
+            (since + unsettled_ask_after(stable_after))
+                .max(longest + stable_after)
+                .max(self.not_before),
+        )
+    }
+
+    /// The members a grant downs: those `me`'s side cannot reach that have been cut off for
+    /// `stable_after` at least (or are Exiting: their shards have moved already). One cut off
+    /// more recently may have seen nothing unreachable until then, so its own unstable bound
+    /// could come up to 7/4 of `stable_after` from now, past the removal margin; it waits for
+    /// the next decision. A decision on a stable picture downs every one of them anyway; this
+    /// holds a side whose picture did not settle, and an answer that took long, to the same.
+    fn downed_by_grant(&self, now: Instant, me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
+        let Some(stable_after) = self.stable_after() else {
+            return BTreeSet::new();
+        };
+        let mut downed = undowned_unreachable(me, gossip);
+        downed.retain(|id| {
+            let long =
+                (self.cut_off_since.get(id)).is_some_and(|since| *since + stable_after <= now);
+            let exiting = gossip
+                .member(*id)
+                .is_some_and(|m| m.status == MemberStatus::Exiting);
+            if !long && !exiting {
+                crate::probe::hit("downing: a member cut off lately waits for the next decision");
+            }
+            long || exiting
+        });
+        downed
     }
 
     /// A leader deciding: the lease is to be asked for now on a `majority` side, after
@@ -198,7 +231,7 @@ impl Downer {
         match answer {
             LeaseAnswer::Granted(_) => {
                 crate::probe::hit("downing: the side holding the lease downs the others");
-                undowned_unreachable(me, gossip)
+                self.downed_by_grant(now, me, gossip)
             }
             LeaseAnswer::Refused | LeaseAnswer::Failed(_) => {
                 if let Some(stable_after) = self.stable_after() {

@@ -23,7 +23,7 @@
 //! stability clock, and, as Akka's `down-all-when-unstable`, a member that has seen someone
 //! unreachable for 7/4 of `stable-after` without reaching a decision downs itself.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::id::MemberId;
 use crate::members::Gossip;
@@ -80,9 +80,15 @@ pub(crate) struct Downer {
     /// Lease-majority: until when (on `me`'s clock) the last grant of the downing lease to `me`
     /// runs, counted from when it was asked for.
     lease_held_until: Option<Instant>,
-    /// Lease-majority: the lease was asked for (or is to be) since someone became unreachable,
-    /// so the picture not settling asks for it no more (see `unsettled_ask_due`).
-    asked_since_unreachable: bool,
+    /// Since when each member `me`'s side cannot reach has been cut off without interruption
+    /// (lease-majority: a grant downs only those cut off for `stable_after`, see `lease`).
+    cut_off_since: BTreeMap<MemberId, Instant>,
+    /// The earliest of those times among the members cut off that are not Down yet.
+    longest_cut_off_since: Option<Instant>,
+    /// Lease-majority: the member cut off longest when the last decision was taken (its
+    /// `cut_off_since`), so that a picture that does not settle is decided once for it (see
+    /// `unsettled_ask_due`).
+    decided_for: Option<Instant>,
 }
 
 impl Downer {
@@ -100,7 +106,9 @@ impl Downer {
             deadline: None,
             lease: None,
             lease_held_until: None,
-            asked_since_unreachable: false,
+            decided_for: None,
+            cut_off_since: BTreeMap::new(),
+            longest_cut_off_since: None,
         }
     }
 
@@ -135,7 +143,15 @@ impl Downer {
         last_heard: &dyn Fn(MemberId) -> Option<Instant>,
     ) {
         let cut_off = gossip.unreachable_from(me);
+        self.cut_off_since.retain(|id, _| cut_off.contains(id));
+        for id in &cut_off {
+            self.cut_off_since.entry(*id).or_insert(now);
+        }
         let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
+        self.longest_cut_off_since = (self.cut_off_since.iter())
+            .filter(|(id, _)| !is_down(gossip, **id))
+            .map(|(_, since)| *since)
+            .min();
         let (counted, joining) = counted_ids(gossip);
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
@@ -159,7 +175,7 @@ impl Downer {
             self.unreachable_since.get_or_insert(now);
         } else {
             self.unreachable_since = None;
-            self.asked_since_unreachable = false;
+            self.decided_for = None;
         }
         let observed = Observed {
             cut_off,

@@ -826,14 +826,14 @@ fn the_holder_of_a_running_grant_decides_again_though_it_does_not_lead() {
 #[test]
 fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_bound() {
     use crate::lease::{FencingToken, LeaseAnswer};
-    // Someone has been unreachable since 1 s, and the picture changes every 6 s: it never
-    // stays stable for 10 s. At 5/4 of stable-after the leader asks anyway; granted, its side
-    // downs the members it cannot reach then, and keeps going.
+    // 5 has been unreachable since 1 s, 4 since 7 s: the picture never stays stable for 10 s.
+    // At 5/4 of stable-after the leader asks anyway; granted, it downs 5 only: 4, cut off for
+    // less than stable-after, may not have seen anything unreachable before 7 s, and could run
+    // until 7/4 of stable-after from then.
     let mut d = Downer::new(lease_majority(), at(0));
     d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
-    d.observe(at(7), m(1), &cluster(5, 1, 1, &[4, 5]), &never_heard);
-    let g = cluster(5, 1, 1, &[5]);
-    d.observe(at(13), m(1), &g, &never_heard);
+    let g = cluster(5, 1, 1, &[4, 5]);
+    d.observe(at(7), m(1), &g, &never_heard);
     let asks = Instant::ZERO + Duration::from_millis(13_500);
     assert_eq!(d.deadline(), Some(asks), "5/4 of stable-after from 1 s");
     assert!(d.decide(asks, m(1), &g).is_empty(), "the lease decides");
@@ -843,10 +843,20 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
         d.handle_lease_answer(asks, m(1), &g, &call, &granted),
         ids(&[5])
     );
-    // The decision spread: nobody is cut off any more, and no bound runs.
+    // 5's Down spread; 4 has been cut off for stable-after at 17 s: asked again, before the
+    // unstable bound (18.5 s), and downed.
     let mut g = g;
     g.set_status(m(1), m(5), MemberStatus::Down);
     d.observe(at(14), m(1), &g, &never_heard);
+    assert_eq!(d.deadline(), Some(at(17)));
+    assert!(d.decide(at(17), m(1), &g).is_empty());
+    let call = d.poll_lease_call(at(17), m(1)).expect("asked again");
+    assert_eq!(
+        d.handle_lease_answer(at(17), m(1), &g, &call, &granted),
+        ids(&[4])
+    );
+    g.set_status(m(1), m(4), MemberStatus::Down);
+    d.observe(at(18), m(1), &g, &never_heard);
     assert_eq!(d.deadline(), None, "the side survives");
     // Asked once per unsettled stretch: refused, the ask is repeated until the unstable bound,
     // which then downs the side as before.
