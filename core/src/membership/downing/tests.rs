@@ -890,3 +890,28 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
     assert!(d.decide(asks, m(2), &g).is_empty());
     assert_eq!(d.poll_lease_call(asks, m(2)), None, "2 does not lead");
 }
+
+#[test]
+fn a_grant_downs_only_the_members_cut_off_for_stable_after_or_exiting() {
+    use crate::lease::{FencingToken, LeaseAnswer};
+    // A stable picture (5 cut off since 1 s): the leader asks at 11 s. Its answer comes at
+    // 12 s, after 3 was cut off too (at 11.5 s) and 4, Exiting, at 11.8 s: 3 waits for the
+    // next decision, 4 (its shards moved already) and 5 are downed.
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
+    assert!(d.decide(at(11), m(1), &cluster(5, 1, 1, &[5])).is_empty());
+    let call = d.poll_lease_call(at(11), m(1)).expect("the leader asks");
+    let mut g = cluster(5, 1, 1, &[3, 4, 5]);
+    g.set_status(m(1), m(4), MemberStatus::Exiting);
+    d.observe(
+        Instant::ZERO + Duration::from_millis(11_500),
+        m(1),
+        &g,
+        &never_heard,
+    );
+    let granted = LeaseAnswer::Granted(FencingToken(1));
+    assert_eq!(
+        d.handle_lease_answer(at(12), m(1), &g, &call, &granted),
+        ids(&[4, 5])
+    );
+}
