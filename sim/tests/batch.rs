@@ -796,10 +796,8 @@ fn a_forgiven_entity_restarted_by_its_shard_regaining_its_lease_regression() {
         schedule: Some(schedule.parse().expect("a valid schedule")),
         ..Options::for_seed(9_279_937_578)
     };
-    let report = run(options);
-    assert_eq!(report.outcome, Outcome::Passed, "{report}");
-    assert_reaches(
-        &report,
+    assert_passes_reaching(
+        options,
         "a forgiven entity started again by its shard (a lease regained)",
     );
 }
@@ -812,10 +810,8 @@ fn a_forgiven_entity_restarted_by_its_shard_regaining_its_lease_regression() {
 /// lease is held.
 #[test]
 fn a_shard_fenced_while_the_coordinator_lease_was_lost_is_hosted_again_by_its_region_regression() {
-    let report = run(Options::for_seed(9_300_001_427));
-    assert_eq!(report.outcome, Outcome::Passed, "{report}");
-    assert_reaches(
-        &report,
+    assert_passes_reaching(
+        Options::for_seed(9_300_001_427),
         "coordinator: a fenced shard is hosted again once the lease is held",
     );
 }
@@ -827,10 +823,8 @@ fn a_shard_fenced_while_the_coordinator_lease_was_lost_is_hosted_again_by_its_re
 /// owed to a stopping entity is now kept outside the buffer's budget.
 #[test]
 fn a_remembered_start_owed_to_a_stopping_entity_is_kept_with_a_full_buffer_regression() {
-    let report = run(Options::for_seed(9_410_002_824));
-    assert_eq!(report.outcome, Outcome::Passed, "{report}");
-    assert_reaches(
-        &report,
+    assert_passes_reaching(
+        Options::for_seed(9_410_002_824),
         "shard: a remembered start waits for its entity's stop",
     );
 }
@@ -842,10 +836,8 @@ fn a_remembered_start_owed_to_a_stopping_entity_is_kept_with_a_full_buffer_regre
 /// for, each wait as long as one message may take.
 #[test]
 fn reliable_streams_still_progressing_are_waited_for_regression() {
-    let report = run(Options::for_seed(9_310_000_598));
-    assert_eq!(report.outcome, Outcome::Passed, "{report}");
-    assert_reaches(
-        &report,
+    assert_passes_reaching(
+        Options::for_seed(9_310_000_598),
         "reliable streams still finishing after the other checks",
     );
 }
@@ -988,10 +980,8 @@ fn a_new_coordinator_hosts_a_fenced_shard_again_where_its_letters_wait_regressio
 fn the_holder_of_a_running_downing_grant_decides_again_regression() {
     let mut options = Options::for_seed(6_100_000_038);
     options.cluster.downing = Downing::LeaseMajority;
-    let report = run(options);
-    assert_eq!(report.outcome, Outcome::Passed, "{report}");
-    assert_reaches(
-        &report,
+    assert_passes_reaching(
+        options,
         "downing: the holder of a running grant decides again",
     );
 }
@@ -1172,6 +1162,13 @@ fn assert_holds(options: Options, probes: &[&str]) -> sim::Report {
         assert_reaches(&report, probe);
     }
     report
+}
+
+/// Runs `options` as drawn (strategies and leases kept): it must pass, and reach `probe`.
+fn assert_passes_reaching(options: Options, probe: &str) {
+    let report = run(options);
+    assert_eq!(report.outcome, Outcome::Passed, "{report}");
+    assert_reaches(&report, probe);
 }
 
 /// A kept regression must still reach the branch that fixed it, or it guards nothing.

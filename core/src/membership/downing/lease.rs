@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Downer;
-use super::sides::{self, undowned_unreachable};
+use super::sides::{self, is_down, undowned_unreachable};
 use crate::id::MemberId;
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseName, LeaseOwner};
 use crate::members::{Gossip, MemberStatus};
@@ -126,6 +126,29 @@ impl Downer {
                 .max(longest + stable_after)
                 .max(self.not_before),
         )
+    }
+
+    /// Lease-majority: notes since when each member in `cut_off` has been cut off, and the
+    /// earliest of those among the members not Down yet (other strategies keep nothing: this
+    /// runs after every change of the membership state).
+    pub(super) fn track_cut_off(
+        &mut self,
+        now: Instant,
+        cut_off: &BTreeSet<MemberId>,
+        gossip: &Gossip,
+    ) {
+        if !matches!(self.strategy, Downing::LeaseMajority { .. }) {
+            return;
+        }
+        self.cut_off_since.retain(|id, _| cut_off.contains(id));
+        self.longest_cut_off_since = None;
+        for id in cut_off {
+            let since = *self.cut_off_since.entry(*id).or_insert(now);
+            if !is_down(gossip, *id) {
+                let longest = self.longest_cut_off_since.get_or_insert(since);
+                *longest = (*longest).min(since);
+            }
+        }
     }
 
     /// The members a grant downs: those `me`'s side cannot reach that have been cut off for

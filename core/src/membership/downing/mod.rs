@@ -143,15 +143,8 @@ impl Downer {
         last_heard: &dyn Fn(MemberId) -> Option<Instant>,
     ) {
         let cut_off = gossip.unreachable_from(me);
-        self.cut_off_since.retain(|id, _| cut_off.contains(id));
-        for id in &cut_off {
-            self.cut_off_since.entry(*id).or_insert(now);
-        }
+        self.track_cut_off(now, &cut_off, gossip);
         let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
-        self.longest_cut_off_since = (self.cut_off_since.iter())
-            .filter(|(id, _)| !is_down(gossip, **id))
-            .map(|(_, since)| *since)
-            .min();
         let (counted, joining) = counted_ids(gossip);
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
