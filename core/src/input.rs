@@ -84,9 +84,11 @@ pub enum Input {
         answer: LeaseAnswer,
     },
     /// A state store refused a write of a running entity: the store holds `current`, newer
-    /// than the `epoch` its `EntityEffect::Start` carried. The host stops the entity (it must
-    /// not write again); the node reports [`crate::Event::WriteFenced`] and stops its instance
-    /// of the shard as a fenced one (ignored if that instance is gone).
+    /// than the `epoch` its `EntityEffect::Start` carried, or a newer holder of the shard's
+    /// lease claimed the shard (`current` may then be `epoch`). The host stops the entity (it
+    /// must not write again); the node reports [`crate::Event::WriteFenced`] and, for a newer
+    /// epoch, stops its instance of the shard as a fenced one (ignored if that instance is
+    /// gone; an instance that lost its lease stops its entities already).
     WriteFenced {
         /// The entity's type.
         entity_type: EntityType,

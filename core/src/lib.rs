@@ -167,8 +167,8 @@ pub use node::{Metrics, Node};
 pub use reason::{DeadLetterReason, StopReason};
 pub use region::RouteCounts;
 pub use remember::{
-    FENCING_CASES, FencingCase, FencingVerdict, RecoveryStrategy, RememberSettings, ShardClaim,
-    StoreCompletion, StoreRequest,
+    FENCING_CASES, FencingCase, FencingClaim, FencingVerdict, RecoveryStrategy, RememberSettings,
+    ShardClaim, StoreCompletion, StoreRequest,
 };
 pub use rng::Rng;
 pub use time::{Instant, earliest};

@@ -246,6 +246,7 @@ async fn an_event_sourced_counter_keeps_its_total_across_passivation_panic_and_r
         entity: EntityId::from("c1"),
         shard: shoal_core::shard_of(&EntityId::from("c1"), 8),
         epoch,
+        lease_token: None,
     };
     assert_eq!(
         store.recover(&key).await.unwrap().last_seq(),

@@ -22,6 +22,7 @@ fn key(kind: &str, entity: &str, epoch: u64) -> StateKey {
         entity: EntityId::from(entity),
         shard: ShardId(3),
         epoch: Epoch(epoch),
+        lease_token: None,
     }
 }
 

@@ -11,8 +11,11 @@ mod common;
 
 use common::postgres::{PgServer, free_port};
 use common::scratch;
-use shoal::store::{PostgresStore, RememberStore, SqliteStore, StoreError, Update};
-use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use shoal::store::{
+    PostgresStore, RememberStore, SqliteStore, StateKey, StateStore, StoreError, Update,
+};
+use shoal_core::lease::FencingToken;
+use shoal_core::{EntityId, EntityType, Epoch, FencingCase, ShardId};
 
 fn ids(names: &[&str]) -> Vec<EntityId> {
     names.iter().map(|n| EntityId::from(*n)).collect()
@@ -53,18 +56,31 @@ async fn write(
 }
 
 /// The core's table of fencing cases, each on a shard of its own: the store's verdicts are
-/// `shoal_core::FencingVerdict`'s, as the simulator's store's are.
-async fn fencing_cases(store: &dyn RememberStore) {
+/// `shoal_core::FencingVerdict`'s, as the simulator's store's are. A step with a lease token is
+/// a state store's recovery (which claims the shard as an entity's write does), one without a
+/// remember store's load or write: both share the shard's claim.
+async fn fencing_cases(store: &dyn StateStore) {
     let kind = EntityType::from("fencing-cases");
     for (n, case) in shoal_core::FENCING_CASES.iter().enumerate() {
         let shard = 100 + u32::try_from(n).expect("a few cases");
-        for (i, &(epoch, seq, expected)) in case.steps.iter().enumerate() {
-            let answer = match seq {
-                0 => store
+        for (i, &step) in case.steps.iter().enumerate() {
+            let (epoch, seq, token, expected) = step;
+            let answer = match (token, seq) {
+                (1.., _) => {
+                    let key = StateKey {
+                        entity_type: kind.clone(),
+                        entity: EntityId::from("e"),
+                        shard: ShardId(shard),
+                        epoch: Epoch(epoch),
+                        lease_token: FencingCase::claim(step).token,
+                    };
+                    store.recover(&key).await.map(drop)
+                }
+                (0, 0) => store
                     .load(&kind, ShardId(shard), Epoch(epoch))
                     .await
                     .map(drop),
-                _ => write(store, &kind, (shard, epoch, seq), &[], &[]).await,
+                (0, _) => write(store, &kind, (shard, epoch, seq), &[], &[]).await,
             };
             let got = match answer {
                 Ok(()) => None,
@@ -77,6 +93,48 @@ async fn fencing_cases(store: &dyn RememberStore) {
             assert_eq!(got, expected, "{}: step {i}", case.name);
         }
     }
+}
+
+/// A claim table as stores made it before shard-lease tokens fenced writes, with shard 40 of
+/// `older` claimed at epoch 4.
+const OLDER_CLAIM_TABLE: &str = "
+CREATE TABLE shoal_remembered_shards (
+    entity_type TEXT NOT NULL,
+    shard BIGINT NOT NULL,
+    epoch BIGINT NOT NULL,
+    seq BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (entity_type, shard)
+);
+INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ('older', 40, 4, 2);
+";
+
+/// A store opened on an `OLDER_CLAIM_TABLE` added the token column: the claim reads as it
+/// was, and tokens fence from then on.
+async fn an_older_claim_table_is_read_and_fenced_by_tokens(store: &dyn StateStore) {
+    let kind = EntityType::from("older");
+    assert_eq!(
+        store.load(&kind, ShardId(40), Epoch(3)).await,
+        Err(StoreError::Fenced {
+            refused: Epoch(3),
+            current: Epoch(4)
+        })
+    );
+    let key = |token| StateKey {
+        entity_type: kind.clone(),
+        entity: EntityId::from("e"),
+        shard: ShardId(40),
+        epoch: Epoch(4),
+        lease_token: Some(FencingToken(token)),
+    };
+    assert_eq!(store.recover(&key(5)).await.map(drop), Ok(()));
+    assert_eq!(
+        store.recover(&key(4)).await.map(drop),
+        Err(StoreError::Fenced {
+            refused: Epoch(4),
+            current: Epoch(4)
+        }),
+        "an older holder of the shard's lease is refused"
+    );
 }
 
 /// An instance's write that timed out and lands after its newer one changes nothing.
@@ -180,7 +238,7 @@ async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &
 }
 
 /// The behaviour every store shares; `kind` keeps runs in one database apart.
-async fn suite(store: &dyn RememberStore, other: &dyn RememberStore, kind: &str) {
+async fn suite<S: StateStore>(store: &S, other: &S, kind: &str) {
     fencing_cases(store).await;
     another_count_refiles_every_id_once(store, other).await;
     let kind = EntityType::from(kind);
@@ -314,6 +372,13 @@ async fn sqlite_store_passes_the_suite_and_is_one_shared_wal_file() {
         reopened.load(&kind, ShardId(1), Epoch(1)).await,
         Err(StoreError::Fenced { .. })
     ));
+    let older = dir.join("older.db");
+    let connection = rusqlite::Connection::open(&older).unwrap();
+    connection.execute_batch(OLDER_CLAIM_TABLE).unwrap();
+    drop(connection);
+    an_older_claim_table_is_read_and_fenced_by_tokens(&SqliteStore::open(&older).unwrap()).await;
+    // Opened again, the column is there already.
+    an_older_claim_table_is_read_and_fenced_by_tokens(&SqliteStore::open(&older).unwrap()).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -332,6 +397,13 @@ async fn postgres_store_passes_the_suite_on_a_private_server() {
     let store = server.connect().await;
     let other = server.connect().await;
     suite(&store, &other, "counter").await;
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let older = format!("DROP TABLE shoal_remembered_shards; {OLDER_CLAIM_TABLE}");
+    client.batch_execute(&older).await.unwrap();
+    an_older_claim_table_is_read_and_fenced_by_tokens(&server.connect().await).await;
     // A store that cannot reach its server says so.
     let closed = format!("host=127.0.0.1 port={} user=shoal", free_port());
     assert!(matches!(

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use shoal_core::delivery::{Consumer, HighWater, Mark, Tag, Verdict};
+use shoal_core::lease::FencingToken;
 use shoal_core::{EntityType, Epoch, Payload, ShardId};
 
 use crate::delivering::{Confirmation, Reliable, judge};
@@ -36,6 +37,8 @@ struct Item {
 struct Writer {
     shard: ShardId,
     epoch: Epoch,
+    /// The token its shard held the shard's lease under when it started, if leased.
+    lease_token: Option<FencingToken>,
     /// The newest event it knows of; `None` while it recovers.
     newest: Option<u64>,
     since_snapshot: u64,
@@ -128,11 +131,18 @@ impl Persisting {
         self.effects.get(&id)
     }
 
-    /// The incarnation `life` of a shard allocated at `epoch` started: its recovery.
-    pub(crate) fn started(&mut self, life: Life, shard: ShardId, epoch: Epoch) -> StateCall {
+    /// The incarnation `life` of a shard allocated at `epoch` (and holding its lease under
+    /// `lease_token`, if leased) started: its recovery.
+    pub(crate) fn started(
+        &mut self,
+        life: Life,
+        shard: ShardId,
+        (epoch, lease_token): (Epoch, Option<FencingToken>),
+    ) -> StateCall {
         let writer = Writer {
             shard,
             epoch,
+            lease_token,
             newest: None,
             since_snapshot: 0,
             busy: true,
@@ -302,6 +312,7 @@ impl Persisting {
             entity: life.1.clone(),
             shard: writer.shard,
             epoch: writer.epoch,
+            lease_token: writer.lease_token,
             first_seq: newest + 1,
             ids: vec![id],
             snapshot,
@@ -315,6 +326,7 @@ impl Persisting {
             entity: life.1.clone(),
             shard: writer.shard,
             epoch: writer.epoch,
+            lease_token: writer.lease_token,
         }
     }
 }

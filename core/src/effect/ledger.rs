@@ -179,6 +179,7 @@ mod tests {
             entity: EntityId::new(id),
             shard: ShardId(0),
             epoch: crate::id::Epoch(0),
+            lease_token: None,
         }
     }
 

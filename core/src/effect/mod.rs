@@ -61,6 +61,10 @@ pub enum EntityEffect {
         /// entities nor persists state): the entity's writes to a state store carry it, and a
         /// store refuses them once it has seen a newer one for the shard (`Input::WriteFenced`).
         epoch: Epoch,
+        /// The token the shard holds its lease under, for a type with shard leases: the
+        /// entity's writes carry it too, and a store refuses them once a newer holder of the
+        /// lease has read or written, whatever the epochs.
+        lease_token: Option<FencingToken>,
     },
     /// Deliver a message to the running entity.
     Deliver {

@@ -76,6 +76,14 @@ impl LeaseHolder {
         matches!(self.state, State::Held { .. })
     }
 
+    /// The token of the grant held, whatever the time (see [`LeaseHolder::is_held`]).
+    pub fn held_token(&self) -> Option<FencingToken> {
+        match self.state {
+            State::Held { token, .. } => Some(token),
+            _ => None,
+        }
+    }
+
     /// The token to act under at `now`, if the lease is held and still valid.
     pub fn token(&self, now: Instant) -> Option<FencingToken> {
         match self.state {

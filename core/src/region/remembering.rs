@@ -49,10 +49,14 @@ impl Region {
             epoch,
             current,
         });
+        if current <= epoch {
+            crate::probe::hit("region: a write under an older lease token was refused");
+            return;
+        }
         let Some(shard) = self
             .shards
             .get_mut(&shard_id)
-            .filter(|s| s.epoch() == epoch && current > epoch)
+            .filter(|s| s.epoch() == epoch)
         else {
             crate::probe::hit("region: a fenced write of a shard instance that is gone");
             return;

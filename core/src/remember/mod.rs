@@ -29,7 +29,7 @@ mod api;
 mod fencing;
 
 pub use api::{RecoveryStrategy, RememberSettings, StoreCompletion, StoreRequest};
-pub use fencing::{FENCING_CASES, FencingCase, FencingVerdict, ShardClaim};
+pub use fencing::{FENCING_CASES, FencingCase, FencingClaim, FencingVerdict, ShardClaim};
 
 /// What a call produced, for the shard to act on.
 #[derive(Debug, Default, PartialEq)]

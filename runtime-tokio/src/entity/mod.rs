@@ -20,6 +20,7 @@ use std::future::Future;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use shoal_core::lease::FencingToken;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::mpsc;
 
@@ -150,6 +151,16 @@ impl EntityContext {
         self.link.epoch
     }
 
+    /// The token the entity's shard held its lease under when the entity started, for a type
+    /// with shard leases (`None` otherwise). Writes to a store of the entity's own should
+    /// carry it beside the epoch: once a newer holder of the shard's lease has written, a
+    /// write under an older token comes from an instance that lost the lease (paused, or cut
+    /// off past its validity) and must be refused whatever its epoch, as the state stores
+    /// here refuse it (see `shoal_core::FencingVerdict`).
+    pub fn lease_token(&self) -> Option<FencingToken> {
+        self.link.lease_token
+    }
+
     /// Asks to be stopped (Akka's passivation): messages that arrive meanwhile are buffered
     /// by the node and start the entity again afterwards.
     pub fn passivate(&mut self) {
@@ -173,6 +184,8 @@ pub(crate) struct EntityLink {
     /// The entity's shard, and its allocation's fencing epoch (the entity's writes carry it).
     pub(crate) shard: ShardId,
     pub(crate) epoch: Epoch,
+    /// The token its shard held the shard's lease under when it started, if leased.
+    pub(crate) lease_token: Option<FencingToken>,
     /// Where a persistent type's state goes (`None` for other types).
     pub(crate) journal: Option<crate::store::Journal>,
     /// Distinguishes the host's successive starts of one entity.

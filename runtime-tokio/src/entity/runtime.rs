@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
+use shoal_core::lease::FencingToken;
 use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, ShardId, StopReason};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -84,7 +85,8 @@ impl EntityRuntime {
                 entity,
                 shard,
                 epoch,
-            } => self.start(entity_type, entity, (shard, epoch), feedback),
+                lease_token,
+            } => self.start(entity_type, entity, (shard, epoch, lease_token), feedback),
             EntityEffect::Deliver {
                 entity_type,
                 entity,
@@ -102,7 +104,7 @@ impl EntityRuntime {
         &mut self,
         entity_type: EntityType,
         entity: EntityId,
-        (shard, epoch): (ShardId, Epoch),
+        (shard, epoch, lease_token): (ShardId, Epoch, Option<FencingToken>),
         feedback: &mut Vec<Input>,
     ) {
         let Some(factory) = self.factories.get(&entity_type) else {
@@ -122,6 +124,7 @@ impl EntityRuntime {
             entity: entity.clone(),
             shard,
             epoch,
+            lease_token,
             generation: self.next_generation,
             journal: self.journal.clone(),
             mailbox_capacity: self.mailbox_capacity,

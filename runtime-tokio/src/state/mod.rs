@@ -67,6 +67,7 @@ fn key_of(ctx: &EntityContext) -> StateKey {
         entity: ctx.id().clone(),
         shard: ctx.shard(),
         epoch: ctx.epoch(),
+        lease_token: ctx.lease_token(),
     }
 }
 

@@ -150,6 +150,7 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_shards (
     shard BIGINT NOT NULL,
     epoch BIGINT NOT NULL,
     seq BIGINT NOT NULL DEFAULT 0,
+    lease_token BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (entity_type, shard)
 );
 CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
@@ -163,6 +164,10 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_types (
     number_of_shards BIGINT NOT NULL
 );
 ";
+
+/// The column a claim table made before shard-lease tokens fenced writes lacks; the stores
+/// add it when they open one (PostgreSQL with `IF NOT EXISTS`, SQLite after looking).
+const LEASE_TOKEN_COLUMN: &str = "lease_token BIGINT NOT NULL DEFAULT 0";
 
 /// Carries out one of the core's store requests against `store`, within `timeout`: the
 /// completion the core is to be told. A refusal for the epoch is `Fenced`; anything else that

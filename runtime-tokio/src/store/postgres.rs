@@ -6,13 +6,14 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use shoal_core::{EntityId, EntityType, Epoch, FencingClaim, ShardId};
 use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Statement, Transaction};
 
 use super::sql::{
-    CLAIM_OF_LOCKED, CLAIM_ROW, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM,
-    SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
+    CLAIM_OF_LOCKED, CLAIM_ROW, ClaimRow, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile,
+    SET_CLAIM, SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch,
+    unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -93,6 +94,14 @@ impl PostgresStore {
         let url = url.into();
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
+        let add_token = format!(
+            "ALTER TABLE shoal_remembered_shards ADD COLUMN IF NOT EXISTS {}",
+            super::LEASE_TOKEN_COLUMN
+        );
+        client
+            .batch_execute(&add_token)
+            .await
+            .map_err(unavailable)?;
         (client.batch_execute(super::STATE_SCHEMA).await).map_err(unavailable)?;
         (client.batch_execute(super::QUEUE_SCHEMA).await).map_err(unavailable)?;
         (client.batch_execute(super::LEASE_SCHEMA).await).map_err(unavailable)?;
@@ -127,26 +136,26 @@ async fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let changed = claim_verdict((tx, prepared), entity_type, shard, epoch, seq).await?;
+    let request = FencingClaim::unleased(epoch, seq);
+    let changed = claim_verdict((tx, prepared), entity_type, shard, request).await?;
     set_claim((tx, prepared), entity_type, shard, changed).await
 }
 
 /// Locks the shard's claim row inside `tx` (making it first if there is none) and returns the
-/// claim `epoch` and `seq` would leave, if it changes it, or why it is refused; nothing is
-/// written yet.
+/// claim `request` would leave, if it changes it, or why it is refused; nothing is written
+/// yet.
 pub(super) async fn claim_verdict(
     (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     shard: i64,
-    epoch: Epoch,
-    seq: u64,
-) -> Result<Option<(i64, i64)>, StoreError> {
+    request: FencingClaim,
+) -> Result<Option<ClaimRow>, StoreError> {
     let read = || async {
         let row = tx
             .query_opt(&prepared.claim_of, &[&entity_type, &shard])
             .await;
         let row = row.map_err(unavailable)?;
-        Ok::<_, StoreError>(row.map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1))))
+        Ok::<_, StoreError>(row.map(|row| (row.get(0), row.get(1), row.get(2))))
     };
     // Nearly always the row exists and this one statement locks it; before a shard's first
     // load, the row is made first so that there is something to lock.
@@ -157,7 +166,7 @@ pub(super) async fn claim_verdict(
             .map_err(unavailable)?;
         stored = read().await?;
     }
-    verdict(stored, epoch, seq)
+    verdict(stored, request)
 }
 
 /// Writes the claim [`claim_verdict`] found changed.
@@ -165,12 +174,15 @@ pub(super) async fn set_claim(
     (tx, prepared): (&Transaction<'_>, &Prepared),
     entity_type: &str,
     shard: i64,
-    changed: Option<(i64, i64)>,
+    changed: Option<ClaimRow>,
 ) -> Result<(), StoreError> {
-    if let Some((epoch, seq)) = changed {
-        tx.execute(&prepared.set_claim, &[&entity_type, &shard, &epoch, &seq])
-            .await
-            .map_err(unavailable)?;
+    if let Some((epoch, seq, token)) = changed {
+        tx.execute(
+            &prepared.set_claim,
+            &[&entity_type, &shard, &epoch, &seq, &token],
+        )
+        .await
+        .map_err(unavailable)?;
     }
     Ok(())
 }

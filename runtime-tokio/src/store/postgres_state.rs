@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use futures_util::future::BoxFuture;
-use shoal_core::{EntityId, EntityType};
+use shoal_core::{EntityId, EntityType, FencingClaim};
 use tokio_postgres::Transaction;
 
 use super::StoreError;
@@ -24,7 +24,7 @@ impl StateStore for PostgresStore {
             let tx = connected.client.transaction().await.map_err(unavailable)?;
             let prepared = &connected.prepared;
             let (entity_type, shard) = (key.entity_type.as_str(), i64::from(key.shard.0));
-            let changed = claim_verdict((&tx, prepared), entity_type, shard, key.epoch, 0).await?;
+            let changed = claim_verdict((&tx, prepared), entity_type, shard, key.claim()).await?;
             set_claim((&tx, prepared), entity_type, shard, changed).await?;
             let recovered = read((&tx, prepared), key).await?;
             tx.commit().await.map_err(unavailable)?;
@@ -70,9 +70,13 @@ impl StateStore for PostgresStore {
             for (entity_type, shard) in shards {
                 // Locks the row; the verdict for epoch 0 is of no interest (and writes
                 // nothing), only a failure to lock is.
-                let lock =
-                    claim_verdict((&tx, prepared), entity_type, shard, shoal_core::Epoch(0), 0)
-                        .await;
+                let lock = claim_verdict(
+                    (&tx, prepared),
+                    entity_type,
+                    shard,
+                    FencingClaim::unleased(shoal_core::Epoch(0), 0),
+                )
+                .await;
                 if let Err(StoreError::Unavailable(reason)) = lock {
                     return Err(StoreError::Unavailable(reason));
                 }
@@ -122,7 +126,7 @@ async fn write_one(
 ) -> Result<(), StoreError> {
     let (entity_type, entity) = (key.entity_type.as_str(), key.entity.as_str());
     let shard = i64::from(key.shard.0);
-    let changed = claim_verdict((tx, prepared), entity_type, shard, key.epoch, 0).await?;
+    let changed = claim_verdict((tx, prepared), entity_type, shard, key.claim()).await?;
     let rows = rows_of(write, newest_of((tx, prepared), entity_type, entity).await?)?;
     set_claim((tx, prepared), entity_type, shard, changed).await?;
     let epoch = epoch_i64(key.epoch)?;

@@ -3,9 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use shoal_core::{EntityId, Epoch, FencingVerdict, ShardClaim, ShardId, shard_of};
+use shoal_core::lease::FencingToken;
+use shoal_core::{EntityId, Epoch, FencingClaim, FencingVerdict, ShardClaim, ShardId, shard_of};
 
 use super::StoreError;
+
+/// A shard's claim row: `(epoch, seq, lease_token)`.
+pub(super) type ClaimRow = (i64, i64, i64);
 
 /// Makes sure the shard has a claim row (epoch 0, sequence 0: what no row means), so that the
 /// row lock of `CLAIM_OF_LOCKED` orders concurrent requests of one shard even before its first
@@ -15,22 +19,26 @@ pub(super) const CLAIM_ROW: &str = "
 INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, 0, 0)
 ON CONFLICT (entity_type, shard) DO NOTHING";
 
-/// The shard's claim: its newest accepted epoch and write sequence. `$1` type, `$2` shard.
+/// The shard's claim: its newest accepted epoch, write sequence and shard-lease token. `$1`
+/// type, `$2` shard.
 #[cfg(feature = "sqlite")]
-pub(super) const CLAIM_OF: &str =
-    "SELECT epoch, seq FROM shoal_remembered_shards WHERE entity_type = $1 AND shard = $2";
+pub(super) const CLAIM_OF: &str = "SELECT epoch, seq, lease_token FROM shoal_remembered_shards
+WHERE entity_type = $1 AND shard = $2";
 
 /// `CLAIM_OF`, locking the row until the transaction ends (PostgreSQL; SQLite's immediate
 /// transaction already excludes every other writer).
 #[cfg(feature = "postgres")]
-pub(super) const CLAIM_OF_LOCKED: &str = "SELECT epoch, seq FROM shoal_remembered_shards
+pub(super) const CLAIM_OF_LOCKED: &str =
+    "SELECT epoch, seq, lease_token FROM shoal_remembered_shards
 WHERE entity_type = $1 AND shard = $2 FOR UPDATE";
 
 /// Records the claim `shoal_core::FencingVerdict` accepted. `$1` type, `$2` shard, `$3` epoch,
-/// `$4` seq.
+/// `$4` seq, `$5` lease token.
 pub(super) const SET_CLAIM: &str = "
-INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ($1, $2, $3, $4)
-ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq";
+INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq, lease_token)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq,
+lease_token = excluded.lease_token";
 
 /// The shard's remembered ids.
 pub(super) const LOAD: &str = "SELECT entity_id FROM shoal_remembered_entities
@@ -121,31 +129,37 @@ pub(super) fn epoch_value(epoch: Epoch, seq: u64) -> Result<(i64, i64), StoreErr
     Ok((epoch, seq))
 }
 
-/// The store's verdict on a request of `epoch` and `seq` (0 for a load) against the shard's
-/// claim row as read (`None`: no row): the claim to write, if it changed, or the refusal.
+/// The store's verdict on `request` against the shard's claim row as read (`None`: no
+/// row): the claim to write, if it changed, or the refusal.
 pub(super) fn verdict(
-    stored: Option<(i64, i64)>,
-    epoch: Epoch,
-    seq: u64,
-) -> Result<Option<(i64, i64)>, StoreError> {
+    stored: Option<ClaimRow>,
+    request: FencingClaim,
+) -> Result<Option<ClaimRow>, StoreError> {
+    let read = |value: i64, what: &str| {
+        u64::try_from(value).map_err(|_| StoreError::Invalid(format!("{what} {value}")))
+    };
     let stored = match stored {
-        Some((epoch, seq)) => Some(ShardClaim {
-            epoch: Epoch(
-                u64::try_from(epoch).map_err(|_| StoreError::Invalid(format!("epoch {epoch}")))?,
-            ),
-            seq: u64::try_from(seq).map_err(|_| StoreError::Invalid(format!("seq {seq}")))?,
+        Some((epoch, seq, token)) => Some(ShardClaim {
+            epoch: Epoch(read(epoch, "epoch")?),
+            seq: read(seq, "seq")?,
+            token: FencingToken(read(token, "lease token")?),
         }),
         None => None,
     };
-    match FencingVerdict::of(stored, epoch, seq) {
+    match FencingVerdict::of(stored, request) {
         FencingVerdict::Accept(claim) if Some(claim) == stored => Ok(None),
-        FencingVerdict::Accept(claim) => epoch_value(claim.epoch, claim.seq).map(Some),
-        FencingVerdict::Fenced(current) | FencingVerdict::Stale(current) => {
-            Err(StoreError::Fenced {
-                refused: epoch,
-                current,
-            })
+        FencingVerdict::Accept(claim) => {
+            let (epoch, seq) = epoch_value(claim.epoch, claim.seq)?;
+            let token = i64::try_from(claim.token.0)
+                .map_err(|_| StoreError::Invalid(format!("lease token {}", claim.token.0)))?;
+            Ok(Some((epoch, seq, token)))
         }
+        FencingVerdict::Fenced(current)
+        | FencingVerdict::Stale(current)
+        | FencingVerdict::Superseded(current) => Err(StoreError::Fenced {
+            refused: request.epoch,
+            current,
+        }),
     }
 }
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use shoal_core::{EntityId, EntityType, Epoch, FencingClaim, ShardId};
 
 use super::sql::{
-    CLAIM_OF, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM, SET_EPOCH,
+    CLAIM_OF, ClaimRow, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM, SET_EPOCH,
     SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
@@ -35,7 +35,7 @@ pub(super) fn sql(statement: &str) -> String {
 impl SqliteStore {
     /// Opens (creating if needed) the store in the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let connection = Connection::open(path).map_err(unavailable)?;
+        let mut connection = Connection::open(path).map_err(unavailable)?;
         connection.busy_timeout(BUSY_TIMEOUT).map_err(unavailable)?;
         // WAL lets the processes sharing the file read while one writes.
         let mode: String = connection
@@ -50,6 +50,7 @@ impl SqliteStore {
             .execute_batch("PRAGMA synchronous = NORMAL;")
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        add_lease_token(&mut connection)?;
         (connection.execute_batch(super::STATE_SCHEMA)).map_err(unavailable)?;
         (connection.execute_batch(super::QUEUE_SCHEMA)).map_err(unavailable)?;
         (connection.execute_batch(super::LEASE_SCHEMA)).map_err(unavailable)?;
@@ -95,6 +96,30 @@ impl Drop for Abandon {
     }
 }
 
+/// Adds the lease-token column to a claim table made before it existed, in an immediate
+/// transaction so that two processes opening the file at once do not both add it.
+fn add_lease_token(connection: &mut Connection) -> Result<(), StoreError> {
+    let tx = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    let present: i64 = tx
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('shoal_remembered_shards') \
+             WHERE name = 'lease_token'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
+    if present == 0 {
+        let add = format!(
+            "ALTER TABLE shoal_remembered_shards ADD COLUMN {}",
+            super::LEASE_TOKEN_COLUMN
+        );
+        tx.execute_batch(&add).map_err(unavailable)?;
+    }
+    tx.commit().map_err(unavailable)
+}
+
 /// Claims `epoch` for the shard inside `tx` (an immediate transaction: no other writer runs
 /// until it ends), or says why not: `shoal_core::FencingVerdict` decides.
 fn claim(
@@ -104,28 +129,28 @@ fn claim(
     epoch: Epoch,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let changed = claim_verdict(tx, entity_type, shard, epoch, seq)?;
+    let request = FencingClaim::unleased(epoch, seq);
+    let changed = claim_verdict(tx, entity_type, shard, request)?;
     set_claim(tx, entity_type, shard, changed)
 }
 
-/// The claim `epoch` and `seq` would leave for the shard inside `tx`, if it changes it, or why
-/// it is refused; nothing is written yet.
+/// The claim `request` would leave for the shard inside `tx`, if it changes it, or why it is
+/// refused; nothing is written yet.
 pub(super) fn claim_verdict(
     tx: &rusqlite::Transaction<'_>,
     entity_type: &str,
     shard: i64,
-    epoch: Epoch,
-    seq: u64,
-) -> Result<Option<(i64, i64)>, StoreError> {
-    let stored: Option<(i64, i64)> = tx
+    request: FencingClaim,
+) -> Result<Option<ClaimRow>, StoreError> {
+    let stored: Option<ClaimRow> = tx
         .prepare_cached(&sql(CLAIM_OF))
         .map_err(unavailable)?
         .query_row(params![entity_type, shard], |row| {
-            Ok((row.get(0)?, row.get(1)?))
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
         .optional()
         .map_err(unavailable)?;
-    verdict(stored, epoch, seq)
+    verdict(stored, request)
 }
 
 /// Writes the claim [`claim_verdict`] found changed.
@@ -133,12 +158,12 @@ pub(super) fn set_claim(
     tx: &rusqlite::Transaction<'_>,
     entity_type: &str,
     shard: i64,
-    changed: Option<(i64, i64)>,
+    changed: Option<ClaimRow>,
 ) -> Result<(), StoreError> {
-    if let Some((epoch, seq)) = changed {
+    if let Some((epoch, seq, token)) = changed {
         tx.prepare_cached(&sql(SET_CLAIM))
             .map_err(unavailable)?
-            .execute(params![entity_type, shard, epoch, seq])
+            .execute(params![entity_type, shard, epoch, seq, token])
             .map_err(unavailable)?;
     }
     Ok(())

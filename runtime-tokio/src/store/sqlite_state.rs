@@ -22,7 +22,7 @@ impl StateStore for SqliteStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(unavailable)?;
             let (entity_type, shard) = (key.entity_type.as_str(), i64::from(key.shard.0));
-            let changed = claim_verdict(&tx, entity_type, shard, key.epoch, 0)?;
+            let changed = claim_verdict(&tx, entity_type, shard, key.claim())?;
             set_claim(&tx, entity_type, shard, changed)?;
             let recovered = read(&tx, &key)?;
             tx.commit().map_err(unavailable)?;
@@ -92,7 +92,7 @@ impl StateStore for SqliteStore {
 fn write_one(tx: &Transaction<'_>, key: &StateKey, write: &StateWrite) -> Result<(), StoreError> {
     let (entity_type, entity) = (key.entity_type.as_str(), key.entity.as_str());
     let shard = i64::from(key.shard.0);
-    let changed = claim_verdict(tx, entity_type, shard, key.epoch, 0)?;
+    let changed = claim_verdict(tx, entity_type, shard, key.claim())?;
     let rows = rows_of(write, newest_of(tx, entity_type, entity)?)?;
     set_claim(tx, entity_type, shard, changed)?;
     let epoch = epoch_i64(key.epoch)?;

@@ -3,7 +3,8 @@
 
 use futures_util::future::BoxFuture;
 use shoal_core::delivery::{HighWater, Mark, ProducerId};
-use shoal_core::{EntityId, EntityType, Epoch, ShardId};
+use shoal_core::lease::FencingToken;
+use shoal_core::{EntityId, EntityType, Epoch, FencingClaim, ShardId};
 
 use super::{RememberStore, StoreError};
 
@@ -18,7 +19,7 @@ pub struct Versioned {
 }
 
 /// Which entity a request is for, and the incarnation making it: the fencing epoch of its
-/// shard's allocation (`EntityContext::epoch`).
+/// shard's allocation (`EntityContext::epoch`) and the token of its shard's lease, if any.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct StateKey {
     /// The entity's type.
@@ -29,6 +30,22 @@ pub struct StateKey {
     pub shard: ShardId,
     /// The writer's epoch.
     pub epoch: Epoch,
+    /// The token the writer's shard holds its lease under, for a type with shard leases
+    /// (`EntityContext::lease_token`): the store refuses the request once a newer holder of
+    /// the lease has read or written, whatever the epochs.
+    pub lease_token: Option<FencingToken>,
+}
+
+impl StateKey {
+    /// What the request claims for the entity's shard: a state request always claims
+    /// sequence 0 (its own order is the journal's).
+    pub fn claim(&self) -> FencingClaim {
+        FencingClaim {
+            epoch: self.epoch,
+            seq: 0,
+            token: self.lease_token,
+        }
+    }
 }
 
 /// What a recovery reads: the latest snapshot (or durable state) and the events after it.

@@ -351,6 +351,7 @@ mod tests {
             entity: entity.clone(),
             shard: ShardId(0),
             epoch: shoal_core::Epoch(0),
+            lease_token: None,
         }
     }
 

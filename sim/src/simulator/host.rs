@@ -59,6 +59,7 @@ impl Simulator {
                 entity,
                 shard,
                 epoch,
+                lease_token,
                 ..
             } => {
                 self.log(|| TraceEvent::EntityStarted {
@@ -80,7 +81,7 @@ impl Simulator {
                 self.remembered_started(&entity);
                 self.entity_active(member, &entity);
                 self.host.started(member, entity.clone(), self.check.starts);
-                self.persistent_started(member, &entity, (shard, epoch));
+                self.persistent_started(member, &entity, (shard, epoch, lease_token));
             }
             EntityEffect::Deliver {
                 entity, payload, ..

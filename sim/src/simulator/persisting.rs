@@ -2,6 +2,7 @@
 //! its answers come back to them, and a fenced write is reported to the node and ends the
 //! incarnation (see `crate::persisting`).
 
+use shoal_core::lease::FencingToken;
 use shoal_core::{EntityId, Epoch, Input, MemberId, Payload, ShardId};
 
 use crate::entity_host::Life;
@@ -12,12 +13,13 @@ use crate::store::{StateAnswer, StateCall};
 use super::Simulator;
 
 impl Simulator {
-    /// `member` started `entity` in its shard instance of `epoch`: it recovers first.
+    /// `member` started `entity` in its shard instance of `epoch`, holding the shard's lease
+    /// under `lease_token` if the type has shard leases: it recovers first.
     pub(crate) fn persistent_started(
         &mut self,
         member: MemberId,
         entity: &EntityId,
-        (shard, epoch): (ShardId, Epoch),
+        (shard, epoch, lease_token): (ShardId, Epoch, Option<FencingToken>),
     ) {
         // Asked on every start and delivery: a run without persistence looks nothing up.
         if self.persisting.is_none() {
@@ -29,7 +31,7 @@ impl Simulator {
         let Some(p) = &mut self.persisting else {
             return;
         };
-        let call = p.started(life.clone(), shard, epoch);
+        let call = p.started(life.clone(), shard, (epoch, lease_token));
         self.state_call(life, call);
     }
 

@@ -16,19 +16,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_core::delivery::{HighWater, Mark, ProducerId};
-use shoal_core::{EntityId, EntityType, Epoch, FencingVerdict, Instant, ShardClaim, ShardId};
+use shoal_core::lease::FencingToken;
+use shoal_core::{EntityId, EntityType, Epoch, FencingClaim, FencingVerdict, Instant, ShardId};
 
 use super::SimStore;
 
 /// A persistent entity's call to the store.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum StateCall {
-    /// Claim `epoch` for the entity's shard and read its journal.
+    /// Claim `epoch` (and the shard-lease token, if leased) for the entity's shard and read
+    /// its journal.
     Recover {
         entity_type: EntityType,
         entity: EntityId,
         shard: ShardId,
         epoch: Epoch,
+        lease_token: Option<FencingToken>,
     },
     /// Append one event per id, numbered from `first_seq`, with a snapshot of the state after
     /// them when `snapshot`, and the delivery mark of the reliably delivered message they are
@@ -38,6 +41,7 @@ pub(crate) enum StateCall {
         entity: EntityId,
         shard: ShardId,
         epoch: Epoch,
+        lease_token: Option<FencingToken>,
         first_seq: u64,
         ids: Vec<u64>,
         snapshot: bool,
@@ -135,42 +139,42 @@ impl SimStore {
         call: &StateCall,
         late: bool,
     ) -> StateAnswer {
-        let (entity_type, entity, shard, epoch) = match call {
+        let (entity_type, entity, shard, epoch, token) = match call {
             StateCall::Recover {
                 entity_type,
                 entity,
                 shard,
                 epoch,
+                lease_token,
             }
             | StateCall::Append {
                 entity_type,
                 entity,
                 shard,
                 epoch,
+                lease_token,
                 ..
-            } => (entity_type, entity, *shard, *epoch),
+            } => (entity_type, entity, *shard, *epoch, *lease_token),
         };
         let record = self
             .records
             .entry((entity_type.clone(), shard))
             .or_default();
-        let stored = ShardClaim {
-            epoch: Epoch(record.epoch),
-            seq: record.seq,
-        };
         let appending = matches!(call, StateCall::Append { .. });
-        match FencingVerdict::of(Some(stored), epoch, 0) {
-            FencingVerdict::Fenced(current) | FencingVerdict::Stale(current)
-                if !(appending && self.journals.unfenced) =>
-            {
-                return StateAnswer::Fenced(current);
-            }
+        let claim = FencingClaim {
+            token,
+            ..FencingClaim::unleased(epoch, 0)
+        };
+        match FencingVerdict::of(Some(record.claim()), claim) {
             FencingVerdict::Accept(claim) => {
-                (record.epoch, record.seq) = (claim.epoch.0, claim.seq);
+                record.keep(claim);
                 // Listed, so that a new coordinator allocates above it.
                 record.listed = true;
             }
-            FencingVerdict::Fenced(_) | FencingVerdict::Stale(_) => {}
+            _ if appending && self.journals.unfenced => {}
+            FencingVerdict::Fenced(current)
+            | FencingVerdict::Stale(current)
+            | FencingVerdict::Superseded(current) => return StateAnswer::Fenced(current),
         }
         let journal = (self.journals.journals)
             .entry((entity_type.clone(), entity.clone()))

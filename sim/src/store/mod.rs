@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shoal_core::{
-    EntityId, EntityType, Epoch, FencingVerdict, Instant, MemberId, ShardClaim, ShardId,
-    StoreCompletion, StoreRequest,
+    EntityId, EntityType, Epoch, FencingClaim, FencingVerdict, Instant, MemberId, ShardClaim,
+    ShardId, StoreCompletion, StoreRequest,
 };
 
 use crate::rng::SimRng;
@@ -63,11 +63,29 @@ struct Record {
     epoch: u64,
     /// The sequence of the newest write applied at `epoch` (0 after a load).
     seq: u64,
+    /// The newest shard-lease token a state call claimed.
+    token: shoal_core::lease::FencingToken,
     ids: BTreeSet<EntityId>,
     /// The newest accepted load: its epoch and the member whose instance made it.
     loaded: Option<(u64, MemberId)>,
     /// Listed by `Shards`: loaded once, or given ids by a refile.
     listed: bool,
+}
+
+impl Record {
+    /// What the record holds, as the fencing verdict reads it.
+    fn claim(&self) -> ShardClaim {
+        ShardClaim {
+            epoch: Epoch(self.epoch),
+            seq: self.seq,
+            token: self.token,
+        }
+    }
+
+    /// Keeps the claim the fencing verdict accepted.
+    fn keep(&mut self, claim: ShardClaim) {
+        (self.epoch, self.seq, self.token) = (claim.epoch.0, claim.seq, claim.token);
+    }
 }
 
 /// Names a submitted request; its answer carries it.
@@ -301,12 +319,9 @@ impl SimStore {
             StoreRequest::Update { seq, .. } => *seq,
             _ => 0,
         };
-        let stored = ShardClaim {
-            epoch: Epoch(record.epoch),
-            seq: record.seq,
-        };
-        match FencingVerdict::of(Some(stored), epoch, seq) {
-            FencingVerdict::Fenced(current) => {
+        let claim = FencingClaim::unleased(epoch, seq);
+        match FencingVerdict::of(Some(record.claim()), claim) {
+            FencingVerdict::Fenced(current) | FencingVerdict::Superseded(current) => {
                 self.fenced += 1;
                 return StoreCompletion::Fenced(current);
             }
@@ -314,10 +329,7 @@ impl SimStore {
                 self.stale += 1;
                 return StoreCompletion::Fenced(current);
             }
-            FencingVerdict::Accept(claim) => {
-                record.epoch = claim.epoch.0;
-                record.seq = claim.seq;
-            }
+            FencingVerdict::Accept(claim) => record.keep(claim),
         }
         match request {
             StoreRequest::Shards { .. } => unreachable!("answered above"),
@@ -456,12 +468,20 @@ mod tests {
 
     /// Submits `request` at `now` and runs the store until it answers.
     fn ask(s: &mut SimStore, now: Instant, request: StoreRequest) -> (Instant, StoreCompletion) {
-        let ticket = s.submit(now, MemberId::new(1, 1), Call::Remember(request));
+        match call(s, now, Call::Remember(request)) {
+            (at, Answer::Remember(completion)) => (at, completion),
+            (_, other) => panic!("a remember request answered {other:?}"),
+        }
+    }
+
+    /// Submits `call` at `now` and runs the store until it answers.
+    fn call(s: &mut SimStore, now: Instant, call: Call) -> (Instant, Answer) {
+        let ticket = s.submit(now, MemberId::new(1, 1), call);
         loop {
             let at = s.next_event().expect("an answer is pending");
             let mut answers = s.poll(at).into_iter();
-            if let Some((_, Answer::Remember(completion))) = answers.find(|(t, _)| *t == ticket) {
-                return (at, completion);
+            if let Some((_, answer)) = answers.find(|(t, _)| *t == ticket) {
+                return (at, answer);
             }
         }
     }
@@ -471,14 +491,24 @@ mod tests {
         for case in shoal_core::FENCING_CASES {
             let mut s = store(StoreSettings::default());
             let now = Instant::from_secs(1);
-            for (i, &(epoch, seq, expected)) in case.steps.iter().enumerate() {
-                let request = match seq {
-                    0 => load(epoch),
-                    _ => write_seq(epoch, seq, &[], &[]),
+            for (i, &step) in case.steps.iter().enumerate() {
+                let (epoch, seq, token, expected) = step;
+                let request = match (token, seq) {
+                    (1.., _) => Call::State(StateCall::Recover {
+                        entity_type: counter(),
+                        entity: EntityId::from("e"),
+                        shard: ShardId(1),
+                        epoch: Epoch(epoch),
+                        lease_token: shoal_core::FencingCase::claim(step).token,
+                    }),
+                    (0, 0) => Call::Remember(load(epoch)),
+                    (0, _) => Call::Remember(write_seq(epoch, seq, &[], &[])),
                 };
-                let got = match ask(&mut s, now, request).1 {
-                    StoreCompletion::Fenced(current) => Some(current.0),
-                    StoreCompletion::Loaded(_) | StoreCompletion::Written => None,
+                let got = match call(&mut s, now, request).1 {
+                    Answer::Remember(StoreCompletion::Fenced(current))
+                    | Answer::State(StateAnswer::Fenced(current)) => Some(current.0),
+                    Answer::Remember(StoreCompletion::Loaded(_) | StoreCompletion::Written)
+                    | Answer::State(StateAnswer::Recovered { .. }) => None,
                     other => panic!("{}: step {i}: {other:?}", case.name),
                 };
                 assert_eq!(got, expected, "{}: step {i}", case.name);

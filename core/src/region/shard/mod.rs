@@ -348,6 +348,7 @@ impl Shard {
                     entity: entity.clone(),
                     shard: self.id,
                     epoch: self.epoch,
+                    lease_token: self.lease.as_ref().and_then(lease::ShardLease::token),
                 });
                 let fresh = Entity {
                     stopping: None,

@@ -50,6 +50,7 @@ pub(super) fn start(e: &str) -> Effect {
         entity: id(e),
         shard: SHARD,
         epoch: Epoch(0),
+        lease_token: None,
     })
 }
 

@@ -223,6 +223,7 @@ fn an_entitys_fenced_write_fences_its_shard() {
             entity: entity(1),
             shard: s1,
             epoch,
+            lease_token: None,
         })),
         "the entity carries its shard's epoch: {started:?}"
     );

@@ -311,6 +311,7 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
                 entity: entity(1),
                 shard: ShardId(1),
                 epoch: Epoch(0),
+                lease_token: None,
             }),
             Effect::Entity(EntityEffect::Deliver {
                 entity_type: ty(),

@@ -246,6 +246,7 @@ fn key(kind: &str, e: usize) -> StateKey {
         entity: EntityId::from(format!("c{e}")),
         shard: ShardId((e % 100) as u32),
         epoch: Epoch(1),
+        lease_token: None,
     }
 }
 

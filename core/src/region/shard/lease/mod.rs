@@ -23,7 +23,8 @@ use super::{Shard, Stopping, stop};
 use crate::effect::{Effects, Event};
 use crate::id::EntityId;
 use crate::lease::{
-    LeaseAnswer, LeaseCall, LeaseChange, LeaseHolder, LeaseName, LeaseOwner, LeaseTerms,
+    FencingToken, LeaseAnswer, LeaseCall, LeaseChange, LeaseHolder, LeaseName, LeaseOwner,
+    LeaseTerms,
 };
 use crate::message::{Delivery, Letter};
 use crate::reason::{DeadLetterReason, StopReason};
@@ -47,6 +48,11 @@ impl ShardLease {
     /// Whether the lease is held (see `LeaseHolder::is_held`).
     pub(super) fn holds(&self) -> bool {
         self.holder.is_held()
+    }
+
+    /// The token the lease is held under, if it is (entities start only then).
+    pub(super) fn token(&self) -> Option<FencingToken> {
+        self.holder.held_token()
     }
 
     /// Whether no letter waits for the lease.

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use super::super::tests::{SHARD, deliver, id, out, p, start, stop, ty};
+use super::super::tests::{SHARD, deliver, id, out, p, stop, ty};
 use super::super::{Shard, ShardSettings};
-use crate::effect::{Effect, Effects, Event};
+use crate::effect::{Effect, Effects, EntityEffect, Event};
 use crate::id::{Epoch, MemberId};
 use crate::lease::{FencingToken, LeaseAnswer, LeaseCall, LeaseName, LeaseOwner, LeaseTerms};
 use crate::reason::StopReason;
@@ -57,6 +57,17 @@ fn acquired(token: u64) -> Effect {
     })
 }
 
+/// An entity started while the lease is held under `token`: its writes carry the token.
+fn started_under(e: &str, token: u64) -> Effect {
+    Effect::Entity(EntityEffect::Start {
+        entity_type: ty(),
+        entity: id(e),
+        shard: SHARD,
+        epoch: Epoch(0),
+        lease_token: Some(FencingToken(token)),
+    })
+}
+
 fn leased_shard(o: &mut Effects) -> Shard {
     let settings = ShardSettings {
         stop_timeout: Duration::from_secs(10),
@@ -85,10 +96,10 @@ fn letters_wait_for_the_lease_then_start_their_entities_in_order() {
         o.take(),
         [
             acquired(5),
-            start("a"),
+            started_under("a", 5),
             deliver("a", "m1"),
             deliver("a", "m2"),
-            start("b"),
+            started_under("b", 5),
             deliver("b", "m3"),
         ]
     );
@@ -140,7 +151,10 @@ fn a_lease_that_runs_out_stops_every_entity_and_later_letters_wait_for_it_again(
     let sent = sent.expect("an acquire");
     let regranted = LeaseAnswer::Granted(FencingToken(6));
     s.handle_lease_answer(now, sent, regranted, &mut b, &mut o);
-    assert_eq!(o.take(), [acquired(6), start("a"), deliver("a", "m2")]);
+    assert_eq!(
+        o.take(),
+        [acquired(6), started_under("a", 6), deliver("a", "m2")]
+    );
 }
 
 #[test]
@@ -165,7 +179,7 @@ fn a_shard_waiting_for_its_lease_hands_off_once_its_waiting_letters_have_run() {
         o.take(),
         [
             acquired(9),
-            start("a"),
+            started_under("a", 9),
             deliver("a", "m1"),
             deliver("a", "m2"),
             handoff_stop

@@ -18,6 +18,7 @@ fn start(e: &str) -> Effect {
         entity: id(e),
         shard: SHARD,
         epoch: EPOCH,
+        lease_token: None,
     })
 }
 
