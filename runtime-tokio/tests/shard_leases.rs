@@ -1,5 +1,7 @@
 //! Shard leases in the runtime: a shard runs its entities only once it holds its lease in the
-//! node's lease store, holds it while it serves, and gives it up when it stops.
+//! node's lease store, holds it while it serves, and gives it up when it stops; a persistent
+//! entity's writes carry the lease's fencing token, and a store that has seen a newer holder's
+//! refuses them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,9 +10,15 @@ mod common;
 use std::time::Duration;
 
 use common::{Counter, Op, fast_membership, fast_settings, scratch};
-use shoal::lease::LeaseTerms;
+use serde::{Deserialize, Serialize};
+use shoal::lease::{FencingToken, LeaseTerms};
+use shoal::state::StateKey;
 use shoal::store::{LeaseStore, SqliteStore};
-use shoal::{EntityId, EntityTypeConfig, NodeBuilder, StartError};
+use shoal::{
+    DurableState, DurableStateEntity, EntityContext, EntityId, EntityTypeConfig, NodeBuilder,
+    PersistError, StartError, StateStore,
+};
+use shoal_core::Epoch;
 
 fn terms() -> LeaseTerms {
     LeaseTerms {
@@ -100,4 +108,78 @@ async fn a_type_with_shard_leases_needs_a_lease_store() {
         panic!("expected a builder error, got {refused:?}");
     };
     assert!(reason.contains("lease store"), "{reason}");
+}
+
+/// A durable-state register: each command replaces its text.
+#[derive(Default, Deserialize, Serialize)]
+struct Register {
+    text: String,
+}
+
+impl DurableState for Register {
+    type Command = String;
+    type Reply = String;
+
+    fn handle(&mut self, _: &mut EntityContext, text: String) -> String {
+        self.text = text;
+        self.text.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_entitys_writes_carry_its_shards_lease_token_and_a_newer_holder_fences_them() {
+    let dir = scratch("shard-lease-tokens");
+    let path = dir.join("node.db");
+    let mut config = EntityTypeConfig::new("register");
+    config.number_of_shards = 4;
+    config.shard_lease = Some(terms());
+    let node = NodeBuilder::new("test")
+        .secret("test secret")
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .state_store(SqliteStore::open(&path).unwrap())
+        .lease_store(SqliteStore::open(&path).unwrap())
+        .durable_state(config, |_| Register::default())
+        .start()
+        .await
+        .expect("node starts");
+    let registers = node
+        .region::<DurableStateEntity<Register>>("register")
+        .unwrap();
+    let r1 = registers.entity_ref("r1");
+    let ask = Duration::from_secs(10);
+    assert_eq!(r1.ask(&"a".into(), ask).await.unwrap(), Ok("a".into()));
+    // The shard's claim holds the token its lease was granted under.
+    let shard = shoal::shard_of(&EntityId::from("r1"), 4);
+    let (epoch, token): (i64, i64) = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT epoch, lease_token FROM shoal_remembered_shards \
+             WHERE entity_type = 'register' AND shard = ?1",
+            [i64::from(shard.0)],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert!(token > 0, "the write claimed the lease's token");
+    let store = SqliteStore::open(&path).unwrap();
+    let key = |token: i64| StateKey {
+        entity_type: "register".into(),
+        entity: EntityId::from("r1"),
+        shard,
+        epoch: Epoch(u64::try_from(epoch).unwrap()),
+        lease_token: Some(FencingToken(u64::try_from(token).unwrap())),
+    };
+    assert!(
+        store.recover(&key(token - 1)).await.is_err(),
+        "an older holder of the lease is refused"
+    );
+    // A newer holder recovers at the same epoch (an instance the store granted the lease
+    // to after this one's ran out): the running entity's next write is refused.
+    store.recover(&key(token + 1)).await.unwrap();
+    assert!(matches!(
+        r1.ask(&"b".into(), ask).await.unwrap(),
+        Err(PersistError::Fenced(_))
+    ));
+    node.leave().await;
+    let _ = std::fs::remove_dir_all(dir);
 }
