@@ -2,6 +2,7 @@
 //! needs): joining through seed nodes, gossip of the membership state, and heartbeats.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -71,5 +72,12 @@ pub enum ClusterMessage {
     HeartbeatRsp {
         /// The probe's sequence number.
         sequence: u64,
+    },
+    /// Lease-majority: the sender holds the cluster's downing lease and reaches the receiver,
+    /// which may keep going past its unstable bound for `cover` from the message's arrival
+    /// (see the downing module's `cover`).
+    DowningLeaseHeld {
+        /// How long the cover runs.
+        cover: Duration,
     },
 }

@@ -244,7 +244,7 @@ impl Downer {
         self.lease = None;
         if let LeaseAnswer::Granted(_) = answer {
             // The grant runs from no earlier than the ask left.
-            self.lease_held_until = Some(*sent + *ttl);
+            self.handle_grant(now, *sent, *ttl);
         }
         self.reckon();
         if !self.pending {

@@ -15,8 +15,9 @@
 //! of the oldest member survives; with down-if-alone an isolated oldest downs itself) and
 //! down-all (every member downs itself). Each waits for the same stable picture and the same
 //! unstable bound. Lease-majority (see `lease`) lets the lease decide between sides instead;
-//! its leaders also ask when the picture has not settled by 5/4 of `stable-after`, so that
-//! a network that keeps changing leaves the lease's holder standing rather than nobody.
+//! its leaders also ask when the picture has not settled by 5/4 of `stable-after`, and the
+//! holder covers the members it reaches past their unstable bound (see `cover`), so that a
+//! network that keeps changing leaves the lease's holder standing rather than nobody.
 //!
 //! That needs a bound on how late a minority decides, so two rules keep its decision from
 //! drifting: members joining (which never count for their own side) do not reset the
@@ -31,6 +32,7 @@ use crate::members::MemberStatus;
 use crate::membership::settings::Downing;
 use crate::time::Instant;
 
+mod cover;
 mod lease;
 mod sides;
 mod strategy;
@@ -89,6 +91,13 @@ pub(crate) struct Downer {
     /// `cut_off_since`), so that a picture that does not settle is decided once for it (see
     /// `unsettled_ask_due`).
     decided_for: Option<Instant>,
+    /// Lease-majority: until when the newest cover from the lease's holder runs (see `cover`).
+    cover_received: Option<Instant>,
+    /// Lease-majority: when this member, holding the lease, next sends its cover.
+    next_notice: Instant,
+    /// Lease-majority: when this member, holding the lease, asks again if someone is still
+    /// unreachable.
+    renew_at: Option<Instant>,
 }
 
 impl Downer {
@@ -109,6 +118,9 @@ impl Downer {
             decided_for: None,
             cut_off_since: BTreeMap::new(),
             longest_cut_off_since: None,
+            cover_received: None,
+            next_notice: Instant::ZERO,
+            renew_at: None,
         }
     }
 
@@ -169,6 +181,7 @@ impl Downer {
         } else {
             self.unreachable_since = None;
             self.decided_for = None;
+            self.cover_received = None;
         }
         let observed = Observed {
             cut_off,
@@ -245,15 +258,21 @@ impl Downer {
         })
     }
 
-    /// When a member deciding by sides that has been unable to decide downs itself.
+    /// When a member deciding by sides that has been unable to decide downs itself: the
+    /// unstable bound, or later while the holder of the downing lease covers it (see `cover`).
     fn unstable_deadline(&self) -> Option<Instant> {
         match self.strategy {
             Downing::AutoDown { .. } | Downing::Off => None,
-            strategy => {
-                let stable_after = strategy.stable_after()?;
-                (self.unreachable_since).map(|since| since + stable_after * 7 / 4)
+            _ => {
+                let bound = self.unstable_bound()?;
+                Some(self.covered_until().map_or(bound, |cover| cover.max(bound)))
             }
         }
+    }
+
+    /// 7/4 of `stable_after` after someone became unreachable (Akka's down-all-when-unstable).
+    fn unstable_bound(&self) -> Option<Instant> {
+        Some(self.unreachable_since? + self.stable_after()? * 7 / 4)
     }
 
     /// When a decision may be due.
@@ -280,6 +299,8 @@ impl Downer {
             self.unstable_deadline(),
             self.lease_due(),
             self.unsettled_ask_due(),
+            self.notice_due(),
+            self.renew_at.filter(|_| self.pending),
         ]
         .into_iter()
         .flatten()
@@ -336,6 +357,9 @@ impl Downer {
         me: MemberId,
         gossip: &Gossip,
     ) -> BTreeSet<MemberId> {
+        if (self.unstable_bound()).is_some_and(|bound| self.cover_holds_bound(now, bound)) {
+            crate::probe::hit("downing: the lease's cover holds a member's unstable bound back");
+        }
         if self.unstable_deadline().is_some_and(|at| at <= now) {
             crate::probe::hit("downing: unstable for too long, a member downs itself");
             // Nor does it ask for the downing lease any more.
@@ -346,6 +370,7 @@ impl Downer {
         let Some(stable_after) = self.stable_after() else {
             return BTreeSet::new();
         };
+        self.renew_if_due(now);
         let stable_due = self.pending
             && !self.decided
             && (self.stable_since + stable_after).max(self.not_before) <= now;

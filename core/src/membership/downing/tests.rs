@@ -844,10 +844,14 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
         ids(&[5])
     );
     // 5's Down spread; 4 has been cut off for stable-after at 17 s: asked again, before the
-    // unstable bound (18.5 s), and downed.
+    // unstable bound (18.5 s), and downed. Meanwhile the holder covers its side.
     let mut g = g;
     g.set_status(m(1), m(5), MemberStatus::Down);
     d.observe(at(14), m(1), &g, &never_heard);
+    while let Some(notice) = d.deadline().filter(|t| *t < at(17)) {
+        assert!(d.decide(notice, m(1), &g).is_empty());
+        assert!(d.poll_cover_notice(notice, m(1), &g).is_some());
+    }
     assert_eq!(d.deadline(), Some(at(17)));
     assert!(d.decide(at(17), m(1), &g).is_empty());
     let call = d.poll_lease_call(at(17), m(1)).expect("asked again");
@@ -914,4 +918,74 @@ fn a_grant_downs_only_the_members_cut_off_for_stable_after_or_exiting() {
         d.handle_lease_answer(at(12), m(1), &g, &call, &granted),
         ids(&[4, 5])
     );
+}
+
+#[test]
+fn the_holder_of_the_lease_covers_the_members_it_reaches_past_their_unstable_bound() {
+    use crate::lease::{FencingToken, LeaseAnswer};
+    // 5 unreachable since 1 s, 4 since 7 s: the leader asks at 13.5 s and is granted for 40 s.
+    let g = cluster(5, 1, 1, &[4, 5]);
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
+    d.observe(at(7), m(1), &g, &never_heard);
+    let asks = Instant::ZERO + Duration::from_millis(13_500);
+    assert!(d.decide(asks, m(1), &g).is_empty());
+    let call = d.poll_lease_call(asks, m(1)).expect("the leader asks");
+    let granted = LeaseAnswer::Granted(FencingToken(1));
+    d.handle_lease_answer(asks, m(1), &g, &call, &granted);
+    // It covers 2 and 3 (not 4, cut off) for a quarter of stable-after, every eighth of it.
+    let notice = d.poll_cover_notice(asks, m(1), &g).expect("covered at once");
+    assert_eq!(notice.cover, Duration::from_millis(2_500));
+    assert_eq!(notice.to, ids(&[2, 3]));
+    assert_eq!(d.poll_cover_notice(asks, m(1), &g), None, "once per round");
+    // Its own unstable bound (18.5 s) passes while it holds the grant. It asks again at 17 s
+    // (4 cut off for stable-after), and, someone still unreachable, with half of that grant
+    // left (37 s).
+    let mut asked = Vec::new();
+    let mut notices = 1;
+    while let Some(now) = d.deadline().filter(|t| *t <= at(40)) {
+        assert!(d.decide(now, m(1), &g).is_empty(), "no self-downing at {now}");
+        if let Some(call) = d.poll_lease_call(now, m(1)) {
+            asked.push(now);
+            d.handle_lease_answer(now, m(1), &g, &call, &granted);
+        }
+        notices += usize::from(d.poll_cover_notice(now, m(1), &g).is_some());
+    }
+    assert_eq!(asked, [at(17), at(37)]);
+    assert!(notices >= 21, "every 1.25 s from 13.5 s: {notices}");
+    // Granted again until 77 s: it keeps going.
+    assert!(d.decide(at(60), m(1), &g).is_empty());
+}
+
+#[test]
+fn a_cover_holds_a_members_unstable_bound_back_only_while_it_runs() {
+    // 2 does not lead; 5 has been unreachable (to 1) since 1 s: 2's bound is at 18.5 s.
+    let g = cluster(5, 2, 1, &[5]);
+    let covered = |cover: Duration, from: u64| {
+        let mut d = Downer::new(lease_majority(), at(0));
+        d.observe(at(1), m(2), &g, &never_heard);
+        assert!(d.decide(at(11), m(2), &g).is_empty(), "2 does not lead");
+        d.handle_cover(at(17), m(2), m(from), cover, &g);
+        d
+    };
+    let bound = Instant::ZERO + Duration::from_millis(18_500);
+    let mut d = covered(Duration::from_millis(2_500), 1);
+    assert_eq!(d.deadline(), Some(Instant::ZERO + Duration::from_millis(19_500)));
+    assert!(d.decide(bound, m(2), &g).is_empty(), "covered by the holder");
+    assert_eq!(d.decide(d.deadline().unwrap(), m(2), &g), ids(&[2]));
+    // A cover is never longer than a quarter of stable-after, whatever the message says.
+    let d = covered(Duration::from_secs(60), 1);
+    assert_eq!(d.deadline(), Some(Instant::ZERO + Duration::from_millis(19_500)));
+    // A cover from a member 2 itself observes unreachable does not count.
+    let g = cluster(5, 2, 2, &[5]);
+    let mut d = Downer::new(lease_majority(), at(0));
+    d.observe(at(1), m(2), &g, &never_heard);
+    assert!(d.decide(at(11), m(2), &g).is_empty(), "2 does not lead");
+    d.handle_cover(at(17), m(2), m(5), Duration::from_millis(2_500), &g);
+    assert_eq!(d.decide(bound, m(2), &g), ids(&[2]), "the bound as before");
+    // Other strategies take no cover.
+    let mut d = keep_majority(10);
+    d.observe(at(1), m(2), &cluster(5, 2, 1, &[5]), &never_heard);
+    d.handle_cover(at(17), m(2), m(1), Duration::from_millis(2_500), &g);
+    assert_eq!(d.decide(bound, m(2), &g), ids(&[2]));
 }

@@ -320,6 +320,12 @@ impl Membership {
         if let Some(call) = self.downer.poll_lease_call(now, self.me) {
             out.lease(call);
         }
+        if let Some(notice) = (self.downer).poll_cover_notice(now, self.me, &self.gossip) {
+            for id in notice.to {
+                let cover = notice.cover;
+                out.send_cluster(id, ClusterMessage::DowningLeaseHeld { cover });
+            }
+        }
         if !changed {
             return led;
         }

@@ -99,6 +99,11 @@ impl Membership {
                 out.send_cluster(from, ClusterMessage::HeartbeatRsp { sequence });
             }
             ClusterMessage::HeartbeatRsp { .. } => self.handle_heartbeat_rsp(now, from, rng, out),
+            ClusterMessage::DowningLeaseHeld { cover } => {
+                if self.phase == Phase::Member {
+                    (self.downer).handle_cover(now, self.me, from, cover, &self.gossip);
+                }
+            }
         }
     }
 
