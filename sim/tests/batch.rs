@@ -1678,6 +1678,8 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: a refused or failed lease ask is repeated",
         "downing: a side whose picture did not settle asks for the lease",
         "downing: a member cut off lately waits for the next decision",
+        "downing: the holder of the lease covers the members it reaches",
+        "downing: the lease's cover holds a member's unstable bound back",
         "shard: a remembered start waits for its entity's stop",
         "the downing lease's holder paused while it held it",
         "a shard or coordinator lease's holder paused",

@@ -167,6 +167,7 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_types (
 
 /// The column a claim table made before shard-lease tokens fenced writes lacks; the stores
 /// add it when they open one (PostgreSQL with `IF NOT EXISTS`, SQLite after looking).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 const LEASE_TOKEN_COLUMN: &str = "lease_token BIGINT NOT NULL DEFAULT 0";
 
 /// Carries out one of the core's store requests against `store`, within `timeout`: the

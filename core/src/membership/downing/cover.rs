@@ -88,12 +88,14 @@ impl Downer {
     /// unreachable when half of the grant is left: its cover must not end while the picture
     /// keeps changing.
     pub(super) fn renew_if_due(&mut self, now: Instant) {
-        if !self.renew_at.is_some_and(|at| at <= now) {
+        if self.renew_at.is_none_or(|at| at > now) {
             return;
         }
         self.renew_at = None;
         if self.pending && self.holds_lease(now) {
-            crate::probe::hit("downing: the holder of the lease asks again while someone is unreachable");
+            crate::probe::hit(
+                "downing: the holder of the lease asks again while someone is unreachable",
+            );
             self.ask_for_lease(now, true, Duration::ZERO);
         }
         self.reckon();
@@ -150,7 +152,7 @@ impl Downer {
                 .is_some_and(|m| m.status != MemberStatus::Down)
             && !gossip.observes_unreachable(me, from);
         if !counts {
-            crate::probe::hit("downing: a cover from a member not reached is ignored");
+            crate::probe::hit("downing: a cover that does not count is ignored");
             return;
         }
         let until = now + cover.min(cover_span(stable_after));

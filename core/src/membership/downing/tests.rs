@@ -934,7 +934,9 @@ fn the_holder_of_the_lease_covers_the_members_it_reaches_past_their_unstable_bou
     let granted = LeaseAnswer::Granted(FencingToken(1));
     d.handle_lease_answer(asks, m(1), &g, &call, &granted);
     // It covers 2 and 3 (not 4, cut off) for a quarter of stable-after, every eighth of it.
-    let notice = d.poll_cover_notice(asks, m(1), &g).expect("covered at once");
+    let notice = d
+        .poll_cover_notice(asks, m(1), &g)
+        .expect("covered at once");
     assert_eq!(notice.cover, Duration::from_millis(2_500));
     assert_eq!(notice.to, ids(&[2, 3]));
     assert_eq!(d.poll_cover_notice(asks, m(1), &g), None, "once per round");
@@ -944,7 +946,10 @@ fn the_holder_of_the_lease_covers_the_members_it_reaches_past_their_unstable_bou
     let mut asked = Vec::new();
     let mut notices = 1;
     while let Some(now) = d.deadline().filter(|t| *t <= at(40)) {
-        assert!(d.decide(now, m(1), &g).is_empty(), "no self-downing at {now}");
+        assert!(
+            d.decide(now, m(1), &g).is_empty(),
+            "no self-downing at {now}"
+        );
         if let Some(call) = d.poll_lease_call(now, m(1)) {
             asked.push(now);
             d.handle_lease_answer(now, m(1), &g, &call, &granted);
@@ -970,12 +975,21 @@ fn a_cover_holds_a_members_unstable_bound_back_only_while_it_runs() {
     };
     let bound = Instant::ZERO + Duration::from_millis(18_500);
     let mut d = covered(Duration::from_millis(2_500), 1);
-    assert_eq!(d.deadline(), Some(Instant::ZERO + Duration::from_millis(19_500)));
-    assert!(d.decide(bound, m(2), &g).is_empty(), "covered by the holder");
+    assert_eq!(
+        d.deadline(),
+        Some(Instant::ZERO + Duration::from_millis(19_500))
+    );
+    assert!(
+        d.decide(bound, m(2), &g).is_empty(),
+        "covered by the holder"
+    );
     assert_eq!(d.decide(d.deadline().unwrap(), m(2), &g), ids(&[2]));
     // A cover is never longer than a quarter of stable-after, whatever the message says.
     let d = covered(Duration::from_secs(60), 1);
-    assert_eq!(d.deadline(), Some(Instant::ZERO + Duration::from_millis(19_500)));
+    assert_eq!(
+        d.deadline(),
+        Some(Instant::ZERO + Duration::from_millis(19_500))
+    );
     // A cover from a member 2 itself observes unreachable does not count.
     let g = cluster(5, 2, 2, &[5]);
     let mut d = Downer::new(lease_majority(), at(0));
@@ -988,4 +1002,43 @@ fn a_cover_holds_a_members_unstable_bound_back_only_while_it_runs() {
     d.observe(at(1), m(2), &cluster(5, 2, 1, &[5]), &never_heard);
     d.handle_cover(at(17), m(2), m(1), Duration::from_millis(2_500), &g);
     assert_eq!(d.decide(bound, m(2), &g), ids(&[2]));
+}
+
+/// Indirectly connected members (unreachable from some members, reachable from others) are
+/// downed rather than splitting the decision: every member reads the records of the members
+/// it reaches in address order, and skips those of a member an earlier one cannot reach, so
+/// members holding the same records see the same member cut off. Akka downs both ends of each
+/// broken link; here only the end an earlier-ranked observer cannot reach goes.
+#[test]
+fn a_member_unreachable_from_some_and_reachable_from_others_is_downed_by_one_decision() {
+    // The link between 1 and 3 is broken both ways; everyone else reaches everyone.
+    let mut g = cluster(5, 1, 1, &[3]);
+    g.observe(m(3), m(1), false);
+    let decisions: Vec<BTreeSet<MemberId>> = (1..=5)
+        .map(|me| {
+            let mut d = keep_majority(10);
+            d.observe(at(1), m(me), &g, &never_heard);
+            d.decide(at(11), m(me), &g)
+        })
+        .collect();
+    // 1 takes itself for the leader, and 2 (1 is unreachable in a record) does too: both
+    // down 3 (1's record ranks first), the same decision. 3, which cannot reach 1, counts
+    // itself on a majority of four and does not lead; it learns of its Down through 2.
+    let none = BTreeSet::new();
+    assert_eq!(
+        decisions,
+        [ids(&[3]), ids(&[3]), none.clone(), none.clone(), none]
+    );
+    for me in [2, 4, 5] {
+        assert_eq!(g.unreachable_from(m(me)), ids(&[3]), "{me} sees 3 cut off");
+    }
+    // A link broken one way (3 hears everyone; 1 does not hear 3): 3 is cut off for the
+    // others, and sees nothing cut off itself, but its unstable bound runs, as the others
+    // may down it.
+    let g = cluster(5, 3, 1, &[3]);
+    let mut d = keep_majority(10);
+    d.observe(at(1), m(3), &g, &never_heard);
+    assert!(d.decide(at(11), m(3), &g).is_empty());
+    let bound = Instant::ZERO + Duration::from_millis(18_500);
+    assert_eq!(d.decide(bound, m(3), &g), ids(&[3]));
 }
