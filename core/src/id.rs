@@ -226,6 +226,14 @@ impl fmt::Display for AppVersion {
     }
 }
 
+/// A lease's revision in its store: larger for every new holder (a renewal keeps it). Writes
+/// made under a lease carry it, and a store refuses one older than the newest it has seen.
+#[derive(
+    Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
+)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct FencingToken(pub u64);
+
 #[cfg(test)]
 mod tests {
     use super::*;

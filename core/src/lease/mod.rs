@@ -30,6 +30,9 @@ use serde::{Deserialize, Serialize};
 
 pub use holder::LeaseHolder;
 
+/// A lease's revision (defined with the ids: the remember store's fencing reads it too).
+pub use crate::id::FencingToken;
+
 use crate::id::{EntityType, MemberId, ShardId};
 use crate::time::Instant;
 
@@ -85,13 +88,6 @@ impl std::fmt::Display for LeaseName {
         }
     }
 }
-
-/// A lease's revision in its store: larger for every new holder (a renewal keeps it).
-#[derive(
-    Clone, Copy, Debug, Default, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize,
-)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub struct FencingToken(pub u64);
 
 /// How a holder uses a lease.
 #[derive(Clone, Debug, Deserialize, PartialEq, Serialize)]

@@ -16,8 +16,7 @@
 //! without a token (a shard without a lease, or the remembered set's bookkeeping) is judged
 //! by its epoch alone.
 
-use crate::id::Epoch;
-use crate::lease::FencingToken;
+use crate::id::{Epoch, FencingToken};
 
 /// What a store holds for one shard.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
