@@ -100,7 +100,7 @@
 //! | 4 | `membership` (the state machine) |
 //! | 3 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines) |
 //! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API), `lease` (a lease holder with fencing tokens) |
-//! | 1 | `members` (the gossiped state), `error`, `hash` |
+//! | 1 | `members` (the gossiped state), `error`, `hash`, `passivation` (active-entity limits) |
 //! | 0 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
 //!
 //! So the wire depends on no state machine and no effect, a role never knows its node, and
@@ -139,6 +139,7 @@ mod reason;
 mod fuzz_domain;
 mod hash;
 pub mod hint;
+pub mod passivation;
 pub mod probe;
 mod rng;
 mod time;

@@ -1,0 +1,178 @@
+//! Active-entity limits (Akka's automatic passivation strategies): a pure tracker of a
+//! shard's active entities that, told of every access and stop, names the entities to
+//! passivate when the shard holds more than its share of the limit. Deterministic: no clock,
+//! no randomness, ordered maps only.
+//!
+//! - **Least recently used**: the entity accessed longest ago goes first.
+//! - **Most recently used**: the entity accessed last (before the one arriving) goes first;
+//!   for loops larger than the limit, where LRU evicts exactly what comes next.
+//! - **Segmented LRU**: new entities enter a probationary segment; a second access promotes
+//!   to a protected segment (a share of the limit), whose least recently used one is demoted
+//!   back when it overflows; victims come from the probationary segment first. A scan passes
+//!   through without displacing entities used more than once.
+//! - **Least frequently used**: the entity accessed least often goes first (the least
+//!   recently used among equals); with dynamic aging, an entity's priority is its count plus
+//!   the priority of the last victim at its latest access, so entities once popular age out.
+//!
+//! Victims are forgotten when named: the caller stops them through the ordinary passivation
+//! path, and an access before the stop completes admits the entity again.
+
+mod frequency;
+mod recency;
+mod segmented;
+
+use crate::id::EntityId;
+
+use frequency::Frequency;
+use recency::Recency;
+use segmented::Segmented;
+
+/// Which entity a full shard passivates to make room.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum ReplacementPolicy {
+    /// The entity accessed longest ago.
+    LeastRecentlyUsed,
+    /// The entity accessed most recently.
+    MostRecentlyUsed,
+    /// Least recently used in two segments: probationary, and protected (`protected_percent`
+    /// of the limit) for entities accessed more than once. Akka's default split is 80.
+    SegmentedLeastRecentlyUsed {
+        /// The protected segment's share of the limit, in percent (at most 100).
+        protected_percent: u8,
+    },
+    /// The entity accessed least often, optionally with dynamic aging.
+    LeastFrequentlyUsed {
+        /// Add the last victim's priority to an entity's count at each access.
+        dynamic_aging: bool,
+    },
+}
+
+/// The active entities of one shard under a limit, with the policy that picks victims.
+#[derive(Debug)]
+pub struct ActiveEntities {
+    limit: usize,
+    tracker: Tracker,
+}
+
+#[derive(Debug)]
+enum Tracker {
+    Recency { order: Recency, newest_first: bool },
+    Segmented(Segmented),
+    Frequency(Frequency),
+}
+
+impl ActiveEntities {
+    /// An empty shard under `limit` active entities (at least one is always allowed).
+    pub fn new(policy: ReplacementPolicy, limit: usize) -> Self {
+        let limit = limit.max(1);
+        let tracker = match policy {
+            ReplacementPolicy::LeastRecentlyUsed => Tracker::Recency {
+                order: Recency::default(),
+                newest_first: false,
+            },
+            ReplacementPolicy::MostRecentlyUsed => Tracker::Recency {
+                order: Recency::default(),
+                newest_first: true,
+            },
+            ReplacementPolicy::SegmentedLeastRecentlyUsed { protected_percent } => {
+                Tracker::Segmented(Segmented::new(protected_percent))
+            }
+            ReplacementPolicy::LeastFrequentlyUsed { dynamic_aging } => {
+                Tracker::Frequency(Frequency::new(dynamic_aging))
+            }
+        };
+        Self { limit, tracker }
+    }
+
+    /// How many entities are active.
+    pub fn len(&self) -> usize {
+        match &self.tracker {
+            Tracker::Recency { order, .. } => order.len(),
+            Tracker::Segmented(s) => s.len(),
+            Tracker::Frequency(f) => f.len(),
+        }
+    }
+
+    /// Whether no entity is active.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The limit in force.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// `id` was accessed (a message or a start for it): the entities to passivate to make room
+    /// if it was not active and the shard is full, never `id` itself.
+    pub fn handle_access(&mut self, id: &EntityId) -> Vec<EntityId> {
+        let mut victims = Vec::new();
+        if !self.contains(id) {
+            while self.len() >= self.limit {
+                match self.evict() {
+                    Some(victim) => victims.push(victim),
+                    None => break,
+                }
+            }
+        }
+        match &mut self.tracker {
+            Tracker::Recency { order, .. } => order.touch(id),
+            Tracker::Segmented(s) => s.touch(id, self.limit),
+            Tracker::Frequency(f) => f.touch(id),
+        }
+        victims
+    }
+
+    /// `id` stopped (passivated, idle, failed, handed off): it no longer counts.
+    pub fn handle_stopped(&mut self, id: &EntityId) {
+        match &mut self.tracker {
+            Tracker::Recency { order, .. } => order.remove(id),
+            Tracker::Segmented(s) => s.remove(id),
+            Tracker::Frequency(f) => f.remove(id),
+        }
+    }
+
+    /// The limit changed to `limit` (a command, or the region dividing its limit among
+    /// another number of shards): the entities to passivate to fit under it.
+    pub fn set_limit(&mut self, limit: usize) -> Vec<EntityId> {
+        self.limit = limit.max(1);
+        let mut victims = Vec::new();
+        while self.len() > self.limit {
+            match self.evict() {
+                Some(victim) => victims.push(victim),
+                None => break,
+            }
+        }
+        if let Tracker::Segmented(s) = &mut self.tracker {
+            s.fit(self.limit);
+        }
+        victims
+    }
+
+    /// Whether `id` is active.
+    pub fn contains(&self, id: &EntityId) -> bool {
+        match &self.tracker {
+            Tracker::Recency { order, .. } => order.contains(id),
+            Tracker::Segmented(s) => s.contains(id),
+            Tracker::Frequency(f) => f.contains(id),
+        }
+    }
+
+    fn evict(&mut self) -> Option<EntityId> {
+        match &mut self.tracker {
+            Tracker::Recency {
+                order,
+                newest_first: false,
+            } => order.pop_oldest(),
+            Tracker::Recency {
+                order,
+                newest_first: true,
+            } => order.pop_newest(),
+            Tracker::Segmented(s) => s.evict(),
+            Tracker::Frequency(f) => f.evict(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
