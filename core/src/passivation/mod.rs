@@ -13,16 +13,23 @@
 //! - **Least frequently used**: the entity accessed least often goes first (the least
 //!   recently used among equals); with dynamic aging, an entity's priority is its count plus
 //!   the priority of the last victim at its latest access, so entities once popular age out.
+//! - **W-TinyLFU** (Akka's default): a small LRU admission window in front of a segmented-LRU
+//!   main area; an entity leaving the window displaces the main area's next victim only if a
+//!   frequency sketch counts it more often accessed, and a hill climber moves the window's
+//!   share toward the better hit rate. Recent and frequent entities both stay.
 //!
 //! Victims are forgotten when named: the caller stops them through the ordinary passivation
 //! path, and an access before the stop completes admits the entity again.
 
+mod composite;
 mod frequency;
 mod recency;
 mod segmented;
+mod sketch;
 
 use crate::id::EntityId;
 
+use composite::Composite;
 use frequency::Frequency;
 use recency::Recency;
 use segmented::Segmented;
@@ -45,6 +52,9 @@ pub enum ReplacementPolicy {
         /// Add the last victim's priority to an entity's count at each access.
         dynamic_aging: bool,
     },
+    /// W-TinyLFU: an admission window, a frequency-sketch filter and a segmented-LRU main
+    /// area, with the window's share adapted by hill climbing (Akka's default strategy).
+    WindowTinyLfu,
 }
 
 /// The active entities of one shard under a limit, with the policy that picks victims.
@@ -59,6 +69,7 @@ enum Tracker {
     Recency { order: Recency, newest_first: bool },
     Segmented(Segmented),
     Frequency(Frequency),
+    Composite(Box<Composite>),
 }
 
 impl ActiveEntities {
@@ -80,6 +91,7 @@ impl ActiveEntities {
             ReplacementPolicy::LeastFrequentlyUsed { dynamic_aging } => {
                 Tracker::Frequency(Frequency::new(dynamic_aging))
             }
+            ReplacementPolicy::WindowTinyLfu => Tracker::Composite(Box::new(Composite::new(limit))),
         };
         Self { limit, tracker }
     }
@@ -90,6 +102,7 @@ impl ActiveEntities {
             Tracker::Recency { order, .. } => order.len(),
             Tracker::Segmented(s) => s.len(),
             Tracker::Frequency(f) => f.len(),
+            Tracker::Composite(c) => c.len(),
         }
     }
 
@@ -106,6 +119,10 @@ impl ActiveEntities {
     /// `id` was accessed (a message or a start for it): the entities to passivate to make room
     /// if it was not active and the shard is full, never `id` itself.
     pub fn handle_access(&mut self, id: &EntityId) -> Vec<EntityId> {
+        if let Tracker::Composite(c) = &mut self.tracker {
+            // Admission decides after the newcomer entered the window.
+            return c.access(id, self.limit);
+        }
         let mut victims = Vec::new();
         if !self.contains(id) {
             while self.len() >= self.limit {
@@ -119,6 +136,8 @@ impl ActiveEntities {
             Tracker::Recency { order, .. } => order.touch(id),
             Tracker::Segmented(s) => s.touch(id, self.limit),
             Tracker::Frequency(f) => f.touch(id),
+            // Took its access above.
+            Tracker::Composite(_) => {}
         }
         victims
     }
@@ -129,6 +148,7 @@ impl ActiveEntities {
             Tracker::Recency { order, .. } => order.remove(id),
             Tracker::Segmented(s) => s.remove(id),
             Tracker::Frequency(f) => f.remove(id),
+            Tracker::Composite(c) => c.remove(id),
         }
     }
 
@@ -137,6 +157,10 @@ impl ActiveEntities {
     pub fn set_limit(&mut self, limit: usize) -> Vec<EntityId> {
         self.limit = limit.max(1);
         let mut victims = Vec::new();
+        if let Tracker::Composite(c) = &mut self.tracker {
+            c.fit(self.limit, &mut victims);
+            return victims;
+        }
         while self.len() > self.limit {
             match self.evict() {
                 Some(victim) => victims.push(victim),
@@ -155,6 +179,7 @@ impl ActiveEntities {
             Tracker::Recency { order, .. } => order.contains(id),
             Tracker::Segmented(s) => s.contains(id),
             Tracker::Frequency(f) => f.contains(id),
+            Tracker::Composite(c) => c.contains(id),
         }
     }
 
@@ -170,6 +195,8 @@ impl ActiveEntities {
             } => order.pop_newest(),
             Tracker::Segmented(s) => s.evict(),
             Tracker::Frequency(f) => f.evict(),
+            // Evicts on its own, in `access` and `fit`.
+            Tracker::Composite(_) => None,
         }
     }
 }

@@ -41,6 +41,11 @@ impl Recency {
         }
     }
 
+    /// The entity accessed longest ago, left in place.
+    pub(super) fn oldest(&self) -> Option<&EntityId> {
+        self.by_tick.first_key_value().map(|(_, id)| id)
+    }
+
     pub(super) fn pop_oldest(&mut self) -> Option<EntityId> {
         let (_, id) = self.by_tick.pop_first()?;
         self.ticks.remove(&id);

@@ -58,6 +58,18 @@ impl Segmented {
         self.protected.remove(id);
     }
 
+    /// Adds `id` (not active) as probationary's newest.
+    pub(super) fn admit(&mut self, id: EntityId) {
+        self.probationary.push_newest(id);
+    }
+
+    /// The entity [`Segmented::evict`] would take, left in place.
+    pub(super) fn next_victim(&self) -> Option<&EntityId> {
+        self.probationary
+            .oldest()
+            .or_else(|| self.protected.oldest())
+    }
+
     /// Probationary's oldest, or protected's when probationary is empty.
     pub(super) fn evict(&mut self) -> Option<EntityId> {
         self.probationary

@@ -103,3 +103,61 @@ fn at_least_one_entity_is_always_allowed_and_an_active_one_is_never_its_own_vict
     assert_eq!(lru.limit(), 1);
     assert_eq!(run(&mut lru, "aab"), ["", "", "a"]);
 }
+
+#[test]
+fn w_tinylfu_admits_a_newcomer_to_the_main_area_only_if_it_is_more_frequent() {
+    // Limit 10: a window of one, a main area of nine.
+    let mut tiny = ActiveEntities::new(ReplacementPolicy::WindowTinyLfu, 10);
+    // a..j: each leaves the window for the main area while it has room; j stays in the window.
+    assert!(run(&mut tiny, "abcdefghij").iter().all(String::is_empty));
+    assert_eq!(tiny.len(), 10);
+    // k pushes j out of the window; the main area is full and j (seen once) is no more
+    // frequent than its next victim a (seen once): j is passivated, a stays.
+    assert_eq!(run(&mut tiny, "k"), ["j"]);
+    // k, seen three times, displaces a when l pushes it out of the window.
+    assert_eq!(run(&mut tiny, "kkl"), ["", "", "a"]);
+    assert!(tiny.contains(&EntityId::new("k")));
+    // Lowered to five: the main area's victims go first.
+    assert_eq!(names(&tiny.set_limit(5)), ["b", "c", "d", "e", "f"]);
+    assert_eq!(tiny.len(), 5);
+}
+
+#[test]
+fn w_tinylfu_moves_its_window_toward_the_better_hit_rate() {
+    let mut tiny = super::composite::Composite::new(10);
+    assert_eq!(tiny.window_ppm(), 10_000, "1 % at first");
+    // A period is ten accesses per entity of the limit. All hits after the first: the hit
+    // rate rose from nothing, so the window grows by the initial step (6.25 % of the limit).
+    let a = EntityId::new("a");
+    for _ in 0..100 {
+        tiny.access(&a, 10);
+    }
+    assert_eq!(tiny.window_ppm(), 72_500);
+    // A scan of newcomers: no hits, the rate fell by more than the restart threshold, so it
+    // steps back by the initial step, to the floor.
+    for n in 0..100 {
+        tiny.access(&EntityId::new(format!("s{n}")), 10);
+    }
+    assert_eq!(tiny.window_ppm(), 10_000);
+    assert!(tiny.len() <= 10);
+}
+
+#[test]
+fn the_hill_climber_keeps_its_direction_while_the_hit_rate_holds_and_decays_its_step() {
+    let mut climber = super::composite::HillClimber::new(1);
+    let period = |climber: &mut super::composite::HillClimber, hits: usize| {
+        (0..10).filter_map(|i| climber.record(i < hits)).last()
+    };
+    assert_eq!(period(&mut climber, 5), Some(62_500), "50 %: up");
+    assert_eq!(
+        period(&mut climber, 3),
+        Some(-62_500),
+        "30 %: down, restarted"
+    );
+    assert_eq!(period(&mut climber, 3), Some(-62_500), "held: the same way");
+    assert_eq!(
+        period(&mut climber, 3),
+        Some(-61_250),
+        "held: a step 2 % shorter"
+    );
+}

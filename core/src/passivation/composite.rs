@@ -1,0 +1,170 @@
+//! W-TinyLFU (Akka's default automatic passivation strategy, after Caffeine): a small
+//! admission window (least recently used) in front of a segmented-LRU main area, a frequency
+//! sketch deciding whether an entity leaving the window may displace the main area's next
+//! victim, and a hill climber moving the window's size toward the better hit rate.
+
+use super::recency::Recency;
+use super::segmented::Segmented;
+use super::sketch::Sketch;
+use crate::id::EntityId;
+
+/// Proportions in parts per million.
+const PPM: i64 = 1_000_000;
+/// The window's share of the limit at first and at least: 1 % (Akka's).
+const MIN_WINDOW_PPM: i64 = 10_000;
+/// The protected segment's share of the main area (Akka's 80 %).
+const PROTECTED_PERCENT: u8 = 80;
+
+/// The admission window, the main area, the sketch and the optimizer of one shard.
+#[derive(Debug)]
+pub(super) struct Composite {
+    window: Recency,
+    main: Segmented,
+    sketch: Sketch,
+    climber: HillClimber,
+    window_ppm: i64,
+}
+
+impl Composite {
+    pub(super) fn new(limit: usize) -> Self {
+        Self {
+            window: Recency::default(),
+            main: Segmented::new(PROTECTED_PERCENT),
+            sketch: Sketch::new(limit),
+            climber: HillClimber::new(limit),
+            window_ppm: MIN_WINDOW_PPM,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.window.len() + self.main.len()
+    }
+
+    pub(super) fn contains(&self, id: &EntityId) -> bool {
+        self.window.contains(id) || self.main.contains(id)
+    }
+
+    /// How many of `limit` the window holds: its share, at least one.
+    fn window_capacity(&self, limit: usize) -> usize {
+        let share = (limit as i64 * self.window_ppm / PPM) as usize;
+        share.clamp(1, limit)
+    }
+
+    /// `id` accessed under `limit`: the entities passivated to make room.
+    pub(super) fn access(&mut self, id: &EntityId, limit: usize) -> Vec<EntityId> {
+        self.sketch.increment(id);
+        let hit = self.contains(id);
+        let mut victims = Vec::new();
+        if self.window.contains(id) {
+            self.window.touch(id);
+        } else if self.main.contains(id) {
+            let main_capacity = limit - self.window_capacity(limit);
+            self.main.touch(id, main_capacity);
+        } else {
+            self.window.push_newest(id.clone());
+        }
+        if let Some(adjustment) = self.climber.record(hit) {
+            self.window_ppm = (self.window_ppm + adjustment).clamp(MIN_WINDOW_PPM, PPM);
+        }
+        self.fit(limit, &mut victims);
+        victims
+    }
+
+    /// Moves the window's overflow into the main area, each admitted only if the sketch
+    /// counts it more often accessed than the main area's next victim; then trims the whole
+    /// to `limit` (after the limit was lowered).
+    pub(super) fn fit(&mut self, limit: usize, victims: &mut Vec<EntityId>) {
+        let window_capacity = self.window_capacity(limit);
+        let main_capacity = limit - window_capacity;
+        while self.window.len() > window_capacity {
+            let Some(candidate) = self.window.pop_oldest() else {
+                break;
+            };
+            if self.main.len() < main_capacity {
+                self.main.admit(candidate);
+                continue;
+            }
+            let admitted = self.main.next_victim().is_some_and(|victim| {
+                self.sketch.estimate(&candidate) > self.sketch.estimate(victim)
+            });
+            if admitted {
+                victims.extend(self.main.evict());
+                self.main.admit(candidate);
+            } else {
+                victims.push(candidate);
+            }
+        }
+        while self.len() > limit {
+            match self.main.evict().or_else(|| self.window.pop_oldest()) {
+                Some(victim) => victims.push(victim),
+                None => break,
+            }
+        }
+        self.main.fit(main_capacity);
+    }
+
+    pub(super) fn remove(&mut self, id: &EntityId) {
+        self.window.remove(id);
+        self.main.remove(id);
+    }
+
+    /// The window's share of the limit, in parts per million (tests).
+    #[cfg(test)]
+    pub(super) fn window_ppm(&self) -> i64 {
+        self.window_ppm
+    }
+}
+
+/// Akka's hill-climbing admission optimizer: every ten accesses per entity of the limit it
+/// compares the period's hit rate with the last one's and moves the window's share a step
+/// the same way if it improved, the other way if not; steps shrink by 2 % a period and start
+/// over when the hit rate changes by 5 points or more.
+#[derive(Debug)]
+pub(super) struct HillClimber {
+    period: usize,
+    accesses: usize,
+    hits: usize,
+    previous_hit_rate_ppm: i64,
+    step_ppm: i64,
+}
+
+/// The first step: 6.25 % of the limit.
+const INITIAL_STEP_PPM: i64 = 62_500;
+/// A hit-rate change that restarts the steps: 5 points.
+const RESTART_THRESHOLD_PPM: i64 = 50_000;
+
+impl HillClimber {
+    pub(super) fn new(limit: usize) -> Self {
+        Self {
+            period: limit.max(1) * 10,
+            accesses: 0,
+            hits: 0,
+            previous_hit_rate_ppm: 0,
+            step_ppm: INITIAL_STEP_PPM,
+        }
+    }
+
+    /// One access, a hit or not: the window's adjustment at the end of a period.
+    pub(super) fn record(&mut self, hit: bool) -> Option<i64> {
+        self.accesses += 1;
+        self.hits += usize::from(hit);
+        if self.accesses < self.period {
+            return None;
+        }
+        let hit_rate = (self.hits as i64 * PPM) / self.accesses as i64;
+        let change = hit_rate - self.previous_hit_rate_ppm;
+        let adjustment = if change >= 0 {
+            self.step_ppm
+        } else {
+            -self.step_ppm
+        };
+        self.step_ppm = if change.abs() >= RESTART_THRESHOLD_PPM {
+            INITIAL_STEP_PPM * adjustment.signum()
+        } else {
+            adjustment * 98 / 100
+        };
+        self.previous_hit_rate_ppm = hit_rate;
+        (self.accesses, self.hits) = (0, 0);
+        Some(adjustment)
+    }
+}
