@@ -63,10 +63,8 @@ impl Downer {
         if !matches!(self.strategy, Downing::LeaseMajority { .. }) {
             return None;
         }
-        match (self.lease_held_until, self.cover_received) {
-            (Some(own), Some(received)) => Some(own.max(received)),
-            (own, received) => own.or(received),
-        }
+        // `None` orders below any time: the later of the two, if either.
+        self.lease_held_until.max(self.cover_received)
     }
 
     /// When the holder next sends its cover, if it holds the lease while someone is
@@ -156,7 +154,7 @@ impl Downer {
             return;
         }
         let until = now + cover.min(cover_span(stable_after));
-        self.cover_received = Some(self.cover_received.map_or(until, |at| at.max(until)));
+        self.cover_received = self.cover_received.max(Some(until));
         self.reckon();
     }
 }
