@@ -3,6 +3,7 @@
 //! sketch deciding whether an entity leaving the window may displace the main area's next
 //! victim, and a hill climber moving the window's size toward the better hit rate.
 
+use super::Admission;
 use super::recency::Recency;
 use super::segmented::Segmented;
 use super::sketch::Sketch;
@@ -10,8 +11,6 @@ use crate::id::EntityId;
 
 /// Proportions in parts per million.
 const PPM: i64 = 1_000_000;
-/// The window's share of the limit at first and at least: 1 % (Akka's).
-const MIN_WINDOW_PPM: i64 = 10_000;
 /// The protected segment's share of the main area (Akka's 80 %).
 const PROTECTED_PERCENT: u8 = 80;
 
@@ -20,19 +19,25 @@ const PROTECTED_PERCENT: u8 = 80;
 pub(super) struct Composite {
     window: Recency,
     main: Segmented,
-    sketch: Sketch,
-    climber: HillClimber,
+    /// The frequency filter; `None` admits every entity leaving the window.
+    sketch: Option<Sketch>,
+    /// The window's optimizer; `None` keeps its share fixed.
+    climber: Option<HillClimber>,
     window_ppm: i64,
+    /// The window's share at first, and the least the climber moves it to.
+    min_window_ppm: i64,
 }
 
 impl Composite {
-    pub(super) fn new(limit: usize) -> Self {
+    pub(super) fn new(limit: usize, admission: Admission) -> Self {
+        let min_window_ppm = i64::from(admission.window_per_mille.clamp(1, 1000)) * 1000;
         Self {
             window: Recency::default(),
             main: Segmented::new(PROTECTED_PERCENT),
-            sketch: Sketch::new(limit),
-            climber: HillClimber::new(limit),
-            window_ppm: MIN_WINDOW_PPM,
+            sketch: admission.frequency_filter.then(|| Sketch::new(limit)),
+            climber: admission.adaptive.then(|| HillClimber::new(limit)),
+            window_ppm: min_window_ppm,
+            min_window_ppm,
         }
     }
 
@@ -52,7 +57,9 @@ impl Composite {
 
     /// `id` accessed under `limit`: the entities passivated to make room.
     pub(super) fn access(&mut self, id: &EntityId, limit: usize) -> Vec<EntityId> {
-        self.sketch.increment(id);
+        if let Some(sketch) = &mut self.sketch {
+            sketch.increment(id);
+        }
         let hit = self.contains(id);
         let mut victims = Vec::new();
         if self.window.contains(id) {
@@ -63,8 +70,8 @@ impl Composite {
         } else {
             self.window.push_newest(id.clone());
         }
-        if let Some(adjustment) = self.climber.record(hit) {
-            self.window_ppm = (self.window_ppm + adjustment).clamp(MIN_WINDOW_PPM, PPM);
+        if let Some(adjustment) = self.climber.as_mut().and_then(|c| c.record(hit)) {
+            self.window_ppm = (self.window_ppm + adjustment).clamp(self.min_window_ppm, PPM);
         }
         self.fit(limit, &mut victims);
         victims
@@ -85,7 +92,7 @@ impl Composite {
                 continue;
             }
             let admitted = self.main.next_victim().is_some_and(|victim| {
-                self.sketch.estimate(&candidate) > self.sketch.estimate(victim)
+                (self.sketch.as_ref()).is_none_or(|s| s.estimate(&candidate) > s.estimate(victim))
             });
             if admitted {
                 victims.extend(self.main.evict());

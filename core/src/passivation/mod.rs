@@ -27,6 +27,8 @@ mod recency;
 mod segmented;
 mod sketch;
 
+use serde::{Deserialize, Serialize};
+
 use crate::id::EntityId;
 
 use composite::Composite;
@@ -35,7 +37,7 @@ use recency::Recency;
 use segmented::Segmented;
 
 /// Which entity a full shard passivates to make room.
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub enum ReplacementPolicy {
     /// The entity accessed longest ago.
     LeastRecentlyUsed,
@@ -54,7 +56,77 @@ pub enum ReplacementPolicy {
     },
     /// W-TinyLFU: an admission window, a frequency-sketch filter and a segmented-LRU main
     /// area, with the window's share adapted by hill climbing (Akka's default strategy).
-    WindowTinyLfu,
+    WindowTinyLfu(Admission),
+}
+
+impl ReplacementPolicy {
+    /// W-TinyLFU with Akka's default admission: a 1 % window adapted by hill climbing, and the
+    /// frequency filter.
+    pub const WINDOW_TINY_LFU: Self = Self::WindowTinyLfu(Admission::DEFAULT);
+
+    /// Every policy with its default parameters, as the passivation simulator compares them.
+    pub const ALL: [(&'static str, Self); 6] = [
+        ("lru", Self::LeastRecentlyUsed),
+        ("mru", Self::MostRecentlyUsed),
+        (
+            "slru",
+            Self::SegmentedLeastRecentlyUsed {
+                protected_percent: 80,
+            },
+        ),
+        (
+            "lfu",
+            Self::LeastFrequentlyUsed {
+                dynamic_aging: false,
+            },
+        ),
+        (
+            "lfu-aging",
+            Self::LeastFrequentlyUsed {
+                dynamic_aging: true,
+            },
+        ),
+        ("w-tinylfu", Self::WINDOW_TINY_LFU),
+    ];
+}
+
+impl Default for ReplacementPolicy {
+    /// W-TinyLFU with Akka's default admission.
+    fn default() -> Self {
+        Self::WINDOW_TINY_LFU
+    }
+}
+
+/// W-TinyLFU's admission: the window in front of the main area, and the filter deciding
+/// whether an entity leaving it may displace the main area's next victim (Akka's
+/// `admission.window` and `admission.filter`).
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct Admission {
+    /// The window's share of the limit at first, in per mille (Akka's `proportion`, 0.01 =
+    /// 10); with `adaptive` it is also the least share the climber moves it to. 1 to 1000.
+    pub window_per_mille: u16,
+    /// Move the window's share toward the better hit rate by hill climbing (Akka's
+    /// `optimizer = hill-climbing`); `false` keeps it fixed.
+    pub adaptive: bool,
+    /// Admit an entity leaving the window only if a frequency sketch counts it more often
+    /// accessed than the main area's next victim (Akka's `filter = frequency-sketch`);
+    /// `false` admits every one.
+    pub frequency_filter: bool,
+}
+
+impl Admission {
+    /// Akka's default: a 1 % window, hill climbing, the frequency filter.
+    pub const DEFAULT: Self = Self {
+        window_per_mille: 10,
+        adaptive: true,
+        frequency_filter: true,
+    };
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 /// The active entities of one shard under a limit, with the policy that picks victims.
@@ -91,7 +163,9 @@ impl ActiveEntities {
             ReplacementPolicy::LeastFrequentlyUsed { dynamic_aging } => {
                 Tracker::Frequency(Frequency::new(dynamic_aging))
             }
-            ReplacementPolicy::WindowTinyLfu => Tracker::Composite(Box::new(Composite::new(limit))),
+            ReplacementPolicy::WindowTinyLfu(admission) => {
+                Tracker::Composite(Box::new(Composite::new(limit, admission)))
+            }
         };
         Self { limit, tracker }
     }

@@ -107,7 +107,7 @@ fn at_least_one_entity_is_always_allowed_and_an_active_one_is_never_its_own_vict
 #[test]
 fn w_tinylfu_admits_a_newcomer_to_the_main_area_only_if_it_is_more_frequent() {
     // Limit 10: a window of one, a main area of nine.
-    let mut tiny = ActiveEntities::new(ReplacementPolicy::WindowTinyLfu, 10);
+    let mut tiny = ActiveEntities::new(ReplacementPolicy::WINDOW_TINY_LFU, 10);
     // a..j: each leaves the window for the main area while it has room; j stays in the window.
     assert!(run(&mut tiny, "abcdefghij").iter().all(String::is_empty));
     assert_eq!(tiny.len(), 10);
@@ -124,7 +124,7 @@ fn w_tinylfu_admits_a_newcomer_to_the_main_area_only_if_it_is_more_frequent() {
 
 #[test]
 fn w_tinylfu_moves_its_window_toward_the_better_hit_rate() {
-    let mut tiny = super::composite::Composite::new(10);
+    let mut tiny = super::composite::Composite::new(10, super::Admission::DEFAULT);
     assert_eq!(tiny.window_ppm(), 10_000, "1 % at first");
     // A period is ten accesses per entity of the limit. All hits after the first: the hit
     // rate rose from nothing, so the window grows by the initial step (6.25 % of the limit).
