@@ -118,6 +118,15 @@ pub struct EntityTypeConfig {
     /// Passivate an entity that received no message routed through sharding for this long.
     /// `None` disables idle passivation.
     pub passivate_idle_after: Option<Duration>,
+    /// Bound the entities active at once in each region of the type (Akka's automatic
+    /// passivation strategies): the limit is divided among the region's shards, and a shard
+    /// over its share passivates the entity its replacement policy names (the default,
+    /// W-TinyLFU, keeps both the recent and the frequent). Composes with
+    /// `passivate_idle_after`. Remembered entities passivated by the limit stay remembered,
+    /// dormant: they start again on their next message, not when their shard starts. `None`
+    /// (the default): no limit.
+    #[serde(default)]
+    pub active_entity_limit: Option<crate::passivation::ActiveEntityLimit>,
     /// Remember entities (Akka's `remember-entities`): a shard records which of its entities
     /// run, in the host's remember store, and starts them again wherever it is allocated next
     /// (after a rebalance, a crash or a full restart), without waiting for a message. Only a
@@ -166,6 +175,7 @@ impl EntityTypeConfig {
             proxy_only: false,
             allocation: AllocationStrategyConfig::default(),
             passivate_idle_after: Some(Duration::from_secs(120)),
+            active_entity_limit: None,
             remember: None,
             persistent: false,
             min_registered_regions: 1,
@@ -180,6 +190,18 @@ impl EntityTypeConfig {
         }
         if self.passivate_idle_after == Some(Duration::ZERO) {
             return Err(ConfigError::ZeroDuration("passivate_idle_after"));
+        }
+        if self.active_entity_limit.is_some_and(|l| l.per_region == 0) {
+            return Err(ConfigError::ZeroActiveEntityLimit(self.name.clone()));
+        }
+        if let Some(crate::passivation::ActiveEntityLimit {
+            policy: crate::passivation::ReplacementPolicy::WindowTinyLfu(admission),
+            ..
+        }) = self.active_entity_limit
+        {
+            if !(1..=1000).contains(&admission.window_per_mille) {
+                return Err(ConfigError::InvalidAdmissionWindow(self.name.clone()));
+            }
         }
         if self.min_registered_regions == 0 {
             return Err(ConfigError::ZeroMinRegisteredRegions(self.name.clone()));

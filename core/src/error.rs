@@ -29,6 +29,12 @@ pub enum ConfigError {
     /// Two entity types share a name.
     #[error("entity type `{0}` is configured twice")]
     DuplicateEntityType(EntityType),
+    /// An entity type's `active_entity_limit` allows no entity at all.
+    #[error("entity type `{0}`: `active_entity_limit.per_region` must be at least 1")]
+    ZeroActiveEntityLimit(EntityType),
+    /// An entity type's W-TinyLFU admission window is outside 1..=1000 per mille.
+    #[error("entity type `{0}`: the admission window's `window_per_mille` must be in 1..=1000")]
+    InvalidAdmissionWindow(EntityType),
     /// An entity type has zero shards.
     #[error("entity type `{0}` must have at least one shard")]
     ZeroShards(EntityType),
@@ -106,6 +112,12 @@ pub enum CommandError {
     /// The member is not (or no longer) a member as this node sees it.
     #[error("{0} is not a member")]
     UnknownMember(crate::id::MemberId),
+    /// `SetActiveEntityLimit` for a type configured without an active-entity limit.
+    #[error("entity type `{0}` has no active-entity limit to change")]
+    NoActiveEntityLimit(EntityType),
+    /// `SetActiveEntityLimit` to zero: at least one entity must be allowed to run.
+    #[error("the active-entity limit of `{0}` must be at least 1")]
+    ZeroActiveEntityLimit(EntityType),
     /// A query asked of another member got no answer within `shard_region_query_timeout`
     /// (the member, or the network to it, is down or slow).
     #[error("no answer from {asked} within the query timeout")]

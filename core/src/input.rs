@@ -148,6 +148,15 @@ pub enum Command {
         /// `None` shuts down every region of this node.
         entity_type: Option<EntityType>,
     },
+    /// Change the type's active-entity limit in this node's region (Akka's
+    /// `SetActiveEntityLimit`): shards over their new share passivate what no longer fits.
+    /// Fails for a type configured without a limit, or for zero.
+    SetActiveEntityLimit {
+        /// The type.
+        entity_type: EntityType,
+        /// Most entities active at once in this node's region.
+        limit: usize,
+    },
     /// Desired location of a shard, for the external allocation strategy.
     SetShardLocation {
         /// The shard's type.

@@ -165,7 +165,7 @@ pub use message::{
     RegionShards, RegionStats, StartAck, StartOutcome,
 };
 pub use node::{Metrics, Node};
-pub use reason::{DeadLetterReason, StopReason};
+pub use reason::{DeadLetterReason, PassivationCause, StopReason};
 pub use region::RouteCounts;
 pub use remember::{
     FENCING_CASES, FencingCase, FencingClaim, FencingVerdict, RecoveryStrategy, RememberSettings,

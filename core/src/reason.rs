@@ -6,12 +6,39 @@ use serde::{Deserialize, Serialize};
 /// Why an entity is stopped.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub enum StopReason {
-    /// It asked to passivate or was idle: send it its stop message after queued messages.
-    Passivation,
+    /// It is passivated (for the cause given): send it its stop message after queued messages.
+    Passivation(PassivationCause),
     /// Its shard is being handed off: send it its stop message after queued messages.
     HandOff,
     /// It did not stop in time, or its node left the cluster: terminate it now.
     Forced,
+}
+
+/// Why an entity is passivated.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, Hash, Ord, PartialEq, PartialOrd, Serialize)]
+pub enum PassivationCause {
+    /// It asked to (`Input::Passivate`).
+    Requested,
+    /// It received nothing for `passivate_idle_after`.
+    Idle,
+    /// Its shard was over its share of the type's active-entity limit, and the replacement
+    /// policy chose it. A remembered entity stays remembered, dormant: it starts again on its
+    /// next message, not when its shard starts again.
+    Limit,
+}
+
+impl PassivationCause {
+    /// Every cause, for counters by cause.
+    pub const ALL: [Self; 3] = [Self::Requested, Self::Idle, Self::Limit];
+
+    /// The cause's name in metrics and logs: `requested`, `idle`, `limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Idle => "idle",
+            Self::Limit => "limit",
+        }
+    }
 }
 
 /// Why a message was dropped.

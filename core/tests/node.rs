@@ -494,7 +494,7 @@ fn idle_entities_are_passivated() {
     assert!(
         c.trace()
             .iter()
-            .any(|l| l.ends_with("stop idle Passivation"))
+            .any(|l| l.ends_with("stop idle Passivation(Idle)"))
     );
 }
 
@@ -1635,4 +1635,109 @@ fn due_timers_name_the_role_and_the_timer() {
         !node.due_timers(next).is_empty(),
         "the next timer is named when it is due"
     );
+}
+
+/// An active-entity limit per region, divided among its shards: the least recently used
+/// entity goes first, through the passivation path (its next message starts it again, after
+/// the stop, in order); a shard started later takes its share from the others; the limit
+/// changes at run time, and the command is refused for a type without one or for zero.
+#[test]
+fn the_active_entity_limit_is_divided_among_shards_and_changes_at_run_time() {
+    use shoal_core::PassivationCause;
+    use shoal_core::passivation::{ActiveEntityLimit, ReplacementPolicy};
+    let mut t = type_config(2);
+    t.passivate_idle_after = None;
+    t.active_entity_limit = Some(ActiveEntityLimit {
+        per_region: 4,
+        policy: ReplacementPolicy::LeastRecentlyUsed,
+    });
+    let mut c = Cluster::new();
+    c.add_node(config(1, t).with_entity_type({
+        let mut other = type_config(2);
+        other.name = EntityType::new("unlimited");
+        other
+    }));
+    c.publish_view();
+    c.settle();
+    // Every id of shard 0 of 2: the first shard hosted gets the whole limit.
+    let in_shard = |shard: u32, n: usize| -> Vec<String> {
+        (0..)
+            .map(|i| format!("e{i}"))
+            .filter(|id| shoal_core::shard_of(&EntityId::new(id.as_str()), 2).0 == shard)
+            .take(n)
+            .collect()
+    };
+    let zero = in_shard(0, 6);
+    for id in &zero[..5] {
+        c.tell(1, id, "m1");
+        c.settle();
+    }
+    let mut alive = c.alive_on(1);
+    alive.sort();
+    let mut expected: Vec<String> = zero[1..5].to_vec();
+    expected.sort();
+    assert_eq!(
+        alive, expected,
+        "the oldest of five under a limit of four went"
+    );
+    let limit_stops = |c: &Cluster| {
+        c.trace()
+            .iter()
+            .filter(|l| l.ends_with(&format!("Passivation({:?})", PassivationCause::Limit)))
+            .count()
+    };
+    assert_eq!(limit_stops(&c), 1);
+    // The first entity's next message starts it again; the least recently used goes.
+    c.tell(1, &zero[0], "m2");
+    c.settle();
+    assert_eq!(c.inbox(&zero[0]).len(), 2, "nothing lost to the limit");
+    assert!(!c.alive_on(1).contains(&zero[1]));
+    // Shard 1 starts: the limit is re-divided, two each, and shard 0 passivates two.
+    let one = in_shard(1, 1);
+    c.tell(1, &one[0], "m1");
+    c.settle();
+    assert_eq!(c.alive_on(1).len(), 3);
+    // Lowered to two at run time: one each.
+    let r = c.command(
+        1,
+        Command::SetActiveEntityLimit {
+            entity_type: counter(),
+            limit: 2,
+        },
+    );
+    c.settle();
+    assert_eq!(reply_of(&c, r), Ok(Reply::Accepted));
+    assert_eq!(c.alive_on(1).len(), 2);
+    let r = c.command(
+        1,
+        Command::SetActiveEntityLimit {
+            entity_type: counter(),
+            limit: 0,
+        },
+    );
+    assert_eq!(
+        reply_of(&c, r),
+        Err(CommandError::ZeroActiveEntityLimit(counter()))
+    );
+    let unlimited = EntityType::new("unlimited");
+    let r = c.command(
+        1,
+        Command::SetActiveEntityLimit {
+            entity_type: unlimited.clone(),
+            limit: 5,
+        },
+    );
+    assert_eq!(
+        reply_of(&c, r),
+        Err(CommandError::NoActiveEntityLimit(unlimited))
+    );
+    let mut bad = type_config(2);
+    bad.active_entity_limit = Some(ActiveEntityLimit {
+        per_region: 0,
+        policy: ReplacementPolicy::default(),
+    });
+    assert!(matches!(
+        Node::new(config(2, bad), Instant::ZERO).unwrap_err(),
+        ConfigError::ZeroActiveEntityLimit(_)
+    ));
 }

@@ -42,7 +42,17 @@ async fn write(
     started: &[&str],
     stopped: &[&str],
 ) -> Result<(), StoreError> {
-    let (started, stopped) = (ids(started), ids(stopped));
+    write_dormant(store, kind, (shard, epoch, seq), [started, stopped, &[]]).await
+}
+
+/// A write that also keeps ids dormant: `[started, stopped, dormant]`.
+async fn write_dormant(
+    store: &dyn RememberStore,
+    kind: &EntityType,
+    (shard, epoch, seq): (u32, u64, u64),
+    [started, stopped, dormant]: [&[&str]; 3],
+) -> Result<(), StoreError> {
+    let (started, stopped, dormant) = (ids(started), ids(stopped), ids(dormant));
     store
         .update(Update {
             entity_type: kind,
@@ -51,8 +61,43 @@ async fn write(
             seq,
             started: &started,
             stopped: &stopped,
+            dormant: &dormant,
         })
         .await
+}
+
+/// Ids passivated by an active-entity limit stay remembered, dormant: a load leaves them out
+/// (their shard does not start them), a later start wakes one, a stop forgets one.
+async fn dormant_ids_are_kept_but_not_loaded_until_started(
+    store: &dyn RememberStore,
+    kind: &EntityType,
+) {
+    let seq = |n| (20, 1, n);
+    assert_eq!(store.load(kind, ShardId(20), Epoch(1)).await, Ok(vec![]));
+    let started: &[&str] = &["a", "b", "c"];
+    write(store, kind, seq(1), started, &[]).await.unwrap();
+    let asleep: [&[&str]; 3] = [&[], &[], &["b", "c", "z"]];
+    write_dormant(store, kind, seq(2), asleep).await.unwrap();
+    let loaded = store.load(kind, ShardId(20), Epoch(1)).await;
+    assert_eq!(loaded, Ok(ids(&["a"])), "dormant ids are not loaded");
+    write(store, kind, seq(3), &["b", "z"], &["c"])
+        .await
+        .unwrap();
+    let loaded = store.load(kind, ShardId(20), Epoch(2)).await;
+    assert_eq!(
+        loaded,
+        Ok(ids(&["a", "b", "z"])),
+        "a start wakes a dormant id"
+    );
+    // Asleep again, and forgotten while asleep: neither comes back.
+    let asleep: [&[&str]; 3] = [&[], &[], &["b", "z"]];
+    write_dormant(store, kind, (20, 2, 1), asleep)
+        .await
+        .unwrap();
+    write(store, kind, (20, 2, 2), &[], &["z"]).await.unwrap();
+    write(store, kind, (20, 2, 3), &["z"], &[]).await.unwrap();
+    let loaded = store.load(kind, ShardId(20), Epoch(3)).await;
+    assert_eq!(loaded, Ok(ids(&["a", "z"])));
 }
 
 /// The core's table of fencing cases, each on a shard of its own: the store's verdicts are
@@ -106,12 +151,21 @@ CREATE TABLE shoal_remembered_shards (
     PRIMARY KEY (entity_type, shard)
 );
 INSERT INTO shoal_remembered_shards (entity_type, shard, epoch, seq) VALUES ('older', 40, 4, 2);
+CREATE TABLE shoal_remembered_entities (
+    entity_type TEXT NOT NULL,
+    shard BIGINT NOT NULL,
+    entity_id TEXT NOT NULL,
+    PRIMARY KEY (entity_type, shard, entity_id)
+);
+INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id) VALUES ('older', 41, 'kept');
 ";
 
-/// A store opened on an `OLDER_CLAIM_TABLE` added the token column: the claim reads as it
-/// was, and tokens fence from then on.
+/// A store opened on an `OLDER_CLAIM_TABLE` added the token and dormant columns: the claim
+/// and the entries read as they were, and tokens fence from then on.
 async fn an_older_claim_table_is_read_and_fenced_by_tokens(store: &dyn StateStore) {
     let kind = EntityType::from("older");
+    let loaded = store.load(&kind, ShardId(41), Epoch(1)).await;
+    assert_eq!(loaded, Ok(ids(&["kept"])), "an older entry is not dormant");
     assert_eq!(
         store.load(&kind, ShardId(40), Epoch(3)).await,
         Err(StoreError::Fenced {
@@ -201,6 +255,12 @@ async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &
         write(store, &kind, (shard, 3, 1), &mine, &[])
             .await
             .unwrap();
+        // One dormant id per shard, which the refile must move dormant.
+        let asleep = format!("asleep{shard}");
+        let dormant: [&[&str]; 3] = [&[], &[], &[asleep.as_str()]];
+        write_dormant(store, &kind, (shard, 3, 2), dormant)
+            .await
+            .unwrap();
     }
     let listed = other.shards(&kind, 5).await.unwrap();
     assert_eq!(
@@ -213,7 +273,7 @@ async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &
         "{listed:?}"
     );
     assert_eq!(
-        write(store, &kind, (1, 3, 2), &["late"], &[]).await,
+        write(store, &kind, (1, 3, 3), &["late"], &[]).await,
         Err(StoreError::Fenced {
             refused: Epoch(3),
             current: Epoch(4)
@@ -221,7 +281,11 @@ async fn another_count_refiles_every_id_once(store: &dyn RememberStore, other: &
         "an instance of the old count is fenced"
     );
     let held = filing(store, &kind, 8, 10).await;
-    assert_eq!(held.len(), names.len(), "nothing lost or doubled: {held:?}");
+    assert_eq!(
+        held.len(),
+        names.len(),
+        "nothing lost or doubled, no dormant id woken: {held:?}"
+    );
     assert!(
         (held.iter()).all(|(shard, id)| shoal_core::shard_of(id, 5).0 == *shard),
         "{held:?}"
@@ -245,6 +309,7 @@ async fn suite<S: StateStore>(store: &S, other: &S, kind: &str) {
     // The coordinator reads first (nothing to refile), as it does before any shard starts.
     assert_eq!(store.shards(&kind, COUNT).await, Ok(vec![]));
     late_writes_of_an_instance_are_refused(store, &kind).await;
+    dormant_ids_are_kept_but_not_loaded_until_started(store, &EntityType::from("dormant")).await;
     // Remembering and forgetting.
     assert_eq!(store.load(&kind, ShardId(1), Epoch(1)).await, Ok(vec![]));
     update(store, &kind, 1, 1, &["c", "a", "b"], &[])
@@ -401,7 +466,10 @@ async fn postgres_store_passes_the_suite_on_a_private_server() {
         .await
         .unwrap();
     tokio::spawn(connection);
-    let older = format!("DROP TABLE shoal_remembered_shards; {OLDER_CLAIM_TABLE}");
+    let older = format!(
+        "DROP TABLE shoal_remembered_shards; DROP TABLE shoal_remembered_entities; \
+         {OLDER_CLAIM_TABLE}"
+    );
     client.batch_execute(&older).await.unwrap();
     an_older_claim_table_is_read_and_fenced_by_tokens(&server.connect().await).await;
     // A store that cannot reach its server says so.
@@ -489,6 +557,7 @@ async fn the_cores_requests_are_carried_out_and_every_outcome_is_a_completion() 
         seq: 1,
         started: ids(&["a"]),
         stopped: vec![],
+        dormant: vec![],
     };
     let limit = Duration::from_secs(5);
     let shards = StoreRequest::Shards {

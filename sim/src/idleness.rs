@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use shoal_core::{EntityId, Instant, MemberId};
+use shoal_core::{EntityId, Instant, MemberId, PassivationCause};
 
 /// How long a node's clock may run ahead of true time over one idle period, and more: an
 /// idle passivation this much early is still on time.
@@ -22,6 +22,8 @@ const EARLY_TOLERANCE: Duration = Duration::from_secs(1);
 pub(crate) enum Passivated {
     /// The entity asked.
     Asked,
+    /// As asked, though the entity did not ask.
+    Unasked,
     /// It was idle long enough.
     Idle,
     /// For idleness, though it was active this long before.
@@ -76,16 +78,23 @@ impl Idleness {
         self.asked.insert((member, entity.clone()));
     }
 
-    /// `member` passivates `entity` at `now`: on the entity's ask, or for idleness (on time,
-    /// or too early, after how long).
+    /// `member` passivates `entity` at `now` for `cause`: on the entity's ask, or for
+    /// idleness (on time, or too early, after how long).
     pub(crate) fn passivated(
         &mut self,
         now: Instant,
         member: MemberId,
         entity: &EntityId,
+        cause: PassivationCause,
     ) -> Passivated {
-        if self.asked.remove(&(member, entity.clone())) {
-            return Passivated::Asked;
+        // An idle passivation leaves an ask alone: still on its way to the node, it may
+        // passivate the next incarnation.
+        if cause == PassivationCause::Requested {
+            return if self.asked.remove(&(member, entity.clone())) {
+                Passivated::Asked
+            } else {
+                Passivated::Unasked
+            };
         }
         let Some(after) = self.after else {
             return Passivated::Unexpected;
@@ -134,14 +143,20 @@ mod tests {
         idle.active(Instant::from_secs(20), member(), &e);
         idle.asked_to_passivate(member(), &e);
         let at = Instant::from_secs;
-        assert_eq!(idle.passivated(at(21), member(), &e), Passivated::Asked);
-        let early = idle.passivated(at(70), member(), &e);
+        assert_eq!(
+            idle.passivated(at(21), member(), &e, PassivationCause::Requested),
+            Passivated::Asked
+        );
+        let early = idle.passivated(at(70), member(), &e, PassivationCause::Idle);
         assert_eq!(
             early,
             Passivated::Early(Duration::from_secs(50)),
             "since the last activity"
         );
-        assert_eq!(idle.passivated(at(80), member(), &e), Passivated::Idle);
+        assert_eq!(
+            idle.passivated(at(80), member(), &e, PassivationCause::Idle),
+            Passivated::Idle
+        );
         let grace = Duration::from_secs(2);
         assert_eq!(idle.overdue(Instant::from_secs(112), grace).count(), 0);
         let overdue: Vec<_> = idle.overdue(Instant::from_secs(113), grace).collect();

@@ -36,8 +36,11 @@ pub(crate) struct Remembering {
     /// (one that loses its lease stops them and starts them again once it holds it), though
     /// left out of the check after healing.
     forgiven_lives: BTreeSet<EntityId>,
-    /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation).
-    passivating: BTreeSet<Life>,
+    /// Incarnations asked to passivate (a forced stop may follow; it is still a passivation),
+    /// with whether the limit passivated them (they stay remembered, dormant).
+    passivating: BTreeMap<Life, bool>,
+    /// Entities the limit passivated and that have not started since.
+    dormant: BTreeSet<EntityId>,
     /// Ids a member's shard loaded from the store and has not started since: its recovery
     /// may start them, owed or not (a load races the recording of a passivation elsewhere).
     recoverable: BTreeSet<(MemberId, EntityId)>,
@@ -97,7 +100,8 @@ impl Remembering {
             owed: BTreeSet::new(),
             forgiven: BTreeSet::new(),
             forgiven_lives: BTreeSet::new(),
-            passivating: BTreeSet::new(),
+            passivating: BTreeMap::new(),
+            dormant: BTreeSet::new(),
             recoverable: BTreeSet::new(),
             asking: BTreeMap::new(),
             fenced: BTreeSet::new(),
@@ -192,35 +196,42 @@ impl Remembering {
         None
     }
 
-    /// An entity started: it is owed a life until it is passivated.
-    pub(crate) fn started(&mut self, entity: &EntityId) {
+    /// An entity started: it is owed a life until it is passivated. `true`: it was dormant
+    /// (passivated by the limit).
+    pub(crate) fn started(&mut self, entity: &EntityId) -> bool {
         if !self.remembers {
-            return;
+            return false;
         }
+        let was_dormant = self.dormant.remove(entity);
         if self.forgiven.contains(entity) {
             self.forgiven_lives.insert(entity.clone());
         } else {
             self.owed.insert(entity.clone());
         }
+        was_dormant
     }
 
-    /// The node asked the incarnation `key` to passivate.
-    pub(crate) fn passivating(&mut self, key: Life) {
-        self.passivating.insert(key);
+    /// The node asked the incarnation `key` to passivate (`dormant`: for the limit).
+    pub(crate) fn passivating(&mut self, key: Life, dormant: bool) {
+        self.passivating.insert(key, dormant);
     }
 
-    /// The incarnation `key` stopped: if it was passivating, the entity is forgotten.
+    /// The incarnation `key` stopped: if it was passivating, the entity is no longer owed a
+    /// life (forgotten, or dormant until its next message).
     pub(crate) fn stopped(&mut self, key: &Life) {
-        if self.passivating.remove(key) {
+        if let Some(dormant) = self.passivating.remove(key) {
             self.owed.remove(&key.1);
             self.forgiven_lives.remove(&key.1);
+            if dormant && self.remembers {
+                self.dormant.insert(key.1.clone());
+            }
         }
     }
 
     /// `member`'s process is gone: its passivations in progress never complete (a crash
     /// leaves those entities remembered).
     pub(crate) fn process_gone(&mut self, member: MemberId) {
-        self.passivating.retain(|(m, _, _)| *m != member);
+        self.passivating.retain(|(m, _, _), _| *m != member);
     }
 
     /// `entities` run whether or not remembering works (messaged after healing): not owed.

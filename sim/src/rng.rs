@@ -107,8 +107,11 @@ pub(crate) enum Stream {
     LeaseStore = 22,
     /// The split brain resolver's strategy.
     Downing = 23,
-    /// Which partitions seeds split into equal halves, and that family's strategy and leases.
+    /// Which partitions seeds split into equal halves, and that family's strategy and leases;
+    /// which mass-passivation seeds run under active-entity limits.
     Family = 24,
+    /// The active-limit family's limit and replacement policy.
+    Limit = 25,
 }
 
 impl SimRng {

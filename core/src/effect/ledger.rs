@@ -157,6 +157,17 @@ impl EntityLedger {
         self.life(entity_type, entity).is_some()
     }
 
+    /// How many entities of `entity_type` run and were not asked to stop: those an
+    /// active-entity limit bounds.
+    pub fn running(&self, entity_type: &EntityType) -> usize {
+        let lives = self
+            .lives
+            .get(entity_type)
+            .into_iter()
+            .flat_map(|t| t.values());
+        lives.filter(|life| **life == Life::Running).count()
+    }
+
     fn life(&self, entity_type: &EntityType, entity: &EntityId) -> Option<Life> {
         self.lives.get(entity_type)?.get(entity).copied()
     }
@@ -206,7 +217,13 @@ mod tests {
         assert_eq!(ledger.effect(&start("a")), Ok(()));
         assert_eq!(ledger.effect(&deliver("a")), Ok(()));
         assert!(ledger.is_running(&ty(), &a));
-        assert_eq!(ledger.effect(&stop("a", StopReason::Passivation)), Ok(()));
+        assert_eq!(
+            ledger.effect(&stop(
+                "a",
+                StopReason::Passivation(crate::reason::PassivationCause::Idle)
+            )),
+            Ok(())
+        );
         assert!(!ledger.is_running(&ty(), &a) && ledger.is_alive(&ty(), &a));
         assert_eq!(
             ledger.effect(&stop("a", StopReason::Forced)),

@@ -34,6 +34,7 @@ impl Node {
                 entity_type: Some(entity_type),
             }
             | Command::SetShardLocation { entity_type, .. }
+            | Command::SetActiveEntityLimit { entity_type, .. }
             | Command::GetShardRegionState { entity_type }
             | Command::GetEntityLocation { entity_type, .. }
             | Command::GetCurrentRegions { entity_type }
@@ -72,6 +73,9 @@ impl Node {
                     out.send(self.me, &entity_type, body);
                 }
                 out.reply(request, Ok(Reply::Accepted));
+            }
+            Command::SetActiveEntityLimit { limit, .. } => {
+                t.region.handle_set_entity_limit(now, request, limit, out);
             }
             Command::GetShardRegionState { .. } => t.region.handle_state_query(request, out),
             Command::GetEntityLocation { entity, .. } => {

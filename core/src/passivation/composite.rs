@@ -77,6 +77,20 @@ impl Composite {
         victims
     }
 
+    /// The limit changed from `old`: the sketch and the climber's period are sized for the
+    /// new one (as Akka's filter and optimizer on a new limit); the sketch starts empty.
+    pub(super) fn resize(&mut self, old: usize, limit: usize) {
+        if old == limit {
+            return;
+        }
+        if self.sketch.is_some() {
+            self.sketch = Some(Sketch::new(limit));
+        }
+        if self.climber.is_some() {
+            self.climber = Some(HillClimber::new(limit));
+        }
+    }
+
     /// Moves the window's overflow into the main area, each admitted only if the sketch
     /// counts it more often accessed than the main area's next victim; then trims the whole
     /// to `limit` (after the limit was lowered).

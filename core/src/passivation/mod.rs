@@ -36,6 +36,42 @@ use frequency::Frequency;
 use recency::Recency;
 use segmented::Segmented;
 
+/// An entity type's active-entity limit (Akka's `passivation.strategy` with an
+/// `active-entity-limit`): how many of its entities may be active at once in one region, and
+/// the policy choosing whom to passivate when a shard is over its share.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+pub struct ActiveEntityLimit {
+    /// Most entities active at once in one region (at least 1), divided evenly among the
+    /// shards it hosts (each shard is allowed one at least). `Command::SetActiveEntityLimit`
+    /// changes it at run time.
+    pub per_region: usize,
+    /// Whom a shard over its share passivates.
+    pub policy: ReplacementPolicy,
+}
+
+impl ActiveEntityLimit {
+    /// Akka's default strategy: 100,000 active entities per region under W-TinyLFU.
+    pub const DEFAULT: Self = Self {
+        per_region: 100_000,
+        policy: ReplacementPolicy::WINDOW_TINY_LFU,
+    };
+}
+
+impl Default for ActiveEntityLimit {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The share of a region's `limit` that the `index`th of its `shards` active shards (in id
+/// order) gets: an even division, the remainder going one each to the first shards, so the
+/// shares add up to the limit; at least one.
+pub fn share_of_limit(limit: usize, shards: usize, index: usize) -> usize {
+    let shards = shards.max(1);
+    let share = limit / shards + usize::from(index < limit % shards);
+    share.max(1)
+}
+
 /// Which entity a full shard passivates to make room.
 #[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
 pub enum ReplacementPolicy {
@@ -229,9 +265,10 @@ impl ActiveEntities {
     /// The limit changed to `limit` (a command, or the region dividing its limit among
     /// another number of shards): the entities to passivate to fit under it.
     pub fn set_limit(&mut self, limit: usize) -> Vec<EntityId> {
-        self.limit = limit.max(1);
+        let old = std::mem::replace(&mut self.limit, limit.max(1));
         let mut victims = Vec::new();
         if let Tracker::Composite(c) = &mut self.tracker {
+            c.resize(old, self.limit);
             c.fit(self.limit, &mut victims);
             return victims;
         }

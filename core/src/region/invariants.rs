@@ -8,7 +8,9 @@ impl Region {
     /// The buffer budget in use equals the letters buffered (by the region, and by its shards
     /// for stopping entities and starts being written); only hosted shards have timers or wait
     /// to start again after a stop; the region buffers nothing for a shard running here; its
-    /// tables' counts are exact; and it holds nothing once terminated.
+    /// tables' counts are exact; no shard runs more entities than its share of the
+    /// active-entity limit, and the shares add up to the limit; and it holds nothing once
+    /// terminated.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let broken = |what: String| {
             Err(format!(
@@ -43,6 +45,9 @@ impl Region {
                 "{shard} waits to start after a stop but is not hosted"
             ));
         }
+        if let Some(broke) = self.check_entity_limit() {
+            return broken(broke);
+        }
         if !self.shards.count_is_exact() || !self.homes.count_is_exact() {
             return broken("the shard table's or the homes' count is off".into());
         }
@@ -53,5 +58,26 @@ impl Region {
             return broken("it terminated but still hosts shards, letters or homes".into());
         }
         Ok(())
+    }
+
+    /// With an active-entity limit: each shard runs (not stopping) at most its share, and the
+    /// shares add up to the region's limit (one at least per shard).
+    fn check_entity_limit(&self) -> Option<String> {
+        let limit = self.entity_limit()?;
+        let mut shares = 0;
+        for (id, shard) in self.shards.iter() {
+            let Some(share) = shard.entity_limit() else {
+                return Some(format!("{id} has no share of the active-entity limit"));
+            };
+            let active = shard.active_entity_count();
+            if active > share {
+                return Some(format!(
+                    "{id} runs {active} entities over its share {share}"
+                ));
+            }
+            shares += share;
+        }
+        let most = limit.max(self.shards.keys().count());
+        (shares > most).then(|| format!("the shares add up to {shares}, over the limit {limit}"))
     }
 }

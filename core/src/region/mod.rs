@@ -17,6 +17,7 @@ mod from_peers;
 mod invariants;
 mod leases;
 mod lifecycle;
+mod limit;
 mod pending_queries;
 mod query;
 mod remembering;
@@ -36,7 +37,7 @@ use crate::lease::{LeaseOwner, LeaseTerms};
 use crate::members::MembershipView;
 use crate::message::Body;
 use crate::message::{Delivery, Letter};
-use crate::reason::DeadLetterReason;
+use crate::reason::{DeadLetterReason, PassivationCause};
 use crate::region::shard::{Shard, ShardSettings};
 use crate::remember::RememberSettings;
 use crate::rng::Rng;
@@ -122,6 +123,9 @@ pub(crate) struct Region {
     view: MembershipView,
     /// Queries asked of other members for the application, awaiting their answer.
     queries: PendingQueries,
+    /// Most entities active at once here, divided among the hosted shards, when the type
+    /// has an active-entity limit.
+    entity_limit: Option<usize>,
 }
 
 impl Region {
@@ -148,6 +152,7 @@ impl Region {
                 idle_after: config
                     .passivate_idle_after
                     .filter(|_| config.remember.is_none()),
+                limit_policy: config.active_entity_limit.map(|limit| limit.policy),
             },
             registration: Registration {
                 coordinator: None,
@@ -174,6 +179,7 @@ impl Region {
             seen_self: false,
             view: MembershipView::default(),
             queries: PendingQueries::default(),
+            entity_limit: config.active_entity_limit.map(|limit| limit.per_region),
         }
     }
 
@@ -211,7 +217,7 @@ impl Region {
         let shard_id = shard_of(entity, self.number_of_shards);
         match self.shards.get_mut(&shard_id) {
             Some(shard) => {
-                shard.handle_passivate(now, entity, out);
+                shard.handle_passivate(now, entity, PassivationCause::Requested, out);
                 self.touch(shard_id);
             }
             None => tracing::debug!(%entity, "passivate for a shard not hosted here"),
@@ -348,6 +354,7 @@ impl Region {
             self.buffers.prepend(shard, instance.take_waiting());
             let release = instance.take_lease_release();
             self.release_shard_lease(now, (shard, release), Vec::new(), out);
+            self.divide_entity_limit(now, out);
         }
         self.touch(shard);
         out.event(Event::ShardStopped {
@@ -395,6 +402,8 @@ impl Region {
             instance.start_remembering(settings, self.number_of_shards, out);
         }
         self.shards.insert(shard, instance);
+        // Before any letter reaches it.
+        self.divide_entity_limit(now, out);
         self.touch(shard);
         self.homes.insert(shard, self.me);
         self.send_to_coordinator(Body::ShardStarted { shard }, out);

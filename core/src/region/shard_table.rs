@@ -83,6 +83,7 @@ mod tests {
             stop_timeout: Duration::from_secs(10),
             handoff_stop_timeout: Duration::from_secs(55),
             idle_after: None,
+            limit_policy: None,
         };
         Shard::new(
             (ShardId(id), Epoch(0)),

@@ -77,7 +77,7 @@ pub enum StoreRequest {
         /// The type's number of shards, under which the store files its ids.
         number_of_shards: u32,
     },
-    /// Claim `epoch` for the shard and read its remembered ids.
+    /// Claim `epoch` for the shard and read its remembered ids, dormant ones excepted.
     Load {
         /// The shard's type.
         entity_type: EntityType,
@@ -101,6 +101,10 @@ pub enum StoreRequest {
         started: Vec<EntityId>,
         /// Ids to forget (sorted).
         stopped: Vec<EntityId>,
+        /// Ids to keep as dormant (sorted): remembered, but not returned by `Load` until a
+        /// later `started` names them again. An id the store does not hold is added dormant.
+        #[serde(default)]
+        dormant: Vec<EntityId>,
     },
 }
 

@@ -16,9 +16,11 @@
 //! makes it *pending*, and `Written` returns the ids whose start became durable, which the
 //! shard then starts (buffering their messages meanwhile, as Akka's `RememberingStart`).
 //! Passivation forgets an id; a crash of the entity or its node does not (the shard never
-//! calls `record_stopped` for it).
+//! calls `record_stopped` for it). A passivation by the active-entity limit keeps the id as
+//! *dormant*: remembered, but not loaded for recovery, so it starts again only on its next
+//! message (whose start is written first, as a new one's: it then runs through crashes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::hash::shard_of;
@@ -42,6 +44,15 @@ pub(crate) struct RememberOut {
     pub(crate) failures: Vec<String>,
     /// Loaded ids that map to another shard: never started here.
     pub(crate) misfiled: Vec<EntityId>,
+}
+
+/// How a stopped entity leaves the remembered set.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(crate) enum Leaving {
+    /// Forgotten (it was passivated on request or for idleness).
+    Forgotten,
+    /// Kept, dormant: not started again until it gets a message (passivated by the limit).
+    Dormant,
 }
 
 #[derive(Debug, PartialEq)]
@@ -69,14 +80,14 @@ pub(crate) struct Remembered {
     /// The load waits for `handle_go` (a shard under a lease loads once it holds the lease:
     /// the holder before it may record starts until its grant ends).
     held: bool,
-    /// The ids the store holds, as far as this shard knows.
+    /// The ids the store holds as running (not dormant), as far as this shard knows.
     stored: BTreeSet<EntityId>,
     /// Changes not yet sent.
     to_start: BTreeSet<EntityId>,
-    to_stop: BTreeSet<EntityId>,
+    to_stop: BTreeMap<EntityId, Leaving>,
     /// Changes sent in the request in flight.
     sent_start: BTreeSet<EntityId>,
-    sent_stop: BTreeSet<EntityId>,
+    sent_stop: BTreeMap<EntityId, Leaving>,
     failures: u32,
     retry_at: Option<Instant>,
     /// Loaded ids not started yet (throttled recovery), and when the next step is due.
@@ -109,9 +120,9 @@ impl Remembered {
             held,
             stored: BTreeSet::new(),
             to_start: BTreeSet::new(),
-            to_stop: BTreeSet::new(),
+            to_stop: BTreeMap::new(),
             sent_start: BTreeSet::new(),
-            sent_stop: BTreeSet::new(),
+            sent_stop: BTreeMap::new(),
             failures: 0,
             retry_at: None,
             recovering: BTreeSet::new(),
@@ -167,8 +178,8 @@ impl Remembered {
     #[cfg(test)]
     pub(crate) fn remembers(&self, id: &EntityId) -> bool {
         (self.stored.contains(id) || self.sent_start.contains(id) || self.to_start.contains(id))
-            && !self.sent_stop.contains(id)
-            && !self.to_stop.contains(id)
+            && !self.sent_stop.contains_key(id)
+            && !self.to_stop.contains_key(id)
     }
 
     /// An entity is about to start. `true`: it may start now (already durable); `false`: its
@@ -182,24 +193,33 @@ impl Remembered {
         self.to_stop.remove(id);
         // Started now: recovery must not start it again.
         self.recovering.remove(id);
-        if self.stored.contains(id) && !self.sent_stop.contains(id) {
+        if self.stored.contains(id) && !self.sent_stop.contains_key(id) {
             return true;
         }
-        if !self.sent_start.contains(id) || self.sent_stop.contains(id) {
+        if !self.sent_start.contains(id) || self.sent_stop.contains_key(id) {
             self.to_start.insert(id.clone());
         }
         self.send(out);
         false
     }
 
-    /// An entity was passivated: forget it. (A crash is not a passivation: never call this
-    /// for an entity that stopped on its own or died with its node.)
-    pub(crate) fn record_stopped(&mut self, id: &EntityId, out: &mut RememberOut) {
+    /// An entity was passivated: forget it, or keep it dormant. (A crash is not a
+    /// passivation: never call this for an entity that stopped on its own or died with its
+    /// node.)
+    pub(crate) fn record_stopped(
+        &mut self,
+        id: &EntityId,
+        leaving: Leaving,
+        out: &mut RememberOut,
+    ) {
         self.to_start.remove(id);
         self.recovering.remove(id);
         let written = self.stored.contains(id) || self.sent_start.contains(id);
-        if written && !self.sent_stop.contains(id) {
-            self.to_stop.insert(id.clone());
+        // A stop sent already settles it, unless this one asks for more (to forget an id the
+        // write in flight makes dormant).
+        let settled = self.sent_stop.get(id).is_some_and(|sent| *sent == leaving);
+        if written && !settled {
+            self.to_stop.insert(id.clone(), leaving);
         }
         self.send(out);
     }
@@ -250,11 +270,11 @@ impl Remembered {
             }
             StoreCompletion::Written if self.phase == Phase::Ready => {
                 self.failures = 0;
-                for id in std::mem::take(&mut self.sent_stop) {
+                for id in std::mem::take(&mut self.sent_stop).into_keys() {
                     self.stored.remove(&id);
                 }
                 for id in std::mem::take(&mut self.sent_start) {
-                    if !self.to_stop.contains(&id) {
+                    if !self.to_stop.contains_key(&id) {
                         out.start.push(id.clone());
                     }
                     self.stored.insert(id);
@@ -306,14 +326,15 @@ impl Remembered {
     /// retry, its start is written again rather than assumed durable.
     fn requeue(&mut self, now: Instant) {
         for id in std::mem::take(&mut self.sent_start) {
-            if !self.to_stop.contains(&id) {
+            if !self.to_stop.contains_key(&id) {
                 self.to_start.insert(id);
             }
         }
-        for id in std::mem::take(&mut self.sent_stop) {
+        for (id, leaving) in std::mem::take(&mut self.sent_stop) {
             self.stored.remove(&id);
             if !self.to_start.contains(&id) {
-                self.to_stop.insert(id);
+                // A newer stop of the same id (forgetting one sent as dormant) wins.
+                self.to_stop.entry(id).or_insert(leaving);
             }
         }
         self.failures += 1;
@@ -361,13 +382,18 @@ impl Remembered {
                 self.sent_start = std::mem::take(&mut self.to_start);
                 self.sent_stop = std::mem::take(&mut self.to_stop);
                 self.seq += 1;
+                let leaving = |kind| {
+                    let sent = self.sent_stop.iter().filter(move |(_, l)| **l == kind);
+                    sent.map(|(id, _)| id.clone()).collect()
+                };
                 StoreRequest::Update {
                     entity_type: self.entity_type.clone(),
                     shard: self.shard,
                     epoch: self.epoch,
                     seq: self.seq,
                     started: self.sent_start.iter().cloned().collect(),
-                    stopped: self.sent_stop.iter().cloned().collect(),
+                    stopped: leaving(Leaving::Forgotten),
+                    dormant: leaving(Leaving::Dormant),
                 }
             }
             Phase::Ready | Phase::Fenced => return,

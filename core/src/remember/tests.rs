@@ -41,6 +41,7 @@ fn update(seq: u64, started: &[&str], stopped: &[&str]) -> StoreRequest {
         seq,
         started: ids(started),
         stopped: ids(stopped),
+        dormant: Vec::new(),
     }
 }
 
@@ -119,7 +120,7 @@ fn one_write_is_in_flight_and_later_changes_are_batched_behind_it() {
     let mut out = RememberOut::default();
     assert!(!r.record_started(&id("b"), &mut out));
     assert!(!r.record_started(&id("c"), &mut out));
-    r.record_stopped(&id("old"), &mut out);
+    r.record_stopped(&id("old"), Leaving::Forgotten, &mut out);
     assert!(out.requests.is_empty(), "one write in flight");
     assert!(r.remembers(&id("b")) && !r.remembers(&id("old")));
 
@@ -138,7 +139,7 @@ fn a_passivation_during_the_write_of_its_start_forgets_it_next() {
     let mut r = loaded(&[]);
     let mut out = RememberOut::default();
     r.record_started(&id("a"), &mut out);
-    r.record_stopped(&id("a"), &mut out);
+    r.record_stopped(&id("a"), Leaving::Forgotten, &mut out);
     let mut out = RememberOut::default();
     done(&mut r, at(1), StoreCompletion::Written, &mut out);
     assert!(out.start.is_empty(), "stopped before its start was durable");
@@ -226,7 +227,7 @@ fn a_fenced_instance_writes_nothing_more() {
     assert_eq!(out.failures.len(), 1);
     let mut out = RememberOut::default();
     r.record_started(&id("c"), &mut out);
-    r.record_stopped(&id("a"), &mut out);
+    r.record_stopped(&id("a"), Leaving::Forgotten, &mut out);
     r.handle_wakeup(at(10_000), &mut out);
     assert_eq!(out, RememberOut::default());
     assert_eq!(r.next_wakeup(), None);
@@ -263,7 +264,7 @@ fn a_restart_after_a_failed_stop_is_written_again_not_assumed_durable() {
     // The stop may have been applied although its answer was lost.
     let mut r = loaded(&["a"]);
     let mut out = RememberOut::default();
-    r.record_stopped(&id("a"), &mut out);
+    r.record_stopped(&id("a"), Leaving::Forgotten, &mut out);
     assert_eq!(out.requests, vec![update(1, &[], &["a"])]);
     done(
         &mut r,
@@ -301,7 +302,7 @@ fn an_entity_started_or_passivated_before_its_recovery_step_is_not_recovered() {
     // A message starts "b" (durable already); "c" is passivated before its turn.
     let mut out = RememberOut::default();
     assert!(r.record_started(&id("b"), &mut out));
-    r.record_stopped(&id("c"), &mut out);
+    r.record_stopped(&id("c"), Leaving::Forgotten, &mut out);
     for second in 1..4 {
         r.handle_wakeup(at(second * 1_000), &mut out);
     }
@@ -419,4 +420,42 @@ fn a_held_load_waits_for_the_go_and_nothing_is_sent_before_it() {
     );
     r.handle_go(&mut out);
     assert_eq!(out.requests.len(), 1, "a second go sends nothing more");
+}
+
+/// A dormant id sent, then forgotten before the write lands: the next write forgets it; and
+/// a dormant id started again is written as started, once.
+#[test]
+fn a_dormant_id_forgotten_or_started_again_is_written_once_more() {
+    let mut out = RememberOut::default();
+    let mut r = loaded(&["a", "b"]);
+    r.record_stopped(&id("a"), Leaving::Dormant, &mut out);
+    let sent = out.requests.pop().expect("a write");
+    let StoreRequest::Update {
+        stopped, dormant, ..
+    } = &sent
+    else {
+        panic!("{sent:?}");
+    };
+    assert_eq!((stopped.len(), dormant.as_slice()), (0, &ids(&["a"])[..]));
+    assert!(!r.remembers(&id("a")));
+    // Dormant again: nothing more to write. Forgotten: a second write, after the first.
+    r.record_stopped(&id("a"), Leaving::Dormant, &mut out);
+    r.record_stopped(&id("a"), Leaving::Forgotten, &mut out);
+    assert!(out.requests.is_empty(), "one write in flight");
+    r.handle_completion(Instant::ZERO, 1, StoreCompletion::Written, &mut out);
+    assert_eq!(out.requests, [update(2, &[], &["a"])]);
+    // b dormant, then started again before its write lands: started, after it.
+    out.requests.clear();
+    r.handle_completion(Instant::ZERO, 2, StoreCompletion::Written, &mut out);
+    r.record_stopped(&id("b"), Leaving::Dormant, &mut out);
+    out.requests.clear();
+    assert!(
+        !r.record_started(&id("b"), &mut out),
+        "its start must be written"
+    );
+    r.handle_completion(Instant::ZERO, 3, StoreCompletion::Written, &mut out);
+    assert_eq!(out.requests, [update(4, &["b"], &[])]);
+    out.requests.clear();
+    r.handle_completion(Instant::ZERO, 4, StoreCompletion::Written, &mut out);
+    assert_eq!(out.start, [id("b")]);
 }

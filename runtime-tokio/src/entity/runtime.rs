@@ -192,7 +192,7 @@ impl EntityRuntime {
         };
         match reason {
             // Closing the mailbox lets the task finish what is queued, then run its stop hook.
-            StopReason::Passivation | StopReason::HandOff => running.mailbox = None,
+            StopReason::Passivation(_) | StopReason::HandOff => running.mailbox = None,
             StopReason::Forced => running.task.abort(),
         }
     }

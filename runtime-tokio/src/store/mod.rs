@@ -108,6 +108,10 @@ pub struct Update<'a> {
     pub started: &'a [EntityId],
     /// Entities to forget (passivated).
     pub stopped: &'a [EntityId],
+    /// Entities to keep as dormant (passivated by the active-entity limit): remembered, but
+    /// not returned by [`RememberStore::load`] until a later update starts them again. One
+    /// the store does not hold is added dormant.
+    pub dormant: &'a [EntityId],
 }
 
 /// Where remembered entity ids are kept (object-safe: a node holds an `Arc<dyn RememberStore>`).
@@ -157,6 +161,7 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_entities (
     entity_type TEXT NOT NULL,
     shard BIGINT NOT NULL,
     entity_id TEXT NOT NULL,
+    dormant BOOLEAN NOT NULL DEFAULT FALSE,
     PRIMARY KEY (entity_type, shard, entity_id)
 );
 CREATE TABLE IF NOT EXISTS shoal_remembered_types (
@@ -165,10 +170,22 @@ CREATE TABLE IF NOT EXISTS shoal_remembered_types (
 );
 ";
 
-/// The column a claim table made before shard-lease tokens fenced writes lacks; the stores
-/// add it when they open one (PostgreSQL with `IF NOT EXISTS`, SQLite after looking).
+/// Columns that tables made by earlier versions lack, as `(table, column, definition)`: the
+/// claim table's shard-lease token and the entity table's dormant flag. The stores add them
+/// when they open a database (PostgreSQL with `IF NOT EXISTS`, SQLite after looking).
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-const LEASE_TOKEN_COLUMN: &str = "lease_token BIGINT NOT NULL DEFAULT 0";
+const ADDED_COLUMNS: [(&str, &str, &str); 2] = [
+    (
+        "shoal_remembered_shards",
+        "lease_token",
+        "BIGINT NOT NULL DEFAULT 0",
+    ),
+    (
+        "shoal_remembered_entities",
+        "dormant",
+        "BOOLEAN NOT NULL DEFAULT FALSE",
+    ),
+];
 
 /// Carries out one of the core's store requests against `store`, within `timeout`: the
 /// completion the core is to be told. A refusal for the epoch is `Fenced`; anything else that
@@ -213,6 +230,7 @@ async fn carry_out(
             seq,
             started,
             stopped,
+            dormant,
         } => {
             let update = Update {
                 entity_type,
@@ -221,6 +239,7 @@ async fn carry_out(
                 seq: *seq,
                 started,
                 stopped,
+                dormant,
             };
             tokio::time::timeout(timeout, store.update(update))
                 .await

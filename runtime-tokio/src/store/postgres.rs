@@ -11,7 +11,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::{Client, NoTls, Statement, Transaction};
 
 use super::sql::{
-    CLAIM_OF_LOCKED, CLAIM_ROW, ClaimRow, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile,
+    CLAIM_OF_LOCKED, CLAIM_ROW, COPY_ENTRY, ClaimRow, ENTRIES, FILED_UNDER, FORGET, LOAD, Refile,
     SET_CLAIM, SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch,
     unavailable, verdict,
 };
@@ -94,14 +94,10 @@ impl PostgresStore {
         let url = url.into();
         let client = connect(&url).await?;
         client.batch_execute(SCHEMA).await.map_err(unavailable)?;
-        let add_token = format!(
-            "ALTER TABLE shoal_remembered_shards ADD COLUMN IF NOT EXISTS {}",
-            super::LEASE_TOKEN_COLUMN
-        );
-        client
-            .batch_execute(&add_token)
-            .await
-            .map_err(unavailable)?;
+        for (table, column, definition) in super::ADDED_COLUMNS {
+            let add = format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}");
+            client.batch_execute(&add).await.map_err(unavailable)?;
+        }
         (client.batch_execute(super::STATE_SCHEMA).await).map_err(unavailable)?;
         (client.batch_execute(super::QUEUE_SCHEMA).await).map_err(unavailable)?;
         (client.batch_execute(super::LEASE_SCHEMA).await).map_err(unavailable)?;
@@ -218,6 +214,7 @@ impl RememberStore for PostgresStore {
             let shard = i64::from(update.shard.0);
             let started: Vec<&str> = update.started.iter().map(EntityId::as_str).collect();
             let stopped: Vec<&str> = update.stopped.iter().map(EntityId::as_str).collect();
+            let dormant: Vec<&str> = update.dormant.iter().map(EntityId::as_str).collect();
             let mut guard = self.client().await?;
             let connected = guard.as_mut().expect("connected above");
             let tx = connected.client.transaction().await.map_err(unavailable)?;
@@ -239,11 +236,16 @@ impl RememberStore for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             }
-            if !started.is_empty() {
+            // Started ids run (woken if dormant); dormant ones are kept, not loaded.
+            for (ids, dormant) in [(&dormant, true), (&started, false)] {
+                if ids.is_empty() {
+                    continue;
+                }
                 tx.execute(
-                    "INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id)
-                     SELECT $1, $2, id FROM unnest($3::text[]) AS id ON CONFLICT DO NOTHING",
-                    &[&entity_type, &shard, &started],
+                    "INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id, dormant)
+                     SELECT $1, $2, id, $4 FROM unnest($3::text[]) AS id
+                     ON CONFLICT (entity_type, shard, entity_id) DO UPDATE SET dormant = $4",
+                    &[&entity_type, &shard, ids, &dormant],
                 )
                 .await
                 .map_err(unavailable)?;
@@ -326,10 +328,10 @@ async fn refile(
         .get(0);
     let plan = Refile::plan(entries, number_of_shards, top)?;
     for (from, to, id) in &plan.moves {
-        tx.execute(FORGET, &[&entity_type, from, id])
+        tx.execute(COPY_ENTRY, &[&entity_type, from, id, to])
             .await
             .map_err(unavailable)?;
-        tx.execute(REMEMBER, &[&entity_type, to, id])
+        tx.execute(FORGET, &[&entity_type, from, id])
             .await
             .map_err(unavailable)?;
     }

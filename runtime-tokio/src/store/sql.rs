@@ -40,9 +40,9 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (entity_type, shard) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq,
 lease_token = excluded.lease_token";
 
-/// The shard's remembered ids.
+/// The shard's remembered ids, dormant ones excepted.
 pub(super) const LOAD: &str = "SELECT entity_id FROM shoal_remembered_entities
-WHERE entity_type = $1 AND shard = $2 ORDER BY entity_id";
+WHERE entity_type = $1 AND shard = $2 AND NOT dormant ORDER BY entity_id";
 
 /// Every shard with an epoch (every shard ever loaded), with it.
 pub(super) const SHARDS: &str = "SELECT shard, epoch FROM shoal_remembered_shards
@@ -69,9 +69,27 @@ pub(super) const TOP_EPOCH: &str =
 pub(super) const FORGET: &str = "DELETE FROM shoal_remembered_entities
 WHERE entity_type = $1 AND shard = $2 AND entity_id = $3";
 
-/// Remembers one id in a shard: `$1` type, `$2` shard, `$3` id.
+/// Remembers one id in a shard as running (waking it if dormant): `$1` type, `$2` shard, `$3`
+/// id.
+#[cfg(feature = "sqlite")]
 pub(super) const REMEMBER: &str = "
-INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id) VALUES ($1, $2, $3)
+INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id, dormant)
+VALUES ($1, $2, $3, FALSE)
+ON CONFLICT (entity_type, shard, entity_id) DO UPDATE SET dormant = FALSE";
+
+/// Keeps one id of a shard as dormant (adding it if missing): `$1` type, `$2` shard, `$3` id.
+#[cfg(feature = "sqlite")]
+pub(super) const KEEP_DORMANT: &str = "
+INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id, dormant)
+VALUES ($1, $2, $3, TRUE)
+ON CONFLICT (entity_type, shard, entity_id) DO UPDATE SET dormant = TRUE";
+
+/// Copies one id's entry, dormant or not, from shard `$2` to shard `$4` (a refile; `FORGET`
+/// then removes the original): `$1` type, `$3` id. An entry already there is kept.
+pub(super) const COPY_ENTRY: &str = "
+INSERT INTO shoal_remembered_entities (entity_type, shard, entity_id, dormant)
+SELECT entity_type, CAST($4 AS BIGINT), entity_id, dormant FROM shoal_remembered_entities
+WHERE entity_type = $1 AND shard = $2 AND entity_id = $3
 ON CONFLICT DO NOTHING";
 
 /// Sets a shard's epoch (above every other of the type: a refile's) and resets its sequence.

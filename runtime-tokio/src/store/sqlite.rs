@@ -13,8 +13,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use shoal_core::{EntityId, EntityType, Epoch, FencingClaim, ShardId};
 
 use super::sql::{
-    CLAIM_OF, ClaimRow, ENTRIES, FILED_UNDER, FORGET, LOAD, REMEMBER, Refile, SET_CLAIM, SET_EPOCH,
-    SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch, unavailable, verdict,
+    CLAIM_OF, COPY_ENTRY, ClaimRow, ENTRIES, FILED_UNDER, FORGET, KEEP_DORMANT, LOAD, REMEMBER,
+    Refile, SET_CLAIM, SET_EPOCH, SET_FILED_UNDER, SHARDS, TOP_EPOCH, count_value, shard_epoch,
+    unavailable, verdict,
 };
 use super::{RememberStore, SCHEMA, StoreError, Update};
 
@@ -50,7 +51,7 @@ impl SqliteStore {
             .execute_batch("PRAGMA synchronous = NORMAL;")
             .map_err(unavailable)?;
         connection.execute_batch(SCHEMA).map_err(unavailable)?;
-        add_lease_token(&mut connection)?;
+        add_missing_columns(&mut connection)?;
         (connection.execute_batch(super::STATE_SCHEMA)).map_err(unavailable)?;
         (connection.execute_batch(super::QUEUE_SCHEMA)).map_err(unavailable)?;
         (connection.execute_batch(super::LEASE_SCHEMA)).map_err(unavailable)?;
@@ -96,26 +97,24 @@ impl Drop for Abandon {
     }
 }
 
-/// Adds the lease-token column to a claim table made before it existed, in an immediate
-/// transaction so that two processes opening the file at once do not both add it.
-fn add_lease_token(connection: &mut Connection) -> Result<(), StoreError> {
+/// Adds the columns tables made by earlier versions lack, in an immediate transaction so
+/// that two processes opening the file at once do not both add one.
+fn add_missing_columns(connection: &mut Connection) -> Result<(), StoreError> {
     let tx = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)?;
-    let present: i64 = tx
-        .query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('shoal_remembered_shards') \
-             WHERE name = 'lease_token'",
-            [],
-            |row| row.get(0),
-        )
-        .map_err(unavailable)?;
-    if present == 0 {
-        let add = format!(
-            "ALTER TABLE shoal_remembered_shards ADD COLUMN {}",
-            super::LEASE_TOKEN_COLUMN
-        );
-        tx.execute_batch(&add).map_err(unavailable)?;
+    for (table, column, definition) in super::ADDED_COLUMNS {
+        let present: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                params![table, column],
+                |row| row.get(0),
+            )
+            .map_err(unavailable)?;
+        if present == 0 {
+            let add = format!("ALTER TABLE {table} ADD COLUMN {column} {definition}");
+            tx.execute_batch(&add).map_err(unavailable)?;
+        }
     }
     tx.commit().map_err(unavailable)
 }
@@ -203,21 +202,21 @@ impl RememberStore for SqliteStore {
         let (epoch, seq) = (update.epoch, update.seq);
         let started: Vec<String> = update.started.iter().map(|e| e.as_str().into()).collect();
         let stopped: Vec<String> = update.stopped.iter().map(|e| e.as_str().into()).collect();
+        let dormant: Vec<String> = update.dormant.iter().map(|e| e.as_str().into()).collect();
         self.with(move |connection| {
             let tx = connection
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(unavailable)?;
             claim(&tx, &entity_type, shard, epoch, seq)?;
-            {
-                let mut forget = tx.prepare_cached(&sql(FORGET)).map_err(unavailable)?;
-                for id in &stopped {
-                    forget
-                        .execute(params![entity_type, shard, id])
-                        .map_err(unavailable)?;
-                }
-                let mut remember = tx.prepare_cached(&sql(REMEMBER)).map_err(unavailable)?;
-                for id in &started {
-                    remember
+            let changes = [
+                (FORGET, &stopped),
+                (KEEP_DORMANT, &dormant),
+                (REMEMBER, &started),
+            ];
+            for (statement, ids) in changes {
+                let mut change = tx.prepare_cached(&sql(statement)).map_err(unavailable)?;
+                for id in ids {
+                    change
                         .execute(params![entity_type, shard, id])
                         .map_err(unavailable)?;
                 }
@@ -292,13 +291,12 @@ fn refile(
     let plan = Refile::plan(entries, number_of_shards, top)?;
     {
         let mut forget = tx.prepare_cached(&sql(FORGET)).map_err(unavailable)?;
-        let mut remember = tx.prepare_cached(&sql(REMEMBER)).map_err(unavailable)?;
+        let mut copy = tx.prepare_cached(&sql(COPY_ENTRY)).map_err(unavailable)?;
         for (from, to, id) in &plan.moves {
+            copy.execute(params![entity_type, from, id, to])
+                .map_err(unavailable)?;
             forget
                 .execute(params![entity_type, from, id])
-                .map_err(unavailable)?;
-            remember
-                .execute(params![entity_type, to, id])
                 .map_err(unavailable)?;
         }
         let mut set_epoch = tx.prepare_cached(&sql(SET_EPOCH)).map_err(unavailable)?;

@@ -82,6 +82,9 @@ impl fmt::Display for Options {
         if self.network.lanes {
             write!(f, " lanes")?;
         }
+        if let Some(limit) = &self.cluster.active_entity_limit {
+            write!(f, " limit={}x{:?}", limit.per_region, limit.policy)?;
+        }
         if self.cluster.min_registered_regions != 1 {
             write!(
                 f,

@@ -68,6 +68,7 @@ impl Options {
                 allocation: AllocationStrategyConfig::default(),
                 min_registered_regions: 1,
                 drift_ppm,
+                active_entity_limit: None,
             },
             network: NetworkOptions {
                 slow_link: None,
@@ -333,6 +334,15 @@ impl Options {
                 // backoff ends (the restart must then not happen).
                 o.host.self_stop = o.host.self_stop.max(0.01);
             }
+            Family::ActiveLimit => {
+                // Few shards, so that a region's limit is more than one per shard; members
+                // leave and come back, so that shards move and the limit is re-divided.
+                let (shards, limit) = draw_limit(seed);
+                (o.cluster.shards, o.cluster.active_entity_limit) = (shards, Some(limit));
+                f.leave_every = Some(secs(25));
+                f.rejoin_after_leave = true;
+                o.host.passivate = 0.01;
+            }
             Family::MassShutdown => {
                 nodes = 7;
                 f.leave_every = Some(secs(4));
@@ -412,4 +422,30 @@ impl Remember {
             outages_around_moves: true,
         }
     }
+}
+
+/// Draws the active-limit family's number of shards and limit (from a stream of its own): 2 to
+/// 8 shards, under a limit per region of 1 to 4 entities per shard of the whole type, so that
+/// regions hold several shards each and their entities (tens to hundreds, Zipf-addressed) are
+/// passivated by the limit all the time.
+fn draw_limit(seed: u64) -> (u32, shoal_core::passivation::ActiveEntityLimit) {
+    use shoal_core::passivation::{ActiveEntityLimit, Admission, ReplacementPolicy};
+    let mut r = SimRng::of(seed, Stream::Limit);
+    let shards = r.range(2, 9) as u32;
+    let per_region = shards as usize * r.range(1, 5) as usize;
+    let (_, mut policy) = ReplacementPolicy::ALL[r.range(0, 6) as usize];
+    match &mut policy {
+        ReplacementPolicy::SegmentedLeastRecentlyUsed { protected_percent } => {
+            *protected_percent = r.range(0, 101) as u8;
+        }
+        ReplacementPolicy::WindowTinyLfu(admission) => {
+            *admission = Admission {
+                window_per_mille: r.range(1, 1001) as u16,
+                adaptive: r.chance(0.7),
+                frequency_filter: r.chance(0.7),
+            };
+        }
+        _ => {}
+    }
+    (shards, ActiveEntityLimit { per_region, policy })
 }

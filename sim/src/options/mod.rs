@@ -40,11 +40,16 @@ pub enum Family {
     /// holding a lease (the downing lease, else a shard's) pauses while downing decides:
     /// exactly one side may serve. Half the seeds of the partitions family.
     EqualHalves,
+    /// Small active-entity limits over few shards, every replacement policy: entities
+    /// passivated by the limit all the time while members leave and come back, some
+    /// remembered (dormant until their next message). Half the seeds of the
+    /// mass-passivation family.
+    ActiveLimit,
 }
 
 impl Family {
-    /// Every family.
-    pub const ALL: [Self; 12] = [
+    /// Every family (the default batch cycles through those before `EqualHalves`).
+    pub const ALL: [Self; 13] = [
         Self::Swarm,
         Self::Steady,
         Self::RollingRestart,
@@ -57,18 +62,21 @@ impl Family {
         Self::MassShutdown,
         Self::FullRestart,
         Self::EqualHalves,
+        Self::ActiveLimit,
     ];
 
-    /// The family the default batch, `sweep` and `replay` use for `seed`: all but the last in
-    /// turn by seed, half of the partitions seeds splitting into equal halves.
+    /// The family the default batch, `sweep` and `replay` use for `seed`: those before
+    /// `EqualHalves` in turn by seed, half of the partitions seeds splitting into equal
+    /// halves and half of the mass-passivation seeds running under active-entity limits.
     pub fn of_seed(seed: u64) -> Self {
-        let cycle = &Self::ALL[..Self::ALL.len() - 1];
+        let cycle = &Self::ALL[..Self::ALL.len() - 2];
         let family = cycle[(seed % cycle.len() as u64) as usize];
         let halves = || crate::rng::SimRng::of(seed, crate::rng::Stream::Family).chance(0.5);
-        if family == Self::Partitions && halves() {
-            return Self::EqualHalves;
+        match family {
+            Self::Partitions if halves() => Self::EqualHalves,
+            Self::MassPassivation if halves() => Self::ActiveLimit,
+            _ => family,
         }
-        family
     }
 
     /// The command-line name.
@@ -86,6 +94,7 @@ impl Family {
             Self::MassShutdown => "mass-shutdown",
             Self::FullRestart => "full-restart",
             Self::EqualHalves => "equal-halves",
+            Self::ActiveLimit => "active-limit",
         }
     }
 
@@ -434,6 +443,8 @@ pub struct ClusterOptions {
     pub min_registered_regions: usize,
     /// Maximum clock drift per node, in parts per million.
     pub drift_ppm: u32,
+    /// The type's active-entity limit per region, if any (the active-limit family).
+    pub active_entity_limit: Option<shoal_core::passivation::ActiveEntityLimit>,
 }
 
 /// The network between the nodes.

@@ -332,7 +332,7 @@ impl Host {
 
 #[cfg(test)]
 mod tests {
-    use shoal_core::ShardId;
+    use shoal_core::{PassivationCause, ShardId};
 
     use super::*;
 
@@ -388,8 +388,12 @@ mod tests {
         host.set_behaviour(Box::new(Slow));
         host.run(at(0), n, start(&e)).expect("starts");
         // A graceful stop, then a forced one a second later: both end incarnation 1.
-        host.run(at(0), n, stop(&e, StopReason::Passivation))
-            .expect("stops");
+        host.run(
+            at(0),
+            n,
+            stop(&e, StopReason::Passivation(PassivationCause::Requested)),
+        )
+        .expect("stops");
         host.run(at(1), n, stop(&e, StopReason::Forced))
             .expect("stops");
         run_due(&mut host, at(3));
@@ -410,8 +414,12 @@ mod tests {
         let mut host = Host::new();
         host.set_behaviour(Box::new(StopPolicy::Manual));
         host.run(at(0), n, start(&e)).expect("starts");
-        host.run(at(0), n, stop(&e, StopReason::Passivation))
-            .expect("stops");
+        host.run(
+            at(0),
+            n,
+            stop(&e, StopReason::Passivation(PassivationCause::Requested)),
+        )
+        .expect("stops");
         host.set_behaviour(Box::new(Slow));
         host.run(at(0), NodeId(3), start(&e))
             .expect_err("already runs on n2");

@@ -186,6 +186,7 @@ impl Simulator {
         for (shard, waiting_for) in decided.abandoned {
             self.handoff_abandoned(n, shard, &waiting_for);
         }
+        self.check_entity_limit(n, member);
         let node = self.nodes.get_mut(&n).expect("node still running");
         let busy = node.driver.busy_loops();
         let next = node

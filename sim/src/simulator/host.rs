@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use shoal_core::{EntityEffect, EntityId, Input, MemberId, Payload, StopReason};
+use shoal_core::{EntityEffect, EntityId, Input, MemberId, PassivationCause, Payload, StopReason};
 
 use crate::check::Property;
 use crate::entity_host::{Life, StopPlan};
@@ -71,7 +71,7 @@ impl Simulator {
                     self.mark(
                         "a stopped entity restarted at once for messages that raced its stop",
                     );
-                    if reason == Some(StopReason::Passivation) {
+                    if matches!(reason, Some(StopReason::Passivation(_))) {
                         self.mark("passivation raced a delivery");
                     }
                 }
@@ -135,9 +135,10 @@ impl Simulator {
                 let Some(key) = self.host.running(member, &entity) else {
                     return;
                 };
-                if reason == StopReason::Passivation {
-                    self.remembered_passivating(key.clone());
-                    self.check_idle_passivation(member, &entity);
+                if let StopReason::Passivation(cause) = reason {
+                    let dormant = cause == PassivationCause::Limit;
+                    self.remembered_passivating(key.clone(), dormant);
+                    self.check_passivation(member, &entity, cause);
                 }
                 self.idleness.ended(member, &entity);
                 match self.host.plan_stop(&key, reason) {
@@ -240,11 +241,24 @@ impl Simulator {
         self.idleness.active(self.now, member, entity);
     }
 
-    /// `member` passivates `entity`: unless the entity asked, it must have been idle long
-    /// enough.
-    fn check_idle_passivation(&mut self, member: MemberId, entity: &EntityId) {
-        match self.idleness.passivated(self.now, member, entity) {
+    /// `member` passivates `entity` for `cause`: one that asked, one idle long enough, or
+    /// one the limit chose in a run with a limit.
+    fn check_passivation(&mut self, member: MemberId, entity: &EntityId, cause: PassivationCause) {
+        if cause == PassivationCause::Limit {
+            if self.opts.cluster.active_entity_limit.is_none() {
+                let detail = format!("{member} passivated {entity} for a limit it does not have");
+                self.check
+                    .fail(self.now, Property::Passivation, entity, detail);
+            }
+            return self.mark("a node passivated an entity over its active-entity limit");
+        }
+        match self.idleness.passivated(self.now, member, entity, cause) {
             Passivated::Asked => {}
+            Passivated::Unasked => {
+                let detail = format!("{member} passivated {entity} as asked, unasked");
+                self.check
+                    .fail(self.now, Property::Passivation, entity, detail);
+            }
             Passivated::Unexpected => {
                 let detail = format!("{member} passivated remembered {entity} for idleness");
                 self.check
@@ -259,6 +273,26 @@ impl Simulator {
                 self.check
                     .fail(self.now, Property::Passivation, entity, detail);
             }
+        }
+    }
+
+    /// Under an active-entity limit, the entities `member` runs and has not asked to stop are
+    /// at most its region's limit (or one per hosted shard, if it hosts more shards than
+    /// that), whatever just happened: a newcomer's start comes after its victims' stops.
+    pub(super) fn check_entity_limit(&mut self, n: shoal_core::NodeId, member: MemberId) {
+        let Some(limit) = self.opts.cluster.active_entity_limit else {
+            return;
+        };
+        let Some(node) = self.nodes.get(&n).filter(|node| node.id == member) else {
+            return;
+        };
+        let running = node.ledger.running(&self.ty);
+        let hosted = node.driver.node().hosted_shards(&self.ty).len();
+        let most = limit.per_region.max(hosted);
+        if running > most {
+            let detail = format!("{member} runs {running} entities, over its limit {most}");
+            self.check
+                .fail(self.now, Property::Passivation, member, detail);
         }
     }
 }

@@ -385,6 +385,7 @@ impl Simulator {
             .map(|l| l.terms(forced_stop));
         t.allocation = self.opts.cluster.allocation.clone();
         t.min_registered_regions = self.opts.cluster.min_registered_regions;
+        t.active_entity_limit = self.opts.cluster.active_entity_limit;
         let bystander = self.opts.cluster.bystander == Some(node);
         let mut config = Config::new(node, incarnation);
         config.address = crate::nodes::address_of(node);

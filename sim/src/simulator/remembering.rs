@@ -158,15 +158,16 @@ impl Simulator {
 
     /// An entity started: remembering owes it a life until it is passivated.
     pub(crate) fn remembered_started(&mut self, entity: &EntityId) {
-        if let Some(r) = &mut self.remembering {
-            r.started(entity);
+        let dormant = (self.remembering.as_mut()).is_some_and(|r| r.started(entity));
+        if dormant {
+            self.mark("a remembered entity the limit passivated started again");
         }
     }
 
-    /// The node asked the incarnation `key` to passivate.
-    pub(crate) fn remembered_passivating(&mut self, key: Life) {
+    /// The node asked the incarnation `key` to passivate (`dormant`: for the limit).
+    pub(crate) fn remembered_passivating(&mut self, key: Life, dormant: bool) {
         if let Some(r) = &mut self.remembering {
-            r.passivating(key);
+            r.passivating(key, dormant);
         }
     }
 

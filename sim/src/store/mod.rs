@@ -11,7 +11,7 @@
 //! than one the shard was loaded with, and no two members ever load a shard at one epoch (the
 //! coordinators' epochs are unique per allocation).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use shoal_core::{
@@ -65,7 +65,8 @@ struct Record {
     seq: u64,
     /// The newest shard-lease token a state call claimed.
     token: shoal_core::lease::FencingToken,
-    ids: BTreeSet<EntityId>,
+    /// Remembered ids, each with whether it is dormant (kept, but not loaded).
+    ids: BTreeMap<EntityId, bool>,
     /// The newest accepted load: its epoch and the member whose instance made it.
     loaded: Option<(u64, MemberId)>,
     /// Listed by `Shards`: loaded once, or given ids by a refile.
@@ -344,10 +345,14 @@ impl SimStore {
                 }
                 record.loaded = Some((epoch.0, origin));
                 record.listed = true;
-                StoreCompletion::Loaded(record.ids.iter().cloned().collect())
+                let running = record.ids.iter().filter(|(_, dormant)| !**dormant);
+                StoreCompletion::Loaded(running.map(|(id, _)| id.clone()).collect())
             }
             StoreRequest::Update {
-                started, stopped, ..
+                started,
+                stopped,
+                dormant,
+                ..
             } => {
                 // Writes come after the instance's load, from the member that loaded.
                 if record.loaded != Some((epoch.0, origin)) {
@@ -360,7 +365,12 @@ impl SimStore {
                 for id in stopped {
                     record.ids.remove(id);
                 }
-                record.ids.extend(started.iter().cloned());
+                record
+                    .ids
+                    .extend(dormant.iter().map(|id| (id.clone(), true)));
+                record
+                    .ids
+                    .extend(started.iter().map(|id| (id.clone(), false)));
                 StoreCompletion::Written
             }
         }
@@ -378,7 +388,7 @@ impl SimStore {
         let moves: Vec<(ShardId, ShardId, EntityId)> = (self.records.iter())
             .filter(|(key, _)| of_type(key))
             .flat_map(|((_, from), r)| {
-                r.ids.iter().filter_map(move |id| {
+                r.ids.keys().filter_map(move |id| {
                     let to = shoal_core::shard_of(id, number_of_shards);
                     (to != *from).then(|| (*from, to, id.clone()))
                 })
@@ -395,10 +405,10 @@ impl SimStore {
         for (from, to, id) in moves {
             let source = self.records.get_mut(&(entity_type.clone(), from));
             let source = source.expect("a listed entry");
-            source.ids.remove(&id);
+            let dormant = source.ids.remove(&id).unwrap_or(false);
             (source.epoch, source.seq) = (top + 1, 0);
             let target = self.records.entry((entity_type.clone(), to)).or_default();
-            target.ids.insert(id);
+            target.ids.entry(id).or_insert(dormant);
             (target.epoch, target.seq, target.listed) = (top + 1, 0, true);
         }
     }
@@ -407,7 +417,7 @@ impl SimStore {
     pub(crate) fn remembered_ids(&self, entity_type: &EntityType) -> Vec<(String, u32)> {
         (self.records.iter())
             .filter(|((t, _), _)| t == entity_type)
-            .flat_map(|((_, shard), r)| r.ids.iter().map(|id| (id.as_str().to_owned(), shard.0)))
+            .flat_map(|((_, shard), r)| r.ids.keys().map(|id| (id.as_str().to_owned(), shard.0)))
             .collect()
     }
 
@@ -416,7 +426,7 @@ impl SimStore {
     pub(crate) fn remembered(&self, entity_type: &EntityType, shard: ShardId) -> Vec<EntityId> {
         self.records
             .get(&(entity_type.clone(), shard))
-            .map(|r| r.ids.iter().cloned().collect())
+            .map(|r| r.ids.keys().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -459,6 +469,7 @@ mod tests {
             seq,
             started: started.iter().map(|s| EntityId::from(*s)).collect(),
             stopped: stopped.iter().map(|s| EntityId::from(*s)).collect(),
+            dormant: Vec::new(),
         }
     }
 
@@ -680,6 +691,7 @@ mod tests {
                 seq,
                 started,
                 stopped,
+                dormant: Vec::new(),
             };
             assert_eq!(ask(s, now, write).1, StoreCompletion::Written);
         }
@@ -729,6 +741,7 @@ mod tests {
             seq: 2,
             started: vec![EntityId::from("x")],
             stopped: Vec::new(),
+            dormant: Vec::new(),
         };
         let now = Instant::from_secs(3);
         assert_eq!(ask(&mut s, now, late).1, StoreCompletion::Fenced(Epoch(4)));

@@ -20,12 +20,14 @@ use crate::effect::{Effects, EntityEffect};
 use crate::id::{EntityId, EntityType, Epoch, ShardId};
 use crate::message::Body;
 use crate::message::{Delivery, Letter, StartOutcome};
-use crate::reason::{DeadLetterReason, StopReason};
+use crate::passivation::{ActiveEntities, ReplacementPolicy};
+use crate::reason::{DeadLetterReason, PassivationCause, StopReason};
 use crate::region::BufferBudget;
 use crate::remember::Remembered;
 use crate::time::Instant;
 
 mod lease;
+mod limit;
 mod remembering;
 mod timers;
 
@@ -37,6 +39,9 @@ pub(crate) struct ShardSettings {
     pub(crate) stop_timeout: Duration,
     pub(crate) handoff_stop_timeout: Duration,
     pub(crate) idle_after: Option<Duration>,
+    /// The replacement policy, when the type has an active-entity limit (the region gives
+    /// each shard its share).
+    pub(crate) limit_policy: Option<ReplacementPolicy>,
 }
 
 #[derive(Debug)]
@@ -50,8 +55,9 @@ struct Entity {
 struct Stopping {
     force_at: Instant,
     forced: bool,
-    /// A passivation is remembered as a stop; a handoff or a forced stop is not.
-    passivating: bool,
+    /// Why it is passivated, if it is: a passivation is remembered as a stop (a limit's as
+    /// dormant); a handoff or a forced stop is not.
+    passivation: Option<PassivationCause>,
     /// Letters that arrived while stopping; they go to the next incarnation.
     buffer: VecDeque<Letter>,
     /// A remembered entity's start arrived while stopping: it runs again once stopped, letters
@@ -86,6 +92,9 @@ pub(crate) struct Shard {
     restarts: remembering::Restarts,
     /// The shard's lease, when its type has one: entities run only while it is held.
     lease: Option<lease::ShardLease>,
+    /// The running entities not stopping, under the shard's share of the type's active-entity
+    /// limit, once the region gave it one.
+    active: Option<ActiveEntities>,
 }
 
 impl Shard {
@@ -112,6 +121,7 @@ impl Shard {
             waiting: BTreeMap::new(),
             restarts: remembering::Restarts::default(),
             lease: None,
+            active: None,
         }
     }
 
@@ -148,18 +158,25 @@ impl Shard {
             Some(e) => {
                 // Running: the common case, with one lookup (`deliver_now` would look again).
                 e.last_activity = now;
+                self.note_access(now, &entity, out);
                 self.hand_over(entity, letter, out);
             }
             None => self.deliver_or_wait(now, entity, letter, budget, out),
         }
     }
 
-    /// The entity asked to be passivated. Ignored if it is already stopping.
-    pub(crate) fn handle_passivate(&mut self, now: Instant, entity: &EntityId, out: &mut Effects) {
+    /// The entity is to be passivated (for `cause`). Ignored if it is already stopping.
+    pub(crate) fn handle_passivate(
+        &mut self,
+        now: Instant,
+        entity: &EntityId,
+        cause: PassivationCause,
+        out: &mut Effects,
+    ) {
         match self.entities.get(entity) {
             Some(e) if e.stopping.is_none() => {
                 let force_at = now + self.settings.stop_timeout;
-                self.begin_stop(entity, StopReason::Passivation, force_at, out);
+                self.begin_stop(entity, StopReason::Passivation(cause), force_at, out);
             }
             None if self.waiting.contains_key(entity) => {
                 tracing::debug!(%entity, shard = %self.id, "passivate before the start is durable")
@@ -186,12 +203,13 @@ impl Shard {
         let (mut buffer, restart) = match e.stopping {
             Some(s) => {
                 self.deadlines.remove(&(s.force_at, entity.clone()));
-                if s.passivating {
-                    self.record_passivated(now, entity, budget, out);
+                if let Some(cause) = s.passivation {
+                    self.record_passivated(now, entity, cause, budget, out);
                 }
                 (s.buffer, s.restart)
             }
             None => {
+                self.leave_active(entity);
                 self.schedule_restart(now, entity);
                 return;
             }
@@ -287,6 +305,7 @@ impl Shard {
         }
         self.deadlines.clear();
         self.restarts.clear();
+        self.active = None;
         budget.release(dropped.len());
         dropped
     }
@@ -333,6 +352,9 @@ impl Shard {
         let (entity, letter) = match self.entities.get_mut(&entity) {
             Some(e) => {
                 e.last_activity = now;
+                if e.stopping.is_none() {
+                    self.note_access(now, &entity, out);
+                }
                 (entity, letter)
             }
             None => {
@@ -343,6 +365,8 @@ impl Shard {
                 // Whatever starts it, a restart planned for an earlier failure is moot: firing
                 // later, it would start the entity again after it passivated.
                 self.restarts.cancel(&entity);
+                // Room first: the victims' stops go out before the newcomer's start.
+                self.note_access(now, &entity, out);
                 out.entity(EntityEffect::Start {
                     entity_type: self.entity_type.clone(),
                     entity: entity.clone(),
@@ -393,11 +417,16 @@ impl Shard {
         force_at: Instant,
         out: &mut Effects,
     ) {
+        self.leave_active(id);
         if let Some(e) = self.entities.get_mut(id) {
+            let passivation = match reason {
+                StopReason::Passivation(cause) => Some(cause),
+                StopReason::HandOff | StopReason::Forced => None,
+            };
             e.stopping = Some(Box::new(Stopping {
                 force_at,
                 forced: false,
-                passivating: reason == StopReason::Passivation,
+                passivation,
                 buffer: VecDeque::new(),
                 restart: false,
             }));

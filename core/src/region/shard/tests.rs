@@ -32,6 +32,7 @@ fn shard_with(idle_after: Option<Duration>) -> Shard {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after,
+        limit_policy: None,
     };
     Shard::new((SHARD, Epoch(0)), ty(), settings, at(0))
 }
@@ -123,7 +124,7 @@ fn a_start_request_is_acknowledged_once_the_entity_runs() {
     assert_eq!(o.take(), [start("a"), acked(1)]);
     s.handle_delivery(at(0), id("a"), ack(2), &mut b, &mut o);
     assert_eq!(o.take(), [acked(2)], "already running");
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     o.take();
     s.handle_delivery(at(1), id("a"), ack(3), &mut b, &mut o);
     assert_eq!(o.take(), [], "waits for the passivating incarnation");
@@ -136,8 +137,14 @@ fn passivation_buffers_and_redelivers_to_a_new_incarnation() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
     o.take();
-    s.handle_passivate(at(1), &id("a"), &mut o);
-    assert_eq!(o.take(), [stop("a", StopReason::Passivation)]);
+    s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
+    assert_eq!(
+        o.take(),
+        [stop(
+            "a",
+            StopReason::Passivation(PassivationCause::Requested)
+        )]
+    );
     s.handle_delivery(at(1), id("a"), p("m2"), &mut b, &mut o);
     s.handle_delivery(at(1), id("a"), p("m3"), &mut b, &mut o);
     assert_eq!(o.take(), []);
@@ -154,10 +161,10 @@ fn passivation_buffers_and_redelivers_to_a_new_incarnation() {
 fn passivate_is_ignored_while_stopping_and_for_unknown_entities() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     o.take();
-    s.handle_passivate(at(0), &id("a"), &mut o);
-    s.handle_passivate(at(0), &id("ghost"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
+    s.handle_passivate(at(0), &id("ghost"), PassivationCause::Requested, &mut o);
     assert_eq!(o.take(), []);
 }
 
@@ -203,7 +210,7 @@ fn handoff_of_an_empty_shard_is_immediately_stopped() {
 fn messages_buffered_before_a_handoff_reach_a_new_incarnation_first() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
     o.take();
     assert!(!s.handle_handoff(at(1), &mut o));
@@ -225,7 +232,7 @@ fn messages_buffered_before_a_handoff_reach_a_new_incarnation_first() {
 fn a_stop_that_is_ignored_is_forced_once_at_its_deadline() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m"), &mut b, &mut o);
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     o.take();
     assert_eq!(s.poll_timeout(), Some(at(10)));
     s.handle_timeout(at(9), &mut b, &mut o);
@@ -251,14 +258,20 @@ fn idle_entities_are_passivated_at_the_check() {
     s.handle_timeout(at(5), &mut b, &mut o);
     assert_eq!(o.take(), []);
     s.handle_timeout(at(10), &mut b, &mut o);
-    assert_eq!(o.take(), [stop("idle", StopReason::Passivation)]);
+    assert_eq!(
+        o.take(),
+        [stop(
+            "idle",
+            StopReason::Passivation(PassivationCause::Idle)
+        )]
+    );
 }
 
 #[test]
 fn an_exhausted_budget_is_a_dead_letter() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(1));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
     o.take();
     s.handle_delivery(at(0), id("a"), p("m3"), &mut b, &mut o);
@@ -278,8 +291,8 @@ fn a_remembered_start_reaching_a_stopping_entity_is_kept_whatever_the_budget() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(0));
     s.handle_delivery(at(0), id("a"), Letter::Start(None), &mut b, &mut o);
     s.handle_delivery(at(0), id("b"), Letter::Start(None), &mut b, &mut o);
-    s.handle_passivate(at(1), &id("a"), &mut o);
-    s.handle_passivate(at(1), &id("b"), &mut o);
+    s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
+    s.handle_passivate(at(1), &id("b"), PassivationCause::Requested, &mut o);
     o.take();
     s.handle_delivery(at(1), id("a"), Letter::Start(None), &mut b, &mut o);
     assert_eq!(o.take(), [], "kept, not a dead letter");
@@ -295,7 +308,7 @@ fn a_remembered_start_reaching_a_stopping_entity_is_kept_whatever_the_budget() {
 fn terminate_forces_every_entity_and_returns_buffered_messages() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
-    s.handle_passivate(at(0), &id("a"), &mut o);
+    s.handle_passivate(at(0), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_delivery(at(0), id("a"), p("m2"), &mut b, &mut o);
     s.handle_delivery(at(0), id("b"), p("m1"), &mut b, &mut o);
     o.take();

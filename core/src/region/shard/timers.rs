@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Shard, stop};
 use crate::effect::Effects;
 use crate::id::EntityId;
-use crate::reason::StopReason;
+use crate::reason::{PassivationCause, StopReason};
 use crate::region::BufferBudget;
 use crate::time::{Instant, earliest};
 
@@ -47,7 +47,7 @@ impl Shard {
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle_ids {
-            self.handle_passivate(now, &id, out);
+            self.handle_passivate(now, &id, PassivationCause::Idle, out);
         }
     }
 

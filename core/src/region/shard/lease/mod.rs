@@ -277,7 +277,7 @@ impl Shard {
                     entity.stopping = Some(Box::new(Stopping {
                         force_at: Instant::ZERO,
                         forced: true,
-                        passivating: false,
+                        passivation: None,
                         buffer: VecDeque::new(),
                         restart: false,
                     }));
@@ -285,6 +285,9 @@ impl Shard {
                 }
             }
             out.entity(stop(&self.entity_type, id, StopReason::Forced));
+        }
+        for id in &restart {
+            self.leave_active(id);
         }
         // During a handoff the next instance recovers the remembered entities.
         if self.remember.is_some() && !self.handing_off {

@@ -73,6 +73,7 @@ fn leased_shard(o: &mut Effects) -> Shard {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after: None,
+        limit_policy: None,
     };
     let mut shard = Shard::new((SHARD, Epoch(0)), ty(), settings, at(0));
     shard.start_lease(at(0), owner(), terms(), o);

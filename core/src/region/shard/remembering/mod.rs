@@ -14,9 +14,9 @@ use crate::effect::{Effects, Event};
 use crate::id::{EntityId, Epoch};
 use crate::message::{Delivery, Letter};
 use crate::reason::DeadLetterReason;
-use crate::reason::StopReason;
+use crate::reason::{PassivationCause, StopReason};
 use crate::region::BufferBudget;
-use crate::remember::{RememberOut, RememberSettings, Remembered, StoreCompletion};
+use crate::remember::{Leaving, RememberOut, RememberSettings, Remembered, StoreCompletion};
 use crate::time::Instant;
 
 impl Shard {
@@ -128,11 +128,13 @@ impl Shard {
         }
     }
 
-    /// A passivated entity stopped: the store forgets it.
+    /// A passivated entity stopped: the store forgets it, or, passivated by the limit, keeps
+    /// it as dormant (remembered, but started again only by its next message).
     pub(super) fn record_passivated(
         &mut self,
         now: Instant,
         entity: &EntityId,
+        cause: PassivationCause,
         budget: &mut BufferBudget,
         out: &mut Effects,
     ) {
@@ -140,7 +142,11 @@ impl Shard {
             return;
         };
         let mut produced = RememberOut::default();
-        remembered.record_stopped(entity, &mut produced);
+        let leaving = match cause {
+            PassivationCause::Limit => Leaving::Dormant,
+            PassivationCause::Requested | PassivationCause::Idle => Leaving::Forgotten,
+        };
+        remembered.record_stopped(entity, leaving, &mut produced);
         self.apply(now, produced, budget, out);
     }
 

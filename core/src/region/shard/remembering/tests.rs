@@ -45,13 +45,25 @@ fn loading(recovery: RecoveryStrategy) -> (Shard, Effects, BufferBudget) {
 
 /// A remembering shard with `remember` settings that has asked for its load.
 fn loading_with(remember: RememberSettings) -> (Shard, Effects, BufferBudget) {
+    loading_under(remember, None)
+}
+
+/// `loading_with`, the shard allowed `limit` active entities (least recently used first).
+fn loading_under(
+    remember: RememberSettings,
+    limit: Option<usize>,
+) -> (Shard, Effects, BufferBudget) {
     let shard_settings = ShardSettings {
         stop_timeout: Duration::from_secs(10),
         handoff_stop_timeout: Duration::from_secs(55),
         idle_after: None,
+        limit_policy: limit.map(|_| crate::passivation::ReplacementPolicy::LeastRecentlyUsed),
     };
     let mut s = Shard::new((SHARD, EPOCH), ty(), shard_settings, at(0));
     let (mut o, b) = (out(), BufferBudget::new(10));
+    if let Some(limit) = limit {
+        s.set_entity_limit(at(0), limit, &mut o);
+    }
     s.start_remembering(remember, 1, &mut o);
     assert_eq!(o.take(), [Effect::Store(load())]);
     (s, o, b)
@@ -84,6 +96,11 @@ fn load() -> StoreRequest {
 }
 
 fn update(seq: u64, started: &[&str], stopped: &[&str]) -> Effect {
+    update_dormant(seq, [started, stopped, &[]])
+}
+
+/// A write of `[started, stopped, dormant]`.
+fn update_dormant(seq: u64, [started, stopped, dormant]: [&[&str]; 3]) -> Effect {
     Effect::Store(StoreRequest::Update {
         entity_type: ty(),
         shard: SHARD,
@@ -91,7 +108,44 @@ fn update(seq: u64, started: &[&str], stopped: &[&str]) -> Effect {
         seq,
         started: ids(started),
         stopped: ids(stopped),
+        dormant: ids(dormant),
     })
+}
+
+/// Under a limit of one, a remembered entity the limit passivates is written dormant (not
+/// forgotten), and its next message writes its start again and starts it (passivating the
+/// other); an explicit passivation still forgets.
+#[test]
+fn an_entity_the_limit_passivates_stays_remembered_dormant_and_returns_on_its_next_message() {
+    let (mut s, mut o, mut b) = loading_under(settings(RecoveryStrategy::AllAtOnce), Some(1));
+    let loaded = StoreCompletion::Loaded(ids(&["a"]));
+    s.handle_store_completed(at(0), 0, loaded, &mut b, &mut o);
+    assert_eq!(o.take(), [start("a")]);
+    s.handle_delivery(at(1), id("b"), p("m1"), &mut b, &mut o);
+    assert_eq!(o.take(), [update(1, &["b"], &[])]);
+    s.handle_store_completed(at(2), 1, StoreCompletion::Written, &mut b, &mut o);
+    let by_limit = StopReason::Passivation(PassivationCause::Limit);
+    assert_eq!(
+        o.take(),
+        [stop("a", by_limit), start("b"), deliver("b", "m1")],
+        "room first: the victim's stop goes out before the newcomer's start"
+    );
+    s.handle_entity_stopped(at(3), &id("a"), &mut b, &mut o);
+    assert_eq!(o.take(), [update_dormant(2, [&[], &[], &["a"]])]);
+    s.handle_store_completed(at(4), 2, StoreCompletion::Written, &mut b, &mut o);
+    // Dormant: a new instance's load leaves it out, so its next message writes its start.
+    s.handle_delivery(at(5), id("a"), p("m2"), &mut b, &mut o);
+    assert_eq!(o.take(), [update(3, &["a"], &[])]);
+    s.handle_store_completed(at(6), 3, StoreCompletion::Written, &mut b, &mut o);
+    assert_eq!(
+        o.take(),
+        [stop("b", by_limit), start("a"), deliver("a", "m2")]
+    );
+    // Asked to passivate, it is forgotten.
+    s.handle_passivate(at(7), &id("a"), PassivationCause::Requested, &mut o);
+    s.handle_entity_stopped(at(8), &id("a"), &mut b, &mut o);
+    let requested = StopReason::Passivation(PassivationCause::Requested);
+    assert_eq!(o.take(), [stop("a", requested), update(4, &[], &["a"])]);
 }
 
 #[test]
@@ -152,8 +206,14 @@ fn letters_wait_for_the_load_and_an_entity_remembered_already_starts_without_a_w
 fn passivation_forgets_and_a_failure_of_the_entity_restarts_it_after_the_backoff() {
     let (mut s, mut o, mut b) = loaded(&["a", "b"], RecoveryStrategy::AllAtOnce);
     o.take();
-    s.handle_passivate(at(1), &id("a"), &mut o);
-    assert_eq!(o.take(), [stop("a", StopReason::Passivation)]);
+    s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
+    assert_eq!(
+        o.take(),
+        [stop(
+            "a",
+            StopReason::Passivation(PassivationCause::Requested)
+        )]
+    );
     s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
     assert_eq!(
         o.take(),
@@ -189,11 +249,14 @@ fn a_start_before_the_backoff_ends_cancels_the_restart() {
         "still remembered: no write before it starts"
     );
     assert_eq!(s.poll_timeout(), None, "the restart is cancelled");
-    s.handle_passivate(at(1_030), &id("a"), &mut o);
+    s.handle_passivate(at(1_030), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_entity_stopped(at(1_031), &id("a"), &mut b, &mut o);
     assert_eq!(
         o.take(),
-        [stop("a", StopReason::Passivation), update(1, &[], &["a"])]
+        [
+            stop("a", StopReason::Passivation(PassivationCause::Requested)),
+            update(1, &[], &["a"])
+        ]
     );
     s.handle_store_completed(at(1_040), 1, StoreCompletion::Written, &mut b, &mut o);
     s.handle_timeout(at(2_010), &mut b, &mut o);
@@ -257,7 +320,7 @@ fn a_handoff_waits_for_the_writes_and_stops_what_they_start() {
 fn a_fenced_instance_reports_the_newer_epoch() {
     let (mut s, mut o, mut b) = loaded(&["a"], RecoveryStrategy::AllAtOnce);
     o.take();
-    s.handle_passivate(at(1), &id("a"), &mut o);
+    s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
     o.take();
     s.handle_store_completed(at(3), 1, StoreCompletion::Fenced(Epoch(12)), &mut b, &mut o);
