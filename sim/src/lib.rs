@@ -18,9 +18,10 @@
 //! no component imports it, and only `run` (the entry point every tool goes through) does.
 //! The tools (`explain`, `failover`, `minimize`, `speed`, `picture`) sit above `run`; setup
 //! (`options`, `plan`, `schedule`) below the components; `scripted` is the fixed-schedule
-//! cluster the core's scenario tests use. The workspace test `tests/tests/layering.rs` fails
-//! on an import circle between these modules, or on a module other than `run` importing
-//! `simulator`.
+//! cluster the core's scenario tests use. `passivation` stands apart from the cluster: it
+//! replays access traces against the core's passivation policies and the offline optimal
+//! (`sim passivation`). The workspace test `tests/tests/layering.rs` fails on an import circle
+//! between these modules, or on a module other than `run` importing `simulator`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -44,6 +45,7 @@ mod net;
 mod nodes;
 mod options;
 mod oracle;
+pub mod passivation;
 mod persisting;
 mod picture;
 mod plan;

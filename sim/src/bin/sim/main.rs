@@ -8,6 +8,7 @@
 //! sim minimize <seed>
 //! sim failover
 //! sim bench [--nodes <n>]
+//! sim passivation [--trace zipf|loop|scan|mixed|all|<file>] [--limit <n>] [--seed <seed>]
 //! ```
 //!
 //! `sweep`, `replay` and `minimize` also take `--family <f>`, `--downing <strategy>`,
@@ -98,6 +99,20 @@ enum Command {
         #[arg(long)]
         nodes: Option<u64>,
     },
+    /// Hit rates of the passivation policies (active-entity limits) on access traces, beside
+    /// the offline optimal's, as a Markdown table.
+    Passivation {
+        /// A built-in trace (zipf, loop, scan, mixed), all of them, or a file of entity ids,
+        /// one a line.
+        #[arg(long, default_value = "all", value_name = "TRACE")]
+        trace: String,
+        /// The active-entity limit (the built-in traces scale with it).
+        #[arg(long, default_value_t = 1000, value_parser = limit_arg)]
+        limit: usize,
+        /// The built-in traces' seed (decimal, 0x-hex or a commit hash).
+        #[arg(long, default_value = "1", value_parser = seed_arg)]
+        seed: u64,
+    },
 }
 
 /// How each run is set up, on top of what its seed draws.
@@ -138,6 +153,13 @@ impl RunArgs {
 fn seed_arg(text: &str) -> Result<u64, String> {
     parse_seed(text)
         .ok_or_else(|| format!("{text:?} is not a seed: decimal, 0x-hex or a commit hash"))
+}
+
+fn limit_arg(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(limit) if limit > 0 => Ok(limit),
+        _ => Err(format!("{text:?} is not a limit: a positive whole number")),
+    }
 }
 
 fn family_arg(name: &str) -> Result<Family, String> {
@@ -207,6 +229,20 @@ fn main() -> ExitCode {
         Command::Bench { nodes } => {
             bench(&nodes.map_or_else(|| vec![5, 20, 100], |n| vec![n]));
             ExitCode::SUCCESS
+        }
+        Command::Passivation { trace, limit, seed } => {
+            let started = wall_seconds();
+            match sim::passivation::select(&trace, limit, seed) {
+                Ok(traces) => {
+                    print!("{}", sim::passivation::compare(&traces, limit));
+                    eprintln!("{:.1}s wall", wall_seconds() - started);
+                    ExitCode::SUCCESS
+                }
+                Err(message) => {
+                    eprintln!("{message}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
