@@ -350,8 +350,8 @@ impl Remembering {
         entity_type: &shoal_core::EntityType,
         probed: &[EntityId],
     ) -> Vec<(EntityId, &'static str)> {
-        let stored: BTreeSet<EntityId> = (self.store.remembered_ids(entity_type).into_iter())
-            .map(|(id, _)| EntityId::new(id))
+        // Dormant ids (passivated by the limit) are kept but never started by a move.
+        let stored: BTreeSet<EntityId> = (self.store.running_ids(entity_type).into_iter())
             .filter(|id| !probed.contains(id))
             .collect();
         let listed = stored

@@ -36,9 +36,24 @@ impl Sketch {
 
     /// One more access of `id`.
     pub(super) fn increment(&mut self, id: &EntityId) {
+        // Conservative update: only the smallest counters grow (the others already count
+        // more than `id`'s accesses, for other entities sharing them), which keeps the
+        // estimates of rarely seen entities from rising with their popular neighbours'.
+        let slots: [usize; DEPTH] = {
+            let mut slots = [0; DEPTH];
+            for (i, slot) in self.slots(id).enumerate() {
+                slots[i] = slot;
+            }
+            slots
+        };
+        let least = slots
+            .iter()
+            .map(|&slot| self.counters[slot])
+            .min()
+            .unwrap_or(0);
         let mut grew = false;
-        for slot in self.slots(id) {
-            if self.counters[slot] < MAX_COUNT {
+        for slot in slots {
+            if self.counters[slot] == least && least < MAX_COUNT {
                 self.counters[slot] += 1;
                 grew = true;
             }

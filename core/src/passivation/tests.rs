@@ -127,18 +127,24 @@ fn w_tinylfu_moves_its_window_toward_the_better_hit_rate() {
     let mut tiny = super::composite::Composite::new(10, super::Admission::DEFAULT);
     assert_eq!(tiny.window_ppm(), 10_000, "1 % at first");
     // A period is ten accesses per entity of the limit. All hits after the first: the hit
-    // rate rose from nothing, so the window grows by the initial step (6.25 % of the limit).
+    // rate rose from nothing, so the window keeps its first direction, down, and stays at
+    // its floor.
     let a = EntityId::new("a");
     for _ in 0..100 {
         tiny.access(&a, 10);
     }
-    assert_eq!(tiny.window_ppm(), 72_500);
+    assert_eq!(tiny.window_ppm(), 10_000);
     // A scan of newcomers: no hits, the rate fell by more than the restart threshold, so it
-    // steps back by the initial step, to the floor.
+    // turns and grows by the initial step (6.25 % of the limit).
     for n in 0..100 {
         tiny.access(&EntityId::new(format!("s{n}")), 10);
     }
-    assert_eq!(tiny.window_ppm(), 10_000);
+    assert_eq!(tiny.window_ppm(), 72_500);
+    // The scan goes on: the rate held (nothing), so it grows again the same way.
+    for n in 100..200 {
+        tiny.access(&EntityId::new(format!("s{n}")), 10);
+    }
+    assert_eq!(tiny.window_ppm(), 72_500 + 62_500);
     assert!(tiny.len() <= 10);
 }
 
@@ -148,16 +154,16 @@ fn the_hill_climber_keeps_its_direction_while_the_hit_rate_holds_and_decays_its_
     let period = |climber: &mut super::composite::HillClimber, hits: usize| {
         (0..10).filter_map(|i| climber.record(i < hits)).last()
     };
-    assert_eq!(period(&mut climber, 5), Some(62_500), "50 %: up");
+    assert_eq!(period(&mut climber, 5), Some(-62_500), "50 %: down first");
     assert_eq!(
         period(&mut climber, 3),
-        Some(-62_500),
-        "30 %: down, restarted"
+        Some(62_500),
+        "30 %: the other way, restarted"
     );
-    assert_eq!(period(&mut climber, 3), Some(-62_500), "held: the same way");
+    assert_eq!(period(&mut climber, 3), Some(62_500), "held: the same way");
     assert_eq!(
         period(&mut climber, 3),
-        Some(-61_250),
+        Some(61_250),
         "held: a step 2 % shorter"
     );
 }

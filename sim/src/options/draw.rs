@@ -431,16 +431,17 @@ impl Remember {
 fn draw_limit(seed: u64) -> (u32, shoal_core::passivation::ActiveEntityLimit) {
     use shoal_core::passivation::{ActiveEntityLimit, Admission, ReplacementPolicy};
     let mut r = SimRng::of(seed, Stream::Limit);
-    let shards = r.range(2, 9) as u32;
-    let per_region = shards as usize * r.range(1, 5) as usize;
-    let (_, mut policy) = ReplacementPolicy::ALL[r.range(0, 6) as usize];
+    let shards = r.range(2, 8) as u32;
+    let per_region = shards as usize * r.range(1, 4) as usize;
+    let last = ReplacementPolicy::ALL.len() as u64 - 1;
+    let (_, mut policy) = ReplacementPolicy::ALL[r.range(0, last) as usize];
     match &mut policy {
         ReplacementPolicy::SegmentedLeastRecentlyUsed { protected_percent } => {
-            *protected_percent = r.range(0, 101) as u8;
+            *protected_percent = r.range(0, 100) as u8;
         }
         ReplacementPolicy::WindowTinyLfu(admission) => {
             *admission = Admission {
-                window_per_mille: r.range(1, 1001) as u16,
+                window_per_mille: r.range(1, 1000) as u16,
                 adaptive: r.chance(0.7),
                 frequency_filter: r.chance(0.7),
             };

@@ -10,8 +10,9 @@ use crate::rng::SimRng;
 const ACCESSES_PER_SLOT: usize = 100;
 /// The popularity skew of the Zipf-shaped traces: the classic web-cache exponent.
 const EXPONENT: f64 = 1.0;
-/// The Zipf trace's population per entity of the limit: far more entities than fit.
-const ZIPF_POPULATION_PER_SLOT: usize = 100;
+/// The Zipf trace's population per entity of the limit: ten times more entities than fit, as
+/// in the mixed trace.
+const ZIPF_POPULATION_PER_SLOT: usize = 10;
 /// The scan trace's hot accesses between scans, per entity of the limit.
 const SCAN_HOT_BURST_PER_SLOT: usize = 3;
 /// The mixed trace's phases, its population and its shift per phase, per entity of the limit.
@@ -24,7 +25,7 @@ const STREAM_BASE: u64 = 0x7061_7373_0000;
 /// A synthetic access pattern.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum Synthetic {
-    /// Skewed popularity: Zipf(1.0) over a population a hundred times the limit.
+    /// Skewed popularity: Zipf(1.0) over a population ten times the limit.
     Zipf,
     /// A loop over a quarter more entities than the limit: least recently used evicts
     /// exactly the entity needed next, most recently used keeps most of the loop.

@@ -413,6 +413,16 @@ impl SimStore {
         }
     }
 
+    /// Every id of `entity_type` the store holds as running (not dormant): those a load
+    /// returns, which their shard starts wherever it starts next.
+    pub(crate) fn running_ids(&self, entity_type: &EntityType) -> Vec<EntityId> {
+        (self.records.iter())
+            .filter(|((t, _), _)| t == entity_type)
+            .flat_map(|(_, r)| r.ids.iter().filter(|(_, dormant)| !**dormant))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Every id of `entity_type` the store holds, with the shard whose entry holds it, by shard.
     pub(crate) fn remembered_ids(&self, entity_type: &EntityType) -> Vec<(String, u32)> {
         (self.records.iter())
