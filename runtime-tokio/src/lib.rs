@@ -100,6 +100,11 @@ pub use shoal_core::{
     MembershipSettings, MembershipView, Metrics, NodeId, RecoveryStrategy, RememberSettings,
     RouteCounts, SeedNode, ShardingSettings, shard_of,
 };
+/// Active-entity limits (`EntityTypeConfig::active_entity_limit`, `Region::set_active_entity_limit`).
+pub mod passivation {
+    pub use shoal_core::PassivationCause;
+    pub use shoal_core::passivation::{ActiveEntityLimit, Admission, ReplacementPolicy};
+}
 /// Leases with fencing tokens (`EntityTypeConfig::shard_lease`, `NodeBuilder::lease_store`).
 pub mod lease {
     pub use shoal_core::lease::{FencingToken, LeaseTerms};

@@ -72,6 +72,9 @@ pub(crate) const MESSAGES_DELIVERED_TOTAL: &str = "shoal_messages_delivered_tota
 pub(crate) const MESSAGES_FORWARDED_TOTAL: &str = "shoal_messages_forwarded_total";
 /// `shoal_outbound_queue_full_total`.
 pub(crate) const OUTBOUND_QUEUE_FULL_TOTAL: &str = "shoal_outbound_queue_full_total";
+/// `shoal_passivations_total{reason}`: entities asked to passivate, by cause (`requested`,
+/// `idle`, `limit`).
+pub(crate) const PASSIVATIONS_TOTAL: &str = "shoal_passivations_total";
 /// `shoal_rebalance_rounds_total`.
 pub(crate) const REBALANCE_ROUNDS_TOTAL: &str = "shoal_rebalance_rounds_total";
 /// `shoal_lease_calls_failed_total`.

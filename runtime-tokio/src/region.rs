@@ -75,6 +75,20 @@ impl<E: Entity> Region<E> {
         }
     }
 
+    /// Changes the type's active-entity limit in this node's region (Akka's
+    /// `SetActiveEntityLimit`): its shards passivate what no longer fits their new share.
+    /// Refused for a type configured without a limit, or for zero.
+    pub async fn set_active_entity_limit(&self, limit: usize) -> Result<(), QueryError> {
+        let command = Command::SetActiveEntityLimit {
+            entity_type: self.entity_type.clone(),
+            limit,
+        };
+        match self.command(command).await? {
+            Reply::Accepted => Ok(()),
+            other => unexpected(other),
+        }
+    }
+
     /// This node's shards of the type and their running entities.
     pub async fn local_state(&self) -> Result<Vec<(ShardId, Vec<EntityId>)>, QueryError> {
         let command = Command::GetShardRegionState {

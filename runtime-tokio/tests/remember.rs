@@ -235,3 +235,112 @@ async fn a_remembering_type_needs_a_store() {
         refused.err()
     );
 }
+
+/// The `dormant` flag of each counter id the SQLite store at `path` remembers.
+fn dormancy(path: &Path) -> BTreeMap<EntityId, bool> {
+    let db = rusqlite::Connection::open(path).expect("the store opens for reading");
+    db.busy_timeout(Duration::from_secs(5))
+        .expect("a busy timeout");
+    let mut query = db
+        .prepare(
+            "SELECT entity_id, dormant FROM shoal_remembered_entities \
+             WHERE entity_type = 'counter'",
+        )
+        .expect("the query prepares");
+    let rows = query
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, bool>(1)?)))
+        .expect("the query runs");
+    rows.map(|row| row.expect("a row"))
+        .map(|(id, dormant)| (EntityId::from(id), dormant))
+        .collect()
+}
+
+/// A remembering node of one shard under an active-entity limit of `limit`.
+async fn limited_node(path: &Path, limit: usize, starts: &Starts) -> Node {
+    let mut config = remembering();
+    config.number_of_shards = 1;
+    config.active_entity_limit = Some(shoal::passivation::ActiveEntityLimit {
+        per_region: limit,
+        policy: shoal::passivation::ReplacementPolicy::LeastRecentlyUsed,
+    });
+    let starts = starts.clone();
+    NodeBuilder::new("test")
+        .secret("test secret")
+        .membership(fast_membership())
+        .settings(fast_settings())
+        .remember_store(SqliteStore::open(path).expect("the store opens"))
+        .entity(config, move |id| {
+            let _ = starts.send((0, id.clone()));
+            Counter {
+                total: 0,
+                stops: None,
+            }
+        })
+        .start()
+        .await
+        .expect("node starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entities_the_limit_passivates_stay_remembered_dormant_and_return_on_their_next_message() {
+    logs();
+    let path = temp_store("dormant");
+    let (starts, mut started) = mpsc::unbounded_channel();
+    let node = limited_node(&path, 4, &starts).await;
+    common::await_regions(&node, 1).await;
+    let counters = node.region::<Counter>("counter").unwrap();
+    for i in 0..10 {
+        let entity = counters.entity_ref(format!("c{i}"));
+        assert_eq!(entity.ask(&Op::Add(1), ASK).await, Ok(1));
+    }
+    // The four used last run; the six before them were passivated by the limit, and the
+    // store keeps them, dormant.
+    await_running(&[&node], &ids(6..10), 10).await;
+    let expected: BTreeMap<EntityId, bool> = (0..10)
+        .map(|i| (EntityId::from(format!("c{i}")), i < 6))
+        .collect();
+    eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let stored = dormancy(&path);
+            (stored == expected)
+                .then_some(())
+                .ok_or(format!("the store holds {stored:?}"))
+        },
+    )
+    .await;
+    node.abort().await;
+    while started.try_recv().is_ok() {}
+
+    // Started again on the same store: only the four that ran come back without a message.
+    let node = limited_node(&path, 4, &starts).await;
+    await_running(&[&node], &ids(6..10), 30).await;
+    let mut recovered = BTreeSet::new();
+    while let Ok((_, id)) = started.try_recv() {
+        recovered.insert(id);
+    }
+    assert_eq!(recovered, ids(6..10), "dormant entities are not recovered");
+    // A dormant one's next message starts it (and passivates the least recently used).
+    let counters = node.region::<Counter>("counter").unwrap();
+    let woken = counters.entity_ref("c0");
+    assert_eq!(woken.ask(&Op::Add(1), ASK).await, Ok(1));
+    let mut expected = ids(7..10);
+    expected.insert(EntityId::from("c0"));
+    await_running(&[&node], &expected, 10).await;
+    eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let stored = dormancy(&path);
+            let awake = stored.get(&EntityId::from("c0")) == Some(&false);
+            let asleep = stored.get(&EntityId::from("c6")) == Some(&true);
+            (awake && asleep)
+                .then_some(())
+                .ok_or(format!("the store holds {stored:?}"))
+        },
+    )
+    .await;
+    node.abort().await;
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}

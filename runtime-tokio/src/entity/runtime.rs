@@ -190,6 +190,10 @@ impl EntityRuntime {
         let Some(running) = self.running_mut(entity_type, entity) else {
             return;
         };
+        if let StopReason::Passivation(cause) = reason {
+            let counter = metric_names::PASSIVATIONS_TOTAL;
+            metrics::counter!(counter, "reason" => cause.as_str()).increment(1);
+        }
         match reason {
             // Closing the mailbox lets the task finish what is queued, then run its stop hook.
             StopReason::Passivation(_) | StopReason::HandOff => running.mailbox = None,
