@@ -60,14 +60,10 @@ impl Composite {
         if let Some(sketch) = &mut self.sketch {
             sketch.increment(id);
         }
-        let hit = self.contains(id);
+        let main_capacity = limit - self.window_capacity(limit);
+        let hit = self.window.touch_existing(id) || self.main.touch_existing(id, main_capacity);
         let mut victims = Vec::new();
-        if self.window.contains(id) {
-            self.window.touch(id);
-        } else if self.main.contains(id) {
-            let main_capacity = limit - self.window_capacity(limit);
-            self.main.touch(id, main_capacity);
-        } else {
+        if !hit {
             self.window.push_newest(id.clone());
         }
         if let Some(adjustment) = self.climber.as_mut().and_then(|c| c.record(hit)) {

@@ -45,13 +45,30 @@ impl Frequency {
     /// `id` accessed: its count grows by one; its priority is the count, plus the age with
     /// dynamic aging.
     pub(super) fn touch(&mut self, id: &EntityId) {
-        let count = match self.standings.get(id) {
-            Some(s) => {
-                self.order.remove(&(s.priority, s.tick, id.clone()));
-                s.count + 1
-            }
-            None => 1,
+        if !self.touch_existing(id) {
+            let standing = self.next_standing(1);
+            self.order
+                .insert((standing.priority, standing.tick, id.clone()));
+            self.standings.insert(id.clone(), standing);
+        }
+    }
+
+    /// `id` accessed, if active (then its count and priority grow): whether it was.
+    pub(super) fn touch_existing(&mut self, id: &EntityId) -> bool {
+        let Some(standing) = self.standings.get(id).copied() else {
+            return false;
         };
+        let next = self.next_standing(standing.count + 1);
+        let mut key = (standing.priority, standing.tick, id.clone());
+        self.order.remove(&key);
+        (key.0, key.1) = (next.priority, next.tick);
+        self.order.insert(key);
+        self.standings.insert(id.clone(), next);
+        true
+    }
+
+    /// The standing of an entity accessed now for the `count`th time.
+    fn next_standing(&mut self, count: u64) -> Standing {
         let priority = if self.dynamic_aging {
             count + self.age
         } else {
@@ -59,13 +76,11 @@ impl Frequency {
         };
         let tick = self.next_tick;
         self.next_tick += 1;
-        self.order.insert((priority, tick, id.clone()));
-        let standing = Standing {
+        Standing {
             count,
             priority,
             tick,
-        };
-        self.standings.insert(id.clone(), standing);
+        }
     }
 
     pub(super) fn remove(&mut self, id: &EntityId) {

@@ -229,22 +229,27 @@ impl ActiveEntities {
     /// `id` was accessed (a message or a start for it): the entities to passivate to make room
     /// if it was not active and the shard is full, never `id` itself.
     pub fn handle_access(&mut self, id: &EntityId) -> Vec<EntityId> {
-        if let Tracker::Composite(c) = &mut self.tracker {
+        // An active entity's access (the common case) looks it up once and allocates nothing.
+        let active = match &mut self.tracker {
+            Tracker::Recency { order, .. } => order.touch_existing(id),
+            Tracker::Segmented(s) => s.touch_existing(id, self.limit),
+            Tracker::Frequency(f) => f.touch_existing(id),
             // Admission decides after the newcomer entered the window.
-            return c.access(id, self.limit);
+            Tracker::Composite(c) => return c.access(id, self.limit),
+        };
+        if active {
+            return Vec::new();
         }
         let mut victims = Vec::new();
-        if !self.contains(id) {
-            while self.len() >= self.limit {
-                match self.evict() {
-                    Some(victim) => victims.push(victim),
-                    None => break,
-                }
+        while self.len() >= self.limit {
+            match self.evict() {
+                Some(victim) => victims.push(victim),
+                None => break,
             }
         }
         match &mut self.tracker {
-            Tracker::Recency { order, .. } => order.touch(id),
-            Tracker::Segmented(s) => s.touch(id, self.limit),
+            Tracker::Recency { order, .. } => order.push_newest(id.clone()),
+            Tracker::Segmented(s) => s.admit(id.clone()),
             Tracker::Frequency(f) => f.touch(id),
             // Took its access above.
             Tracker::Composite(_) => {}
@@ -255,7 +260,9 @@ impl ActiveEntities {
     /// `id` stopped (passivated, idle, failed, handed off): it no longer counts.
     pub fn handle_stopped(&mut self, id: &EntityId) {
         match &mut self.tracker {
-            Tracker::Recency { order, .. } => order.remove(id),
+            Tracker::Recency { order, .. } => {
+                order.remove(id);
+            }
             Tracker::Segmented(s) => s.remove(id),
             Tracker::Frequency(f) => f.remove(id),
             Tracker::Composite(c) => c.remove(id),

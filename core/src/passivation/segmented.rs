@@ -29,17 +29,17 @@ impl Segmented {
         self.probationary.contains(id) || self.protected.contains(id)
     }
 
-    /// `id` accessed: promoted (or kept) in protected if it was active, else probationary.
-    pub(super) fn touch(&mut self, id: &EntityId, limit: usize) {
-        if self.protected.contains(id) {
-            self.protected.touch(id);
-        } else if self.probationary.contains(id) {
-            self.probationary.remove(id);
-            self.protected.push_newest(id.clone());
-            self.fit(limit);
-        } else {
-            self.probationary.push_newest(id.clone());
+    /// `id` accessed, if active (then promoted, or kept, in protected): whether it was.
+    pub(super) fn touch_existing(&mut self, id: &EntityId, limit: usize) -> bool {
+        if self.protected.touch_existing(id) {
+            return true;
         }
+        if !self.probationary.remove(id) {
+            return false;
+        }
+        self.protected.push_newest(id.clone());
+        self.fit(limit);
+        true
     }
 
     /// Demotes protected entities beyond its share of `limit` to probationary's newest end.

@@ -12,6 +12,7 @@ mod delivery_rows;
 mod failover_rows;
 mod lab;
 mod nodes;
+mod passivation_rows;
 mod plot;
 mod remote_rows;
 mod runtime_rows;
@@ -65,6 +66,8 @@ enum Group {
     Delivery,
     /// Failover per downing strategy (simulated, Akka's timers).
     Failover,
+    /// The passivation policies' cost per access and hit rates against the optimal.
+    Passivation,
 }
 
 impl Args {
@@ -78,6 +81,9 @@ fn main() -> ExitCode {
     let mut rows = Vec::new();
     if args.runs(Group::Core) {
         rows.extend(core_rows::rows(args.quick));
+    }
+    if args.runs(Group::Passivation) {
+        rows.extend(passivation_rows::rows(args.quick));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
