@@ -248,7 +248,9 @@ fn dormancy(path: &Path) -> BTreeMap<EntityId, bool> {
         )
         .expect("the query prepares");
     let rows = query
-        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, bool>(1)?)))
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, bool>(1)?))
+        })
         .expect("the query runs");
     rows.map(|row| row.expect("a row"))
         .map(|(id, dormant)| (EntityId::from(id), dormant))
@@ -306,7 +308,7 @@ async fn entities_the_limit_passivates_stay_remembered_dormant_and_return_on_the
             let stored = dormancy(&path);
             (stored == expected)
                 .then_some(())
-                .ok_or(format!("the store holds {stored:?}"))
+                .ok_or_else(|| format!("the store holds {stored:?}"))
         },
     )
     .await;
@@ -337,7 +339,7 @@ async fn entities_the_limit_passivates_stay_remembered_dormant_and_return_on_the
             let asleep = stored.get(&EntityId::from("c6")) == Some(&true);
             (awake && asleep)
                 .then_some(())
-                .ok_or(format!("the store holds {stored:?}"))
+                .ok_or_else(|| format!("the store holds {stored:?}"))
         },
     )
     .await;

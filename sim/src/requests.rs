@@ -18,6 +18,8 @@ pub(crate) enum Asked {
     Locate(EntityId),
     /// `SetShardLocation`.
     SetLocation(ShardId),
+    /// `SetActiveEntityLimit`.
+    SetLimit(usize),
     /// `GetClusterShardingStats`.
     Stats,
     /// `GetShardRegionState` (asked with each `Stats`, of the same member).
@@ -160,7 +162,7 @@ impl ClientRequests {
             | (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => Some(entity),
             (Asked::Start(_), Err(CommandError::RegionStopped(_))) if timeouts.stopped => None,
             (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
-            (Asked::SetLocation(_), Ok(Reply::Accepted))
+            (Asked::SetLocation(_) | Asked::SetLimit(_), Ok(Reply::Accepted))
             | (Asked::RegionState, Ok(Reply::ShardRegionState { .. })) => None,
             (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
                 // Measured on the coordinator's clock, which may run up to 0.1 % fast.
@@ -214,6 +216,7 @@ impl ClientRequests {
                 let subject = match &p.asked {
                     Asked::Start(e) | Asked::Locate(e) => e.to_string(),
                     Asked::SetLocation(shard) => format!("{shard}"),
+                    Asked::SetLimit(limit) => format!("limit {limit}"),
                     Asked::Stats => "statistics".to_owned(),
                     Asked::RegionState => "region state".to_owned(),
                 };

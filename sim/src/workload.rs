@@ -50,6 +50,9 @@ struct ClientSettings {
     external_allocation: bool,
     shards: u32,
     nodes: u64,
+    /// The type has an active-entity limit: some queries change it, between one and four
+    /// entities per shard.
+    limited: bool,
 }
 
 /// The clients of a run.
@@ -81,6 +84,7 @@ impl Workload {
                 external_allocation: opts.cluster.allocation == AllocationStrategyConfig::External,
                 shards: opts.cluster.shards,
                 nodes: opts.cluster.nodes,
+                limited: opts.cluster.active_entity_limit.is_some(),
             },
             rng: SimRng::of(seed, Stream::Workload),
             rng_commands: SimRng::of(seed, Stream::Commands),
@@ -171,7 +175,12 @@ impl Workload {
     pub(crate) fn query(&mut self, entity_type: EntityType) -> Option<(MemberId, Asked, Command)> {
         let sender = pick_member(&mut self.rng_queries, &self.senders.1)?;
         let o = &self.options;
-        let (asked, command) = if o.external_allocation && self.rng_queries.chance(0.3) {
+        let (asked, command) = if o.limited && self.rng_queries.chance(0.3) {
+            let shards = o.shards as usize;
+            let limit = self.rng_queries.range(1, 4) as usize * shards;
+            let command = Command::SetActiveEntityLimit { entity_type, limit };
+            (Asked::SetLimit(limit), command)
+        } else if o.external_allocation && self.rng_queries.chance(0.3) {
             let shard = ShardId(self.rng_queries.below(u64::from(o.shards)) as u32);
             let node = NodeId(self.rng_queries.range(1, o.nodes));
             let command = Command::SetShardLocation {

@@ -114,6 +114,13 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// The type's active-entity limit in this node's region, if it has one (the configured
+    /// one, or the last `Command::SetActiveEntityLimit`'s).
+    pub fn active_entity_limit(&self, entity_type: &EntityType) -> Option<usize> {
+        let t = self.types.get(entity_type)?;
+        t.region.entity_limit()
+    }
+
     /// Messages of a type buffered on this node (never more than `buffer_size`).
     pub fn buffered(&self, entity_type: &EntityType) -> usize {
         self.types

@@ -342,6 +342,8 @@ impl Options {
                 f.leave_every = Some(secs(25));
                 f.rejoin_after_leave = true;
                 o.host.passivate = 0.01;
+                // Some queries change the limit at run time.
+                o.workload.queries = o.workload.queries.max(0.01);
             }
             Family::MassShutdown => {
                 nodes = 7;

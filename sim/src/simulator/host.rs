@@ -278,17 +278,21 @@ impl Simulator {
 
     /// Under an active-entity limit, the entities `member` runs and has not asked to stop are
     /// at most its region's limit (or one per hosted shard, if it hosts more shards than
-    /// that), whatever just happened: a newcomer's start comes after its victims' stops.
+    /// that), whatever just happened: a newcomer's start comes after its victims' stops, and
+    /// a lowered limit's victims are asked to stop at once.
     pub(super) fn check_entity_limit(&mut self, n: shoal_core::NodeId, member: MemberId) {
-        let Some(limit) = self.opts.cluster.active_entity_limit else {
+        if self.opts.cluster.active_entity_limit.is_none() {
             return;
-        };
+        }
         let Some(node) = self.nodes.get(&n).filter(|node| node.id == member) else {
             return;
         };
+        let core = node.driver.node();
+        let Some(limit) = core.active_entity_limit(&self.ty) else {
+            return;
+        };
         let running = node.ledger.running(&self.ty);
-        let hosted = node.driver.node().hosted_shards(&self.ty).len();
-        let most = limit.per_region.max(hosted);
+        let most = limit.max(core.hosted_shards(&self.ty).len());
         if running > most {
             let detail = format!("{member} runs {running} entities, over its limit {most}");
             self.check

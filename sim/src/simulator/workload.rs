@@ -65,6 +65,9 @@ impl Simulator {
             return;
         };
         let stats = asked == Asked::Stats;
+        if matches!(asked, Asked::SetLimit(_)) {
+            self.mark("a client changed the active-entity limit");
+        }
         let request = self.requests.send(self.now, sender, asked);
         self.input(sender.node, Input::Command { request, command });
         if stats {
