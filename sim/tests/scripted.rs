@@ -67,7 +67,7 @@ fn entities_react_as_their_behaviour_says() {
     assert!(
         c.trace()
             .iter()
-            .any(|l| l.ends_with(&format!("stop {entity} Passivation"))),
+            .any(|l| l.ends_with(&format!("stop {entity} Passivation(Requested)"))),
         "the node stopped it for passivation"
     );
 }
