@@ -164,6 +164,56 @@ async fn mpsc_ask_latencies(asks: usize) -> (Duration, Duration) {
     percentiles(latencies)
 }
 
+/// Request/reply over `entities` running entities, one ask in flight per entity: each of
+/// `entities` clients asks its own entity `per_entity` times in turn. Asks per second.
+async fn request_reply_rate(node: &Node, entities: usize, per_entity: usize) -> f64 {
+    let region = node.region::<Counter>("counter").expect("hosted");
+    let refs: Vec<_> = (0..entities)
+        .map(|i| region.entity_ref(format!("rr{i}")))
+        .collect();
+    // Started first: activation is not what is measured here.
+    join_all(refs.iter().map(|r| r.ask(&0, ASK))).await;
+    let start = Instant::now();
+    join_all(refs.iter().map(|r| async move {
+        for _ in 0..per_entity {
+            r.ask(&1, ASK).await.expect("answers");
+        }
+    }))
+    .await;
+    (entities * per_entity) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The baseline: the same pattern against plain tokio actors, each a task with an mpsc
+/// mailbox answering on a oneshot, with the same postcard payloads.
+async fn actor_request_reply_rate(entities: usize, per_entity: usize) -> f64 {
+    type Request = (Vec<u8>, oneshot::Sender<Vec<u8>>);
+    let actors: Vec<mpsc::Sender<Request>> = (0..entities)
+        .map(|_| {
+            let (tx, mut rx) = mpsc::channel::<Request>(16);
+            tokio::spawn(async move {
+                let mut total = 0u64;
+                while let Some((bytes, reply)) = rx.recv().await {
+                    total += postcard::from_bytes::<u64>(&bytes).expect("decodes");
+                    let _ = reply.send(postcard::to_allocvec(&total).expect("encodes"));
+                }
+            });
+            tx
+        })
+        .collect();
+    let start = Instant::now();
+    join_all(actors.iter().map(|actor| async move {
+        for _ in 0..per_entity {
+            let (reply, answer) = oneshot::channel();
+            let bytes = postcard::to_allocvec(&1u64).expect("encodes");
+            actor.send((bytes, reply)).await.expect("open");
+            let bytes = answer.await.expect("answered");
+            let _: u64 = postcard::from_bytes(&bytes).expect("decodes");
+        }
+    }))
+    .await;
+    (entities * per_entity) as f64 / start.elapsed().as_secs_f64()
+}
+
 /// Heap bytes per idle entity: `n` entities each handled one message and wait for more.
 async fn runtime_bytes_per_entity(node: &Node, tally: &AtomicUsize, n: usize) -> f64 {
     // Settle what the earlier rows left (mailboxes shrinking, transports idle).
@@ -237,6 +287,23 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
         format!("{:.0} k/s", activations / 1e3),
         format!("bare tokio::spawn {:.0} k/s", baseline / 1e3),
         activations / baseline,
+        Target::AtLeast(0.5),
+    ));
+
+    let per_entity_asks = if quick { 10 } else { 100 };
+    let (baseline, asked) = best_rates(
+        |_| actor_request_reply_rate(1_000, per_entity_asks),
+        |_| request_reply_rate(node, 1_000, per_entity_asks),
+    )
+    .await;
+    rows.push(Row::ratio(
+        &format!(
+            "runtime: request/reply, 1,000 entities, one in flight each ({} asks)",
+            1_000 * per_entity_asks
+        ),
+        format!("{:.0} k asks/s", asked / 1e3),
+        format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
+        asked / baseline,
         Target::AtLeast(0.5),
     ));
 
