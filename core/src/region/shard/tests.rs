@@ -71,6 +71,11 @@ pub(super) fn stop(e: &str, reason: StopReason) -> Effect {
     })
 }
 
+/// The stop of `e` passivated at its own request.
+pub(super) fn asked_stop(e: &str) -> Effect {
+    stop(e, StopReason::Passivation(PassivationCause::Requested))
+}
+
 #[test]
 fn first_message_starts_the_entity_then_delivers() {
     let (mut s, mut o, mut b) = (shard(), out(), BufferBudget::new(10));
@@ -138,13 +143,7 @@ fn passivation_buffers_and_redelivers_to_a_new_incarnation() {
     s.handle_delivery(at(0), id("a"), p("m1"), &mut b, &mut o);
     o.take();
     s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
-    assert_eq!(
-        o.take(),
-        [stop(
-            "a",
-            StopReason::Passivation(PassivationCause::Requested)
-        )]
-    );
+    assert_eq!(o.take(), [asked_stop("a")]);
     s.handle_delivery(at(1), id("a"), p("m2"), &mut b, &mut o);
     s.handle_delivery(at(1), id("a"), p("m3"), &mut b, &mut o);
     assert_eq!(o.take(), []);

@@ -6,7 +6,7 @@ use super::*;
 use crate::effect::EntityEffect;
 use crate::effect::{Effect, Event};
 use crate::region::shard::ShardSettings;
-use crate::region::shard::tests::{SHARD, deliver, id, out, p, stop, ty};
+use crate::region::shard::tests::{SHARD, asked_stop, deliver, id, out, p, stop, ty};
 use crate::remember::{RecoveryStrategy, StoreRequest};
 
 const EPOCH: Epoch = Epoch(9);
@@ -144,8 +144,7 @@ fn an_entity_the_limit_passivates_stays_remembered_dormant_and_returns_on_its_ne
     // Asked to passivate, it is forgotten.
     s.handle_passivate(at(7), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_entity_stopped(at(8), &id("a"), &mut b, &mut o);
-    let requested = StopReason::Passivation(PassivationCause::Requested);
-    assert_eq!(o.take(), [stop("a", requested), update(4, &[], &["a"])]);
+    assert_eq!(o.take(), [asked_stop("a"), update(4, &[], &["a"])]);
 }
 
 #[test]
@@ -207,13 +206,7 @@ fn passivation_forgets_and_a_failure_of_the_entity_restarts_it_after_the_backoff
     let (mut s, mut o, mut b) = loaded(&["a", "b"], RecoveryStrategy::AllAtOnce);
     o.take();
     s.handle_passivate(at(1), &id("a"), PassivationCause::Requested, &mut o);
-    assert_eq!(
-        o.take(),
-        [stop(
-            "a",
-            StopReason::Passivation(PassivationCause::Requested)
-        )]
-    );
+    assert_eq!(o.take(), [asked_stop("a")]);
     s.handle_entity_stopped(at(2), &id("a"), &mut b, &mut o);
     assert_eq!(
         o.take(),
@@ -251,13 +244,7 @@ fn a_start_before_the_backoff_ends_cancels_the_restart() {
     assert_eq!(s.poll_timeout(), None, "the restart is cancelled");
     s.handle_passivate(at(1_030), &id("a"), PassivationCause::Requested, &mut o);
     s.handle_entity_stopped(at(1_031), &id("a"), &mut b, &mut o);
-    assert_eq!(
-        o.take(),
-        [
-            stop("a", StopReason::Passivation(PassivationCause::Requested)),
-            update(1, &[], &["a"])
-        ]
-    );
+    assert_eq!(o.take(), [asked_stop("a"), update(1, &[], &["a"])]);
     s.handle_store_completed(at(1_040), 1, StoreCompletion::Written, &mut b, &mut o);
     s.handle_timeout(at(2_010), &mut b, &mut o);
     assert_eq!(o.take(), [], "not started again at 2.01 s");
