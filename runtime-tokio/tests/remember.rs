@@ -28,6 +28,16 @@ fn remembering() -> EntityTypeConfig {
 
 /// Node `index` of a remembering cluster on the store at `path`, joining through `seeds`.
 async fn node(index: usize, seeds: &[String], path: &Path, starts: &Starts) -> Node {
+    node_of(remembering(), (index, seeds), path, starts).await
+}
+
+/// Node `index`, joining through `seeds`, serving `config` on the store at `path`.
+async fn node_of(
+    config: EntityTypeConfig,
+    (index, seeds): (usize, &[String]),
+    path: &Path,
+    starts: &Starts,
+) -> Node {
     let starts = starts.clone();
     NodeBuilder::new("test")
         .secret("test secret")
@@ -35,7 +45,7 @@ async fn node(index: usize, seeds: &[String], path: &Path, starts: &Starts) -> N
         .membership(fast_membership())
         .settings(fast_settings())
         .remember_store(SqliteStore::open(path).expect("the store opens"))
-        .entity(remembering(), move |id| {
+        .entity(config, move |id| {
             let _ = starts.send((index, id.clone()));
             Counter {
                 total: 0,
@@ -265,22 +275,7 @@ async fn limited_node(path: &Path, limit: usize, starts: &Starts) -> Node {
         per_region: limit,
         policy: shoal::passivation::ReplacementPolicy::LeastRecentlyUsed,
     });
-    let starts = starts.clone();
-    NodeBuilder::new("test")
-        .secret("test secret")
-        .membership(fast_membership())
-        .settings(fast_settings())
-        .remember_store(SqliteStore::open(path).expect("the store opens"))
-        .entity(config, move |id| {
-            let _ = starts.send((0, id.clone()));
-            Counter {
-                total: 0,
-                stops: None,
-            }
-        })
-        .start()
-        .await
-        .expect("node starts")
+    node_of(config, (0, &[]), path, starts).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
