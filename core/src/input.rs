@@ -42,6 +42,15 @@ pub enum Input {
         /// The entity.
         entity: EntityId,
     },
+    /// Running entities were handed messages the host delivered itself, on a direct route
+    /// (see [`crate::direct`]): they count as active now, for idle passivation and for the
+    /// active-entity limit's policy. Ids not running here (or stopping) are ignored.
+    Accessed {
+        /// The entities' type.
+        entity_type: EntityType,
+        /// The entities, each once, in the order of their first access since the last report.
+        entities: Vec<EntityId>,
+    },
     /// An entity asks to be passivated (stopped gracefully, buffering its new messages).
     Passivate {
         /// The entity's type.

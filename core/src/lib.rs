@@ -119,6 +119,7 @@ mod node;
 // The roles a node composes, and the membership state machine.
 mod coordinator;
 pub mod delivery;
+pub mod direct;
 pub mod lease;
 mod membership;
 mod region;

@@ -112,6 +112,8 @@ pub(crate) enum Stream {
     Family = 24,
     /// The active-limit family's limit and replacement policy.
     Limit = 25,
+    /// Whether clients use direct routes.
+    Direct = 26,
 }
 
 impl SimRng {

@@ -216,6 +216,14 @@ impl Node {
                         .handle_entity_stopped(now, &entity, &mut self.effects);
                 }
             }
+            Input::Accessed {
+                entity_type,
+                entities,
+            } => {
+                if let Some(t) = self.types.get_mut(&entity_type) {
+                    t.region.handle_accessed(now, &entities, &mut self.effects);
+                }
+            }
             Input::Passivate {
                 entity_type,
                 entity,

@@ -224,6 +224,22 @@ impl Region {
         }
     }
 
+    /// Entities handed messages on the host's direct route count as active now.
+    pub(crate) fn handle_accessed(
+        &mut self,
+        now: Instant,
+        entities: &[EntityId],
+        out: &mut Effects,
+    ) {
+        for entity in entities {
+            let shard_id = shard_of(entity, self.number_of_shards);
+            if let Some(shard) = self.shards.get_mut(&shard_id) {
+                shard.handle_accessed(now, entity, out);
+                self.touch(shard_id);
+            }
+        }
+    }
+
     /// Fires due retries and the shards' timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         // Even a terminated region owes its queries an answer, and its leases a release.

@@ -6,8 +6,9 @@ use std::time::Duration;
 use shoal_core::AllocationStrategyConfig;
 
 use super::{
-    ClusterOptions, Delivery, Downing, Family, Faults, HostOptions, Mailbox, MembershipMode,
-    NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers, WorkloadOptions,
+    ClusterOptions, Delivery, Direct, Downing, Family, Faults, HostOptions, Mailbox,
+    MembershipMode, NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers,
+    WorkloadOptions,
 };
 use crate::rng::{SimRng, Stream};
 
@@ -110,6 +111,7 @@ impl Options {
             persist: None,
             delivery: None,
             lease: None,
+            direct: None,
         };
         // Drawn last, so that the draws above stay what they were for every seed. The first
         // node is usually the oldest (the coordinator's), so the slow link often leads there:
@@ -209,12 +211,15 @@ impl Options {
         if l.chance(0.3) {
             o.lease = Some(crate::options::Lease::draw(&mut l, o.duration));
         }
+        if SimRng::of(seed, Stream::Direct).chance(0.5) {
+            o.direct = Some(Direct::default());
+        }
         o
     }
 
     /// These options with the knobs the generator grew later switched off (tight timers, a
     /// heavier latency tail, asks, other allocation strategies, queries, bounded queues, a
-    /// second region before allocation, a control lane): what kept regressions and the failover measurement
+    /// second region before allocation, a control lane, direct routes): what kept regressions and the failover measurement
     /// replay, so that their runs do not drift as the generator grows.
     pub fn without_extras(self) -> Self {
         Self {
@@ -244,6 +249,7 @@ impl Options {
             persist: None,
             delivery: None,
             lease: None,
+            direct: None,
             ..self
         }
         .before_strategies()

@@ -270,6 +270,10 @@ pub struct Options {
     /// Reliable producers send a share of the messages, resending until confirmed (on about
     /// half the seeds; drawn from a stream of its own, so every other option stays as it was).
     pub delivery: Option<Delivery>,
+    /// Clients send straight to running entities on their member's direct routes (see
+    /// `shoal_core::direct`), as the runtime's fast path does (on half the seeds; drawn from a
+    /// stream of its own).
+    pub direct: Option<Direct>,
     /// Shard leases from a lease store that fails in the drawn ways, with no removal margin
     /// (on about a third of the seeds; drawn from a stream of its own).
     pub lease: Option<Lease>,
@@ -392,6 +396,23 @@ pub struct Delivery {
     /// Entities drop a message their marks say was applied: off only in the negative control,
     /// which the checks must catch.
     pub suppress_duplicates: bool,
+}
+
+/// The host's direct routes (see [`Options::direct`]).
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub struct Direct {
+    /// A rule deliberately broken: a negative control the checks must catch.
+    pub fault: Option<DirectFault>,
+}
+
+/// The negative controls of direct routes.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum DirectFault {
+    /// A route opens even when the host's letter was buffered or forwarded, not handed over:
+    /// a direct letter overtakes it.
+    OpenUndrained,
+    /// Starts and stops leave routes open: direct letters reach an incarnation told to stop.
+    KeepAfterStop,
 }
 
 /// Persistent entities (see [`Options::persist`]).

@@ -111,6 +111,21 @@ impl Simulator {
         n: NodeId,
         call: impl FnOnce(&mut Driver, Instant, &mut DeferIo<'_>),
     ) {
+        // What clients handed the node's entities directly counts before anything else.
+        for accessed in self.take_accessed(n) {
+            self.call_driver_now(n, |driver, local, io| {
+                driver.handle_input(local, accessed, io)
+            });
+        }
+        self.call_driver_now(n, call);
+    }
+
+    /// [`Simulator::call_driver`], without feeding the node its direct accesses first.
+    fn call_driver_now(
+        &mut self,
+        n: NodeId,
+        call: impl FnOnce(&mut Driver, Instant, &mut DeferIo<'_>),
+    ) {
         let Some(node) = self.nodes.get_mut(&n) else {
             return;
         };

@@ -17,6 +17,15 @@ use crate::trace::TraceEvent;
 
 use super::Simulator;
 
+/// How a letter reached its entity.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub(super) enum Via {
+    /// The node delivered it (`EntityEffect::Deliver`).
+    Node,
+    /// A client sent it on its member's direct route.
+    Direct,
+}
+
 impl Simulator {
     /// A workload message delivered to `member`'s incarnation of `entity`: checked against
     /// its sender's stream, and answered (a persistent entity answers once the message's event
@@ -39,6 +48,7 @@ impl Simulator {
 
     /// Carries out `effect` of `member`'s node.
     pub(crate) fn entity(&mut self, member: MemberId, effect: EntityEffect) {
+        self.direct_effect(member, &effect);
         let breach = (self.nodes.get_mut(&member.node))
             .filter(|node| node.id == member)
             .and_then(|node| node.ledger.effect(&effect).err());
@@ -86,44 +96,7 @@ impl Simulator {
             EntityEffect::Deliver {
                 entity, payload, ..
             } => {
-                self.check_lease_holder(member, &entity);
-                if self.tracer.wants_all() {
-                    self.log(|| TraceEvent::Delivered {
-                        member: member.to_string(),
-                        entity: entity.to_string(),
-                        message: crate::check::describe(&payload),
-                    });
-                }
-                if let Some(node) = self.nodes.get_mut(&member.node) {
-                    node.letters_delivered += 1;
-                }
-                self.remembered_delivered(&entity, &payload);
-                self.entity_active(member, &entity);
-                let persisting_full = self.persistent_mailbox_full(member, &entity);
-                if persisting_full {
-                    self.mark("a persistent entity's full mailbox refused a message");
-                }
-                if persisting_full || self.host.mailbox_full(self.now, member, &entity) {
-                    self.mark("a full mailbox refused a message");
-                    self.check.refused(self.now, member, &entity);
-                    let input = Box::new(Input::MailboxFull {
-                        entity_type: self.ty.clone(),
-                        entity,
-                        payload,
-                    });
-                    return self.schedule(self.now, Ev::Refused { member, input });
-                }
-                if let Some(delivery) = crate::delivering::Reliable::decode(&payload) {
-                    self.reliable_delivered(member, &entity, delivery);
-                } else {
-                    self.deliver_workload(member, &entity, payload);
-                }
-                if self.host.stops_on_its_own() {
-                    self.stop_on_its_own(member, &entity);
-                }
-                if let Some(delay) = self.host.passivates() {
-                    self.schedule(self.now + delay, Ev::Passivate { member, entity });
-                }
+                self.hand_over(member, entity, payload, Via::Node);
             }
             EntityEffect::Stop { entity, reason, .. } => {
                 self.log(|| TraceEvent::StopRequested {
@@ -155,6 +128,68 @@ impl Simulator {
                 }
             }
         }
+    }
+
+    /// Hands `payload` to `member`'s running incarnation of `entity`, delivered `via` its
+    /// node or a direct route. A full mailbox refuses it: the node hears of it (a dead
+    /// letter), and a direct letter is given back to go through the node instead.
+    pub(super) fn hand_over(
+        &mut self,
+        member: MemberId,
+        entity: EntityId,
+        payload: Payload,
+        via: Via,
+    ) -> Option<Payload> {
+        let persisting_full = self.persistent_mailbox_full(member, &entity);
+        let full = persisting_full || self.host.mailbox_full(self.now, member, &entity);
+        if full && via == Via::Direct {
+            self.mark("a full mailbox sent a direct letter through the node");
+            return Some(payload);
+        }
+        self.check_lease_holder(member, &entity);
+        if self.tracer.wants_all() {
+            self.log(|| TraceEvent::Delivered {
+                member: member.to_string(),
+                entity: entity.to_string(),
+                message: crate::check::describe(&payload),
+            });
+        }
+        // Compared with what the node counts as delivered, which a direct letter bypasses.
+        if let Some(node) = self
+            .nodes
+            .get_mut(&member.node)
+            .filter(|_| via == Via::Node)
+        {
+            node.letters_delivered += 1;
+        }
+        self.remembered_delivered(&entity, &payload);
+        self.entity_active(member, &entity);
+        if full {
+            if persisting_full {
+                self.mark("a persistent entity's full mailbox refused a message");
+            }
+            self.mark("a full mailbox refused a message");
+            self.check.refused(self.now, member, &entity);
+            let input = Box::new(Input::MailboxFull {
+                entity_type: self.ty.clone(),
+                entity,
+                payload,
+            });
+            self.schedule(self.now, Ev::Refused { member, input });
+            return None;
+        }
+        if let Some(delivery) = crate::delivering::Reliable::decode(&payload) {
+            self.reliable_delivered(member, &entity, delivery);
+        } else {
+            self.deliver_workload(member, &entity, payload);
+        }
+        if self.host.stops_on_its_own() {
+            self.stop_on_its_own(member, &entity);
+        }
+        if let Some(delay) = self.host.passivates() {
+            self.schedule(self.now + delay, Ev::Passivate { member, entity });
+        }
+        None
     }
 
     /// A store fenced the running incarnation of `entity`'s write: it ends by itself a little

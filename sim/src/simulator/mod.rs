@@ -9,6 +9,7 @@ mod abandons;
 mod after_call;
 mod answers;
 mod delivering;
+mod direct;
 mod drive;
 mod faults;
 mod home_asks;
@@ -118,6 +119,8 @@ pub(crate) struct Simulator {
     persisting: Option<crate::persisting::Persisting>,
     /// Reliable producers and plain entities' consumers, when the run delivers reliably.
     delivering: Option<crate::delivering::Delivering>,
+    /// Members' direct routes to their running entities, when the run uses them.
+    direct: Option<direct::DirectRoutes>,
     /// Passivation asks, and when each entity was last active when the run passivates idle
     /// entities (remembered entities are not passivated for idleness).
     idleness: crate::idleness::Idleness,
@@ -231,6 +234,7 @@ impl Simulator {
                 crate::persisting::Persisting::new(p, EntityType::new(TYPE), judging)
             }),
             delivering: (opts.delivery).map(|d| crate::delivering::Delivering::new(d, &opts)),
+            direct: (opts.direct).map(|d| direct::DirectRoutes::new(d.fault)),
             idleness: crate::idleness::Idleness::new(
                 (opts.remember.is_none()).then_some(PASSIVATE_IDLE_AFTER),
             ),
@@ -458,6 +462,7 @@ impl Simulator {
         self.stalls.region_gone(node.id);
         self.host.process_gone(node.id);
         self.idleness.process_gone(node.id);
+        self.direct_routes_gone(node.id);
         if let Some(remembering) = &mut self.remembering {
             remembering.process_gone(node.id);
         }

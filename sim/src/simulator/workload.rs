@@ -80,15 +80,21 @@ impl Simulator {
         }
     }
 
-    /// Sends the next sequenced message from `sender` to `entity`.
+    /// Sends the next sequenced message from `sender` to `entity`: on a direct route if its
+    /// member has one, else through the node (which may open one).
     pub(crate) fn tell(&mut self, sender: MemberId, entity: &EntityId) {
         let payload = self.check.send(entity, sender);
         self.remembered_told(entity, &payload);
+        let Some(payload) = self.send_direct(sender, entity, payload) else {
+            return;
+        };
         let input = Input::Tell {
             entity_type: self.ty.clone(),
             entity: entity.clone(),
             payload,
         };
+        self.begin_local_letter(sender, entity);
         self.input(sender.node, input);
+        self.end_local_letter(sender);
     }
 }

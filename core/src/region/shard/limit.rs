@@ -1,7 +1,8 @@
 //! The shard's share of its type's active-entity limit: every access of a running entity (a
 //! message, a start) goes to the replacement policy, and the entities it names leave through
 //! the ordinary passivation path, so their letters are buffered and redelivered, never lost.
-//! Entities stopping do not count: they are already leaving.
+//! Entities stopping do not count: they are already leaving. Accesses on the host's direct
+//! route arrive in batches (`Input::Accessed`) and count the same.
 
 use super::Shard;
 use crate::effect::Effects;
@@ -48,6 +49,17 @@ impl Shard {
     pub(crate) fn active_entity_count(&self) -> usize {
         let running = self.entities.values().filter(|e| e.stopping.is_none());
         running.count()
+    }
+
+    /// The host handed `id` messages on its direct route: it is active now, for the idle
+    /// timeout and the policy alike. Nothing for an entity not running here or stopping (the
+    /// report can trail the stop).
+    pub(crate) fn handle_accessed(&mut self, now: Instant, id: &EntityId, out: &mut Effects) {
+        match self.entities.get_mut(id) {
+            Some(e) if e.stopping.is_none() => e.last_activity = now,
+            _ => return,
+        }
+        self.note_access(now, id, out);
     }
 
     /// `id` was accessed while running, or is about to start: the policy learns of it and

@@ -1,0 +1,165 @@
+//! Direct routes, as the runtime's fast path uses them: each member's clients send straight to
+//! a running incarnation of an entity once `shoal_core::direct::RouteGate` opened the route,
+//! and through the node otherwise. The routes are judged like every other delivery (order per
+//! sender, exactly once, only to a live incarnation, never to one told to stop), and direct
+//! deliveries reach the node as `Input::Accessed` before its next call, as the runtime feeds
+//! them before its next round. The negative controls break one rule each.
+
+use std::collections::BTreeMap;
+
+use shoal_core::direct::{AccessLog, RouteChange, RouteGate};
+use shoal_core::{EntityEffect, EntityId, Input, MemberId, NodeId, Payload};
+
+use crate::check::Property;
+use crate::options::DirectFault;
+
+use super::Simulator;
+use super::host::Via;
+
+/// Every member's direct routes.
+#[derive(Debug, Default)]
+pub(crate) struct DirectRoutes {
+    /// The rule deliberately broken, in a negative control.
+    fault: Option<DirectFault>,
+    /// Each node's gate (one letter in flight at a time, as the host feeds one).
+    gates: BTreeMap<NodeId, RouteGate>,
+    /// Open routes: to which incarnation of the entity (its host number).
+    open: BTreeMap<(MemberId, EntityId), u64>,
+    /// Direct deliveries each node has not heard of yet.
+    accessed: BTreeMap<NodeId, AccessLog>,
+}
+
+impl DirectRoutes {
+    /// Routes with `fault` broken, if any.
+    pub(crate) fn new(fault: Option<DirectFault>) -> Self {
+        Self {
+            fault,
+            ..Self::default()
+        }
+    }
+}
+
+impl Simulator {
+    /// Sends `payload` from `sender` to `entity` on a direct route, if it has one to the
+    /// running incarnation; gives it back otherwise (or when the mailbox is full).
+    pub(super) fn send_direct(
+        &mut self,
+        sender: MemberId,
+        entity: &EntityId,
+        payload: Payload,
+    ) -> Option<Payload> {
+        let Some(routes) = &self.direct else {
+            return Some(payload);
+        };
+        let Some(&incarnation) = routes.open.get(&(sender, entity.clone())) else {
+            return Some(payload);
+        };
+        // A paused process sends nothing until it resumes (through the node, then); a route
+        // to an incarnation that ended fails as a closed mailbox does.
+        let paused = self.nodes.get(&sender.node).is_none_or(|n| n.is_paused());
+        let running = self.host.running(sender, entity).map(|(_, _, i)| i);
+        if paused || running != Some(incarnation) {
+            return Some(payload);
+        }
+        if self.host.stop_requested(sender, entity) {
+            // The gate closed the route when the node asked for the stop.
+            let detail = format!("{sender}: a direct letter reached an incarnation told to stop");
+            self.check
+                .fail(self.now, Property::HostContract, entity, detail);
+        }
+        let refused = self.hand_over(sender, entity.clone(), payload, Via::Direct);
+        if refused.is_none() {
+            self.note_direct_access(sender, entity);
+        }
+        refused
+    }
+
+    /// A direct letter was handed over: its node hears of the access before its next call.
+    fn note_direct_access(&mut self, member: MemberId, entity: &EntityId) {
+        let ty = self.ty.clone();
+        if let Some(routes) = &mut self.direct {
+            routes
+                .accessed
+                .entry(member.node)
+                .or_default()
+                .note(&ty, entity);
+        }
+        self.mark("a letter went to its entity on a direct route");
+    }
+
+    /// `sender`'s node is about to be fed a letter of its own clients to `entity`.
+    pub(super) fn begin_local_letter(&mut self, sender: MemberId, entity: &EntityId) {
+        let ty = self.ty.clone();
+        if let Some(routes) = &mut self.direct {
+            let gate = routes.gates.entry(sender.node).or_default();
+            gate.begin_letter(&ty, entity);
+        }
+    }
+
+    /// The node's call with `sender`'s letter is done: the route opens or closes.
+    pub(super) fn end_local_letter(&mut self, sender: MemberId) {
+        let change = (self.direct.as_mut())
+            .and_then(|routes| routes.gates.get_mut(&sender.node))
+            .and_then(RouteGate::end_letter);
+        if let Some(change) = change {
+            self.apply_route_change(sender, change, true);
+        }
+    }
+
+    /// An entity effect of `member`'s node, before it is carried out.
+    pub(super) fn direct_effect(&mut self, member: MemberId, effect: &EntityEffect) {
+        let change = (self.direct.as_mut())
+            .and_then(|routes| routes.gates.get_mut(&member.node))
+            .and_then(|gate| gate.handle_effect(effect));
+        if let Some(change) = change {
+            self.apply_route_change(member, change, false);
+        }
+    }
+
+    /// Opens or closes `member`'s route; `after_letter`: the gate judged a letter of its own.
+    fn apply_route_change(&mut self, member: MemberId, change: RouteChange, after_letter: bool) {
+        let Some(routes) = &mut self.direct else {
+            return;
+        };
+        match change {
+            RouteChange::Open(_, entity) => {
+                if let Some((_, _, incarnation)) = self.host.running(member, &entity) {
+                    routes.open.insert((member, entity), incarnation);
+                }
+            }
+            RouteChange::Close(_, entity) => match routes.fault {
+                Some(DirectFault::KeepAfterStop) if !after_letter => {}
+                Some(DirectFault::OpenUndrained) if after_letter => {
+                    // Opens wherever the entity runs, whether the letter was handed over.
+                    if let Some((_, _, incarnation)) = self.host.running(member, &entity) {
+                        routes.open.insert((member, entity), incarnation);
+                    }
+                }
+                _ => {
+                    if routes.open.remove(&(member, entity)).is_some() {
+                        self.mark("a direct route closed");
+                    }
+                }
+            },
+        }
+    }
+
+    /// The accesses `n`'s node has not heard of, to feed it before its next call.
+    pub(super) fn take_accessed(&mut self, n: NodeId) -> Vec<Input> {
+        let Some(routes) = &mut self.direct else {
+            return Vec::new();
+        };
+        match routes.accessed.get_mut(&n) {
+            Some(log) if !log.is_empty() => log.take_inputs(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `member`'s process is gone: its routes with it.
+    pub(super) fn direct_routes_gone(&mut self, member: MemberId) {
+        if let Some(routes) = &mut self.direct {
+            routes.open.retain(|(m, _), _| *m != member);
+            routes.accessed.remove(&member.node);
+        }
+    }
+}
