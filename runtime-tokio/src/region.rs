@@ -2,6 +2,7 @@
 //! (`tell` and `ask` to one entity).
 
 use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use shoal_core::{
@@ -9,8 +10,10 @@ use shoal_core::{
 };
 
 use crate::entity::Entity;
+use crate::entity::route::{DirectMail, Route};
 use crate::error::{AskError, QueryError, TellError};
 use crate::host::command::HostHandle;
+use tokio::sync::oneshot;
 
 /// The entities of one type, wherever they run.
 pub struct Region<E> {
@@ -60,6 +63,7 @@ impl<E: Entity> Region<E> {
         EntityRef {
             region: self.clone(),
             entity: id.into(),
+            route: OnceLock::new(),
         }
     }
 
@@ -165,9 +169,16 @@ fn unexpected<T>(reply: Reply) -> Result<T, QueryError> {
 }
 
 /// One entity of type `E`.
+///
+/// A message goes straight into the entity's mailbox when it runs on this node and the node
+/// has handed it one of this node's messages before (the local fast path), and through the
+/// node otherwise; either way, messages from this node to the entity arrive in the order
+/// they were sent, across moves, passivations and restarts.
 pub struct EntityRef<E> {
     region: Region<E>,
     entity: EntityId,
+    /// The entity's route on this node, looked up by the first message.
+    route: OnceLock<Arc<Route>>,
 }
 
 impl<E> Clone for EntityRef<E> {
@@ -175,6 +186,7 @@ impl<E> Clone for EntityRef<E> {
         Self {
             region: self.region.clone(),
             entity: self.entity.clone(),
+            route: self.route.clone(),
         }
     }
 }
@@ -185,31 +197,65 @@ impl<E: Entity> EntityRef<E> {
         &self.entity
     }
 
+    fn route(&self) -> &Arc<Route> {
+        self.route.get_or_init(|| {
+            let region = &self.region;
+            region
+                .host
+                .routes()
+                .route(&region.entity_type, &self.entity)
+        })
+    }
+
     /// Sends `message` (fire and forget; a message that cannot be delivered becomes a
     /// dead-letter event). Waits only while the node's command queue is full.
     pub async fn tell(&self, message: &E::Message) -> Result<(), TellError> {
         let message =
             postcard::to_allocvec(message).map_err(|e| TellError::Codec(e.to_string()))?;
-        let region = &self.region;
-        region
-            .host
-            .tell(region.entity_type.clone(), self.entity.clone(), message)
-            .await
+        let (route, host) = (self.route(), &self.region.host);
+        let mail = DirectMail {
+            message,
+            answer: None,
+        };
+        match route.send(mail, host.routes()).await {
+            Ok(()) => Ok(()),
+            Err((mail, queued)) => host.tell(queued, mail.message).await,
+        }
     }
 
     /// Sends `message` and waits up to `timeout` for the entity's reply.
     pub async fn ask(&self, message: &E::Message, timeout: Duration) -> Result<E::Reply, AskError> {
         let message = postcard::to_allocvec(message).map_err(|e| AskError::Codec(e.to_string()))?;
-        let region = &self.region;
-        let bytes = region
-            .host
-            .ask(
-                region.entity_type.clone(),
-                self.entity.clone(),
-                message,
-                timeout,
-            )
-            .await?;
+        let (route, host) = (self.route(), &self.region.host);
+        let (answer, reply) = oneshot::channel();
+        let mail = DirectMail {
+            message,
+            answer: Some(answer),
+        };
+        let bytes = match route.send(mail, host.routes()).await {
+            Ok(()) => self.direct_reply(reply, timeout).await?,
+            Err((mail, queued)) => host.ask(queued, mail.message, timeout).await?,
+        };
         postcard::from_bytes(&bytes).map_err(|e| AskError::Codec(e.to_string()))
+    }
+
+    /// The reply to an ask sent on the direct route, within `timeout`.
+    async fn direct_reply(
+        &self,
+        reply: oneshot::Receiver<Result<Vec<u8>, AskError>>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, AskError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, reply).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) if self.region.host.is_closed() => Err(AskError::ShuttingDown),
+            Ok(Err(_)) => {
+                // The incarnation ended with the message unhandled (a forced stop): the asker
+                // learns what it would have on the node's path, once the timeout is up.
+                tokio::time::sleep_until(deadline).await;
+                Err(AskError::Timeout)
+            }
+            Err(_) => Err(AskError::Timeout),
+        }
     }
 }

@@ -384,13 +384,14 @@ impl NodeBuilder {
             seed,
             inbox,
         );
+        let (routes, accessed) = crate::entity::route::Routes::new();
         let io = TokioIo {
             transport,
             entities: EntityRuntime::new(
                 self.factories,
                 self.mailbox_capacity,
                 (self.state_store).map(|store| Journal::start(store, self.store_timeout)),
-                signals_tx,
+                (signals_tx, Arc::clone(&routes)),
             ),
             leases: (self.lease_store).map(|store| {
                 LeaseLink::new(store, &cluster_name, self.store_timeout, store_tx.clone())
@@ -416,6 +417,9 @@ impl NodeBuilder {
             left: false,
             leave_waiters: Vec::new(),
             producers: Default::default(),
+            routes: Arc::clone(&routes),
+            accessed,
+            access_log: Default::default(),
             seeds: seeds.iter().map(|s| Address::new(s.as_str())).collect(),
             command_timeout: query * 4 + Duration::from_secs(5),
         };
@@ -426,7 +430,7 @@ impl NodeBuilder {
         let node = Node::new(
             me,
             address,
-            HostHandle::new(commands_tx),
+            HostHandle::new(commands_tx, routes),
             events,
             self.types,
         );

@@ -301,9 +301,11 @@ impl ProducerTask {
                     reply_to: self.me,
                 }),
             };
+            // Counted on the entity's route like any letter of this node's handles, so none
+            // sent directly after it overtakes it (order holds per member, as in the core).
+            let route = self.host.routes().route(&self.entity_type, &entity);
             let tell = HostCommand::Tell {
-                entity_type: self.entity_type.clone(),
-                entity,
+                queued: route.queue(),
                 payload: letter.to_payload(),
             };
             if self.host.send(tell).await.is_err() {

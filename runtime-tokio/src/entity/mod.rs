@@ -13,6 +13,7 @@
 
 pub(crate) mod inbox;
 pub(crate) mod letter;
+pub(crate) mod route;
 pub(crate) mod runtime;
 mod task;
 
@@ -193,6 +194,8 @@ pub(crate) struct EntityLink {
     /// Its mailbox's size: the demand it grants a reliable producer stays below it.
     pub(crate) mailbox_capacity: usize,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,
+    /// The node's direct routes (replies to their asks that came too late are counted there).
+    pub(crate) routes: std::sync::Arc<route::Routes>,
 }
 
 impl EntityLink {

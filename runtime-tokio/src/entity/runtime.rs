@@ -1,17 +1,20 @@
-//! The host's side of its entities: which incarnation of each runs, its mailbox and how to
-//! abort it. Executes the core's entity effects without ever blocking: a full mailbox is
-//! reported back to the core (`Input::MailboxFull`), which makes it a dead letter.
+//! The host's side of its entities: which incarnation of each runs, its mailbox, its direct
+//! route (see `route`) and how to abort it. Executes the core's entity effects without ever
+//! blocking: a full mailbox is reported back to the core (`Input::MailboxFull`), which makes it
+//! a dead letter. Every effect passes the core's route gate first, which closes a route on a
+//! start or stop and opens one when a letter of this node's handles was handed over.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
+use shoal_core::direct::{RouteChange, RouteGate};
 use shoal_core::lease::FencingToken;
 use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, ShardId, StopReason};
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::AbortHandle;
 
+use super::route::{Mail, Queued, Route, Routes};
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 use crate::metric_names;
 use crate::store::Journal;
@@ -22,7 +25,9 @@ struct Running {
     /// The epoch its start carried.
     epoch: Epoch,
     /// `None` once a graceful stop closed it.
-    mailbox: Option<mpsc::Sender<Payload>>,
+    mailbox: Option<mpsc::Sender<Mail>>,
+    /// Its direct route, while open.
+    route: Option<Arc<Route>>,
     task: AbortHandle,
 }
 
@@ -34,8 +39,13 @@ pub(crate) struct EntityRuntime {
     running: HashMap<EntityType, HashMap<EntityId, Running>>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
+    routes: Arc<Routes>,
     /// The node's state store, handed to every entity (persistent types write through it).
     journal: Option<Journal>,
+    /// Decides when direct routes open and close.
+    gate: RouteGate,
+    /// The handles' letter being fed to the core, if one is.
+    judging: Option<Queued>,
     /// Debug builds check the core's effects and this host's reports against the entity
     /// contract, as the simulator does on every run.
     #[cfg(debug_assertions)]
@@ -44,12 +54,13 @@ pub(crate) struct EntityRuntime {
 
 impl EntityRuntime {
     /// Runs entities made by `factories`, each with a mailbox of `mailbox_capacity`, writing
-    /// state through `journal`; their tasks report on `signals`.
+    /// state through `journal`; their tasks report on `signals`, and count what they answer
+    /// too late on the node's `routes`.
     pub(crate) fn new(
         factories: HashMap<EntityType, Arc<dyn Factory>>,
         mailbox_capacity: usize,
         journal: Option<Journal>,
-        signals: mpsc::UnboundedSender<EntitySignal>,
+        (signals, routes): (mpsc::UnboundedSender<EntitySignal>, Arc<Routes>),
     ) -> Self {
         Self {
             factories,
@@ -57,7 +68,10 @@ impl EntityRuntime {
             running: HashMap::new(),
             next_generation: 0,
             signals,
+            routes,
             journal,
+            gate: RouteGate::default(),
+            judging: None,
             #[cfg(debug_assertions)]
             ledger: shoal_core::EntityLedger::default(),
         }
@@ -78,6 +92,9 @@ impl EntityRuntime {
         #[cfg(debug_assertions)]
         if let Err(breach) = self.ledger.effect(&effect) {
             tracing::error!(%breach, "the core broke the entity contract");
+        }
+        if let Some(change) = self.gate.handle_effect(&effect) {
+            self.change_route(change);
         }
         match effect {
             EntityEffect::Start {
@@ -118,7 +135,7 @@ impl EntityRuntime {
             return;
         };
         self.next_generation += 1;
-        let (sender, mailbox) = mpsc::channel(self.mailbox_capacity);
+        let (sender, mailbox) = mpsc::channel::<Mail>(self.mailbox_capacity);
         let link = EntityLink {
             entity_type: entity_type.clone(),
             entity: entity.clone(),
@@ -129,6 +146,7 @@ impl EntityRuntime {
             journal: self.journal.clone(),
             mailbox_capacity: self.mailbox_capacity,
             signals: self.signals.clone(),
+            routes: Arc::clone(&self.routes),
         };
         // Everything the entity logs carries where it runs.
         let span =
@@ -139,6 +157,7 @@ impl EntityRuntime {
             generation: self.next_generation,
             epoch,
             mailbox: Some(sender),
+            route: None,
             task,
         };
         match self
@@ -168,9 +187,13 @@ impl EntityRuntime {
             .running_mut(&entity_type, &entity)
             .and_then(|running| running.mailbox.as_ref());
         let payload = match mailbox {
-            Some(mailbox) => match mailbox.try_send(payload) {
+            Some(mailbox) => match mailbox.try_send(Mail::Letter(payload)) {
                 Ok(()) => return,
-                Err(TrySendError::Full(payload) | TrySendError::Closed(payload)) => payload,
+                Err(error) => match error.into_inner() {
+                    Mail::Letter(payload) => payload,
+                    // The host sends letters only.
+                    Mail::Direct(_) => return,
+                },
             },
             None => {
                 // The core delivers only to entities it started and has not stopped.
@@ -216,7 +239,10 @@ impl EntityRuntime {
         }
         Some(match step {
             Lifecycle::Stopped => {
-                of_type.remove(&entity);
+                if let Some(route) = of_type.remove(&entity).and_then(|r| r.route) {
+                    // It ended on its own (no stop closed the route).
+                    route.close();
+                }
                 self.reporting_stopped(&entity_type, &entity);
                 Input::EntityStopped {
                     entity_type,
@@ -237,6 +263,47 @@ impl EntityRuntime {
                 }
             }
         })
+    }
+
+    /// The host is about to feed the core a letter of its handles, `queued` on its route.
+    pub(crate) fn begin_letter(&mut self, queued: Queued) {
+        let route = queued.route();
+        self.gate.begin_letter(route.entity_type(), route.entity());
+        self.judging = Some(queued);
+    }
+
+    /// The core's call with the letter is done: its route is opened or closed, then the
+    /// letter stops counting as queued (in that order, so no handle sends directly while the
+    /// route's fate is open).
+    pub(crate) fn end_letter(&mut self) {
+        if let Some(change) = self.gate.end_letter() {
+            self.change_route(change);
+        }
+        // Dropping it lowers the count.
+        self.judging = None;
+    }
+
+    fn change_route(&mut self, change: RouteChange) {
+        match change {
+            RouteChange::Open(entity_type, entity) => {
+                let Some(route) = self.judging.as_ref().map(|q| Arc::clone(q.route())) else {
+                    return;
+                };
+                let running = self.running_mut(&entity_type, &entity);
+                if let Some(running) = running.filter(|r| r.route.is_none()) {
+                    if let Some(mailbox) = &running.mailbox {
+                        route.open(mailbox.clone());
+                        running.route = Some(route);
+                    }
+                }
+            }
+            RouteChange::Close(entity_type, entity) => {
+                let running = self.running_mut(&entity_type, &entity);
+                if let Some(route) = running.and_then(|r| r.route.take()) {
+                    route.close();
+                }
+            }
+        }
     }
 
     /// The core is about to hear that this incarnation terminated.

@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use shoal_core::{EntityId, Payload};
+use shoal_core::EntityId;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::letter::{AskFailure, Letter};
+use super::letter::{AskFailure, AskRef, Delivery, Letter};
+use super::route::Mail;
 use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind, Verdict};
+use crate::error::AskError;
+use crate::host::AskAnswer;
 use crate::metric_names;
 
 /// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].
@@ -27,7 +30,7 @@ pub(crate) trait Factory: Send + Sync {
     /// Spawns the task of a new incarnation reading `mailbox`.
     fn spawn(
         &self,
-        mailbox: mpsc::Receiver<Payload>,
+        mailbox: mpsc::Receiver<Mail>,
         link: EntityLink,
         span: tracing::Span,
     ) -> JoinHandle<()>;
@@ -55,7 +58,7 @@ where
 {
     fn spawn(
         &self,
-        mailbox: mpsc::Receiver<Payload>,
+        mailbox: mpsc::Receiver<Mail>,
         link: EntityLink,
         span: tracing::Span,
     ) -> JoinHandle<()> {
@@ -76,7 +79,7 @@ impl Drop for StopReport {
 
 async fn run<E: Entity>(
     make: impl Fn(&EntityId) -> E,
-    mut mailbox: mpsc::Receiver<Payload>,
+    mut mailbox: mpsc::Receiver<Mail>,
     link: EntityLink,
 ) {
     let _report = StopReport(link.clone());
@@ -85,8 +88,8 @@ async fn run<E: Entity>(
     let Some(mut entity) = create(&make, &mut ctx, &mut backoff).await else {
         return;
     };
-    while let Some(payload) = mailbox.recv().await {
-        let Ok(letter) = Letter::from_payload(&payload) else {
+    while let Some(mail) = mailbox.recv().await {
+        let Some(mut letter) = Received::of(mail) else {
             metrics::counter!(metric_names::ENTITY_LETTERS_MALFORMED_TOTAL).increment(1);
             tracing::warn!(entity = %ctx.id(), "a payload that is not a letter of this runtime");
             continue;
@@ -104,7 +107,7 @@ async fn run<E: Entity>(
                 settle(&mut ctx, &letter, Outcome::Done);
                 metrics::counter!(metric_names::ENTITY_MESSAGES_UNDECODABLE_TOTAL).increment(1);
                 tracing::warn!(entity = %ctx.id(), %error, "a message that does not decode as the entity's type");
-                answer(&ctx, &letter, Err(AskFailure::Codec(error.to_string())));
+                answer(&ctx, &mut letter, Err(AskFailure::Codec(error.to_string())));
                 continue;
             }
         };
@@ -114,10 +117,10 @@ async fn run<E: Entity>(
         {
             Ok(reply) => {
                 // A tell's reply goes nowhere: not encoded.
-                if letter.ask.is_some() {
+                if letter.answer.is_some() {
                     let reply = postcard::to_allocvec(&reply)
                         .map_err(|error| AskFailure::Codec(error.to_string()));
-                    answer(&ctx, &letter, reply);
+                    answer(&ctx, &mut letter, reply);
                 }
                 let verdict = ctx.take_verdict();
                 settle(&mut ctx, &letter, Outcome::of(verdict.as_ref()));
@@ -146,7 +149,7 @@ async fn run<E: Entity>(
                     restart_in = ?backoff,
                     "entity panicked handling a message; restarting it"
                 );
-                answer(&ctx, &letter, Err(AskFailure::Panicked));
+                answer(&ctx, &mut letter, Err(AskFailure::Panicked));
                 ctx.take_verdict();
                 settle(&mut ctx, &letter, Outcome::Dropped);
                 tokio::time::sleep(backoff).await;
@@ -241,7 +244,7 @@ impl Outcome {
 /// Ends a reliably delivered letter's handling: confirmed if its effect is done; after a
 /// failed write, settled once the entity has recovered; else left for the producer to send
 /// again after its timeout (a message that panics its entity is not hurried back).
-fn settle(ctx: &mut EntityContext, letter: &Letter, outcome: Outcome) {
+fn settle(ctx: &mut EntityContext, letter: &Received, outcome: Outcome) {
     let Some(delivery) = &letter.delivery else {
         return;
     };
@@ -253,10 +256,57 @@ fn settle(ctx: &mut EntityContext, letter: &Letter, outcome: Outcome) {
     }
 }
 
-/// Sends the answer of an ask (nothing for a tell).
-fn answer(ctx: &EntityContext, letter: &Letter, answer: Result<Vec<u8>, AskFailure>) {
-    if let Some(ask) = letter.ask {
-        ctx.link().signal(SignalKind::Answer { ask, answer });
+/// A message as the task handles it, whichever way it came.
+struct Received {
+    /// The entity's message, postcard-encoded.
+    message: Vec<u8>,
+    /// Where the answer goes; `None` for a tell, or once answered.
+    answer: Option<Answer>,
+    /// For a reliably delivered message: its tag.
+    delivery: Option<Delivery>,
+}
+
+/// Where an ask's answer goes.
+enum Answer {
+    /// Through the host, to the asking member's request table (a letter the node delivered).
+    Host(AskRef),
+    /// Straight to the asking handle (a message sent on the direct route).
+    Direct(AskAnswer),
+}
+
+impl Received {
+    /// `None` for a payload that is not a letter of this runtime.
+    fn of(mail: Mail) -> Option<Self> {
+        Some(match mail {
+            Mail::Letter(payload) => {
+                let letter = Letter::from_payload(&payload).ok()?;
+                Self {
+                    message: letter.message,
+                    answer: letter.ask.map(Answer::Host),
+                    delivery: letter.delivery,
+                }
+            }
+            Mail::Direct(mail) => Self {
+                message: mail.message,
+                answer: mail.answer.map(Answer::Direct),
+                delivery: None,
+            },
+        })
+    }
+}
+
+/// Sends the answer of an ask, once (nothing for a tell).
+fn answer(ctx: &EntityContext, letter: &mut Received, answer: Result<Vec<u8>, AskFailure>) {
+    match letter.answer.take() {
+        Some(Answer::Host(ask)) => ctx.link().signal(SignalKind::Answer { ask, answer }),
+        Some(Answer::Direct(waiting)) => {
+            // An asker that gave up (timed out, dropped) no longer listens.
+            let late = waiting.send(answer.map_err(AskError::from)).is_err();
+            if late {
+                ctx.link().routes.note_late_reply();
+            }
+        }
+        None => {}
     }
 }
 

@@ -1,22 +1,33 @@
 //! What handles ([`crate::Node`], [`crate::Region`], [`crate::EntityRef`]) ask of the host task.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_core::{Command, EntityId, EntityType, Metrics, Payload, Reply, RouteCounts};
+use shoal_core::{Command, Metrics, Payload, Reply, RouteCounts};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entity::letter::Letter;
+use crate::entity::route::{Queued, Routes};
 use crate::error::{AskError, QueryError, TellError};
 use crate::transport::TransportStats;
 
-/// The handles' one way into the host task: its command queue, with the requests they make.
-/// [`crate::Node`], [`crate::Region`] and [`crate::EntityRef`] each hold a clone.
+/// The handles' one way into the host task: its command queue, with the requests they make,
+/// and the node's direct routes, which bypass it. [`crate::Node`], [`crate::Region`] and
+/// [`crate::EntityRef`] each hold a clone.
 #[derive(Clone)]
-pub(crate) struct HostHandle(mpsc::Sender<HostCommand>);
+pub(crate) struct HostHandle {
+    commands: mpsc::Sender<HostCommand>,
+    routes: Arc<Routes>,
+}
 
 impl HostHandle {
-    pub(crate) fn new(commands: mpsc::Sender<HostCommand>) -> Self {
-        Self(commands)
+    pub(crate) fn new(commands: mpsc::Sender<HostCommand>, routes: Arc<Routes>) -> Self {
+        Self { commands, routes }
+    }
+
+    /// The node's direct routes.
+    pub(crate) fn routes(&self) -> &Arc<Routes> {
+        &self.routes
     }
 
     /// Sends a core command and waits for the core's reply.
@@ -28,42 +39,33 @@ impl HostHandle {
         reply.await.map_err(|_| QueryError::ShuttingDown)?
     }
 
-    /// Sends an encoded message to an entity, fire and forget. The letter is built here, on
-    /// the sender's task, so the host (one task for the whole node) does not.
-    pub(crate) async fn tell(
-        &self,
-        entity_type: EntityType,
-        entity: EntityId,
-        message: Vec<u8>,
-    ) -> Result<(), TellError> {
+    /// Sends an encoded message to an entity through the node, fire and forget, `queued` on
+    /// the entity's route. The letter is built here, on the sender's task, so the host (one
+    /// task for the whole node) does not.
+    pub(crate) async fn tell(&self, queued: Queued, message: Vec<u8>) -> Result<(), TellError> {
         let payload = Letter {
             ask: None,
             message,
             delivery: None,
         }
         .to_payload();
-        self.send(HostCommand::Tell {
-            entity_type,
-            entity,
-            payload,
-        })
-        .await
-        .map_err(|_| TellError::ShuttingDown)
+        self.send(HostCommand::Tell { queued, payload })
+            .await
+            .map_err(|_| TellError::ShuttingDown)
     }
 
-    /// Sends an encoded message to an entity and waits up to `timeout` for its encoded reply.
-    /// The host builds the letter: its ask reference is the host's request id.
+    /// Sends an encoded message to an entity through the node (`queued` on its route) and
+    /// waits up to `timeout` for its encoded reply. The host builds the letter: its ask
+    /// reference is the host's request id.
     pub(crate) async fn ask(
         &self,
-        entity_type: EntityType,
-        entity: EntityId,
+        queued: Queued,
         message: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, AskError> {
         let (answer, reply) = oneshot::channel();
         self.send(HostCommand::Ask {
-            entity_type,
-            entity,
+            queued,
             message,
             timeout,
             answer,
@@ -75,17 +77,17 @@ impl HostHandle {
 
     /// Queues a command, waiting while the queue is full; fails once the host has stopped.
     pub(crate) async fn send(&self, command: HostCommand) -> Result<(), HostStopped> {
-        self.0.send(command).await.map_err(|_| HostStopped)
+        self.commands.send(command).await.map_err(|_| HostStopped)
     }
 
     /// Returns once the host task has stopped.
     pub(crate) async fn closed(&self) {
-        self.0.closed().await;
+        self.commands.closed().await;
     }
 
     /// Whether the host task has stopped.
     pub(crate) fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        self.commands.is_closed()
     }
 }
 
@@ -96,16 +98,11 @@ pub(crate) struct HostStopped;
 /// A request to the host task.
 pub(crate) enum HostCommand {
     /// Send a message to an entity, already a letter's payload: the sender encodes it, so
-    /// the host (one task for the whole node) does not.
-    Tell {
-        entity_type: EntityType,
-        entity: EntityId,
-        payload: Payload,
-    },
-    /// Send a message to an entity and wait for its reply.
+    /// the host (one task for the whole node) does not. Queued on the entity's route.
+    Tell { queued: Queued, payload: Payload },
+    /// Send a message to an entity and wait for its reply (queued on its route).
     Ask {
-        entity_type: EntityType,
-        entity: EntityId,
+        queued: Queued,
         message: Vec<u8>,
         timeout: Duration,
         answer: oneshot::Sender<Result<Vec<u8>, AskError>>,
@@ -146,8 +143,10 @@ pub struct NodeStats {
     pub routes: RouteCounts,
     /// Entity tasks running.
     pub entities: usize,
-    /// Asks waiting for a reply.
+    /// Asks waiting for a reply (those sent on direct routes wait on their own).
     pub pending_asks: usize,
+    /// Messages handles handed straight to running entities (the local fast path).
+    pub direct_deliveries: u64,
     /// Replies that arrived after their ask had timed out.
     pub late_replies: u64,
 }

@@ -19,13 +19,18 @@ pub(crate) mod io;
 pub(crate) mod requests;
 mod sources;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_core::{Address, Command, Driver, Envelope, Input, Instant, MemberId, Reply, earliest};
+use shoal_core::direct::AccessLog;
+use shoal_core::{
+    Address, Command, Driver, Envelope, Input, Instant, MemberId, Payload, Reply, earliest,
+};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::entity::letter::{AskRef, Letter};
+use crate::entity::route::{Queued, Route, Routes};
 use crate::entity::{EntitySignal, SignalKind};
 use crate::error::{AskError, QueryError};
 use crate::event::NodeEvent;
@@ -81,6 +86,12 @@ pub(crate) struct Host {
     pub(crate) command_timeout: Duration,
     /// The node's reliable producers, which entities' confirmations go to.
     pub(crate) producers: delivery::Producers,
+    /// The node's direct routes (for their count of deliveries).
+    pub(crate) routes: Arc<Routes>,
+    /// Routes handles delivered on since the last report of accesses.
+    pub(crate) accessed: mpsc::UnboundedReceiver<Arc<Route>>,
+    /// The accesses being reported.
+    pub(crate) access_log: AccessLog,
 }
 
 impl Host {
@@ -149,6 +160,39 @@ impl Host {
         }
     }
 
+    /// Feeds the core a letter of this node's handles, `queued` on its entity's route: the
+    /// route gate opens the route if the core hands it over in this call, and closes it
+    /// otherwise.
+    fn letter(&mut self, queued: Queued, payload: Payload) {
+        let route = queued.route();
+        let input = Input::Tell {
+            entity_type: route.entity_type().clone(),
+            entity: route.entity().clone(),
+            payload,
+        };
+        self.io.entities.begin_letter(queued);
+        self.driver
+            .handle_input(self.clock.now(), input, &mut self.io);
+        self.io.entities.end_letter();
+        self.after_call();
+    }
+
+    /// Reports what handles delivered on direct routes since the last report, so the core's
+    /// idle timeouts and active-entity limits count it (at the start of every round, before
+    /// the timers).
+    fn report_accesses(&mut self) {
+        while let Ok(route) = self.accessed.try_recv() {
+            route.reported();
+            self.access_log.note(route.entity_type(), route.entity());
+        }
+        if self.access_log.is_empty() {
+            return;
+        }
+        for input in self.access_log.take_inputs() {
+            self.input(input);
+        }
+    }
+
     fn handle_signal(&mut self, signal: EntitySignal) {
         let EntitySignal {
             entity_type,
@@ -186,20 +230,9 @@ impl Host {
     fn handle_command(&mut self, command: HostCommand) -> bool {
         let now = self.clock.now();
         match command {
-            HostCommand::Tell {
-                entity_type,
-                entity,
-                payload,
-            } => {
-                self.input(Input::Tell {
-                    entity_type,
-                    entity,
-                    payload,
-                });
-            }
+            HostCommand::Tell { queued, payload } => self.letter(queued, payload),
             HostCommand::Ask {
-                entity_type,
-                entity,
+                queued,
                 message,
                 timeout,
                 answer,
@@ -215,11 +248,7 @@ impl Host {
                     delivery: None,
                 }
                 .to_payload();
-                self.input(Input::Tell {
-                    entity_type,
-                    entity,
-                    payload,
-                });
+                self.letter(queued, payload);
             }
             HostCommand::Command { command, answer } => {
                 let request = self.requests.insert(now + self.command_timeout, answer);
@@ -254,7 +283,8 @@ impl Host {
                     routes: self.driver.node().route_counts(),
                     entities: self.io.entities.len(),
                     pending_asks: self.asks.len(),
-                    late_replies: self.asks.late_replies(),
+                    direct_deliveries: self.routes.direct_deliveries(),
+                    late_replies: self.asks.late_replies() + self.routes.late_replies(),
                 });
             }
         }

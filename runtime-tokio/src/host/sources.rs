@@ -65,6 +65,7 @@ pub(super) enum Ready {
 impl Host {
     /// One round over everything ready at `now`, in the order of [`SOURCES`].
     pub(super) fn handle_ready(&mut self, now: Instant) -> Round {
+        self.report_accesses();
         let mut busy = false;
         for source in SOURCES {
             for _ in 0..source.per_round() {
@@ -99,6 +100,7 @@ impl Host {
             Poll::Pending
         })
         .await;
+        self.report_accesses();
         self.handle(ready)
     }
 

@@ -1,0 +1,316 @@
+//! The local fast path: a handle ([`crate::EntityRef`]) of this node sends straight into a
+//! running entity's mailbox, one task hop where the node's path takes two (handle → host →
+//! entity), and an ask's reply goes straight back on its oneshot.
+//!
+//! The rules are the core's (`shoal_core::direct`), judged by the simulator; this module is
+//! their concurrent half. Every `(type, id)` has at most one live [`Route`] on a node, found
+//! through [`Routes`] and shared by every handle of the entity and by the host:
+//!
+//! - A handle sends directly only while the route is open **and** none of this node's letters
+//!   to the entity waits in the host's queue (`queued`); otherwise it counts its letter as
+//!   queued and sends it through the host, so no direct letter overtakes one of this node's
+//!   own letters. The decision and the count change under the route's lock.
+//! - The host opens the route (handing it a clone of the running incarnation's mailbox
+//!   sender) when the core handed a letter of this node's handles to the running incarnation
+//!   in the same call, and lowers `queued` only after it opened or closed the route for that
+//!   letter. It closes the route (dropping the clone) on every start or stop of the entity,
+//!   before it carries the stop out: a direct letter sent before that is in the mailbox ahead
+//!   of the graceful stop, one sent after goes through the node, which buffers it for the next
+//!   incarnation.
+//! - A direct send that fails (a full or closed mailbox) goes through the host instead, where
+//!   a full mailbox becomes a `MailboxFull` dead letter as before.
+//! - A direct delivery marks the route accessed and, the first time since the host's last
+//!   report, queues it on [`Routes`]' access queue: the host drains that queue at the start of
+//!   each round, before its timers, and feeds the core `Input::Accessed`, so idle timeouts and
+//!   the active-entity limit see every access. The queue is not one of the host's sources: it
+//!   never wakes the host, and the fixed order of sources (and with it "same seed, same
+//!   trace" under turmoil) is unchanged.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use shoal_core::{EntityId, EntityType, Payload};
+use tokio::sync::futures::Notified;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{Notify, mpsc};
+
+use crate::host::AskAnswer;
+
+/// What an entity's mailbox holds.
+pub(crate) enum Mail {
+    /// A letter the node delivered (its payload, as the core carries it).
+    Letter(Payload),
+    /// A message a handle of this node sent on the entity's direct route.
+    Direct(DirectMail),
+}
+
+/// A message sent on a direct route: its postcard bytes and, for an ask, where the reply goes.
+pub(crate) struct DirectMail {
+    pub(crate) message: Vec<u8>,
+    pub(crate) answer: Option<AskAnswer>,
+}
+
+/// How many locks the table of routes is split over, so handles sending to different
+/// entities rarely wait for each other.
+const TABLE_SHARDS: usize = 32;
+
+/// A table shard: routes by entity, weakly (a route lives while a handle or the host holds
+/// it), and how many lived at the last sweep of dead entries.
+#[derive(Default)]
+struct TableShard {
+    routes: HashMap<(EntityType, EntityId), Weak<Route>>,
+    live_at_sweep: usize,
+}
+
+/// The node's routes: the table handles find them in, the queue of accessed routes the host
+/// drains, and the count of direct deliveries.
+pub(crate) struct Routes {
+    shards: Box<[Mutex<TableShard>]>,
+    hasher: RandomState,
+    accessed: mpsc::UnboundedSender<Arc<Route>>,
+    direct: AtomicU64,
+    late_replies: AtomicU64,
+}
+
+impl std::fmt::Debug for Routes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routes")
+            .field("direct", &self.direct)
+            .field("late_replies", &self.late_replies)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Routes {
+    /// The node's routes; the host drains accessed routes from the returned receiver.
+    pub(crate) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Arc<Route>>) {
+        let (accessed, drain) = mpsc::unbounded_channel();
+        let shards = (0..TABLE_SHARDS).map(|_| Mutex::default()).collect();
+        let routes = Self {
+            shards,
+            hasher: RandomState::new(),
+            accessed,
+            direct: AtomicU64::new(0),
+            late_replies: AtomicU64::new(0),
+        };
+        (Arc::new(routes), drain)
+    }
+
+    /// The live route to `entity`, made (closed) if there is none.
+    pub(crate) fn route(&self, entity_type: &EntityType, entity: &EntityId) -> Arc<Route> {
+        let key = (entity_type.clone(), entity.clone());
+        let shard = self.hasher.hash_one(&key) as usize % TABLE_SHARDS;
+        let mut shard = lock(&self.shards[shard]);
+        if let Some(route) = shard.routes.get(&key).and_then(Weak::upgrade) {
+            return route;
+        }
+        let route = Arc::new(Route {
+            entity_type: key.0.clone(),
+            entity: key.1.clone(),
+            state: Mutex::new(RouteState::default()),
+            drained: Notify::new(),
+        });
+        shard.routes.insert(key, Arc::downgrade(&route));
+        // Dead entries (entities nobody holds a route to) go once the table doubled since the
+        // last sweep: amortised, and bounded by twice the live routes.
+        if shard.routes.len() > 2 * shard.live_at_sweep + 64 {
+            shard.routes.retain(|_, route| route.strong_count() > 0);
+            shard.live_at_sweep = shard.routes.len();
+        }
+        route
+    }
+
+    /// An entity answered an ask sent on a direct route after its asker gave up.
+    pub(crate) fn note_late_reply(&self) {
+        self.late_replies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Replies to asks on direct routes that came after their asker gave up.
+    pub(crate) fn late_replies(&self) -> u64 {
+        self.late_replies.load(Ordering::Relaxed)
+    }
+
+    /// Messages handed to entities on direct routes so far.
+    pub(crate) fn direct_deliveries(&self) -> u64 {
+        self.direct.load(Ordering::Relaxed)
+    }
+}
+
+/// What a [`Route`] holds under its lock.
+#[derive(Default)]
+struct RouteState {
+    /// The running incarnation's mailbox, while the route is open.
+    mailbox: Option<mpsc::Sender<Mail>>,
+    /// Letters of this node's handles to the entity that the host has not judged yet.
+    queued: usize,
+    /// A direct delivery happened since the host's last report of accesses.
+    accessed: bool,
+    /// A handle waits for `queued` to drain.
+    waiting: bool,
+}
+
+/// One entity's route on this node.
+pub(crate) struct Route {
+    entity_type: EntityType,
+    entity: EntityId,
+    state: Mutex<RouteState>,
+    /// Wakes handles waiting for this node's queued letters to be judged.
+    drained: Notify,
+}
+
+impl Route {
+    /// The entity's type.
+    pub(crate) fn entity_type(&self) -> &EntityType {
+        &self.entity_type
+    }
+
+    /// The entity.
+    pub(crate) fn entity(&self) -> &EntityId {
+        &self.entity
+    }
+
+    /// Sends `mail` straight into the running incarnation's mailbox if the route is open and
+    /// none of this node's letters to the entity waits for the host; while the route is open
+    /// but such letters wait, it waits for the host to judge them (a handle sending faster
+    /// than the host feeds the core would otherwise never get back onto the route). When the
+    /// route is closed, or the mailbox is full or closed, the mail is given back with its
+    /// place in the queue: the caller must send it through the host.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        mut mail: DirectMail,
+        routes: &Routes,
+    ) -> Result<(), (DirectMail, Queued)> {
+        loop {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            match self.try_send(mail, routes, drained.as_mut()) {
+                Step::Sent => return Ok(()),
+                Step::Wait(waiting) => {
+                    mail = waiting;
+                    drained.await;
+                }
+                Step::Queued(mail) => return Err((mail, Queued(Arc::clone(self)))),
+            }
+        }
+    }
+
+    /// One attempt of [`Route::send`], under the route's lock.
+    fn try_send(
+        self: &Arc<Self>,
+        mail: DirectMail,
+        routes: &Routes,
+        drained: Pin<&mut Notified<'_>>,
+    ) -> Step {
+        let mut state = lock(&self.state);
+        let mail = match &state.mailbox {
+            Some(mailbox) if state.queued == 0 => match mailbox.try_send(Mail::Direct(mail)) {
+                Ok(()) => {
+                    routes.direct.fetch_add(1, Ordering::Relaxed);
+                    if !std::mem::replace(&mut state.accessed, true) {
+                        // The host's receiver lives as long as the node; after it, nobody
+                        // counts.
+                        let _ = routes.accessed.send(Arc::clone(self));
+                    }
+                    return Step::Sent;
+                }
+                Err(error) => {
+                    if matches!(error, TrySendError::Closed(_)) {
+                        state.mailbox = None;
+                    }
+                    match error.into_inner() {
+                        Mail::Direct(mail) => mail,
+                        Mail::Letter(_) => unreachable!("sent as direct mail just above"),
+                    }
+                }
+            },
+            Some(_) => {
+                // Registered before the lock is let go: the host's wake-up cannot slip
+                // between the check and the wait.
+                drained.enable();
+                state.waiting = true;
+                return Step::Wait(mail);
+            }
+            None => mail,
+        };
+        state.queued += 1;
+        Step::Queued(mail)
+    }
+
+    /// Counts a letter that must go through the host (a reliable producer's) as queued.
+    pub(crate) fn queue(self: Arc<Self>) -> Queued {
+        lock(&self.state).queued += 1;
+        Queued(self)
+    }
+
+    /// One queued letter was judged, or dropped on its way to the host. Handles waiting for
+    /// the queue to drain are woken when it has.
+    fn judged(&self) {
+        let mut state = lock(&self.state);
+        state.queued = state.queued.saturating_sub(1);
+        if state.queued == 0 && std::mem::take(&mut state.waiting) {
+            drop(state);
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Opens the route to the incarnation reading `mailbox`.
+    pub(crate) fn open(&self, mailbox: mpsc::Sender<Mail>) {
+        lock(&self.state).mailbox = Some(mailbox);
+    }
+
+    /// Closes the route: handles go through the host until it opens again.
+    pub(crate) fn close(&self) {
+        let mut state = lock(&self.state);
+        state.mailbox = None;
+        if std::mem::take(&mut state.waiting) {
+            // Waiting handles go through the host now.
+            drop(state);
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// The host reports the route's accesses: the next direct delivery queues it again.
+    pub(crate) fn reported(&self) {
+        lock(&self.state).accessed = false;
+    }
+}
+
+/// What an attempt to send on a route came to.
+enum Step {
+    /// In the mailbox.
+    Sent,
+    /// The route is open but letters of this node wait for the host: wait for them.
+    Wait(DirectMail),
+    /// Through the host, counted as queued.
+    Queued(DirectMail),
+}
+
+/// A letter of this node's handles on its way through the host, counted as queued on its
+/// entity's route until dropped: after the host opened or closed the route for it, or with
+/// the letter if it never reaches the host (a cancelled send, a node shutting down), so the
+/// count cannot leak and hold handles off the route.
+pub(crate) struct Queued(Arc<Route>);
+
+impl Queued {
+    /// The route the letter counts on.
+    pub(crate) fn route(&self) -> &Arc<Route> {
+        &self.0
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.judged();
+    }
+}
+
+/// Locks `mutex`, whose state stays consistent even if a holder panicked (every change under
+/// it is a single assignment).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,236 @@
+//! The local fast path: handles send straight into running entities' mailboxes, and the node's
+//! guarantees hold as on the node's path: one node's messages arrive in order and once, across
+//! passivations and full mailboxes; an entity busy only on the fast path is not idle to the
+//! node; asks on it time out and fail as on the node's path.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Op, builder, counter, logs};
+use shoal::{AskError, DeadLetterReason, EntityContext, EntityTypeConfig, Node, NodeBuilder};
+
+const ASK: Duration = Duration::from_secs(5);
+
+/// What every incarnation of a logging entity shares with the test.
+#[derive(Default)]
+struct Log {
+    /// Every message handled, in order, by whichever incarnation.
+    seen: Mutex<Vec<u64>>,
+    /// Incarnations started.
+    starts: AtomicU64,
+    /// Incarnations stopped gracefully.
+    stops: AtomicU64,
+}
+
+/// Appends each message to the log; passivates itself after every `passivate_every`th (0:
+/// never); sleeps `work` per message.
+struct Logger {
+    log: Arc<Log>,
+    passivate_every: u64,
+    work: Duration,
+}
+
+impl shoal::Entity for Logger {
+    type Message = u64;
+    type Reply = usize;
+
+    async fn handle(&mut self, ctx: &mut EntityContext, n: u64) -> usize {
+        if !self.work.is_zero() {
+            tokio::time::sleep(self.work).await;
+        }
+        let mut seen = self.log.seen.lock().unwrap();
+        seen.push(n);
+        if self.passivate_every > 0 && (n + 1) % self.passivate_every == 0 {
+            ctx.passivate();
+        }
+        seen.len()
+    }
+
+    async fn on_start(&mut self, _ctx: &mut EntityContext) {
+        self.log.starts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn on_stop(&mut self, _ctx: &mut EntityContext) {
+        self.log.stops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+async fn logging_node(
+    config: EntityTypeConfig,
+    mailbox: usize,
+    passivate_every: u64,
+    work: Duration,
+) -> (Node, Arc<Log>) {
+    let log = Arc::new(Log::default());
+    let shared = Arc::clone(&log);
+    let node = NodeBuilder::new("test")
+        .mailbox_capacity(mailbox)
+        .entity(config, move |_| Logger {
+            log: Arc::clone(&shared),
+            passivate_every,
+            work,
+        })
+        .start()
+        .await
+        .unwrap();
+    (node, log)
+}
+
+/// Waits until the log holds `n` messages.
+async fn wait_for(log: &Log, n: usize) {
+    let waited = tokio::time::timeout(ASK, async {
+        while log.seen.lock().unwrap().len() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    waited.await.expect("every message handled in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_nodes_messages_arrive_in_order_and_once_across_passivations() {
+    logs();
+    let (node, log) = logging_node(
+        EntityTypeConfig::new("log"),
+        1024,
+        PASSIVATE_EVERY,
+        Duration::ZERO,
+    )
+    .await;
+    let region = node.region::<Logger>("log").unwrap();
+    let entity = region.entity_ref("one");
+    const SENT: u64 = 3_000;
+    const PASSIVATE_EVERY: u64 = 101;
+    for n in 0..SENT {
+        // Fresh handles now and then: they share the node's route to the entity.
+        let handle = match n % 500 {
+            0 => region.entity_ref("one"),
+            _ => entity.clone(),
+        };
+        if n % 10 == 9 {
+            // Asks take the same route as tells, and keep their place among them; waiting
+            // for their reply, the sender lets the host catch up.
+            handle.ask(&n, ASK).await.unwrap();
+        } else {
+            handle.tell(&n).await.unwrap();
+        }
+    }
+    wait_for(&log, SENT as usize).await;
+    let seen = log.seen.lock().unwrap().clone();
+    let expected: Vec<u64> = (0..SENT).collect();
+    assert_eq!(seen.len(), expected.len());
+    assert!(seen == expected, "out of order or duplicated");
+    let stats = node.stats().await.unwrap();
+    // A sender faster than the host stays on the node's path while its letters queue up
+    // behind a stop; it is back on the fast path once the host has caught up.
+    let (direct, starts) = (stats.direct_deliveries, log.starts.load(Ordering::Relaxed));
+    assert!(direct > SENT / 2, "only {direct} went on the fast path");
+    assert!(
+        starts > SENT / PASSIVATE_EVERY / 2,
+        "passivated and restarted: {starts}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_mailbox_dead_letters_what_it_refuses_and_the_rest_keeps_its_order() {
+    logs();
+    let (node, log) =
+        logging_node(EntityTypeConfig::new("log"), 4, 0, Duration::from_millis(1)).await;
+    let mut events = node.events();
+    let entity = node.region::<Logger>("log").unwrap().entity_ref("slow");
+    entity.ask(&0, ASK).await.unwrap();
+    const SENT: u64 = 400;
+    for n in 1..SENT {
+        entity.tell(&n).await.unwrap();
+    }
+    // The last one waits its turn behind whatever was accepted.
+    let mut attempts = 0;
+    let handled = loop {
+        attempts += 1;
+        match entity.ask(&SENT, ASK).await {
+            Ok(handled) => break handled,
+            Err(AskError::DeadLetter(DeadLetterReason::MailboxFull)) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    };
+    let seen = log.seen.lock().unwrap().clone();
+    assert_eq!(handled, seen.len());
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "out of order: {seen:?}"
+    );
+    let mut refused = 0;
+    while let Ok(event) = events.try_recv() {
+        if let shoal::NodeEvent::Sharding(shoal::Event::DeadLetter { reason, .. }) = event {
+            assert_eq!(reason, DeadLetterReason::MailboxFull);
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "a mailbox of 4 refused some of {SENT}");
+    // Each message was handled or refused with an event, once: the first ask, the tells,
+    // and every attempt of the last ask.
+    assert_eq!(seen.len() + refused, SENT as usize + attempts);
+    assert!(node.stats().await.unwrap().direct_deliveries > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_busy_only_on_the_fast_path_is_not_idle_to_the_node() {
+    logs();
+    let mut config = EntityTypeConfig::new("log");
+    config.passivate_idle_after = Some(Duration::from_millis(400));
+    let (node, log) = logging_node(config, 64, 0, Duration::ZERO).await;
+    let entity = node.region::<Logger>("log").unwrap().entity_ref("busy");
+    // Three idle timeouts' worth of traffic, every message but the first on the fast path.
+    for n in 0..60 {
+        entity.tell(&n).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_for(&log, 60).await;
+    assert_eq!(
+        log.starts.load(Ordering::Relaxed),
+        1,
+        "never passivated while busy"
+    );
+    assert!(node.stats().await.unwrap().direct_deliveries >= 55);
+    // Idle now: passivated after the timeout (the shard looks every half of it).
+    let stopped = tokio::time::timeout(ASK, async {
+        while log.stops.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    stopped.await.expect("passivated once idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_on_the_fast_path_time_out_fail_on_panics_and_count_late_replies() {
+    logs();
+    let node = builder(&[]).start().await.unwrap();
+    let counter = counter(&node, "direct");
+    // The first message opens the route; the others take it.
+    assert_eq!(counter.ask(&Op::Add(1), ASK).await, Ok(1));
+    let before = node.stats().await.unwrap();
+    let asked = counter
+        .ask(&Op::Sleep(300), Duration::from_millis(50))
+        .await;
+    assert_eq!(asked, Err(AskError::Timeout));
+    assert_eq!(
+        counter.ask(&Op::Panic, ASK).await,
+        Err(AskError::EntityPanicked)
+    );
+    assert_eq!(
+        counter.ask(&Op::Add(2), ASK).await,
+        Ok(2),
+        "restarted afresh"
+    );
+    let after = node.stats().await.unwrap();
+    assert!(after.direct_deliveries >= before.direct_deliveries + 3);
+    assert_eq!(
+        after.late_replies,
+        before.late_replies + 1,
+        "the slow reply"
+    );
+}
