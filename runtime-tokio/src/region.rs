@@ -219,7 +219,7 @@ impl<E: Entity> EntityRef<E> {
         };
         match route.send(mail, host.routes()).await {
             Ok(()) => Ok(()),
-            Err((mail, queued)) => host.tell(queued, mail.message).await,
+            Err((mail, queued, turn)) => host.tell((queued, turn), mail.message).await,
         }
     }
 
@@ -234,7 +234,7 @@ impl<E: Entity> EntityRef<E> {
         };
         let bytes = match route.send(mail, host.routes()).await {
             Ok(()) => self.direct_reply(reply, timeout).await?,
-            Err((mail, queued)) => host.ask(queued, mail.message, timeout).await?,
+            Err((mail, queued, turn)) => host.ask((queued, turn), mail.message, timeout).await?,
         };
         postcard::from_bytes(&bytes).map_err(|e| AskError::Codec(e.to_string()))
     }

@@ -7,7 +7,7 @@ use shoal_core::{Command, Metrics, Payload, Reply, RouteCounts};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::entity::letter::Letter;
-use crate::entity::route::{Queued, Routes};
+use crate::entity::route::{Queued, Routes, Turn};
 use crate::error::{AskError, QueryError, TellError};
 use crate::transport::TransportStats;
 
@@ -40,38 +40,45 @@ impl HostHandle {
     }
 
     /// Sends an encoded message to an entity through the node, fire and forget, `queued` on
-    /// the entity's route. The letter is built here, on the sender's task, so the host (one
-    /// task for the whole node) does not.
-    pub(crate) async fn tell(&self, queued: Queued, message: Vec<u8>) -> Result<(), TellError> {
+    /// the entity's route, whose `turn` is let go once it is in the host's queue. The letter
+    /// is built here, on the sender's task, so the host (one task for the whole node) does
+    /// not.
+    pub(crate) async fn tell(
+        &self,
+        (queued, turn): (Queued, Turn),
+        message: Vec<u8>,
+    ) -> Result<(), TellError> {
         let payload = Letter {
             ask: None,
             message,
             delivery: None,
         }
         .to_payload();
-        self.send(HostCommand::Tell { queued, payload })
-            .await
-            .map_err(|_| TellError::ShuttingDown)
+        let sent = self.send(HostCommand::Tell { queued, payload }).await;
+        drop(turn);
+        sent.map_err(|_| TellError::ShuttingDown)
     }
 
-    /// Sends an encoded message to an entity through the node (`queued` on its route) and
-    /// waits up to `timeout` for its encoded reply. The host builds the letter: its ask
-    /// reference is the host's request id.
+    /// Sends an encoded message to an entity through the node (`queued` on its route, whose
+    /// `turn` is let go once it is in the host's queue) and waits up to `timeout` for its
+    /// encoded reply. The host builds the letter: its ask reference is the host's request id.
     pub(crate) async fn ask(
         &self,
-        queued: Queued,
+        (queued, turn): (Queued, Turn),
         message: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, AskError> {
         let (answer, reply) = oneshot::channel();
-        self.send(HostCommand::Ask {
-            queued,
-            message,
-            timeout,
-            answer,
-        })
-        .await
-        .map_err(|_| AskError::ShuttingDown)?;
+        let sent = self
+            .send(HostCommand::Ask {
+                queued,
+                message,
+                timeout,
+                answer,
+            })
+            .await;
+        drop(turn);
+        sent.map_err(|_| AskError::ShuttingDown)?;
         reply.await.map_err(|_| AskError::ShuttingDown)?
     }
 

@@ -38,6 +38,9 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc};
 
 use crate::host::AskAnswer;
+use line::Line;
+
+mod line;
 
 /// What an entity's mailbox holds.
 pub(crate) enum Mail {
@@ -111,7 +114,7 @@ impl Routes {
             entity_type: key.0.clone(),
             entity: key.1.clone(),
             state: Mutex::new(RouteState::default()),
-            drained: Notify::new(),
+            turn: Notify::new(),
         });
         shard.routes.insert(key, Arc::downgrade(&route));
         // Dead entries (entities nobody holds a route to) go once the table doubled since the
@@ -148,8 +151,8 @@ struct RouteState {
     queued: usize,
     /// A direct delivery happened since the host's last report of accesses.
     accessed: bool,
-    /// A handle waits for `queued` to drain.
-    waiting: bool,
+    /// Handles waiting their turn to send.
+    line: Line,
 }
 
 /// One entity's route on this node.
@@ -157,8 +160,9 @@ pub(crate) struct Route {
     entity_type: EntityType,
     entity: EntityId,
     state: Mutex<RouteState>,
-    /// Wakes handles waiting for this node's queued letters to be judged.
-    drained: Notify,
+    /// Wakes the handles in line when the first may go: the one before it sent, the host
+    /// judged the node's queued letters, or the route closed.
+    turn: Notify,
 }
 
 impl Route {
@@ -173,46 +177,67 @@ impl Route {
     }
 
     /// Sends `mail` straight into the running incarnation's mailbox if the route is open and
-    /// none of this node's letters to the entity waits for the host; while the route is open
-    /// but such letters wait, it waits for the host to judge them (a handle sending faster
-    /// than the host feeds the core would otherwise never get back onto the route). When the
-    /// route is closed, or the mailbox is full or closed, the mail is given back with its
-    /// place in the queue: the caller must send it through the host.
+    /// none of this node's letters to the entity waits for the host. While the route is open
+    /// but such letters wait, or earlier handles wait their turn, it lines up (see `line`)
+    /// until the host has judged them: a handle sending faster than the host feeds the core
+    /// would otherwise never get back onto the route. When the route is closed, or the
+    /// mailbox is full or closed, the mail is given back with its place in the host's queue
+    /// and the turn: the caller must put it in the host's queue, then let the turn go, so
+    /// letters reach the host in the order they left the line.
     pub(crate) async fn send(
         self: &Arc<Self>,
         mut mail: DirectMail,
         routes: &Routes,
-    ) -> Result<(), (DirectMail, Queued)> {
+    ) -> Result<(), (DirectMail, Queued, Turn)> {
+        let mut turn = Turn {
+            route: Arc::clone(self),
+            ticket: None,
+        };
         loop {
-            let drained = self.drained.notified();
-            let mut drained = std::pin::pin!(drained);
-            match self.try_send(mail, routes, drained.as_mut()) {
+            let woken = self.turn.notified();
+            let mut woken = std::pin::pin!(woken);
+            match self.try_send(mail, &mut turn.ticket, routes, woken.as_mut()) {
                 Step::Sent => return Ok(()),
                 Step::Wait(waiting) => {
                     mail = waiting;
-                    drained.await;
+                    woken.await;
                 }
-                Step::Queued(mail) => return Err((mail, Queued(Arc::clone(self)))),
+                Step::Queued(mail) => return Err((mail, Queued(Arc::clone(self)), turn)),
             }
         }
     }
 
-    /// One attempt of [`Route::send`], under the route's lock.
+    /// One attempt of [`Route::send`] by the holder of `ticket`, under the route's lock.
     fn try_send(
         self: &Arc<Self>,
         mail: DirectMail,
+        ticket: &mut Option<u64>,
         routes: &Routes,
-        drained: Pin<&mut Notified<'_>>,
+        woken: Pin<&mut Notified<'_>>,
     ) -> Step {
         let mut state = lock(&self.state);
+        let open = state.mailbox.is_some();
+        if !state.line.is_first(*ticket) || (open && state.queued > 0) {
+            if ticket.is_none() {
+                *ticket = Some(state.line.join());
+            }
+            // Registered before the lock is let go: the wake-up cannot slip between the
+            // check and the wait.
+            woken.enable();
+            return Step::Wait(mail);
+        }
         let mail = match &state.mailbox {
-            Some(mailbox) if state.queued == 0 => match mailbox.try_send(Mail::Direct(mail)) {
+            Some(mailbox) => match mailbox.try_send(Mail::Direct(mail)) {
                 Ok(()) => {
                     routes.direct.fetch_add(1, Ordering::Relaxed);
                     if !std::mem::replace(&mut state.accessed, true) {
                         // The host's receiver lives as long as the node; after it, nobody
                         // counts.
                         let _ = routes.accessed.send(Arc::clone(self));
+                    }
+                    if ticket.take().is_some() {
+                        state.line.served();
+                        self.wake_line(&state);
                     }
                     return Step::Sent;
                 }
@@ -226,17 +251,21 @@ impl Route {
                     }
                 }
             },
-            Some(_) => {
-                // Registered before the lock is let go: the host's wake-up cannot slip
-                // between the check and the wait.
-                drained.enable();
-                state.waiting = true;
-                return Step::Wait(mail);
-            }
             None => mail,
         };
         state.queued += 1;
+        // The turn is held until the letter is in the host's queue (see `Turn`).
+        if ticket.is_none() {
+            *ticket = Some(state.line.join());
+        }
         Step::Queued(mail)
+    }
+
+    /// Wakes the handles in line, if any, to see whether the first may go.
+    fn wake_line(&self, state: &RouteState) {
+        if !state.line.is_empty() {
+            self.turn.notify_waiters();
+        }
     }
 
     /// Counts a letter that must go through the host (a reliable producer's) as queued.
@@ -250,9 +279,8 @@ impl Route {
     fn judged(&self) {
         let mut state = lock(&self.state);
         state.queued = state.queued.saturating_sub(1);
-        if state.queued == 0 && std::mem::take(&mut state.waiting) {
-            drop(state);
-            self.drained.notify_waiters();
+        if state.queued == 0 {
+            self.wake_line(&state);
         }
     }
 
@@ -265,11 +293,8 @@ impl Route {
     pub(crate) fn close(&self) {
         let mut state = lock(&self.state);
         state.mailbox = None;
-        if std::mem::take(&mut state.waiting) {
-            // Waiting handles go through the host now.
-            drop(state);
-            self.drained.notify_waiters();
-        }
+        // The line goes through the host now, in turn.
+        self.wake_line(&state);
     }
 
     /// The host reports the route's accesses: the next direct delivery queues it again.
@@ -282,10 +307,29 @@ impl Route {
 enum Step {
     /// In the mailbox.
     Sent,
-    /// The route is open but letters of this node wait for the host: wait for them.
+    /// Not this handle's turn yet, or the node's letters wait for the host on an open route.
     Wait(DirectMail),
     /// Through the host, counted as queued.
     Queued(DirectMail),
+}
+
+/// A handle's place in a route's line. Dropped while waiting (the send was cancelled), it is
+/// given up; held by a letter going through the host, the next in line waits until the letter
+/// is in the host's queue and the turn is dropped. Futures of one task that send at once so
+/// reach the host in the order they left the line, however the task polls them after.
+pub(crate) struct Turn {
+    route: Arc<Route>,
+    ticket: Option<u64>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            let mut state = lock(&self.route.state);
+            state.line.abandon(ticket);
+            self.route.wake_line(&state);
+        }
+    }
 }
 
 /// A letter of this node's handles on its way through the host, counted as queued on its
