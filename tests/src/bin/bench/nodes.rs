@@ -37,6 +37,26 @@ impl Entity for Tally {
     }
 }
 
+/// Answers each sequence number it is sent; counts, in one shared counter, the numbers that
+/// did not follow the one before (per-sender order broken).
+pub(crate) struct Ordered {
+    next: u64,
+    misordered: Arc<AtomicUsize>,
+}
+
+impl Entity for Ordered {
+    type Message = u64;
+    type Reply = u64;
+
+    async fn handle(&mut self, _ctx: &mut EntityContext, seq: u64) -> u64 {
+        if seq != self.next {
+            self.misordered.fetch_add(1, Ordering::Relaxed);
+        }
+        self.next = seq + 1;
+        seq
+    }
+}
+
 /// What a bench cluster's nodes host.
 #[derive(Clone)]
 pub(crate) struct Setup {
@@ -46,6 +66,8 @@ pub(crate) struct Setup {
     pub(crate) rebalance: (u32, Duration),
     /// Counted by every `Tally` entity of the node.
     pub(crate) tally: Arc<AtomicUsize>,
+    /// Counted by every `Ordered` entity of the node.
+    pub(crate) misordered: Arc<AtomicUsize>,
 }
 
 impl Setup {
@@ -55,6 +77,7 @@ impl Setup {
             shards: 1000,
             rebalance: (20, Duration::from_secs(10)),
             tally: Arc::default(),
+            misordered: Arc::default(),
         }
     }
 
@@ -76,6 +99,7 @@ impl Setup {
             t
         };
         let tally = self.tally.clone();
+        let misordered = self.misordered.clone();
         NodeBuilder::new("bench")
             .seed_nodes(seeds.iter().cloned())
             .membership(MembershipSettings::lan(Vec::<SeedNode>::new()))
@@ -87,6 +111,10 @@ impl Setup {
             })
             .entity(config("counter"), |_| Counter(0))
             .entity(config("tally"), move |_| Tally(tally.clone()))
+            .entity(config("ordered"), move |_| Ordered {
+                next: 0,
+                misordered: misordered.clone(),
+            })
     }
 
     /// Starts one node joining `seeds` (none: it founds the cluster).

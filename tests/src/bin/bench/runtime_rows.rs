@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::ROUNDS;
 use crate::alloc::live_bytes;
-use crate::nodes::{ASK, Counter, Setup, Tally, wait_for_count};
+use crate::nodes::{ASK, Counter, Ordered, Setup, Tally, wait_for_count};
 use crate::table::{Row, Target};
 
 /// Runs `baseline` and `figure` alternately [`ROUNDS`] times (each told its round) and keeps
@@ -214,6 +214,78 @@ async fn actor_request_reply_rate(entities: usize, per_entity: usize) -> f64 {
     (entities * per_entity) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Request/reply with `in_flight` asks in flight per entity: one client per entity of
+/// `entities` sends sequence numbers 1..=`in_flight` at once and awaits every reply; the
+/// entities count numbers that arrive out of order. Asks per second (entities named by
+/// `tag`, started first).
+async fn pipelined_rate(
+    node: &Node,
+    misordered: &AtomicUsize,
+    (entities, in_flight): (usize, u64),
+    tag: &str,
+) -> f64 {
+    let region = node.region::<Ordered>("ordered").expect("hosted");
+    let refs: Vec<_> = (0..entities)
+        .map(|i| region.entity_ref(format!("{tag}{i}")))
+        .collect();
+    join_all(refs.iter().map(|r| r.ask(&0, ASK))).await;
+    let start = Instant::now();
+    join_all(refs.iter().map(|r| async move {
+        let asks = (1..=in_flight).map(|seq| async move { r.ask(&seq, ASK).await });
+        for (seq, reply) in (1..).zip(join_all(asks).await) {
+            assert_eq!(reply.expect("answers"), seq);
+        }
+    }))
+    .await;
+    let rate = (entities as u64 * in_flight) as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(misordered.load(Ordering::Relaxed), 0, "per-sender order broke");
+    rate
+}
+
+/// The baseline: plain tokio actors, each client sending its `in_flight` requests one after
+/// the other on the actor's mpsc mailbox (concurrent sends of one task need not keep their
+/// order there), then awaiting their oneshot replies; the actors check order.
+async fn actor_pipelined_rate(entities: usize, in_flight: u64) -> f64 {
+    type Request = (Vec<u8>, oneshot::Sender<Vec<u8>>);
+    let misordered = Arc::new(AtomicUsize::new(0));
+    let actors: Vec<mpsc::Sender<Request>> = (0..entities)
+        .map(|_| {
+            let (tx, mut rx) = mpsc::channel::<Request>(in_flight as usize);
+            let misordered = misordered.clone();
+            tokio::spawn(async move {
+                let mut next = 1u64;
+                while let Some((bytes, reply)) = rx.recv().await {
+                    let seq: u64 = postcard::from_bytes(&bytes).expect("decodes");
+                    if seq != next {
+                        misordered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    next = seq + 1;
+                    let _ = reply.send(postcard::to_allocvec(&seq).expect("encodes"));
+                }
+            });
+            tx
+        })
+        .collect();
+    let start = Instant::now();
+    join_all(actors.iter().map(|actor| async move {
+        let mut answers = Vec::with_capacity(in_flight as usize);
+        for seq in 1..=in_flight {
+            let (reply, answer) = oneshot::channel();
+            let bytes = postcard::to_allocvec(&seq).expect("encodes");
+            actor.send((bytes, reply)).await.expect("open");
+            answers.push(answer);
+        }
+        for (seq, answer) in (1..).zip(join_all(answers).await) {
+            let bytes = answer.expect("answered");
+            assert_eq!(postcard::from_bytes::<u64>(&bytes).expect("decodes"), seq);
+        }
+    }))
+    .await;
+    let rate = (entities as u64 * in_flight) as f64 / start.elapsed().as_secs_f64();
+    assert_eq!(misordered.load(Ordering::Relaxed), 0, "per-sender order broke");
+    rate
+}
+
 /// Heap bytes per idle entity: `n` entities each handled one message and wait for more.
 async fn runtime_bytes_per_entity(node: &Node, tally: &AtomicUsize, n: usize) -> f64 {
     // Settle what the earlier rows left (mailboxes shrinking, transports idle).
@@ -300,6 +372,27 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
         &format!(
             "runtime: request/reply, 1,000 entities, one in flight each ({} asks)",
             1_000 * per_entity_asks
+        ),
+        format!("{:.0} k asks/s", asked / 1e3),
+        format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
+        asked / baseline,
+        Target::AtLeast(0.5),
+    ));
+
+    let in_flight = if quick { 10 } else { 100 };
+    let misordered = &setup.misordered;
+    let (baseline, asked) = best_rates(
+        |_| actor_pipelined_rate(1_000, in_flight),
+        |round| async move {
+            let tag = format!("p{round}-");
+            pipelined_rate(node, misordered, (1_000, in_flight), &tag).await
+        },
+    )
+    .await;
+    rows.push(Row::ratio(
+        &format!(
+            "runtime: request/reply, 1,000 entities, {in_flight} in flight each, order checked ({} asks)",
+            1_000 * in_flight
         ),
         format!("{:.0} k asks/s", asked / 1e3),
         format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
