@@ -110,6 +110,12 @@ impl fmt::Display for Options {
             };
             write!(f, " delivery={}x{:.2}{unsuppressed}", d.producers, d.share)?;
         }
+        if let Some(d) = &self.direct {
+            match d.fault {
+                None => write!(f, " direct")?,
+                Some(fault) => write!(f, " direct={fault:?}")?,
+            }
+        }
         if let Some(l) = &self.lease {
             write!(
                 f,
