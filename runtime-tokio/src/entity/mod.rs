@@ -13,6 +13,7 @@
 
 pub(crate) mod inbox;
 pub(crate) mod letter;
+pub(crate) mod mailbox;
 pub(crate) mod route;
 pub(crate) mod runtime;
 mod task;

@@ -14,6 +14,7 @@ use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, Shar
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use super::mailbox::{MailSender, mailbox};
 use super::route::{Mail, Queued, Route, Routes};
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 use crate::metric_names;
@@ -25,7 +26,7 @@ struct Running {
     /// The epoch its start carried.
     epoch: Epoch,
     /// `None` once a graceful stop closed it.
-    mailbox: Option<mpsc::Sender<Mail>>,
+    mailbox: Option<MailSender>,
     /// Its direct route, while open.
     route: Option<Arc<Route>>,
     task: AbortHandle,
@@ -135,7 +136,7 @@ impl EntityRuntime {
             return;
         };
         self.next_generation += 1;
-        let (sender, mailbox) = mpsc::channel::<Mail>(self.mailbox_capacity);
+        let (sender, mailbox) = mailbox(self.mailbox_capacity);
         let link = EntityLink {
             entity_type: entity_type.clone(),
             entity: entity.clone(),

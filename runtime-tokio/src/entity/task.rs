@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use shoal_core::EntityId;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::letter::{AskFailure, AskRef, Delivery, Letter};
+use super::mailbox::MailReceiver;
 use super::route::Mail;
 use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind, Verdict};
 use crate::error::AskError;
@@ -30,7 +30,7 @@ pub(crate) trait Factory: Send + Sync {
     /// Spawns the task of a new incarnation reading `mailbox`.
     fn spawn(
         &self,
-        mailbox: mpsc::Receiver<Mail>,
+        mailbox: MailReceiver,
         link: EntityLink,
         span: tracing::Span,
     ) -> JoinHandle<()>;
@@ -58,7 +58,7 @@ where
 {
     fn spawn(
         &self,
-        mailbox: mpsc::Receiver<Mail>,
+        mailbox: MailReceiver,
         link: EntityLink,
         span: tracing::Span,
     ) -> JoinHandle<()> {
@@ -79,7 +79,7 @@ impl Drop for StopReport {
 
 async fn run<E: Entity>(
     make: impl Fn(&EntityId) -> E,
-    mut mailbox: mpsc::Receiver<Mail>,
+    mut mailbox: MailReceiver,
     link: EntityLink,
 ) {
     let _report = StopReport(link.clone());

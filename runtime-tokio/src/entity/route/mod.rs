@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use shoal_core::{EntityId, EntityType, Payload};
 use tokio::sync::futures::Notified;
-use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc};
 
+use super::mailbox::{MailSender, Refused};
 use crate::host::AskAnswer;
 use line::Line;
 
@@ -146,7 +146,7 @@ impl Routes {
 #[derive(Default)]
 struct RouteState {
     /// The running incarnation's mailbox, while the route is open.
-    mailbox: Option<mpsc::Sender<Mail>>,
+    mailbox: Option<MailSender>,
     /// Letters of this node's handles to the entity that the host has not judged yet.
     queued: usize,
     /// A direct delivery happened since the host's last report of accesses.
@@ -242,7 +242,7 @@ impl Route {
                     return Step::Sent;
                 }
                 Err(error) => {
-                    if matches!(error, TrySendError::Closed(_)) {
+                    if matches!(error, Refused::Closed(_)) {
                         state.mailbox = None;
                     }
                     match error.into_inner() {
@@ -285,7 +285,7 @@ impl Route {
     }
 
     /// Opens the route to the incarnation reading `mailbox`.
-    pub(crate) fn open(&self, mailbox: mpsc::Sender<Mail>) {
+    pub(crate) fn open(&self, mailbox: MailSender) {
         lock(&self.state).mailbox = Some(mailbox);
     }
 
