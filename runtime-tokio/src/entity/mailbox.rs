@@ -192,7 +192,10 @@ mod tests {
         drop(other);
         assert_eq!(receiver.recv().await.map(number), Some(2));
         assert_eq!(receiver.recv().await.map(number), Some(4));
-        assert!(receiver.recv().await.is_none(), "every sender gone, queue drained");
+        assert!(
+            receiver.recv().await.is_none(),
+            "every sender gone, queue drained"
+        );
     }
 
     #[tokio::test]
@@ -219,6 +222,9 @@ mod tests {
         }
         assert_eq!(receiver.0.lock().queue.capacity(), 0, "freed when emptied");
         drop(receiver);
-        assert!(matches!(sender.try_send(letter(1)), Err(Refused::Closed(_))));
+        assert!(matches!(
+            sender.try_send(letter(1)),
+            Err(Refused::Closed(_))
+        ));
     }
 }

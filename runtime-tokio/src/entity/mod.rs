@@ -211,6 +211,15 @@ impl EntityLink {
     }
 }
 
+impl Drop for EntityContext {
+    /// The context lives exactly as long as its entity's task: dropped after a graceful stop,
+    /// a forced abort (the task's future is dropped) or anything else, it reports the end, so
+    /// the core hears `EntityStopped` exactly once.
+    fn drop(&mut self) {
+        self.link.signal(SignalKind::Lifecycle(Lifecycle::Stopped));
+    }
+}
+
 /// What an entity's task tells the host.
 #[derive(Debug)]
 pub(crate) struct EntitySignal {

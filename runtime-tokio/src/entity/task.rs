@@ -28,12 +28,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Starts entities of one type (type-erased, so the host holds one per registered type).
 pub(crate) trait Factory: Send + Sync {
     /// Spawns the task of a new incarnation reading `mailbox`.
-    fn spawn(
-        &self,
-        mailbox: MailReceiver,
-        link: EntityLink,
-        span: tracing::Span,
-    ) -> JoinHandle<()>;
+    fn spawn(&self, mailbox: MailReceiver, link: EntityLink, span: tracing::Span)
+    -> JoinHandle<()>;
 }
 
 /// A [`Factory`] of `E` made by a closure.
@@ -67,14 +63,10 @@ where
     }
 }
 
-/// Reports the end of the task when dropped: after a graceful stop, a forced abort (the
-/// future is dropped) or anything else, so the core hears `EntityStopped` exactly once.
-struct StopReport(EntityLink);
-
-impl Drop for StopReport {
-    fn drop(&mut self) {
-        self.0.signal(SignalKind::Lifecycle(Lifecycle::Stopped));
-    }
+/// Sleeps `delay` (supervision's backoff), boxed: the entity's task future is as large as
+/// its largest await, and a timer is large for what an idle entity holds.
+fn sleep_boxed(delay: Duration) -> std::pin::Pin<Box<tokio::time::Sleep>> {
+    Box::pin(tokio::time::sleep(delay))
 }
 
 async fn run<E: Entity>(
@@ -82,10 +74,10 @@ async fn run<E: Entity>(
     mut mailbox: MailReceiver,
     link: EntityLink,
 ) {
-    let _report = StopReport(link.clone());
+    // Dropped last of all, however the task ends, it reports the end (see its `Drop`).
     let mut ctx = EntityContext::new(link);
     let mut backoff = MIN_BACKOFF;
-    let Some(mut entity) = create(&make, &mut ctx, &mut backoff).await else {
+    let Some(mut entity) = Box::pin(create(&make, &mut ctx, &mut backoff)).await else {
         return;
     };
     while let Some(mail) = mailbox.recv().await {
@@ -129,9 +121,10 @@ async fn run<E: Entity>(
                     Some(Verdict::Fenced(current)) => return fenced(&ctx, current),
                     Some(Verdict::Restart(reason)) => {
                         tracing::warn!(entity = %ctx.id(), %reason, restart_in = ?backoff, "entity restarting");
-                        tokio::time::sleep(backoff).await;
+                        sleep_boxed(backoff).await;
                         backoff = (backoff * 2).min(MAX_BACKOFF);
-                        let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
+                        let Some(fresh) = Box::pin(create(&make, &mut ctx, &mut backoff)).await
+                        else {
                             return;
                         };
                         entity = fresh;
@@ -152,9 +145,9 @@ async fn run<E: Entity>(
                 answer(&ctx, &mut letter, Err(AskFailure::Panicked));
                 ctx.take_verdict();
                 settle(&mut ctx, &letter, Outcome::Dropped);
-                tokio::time::sleep(backoff).await;
+                sleep_boxed(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                let Some(fresh) = create(&make, &mut ctx, &mut backoff).await else {
+                let Some(fresh) = Box::pin(create(&make, &mut ctx, &mut backoff)).await else {
                     return;
                 };
                 entity = fresh;
@@ -201,7 +194,7 @@ async fn create<E: Entity>(
             }
         };
         tracing::warn!(entity = %ctx.id(), reason = %failure, restart_in = ?*backoff, "entity could not start; retrying");
-        tokio::time::sleep(*backoff).await;
+        sleep_boxed(*backoff).await;
         *backoff = (*backoff * 2).min(MAX_BACKOFF);
     }
 }

@@ -238,7 +238,11 @@ async fn pipelined_rate(
     }))
     .await;
     let rate = (entities as u64 * in_flight) as f64 / start.elapsed().as_secs_f64();
-    assert_eq!(misordered.load(Ordering::Relaxed), 0, "per-sender order broke");
+    assert_eq!(
+        misordered.load(Ordering::Relaxed),
+        0,
+        "per-sender order broke"
+    );
     rate
 }
 
@@ -282,7 +286,11 @@ async fn actor_pipelined_rate(entities: usize, in_flight: u64) -> f64 {
     }))
     .await;
     let rate = (entities as u64 * in_flight) as f64 / start.elapsed().as_secs_f64();
-    assert_eq!(misordered.load(Ordering::Relaxed), 0, "per-sender order broke");
+    assert_eq!(
+        misordered.load(Ordering::Relaxed),
+        0,
+        "per-sender order broke"
+    );
     rate
 }
 
