@@ -58,7 +58,6 @@ impl Shared {
 }
 
 /// Why mail was not accepted; the mail comes back.
-
 pub(crate) enum Refused {
     /// The mailbox holds its capacity.
     Full(Mail),
