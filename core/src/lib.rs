@@ -92,7 +92,7 @@
 //!
 //! | floor | modules |
 //! |---|---|
-//! | 9 | `driver` |
+//! | 9 | `driver`, `direct` (the rules of a host's direct routes to its entities) |
 //! | 8 | `node` |
 //! | 7 | `region` (with its shards), `coordinator` |
 //! | 6 | `allocation` |

@@ -10,7 +10,8 @@ use shoal_core::{
 };
 
 use crate::entity::Entity;
-use crate::entity::route::{DirectMail, Route};
+use crate::entity::mailbox::DirectMail;
+use crate::entity::route::Route;
 use crate::error::{AskError, QueryError, TellError};
 use crate::host::command::HostHandle;
 use tokio::sync::oneshot;

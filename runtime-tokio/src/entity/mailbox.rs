@@ -12,9 +12,27 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use shoal_core::Payload;
+use tokio::sync::{Notify, oneshot};
 
-use super::route::Mail;
+use crate::error::AskError;
+
+/// Waits for an ask's reply.
+pub(crate) type AskAnswer = oneshot::Sender<Result<Vec<u8>, AskError>>;
+
+/// What an entity's mailbox holds.
+pub(crate) enum Mail {
+    /// A letter the node delivered (its payload, as the core carries it).
+    Letter(Payload),
+    /// A message a handle of this node sent on the entity's direct route.
+    Direct(DirectMail),
+}
+
+/// A message sent on a direct route: its postcard bytes and, for an ask, where the reply goes.
+pub(crate) struct DirectMail {
+    pub(crate) message: Vec<u8>,
+    pub(crate) answer: Option<AskAnswer>,
+}
 
 /// Buffers of more slots than this are freed when the queue empties.
 const KEEP_WHEN_EMPTY: usize = 4;
@@ -163,8 +181,6 @@ impl Drop for MailReceiver {
 
 #[cfg(test)]
 mod tests {
-    use shoal_core::Payload;
-
     use super::*;
 
     fn letter(n: u8) -> Mail {

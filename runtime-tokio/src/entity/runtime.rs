@@ -14,8 +14,8 @@ use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, Shar
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::mailbox::{MailSender, mailbox};
-use super::route::{Mail, Queued, Route, Routes};
+use super::mailbox::{Mail, MailSender, mailbox};
+use super::route::{Queued, Route, Routes};
 use super::{EntityLink, EntitySignal, Factory, Lifecycle};
 use crate::metric_names;
 use crate::store::Journal;

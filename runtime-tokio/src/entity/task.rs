@@ -14,11 +14,9 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::letter::{AskFailure, AskRef, Delivery, Letter};
-use super::mailbox::MailReceiver;
-use super::route::Mail;
+use super::mailbox::{AskAnswer, Mail, MailReceiver};
 use super::{Entity, EntityContext, EntityLink, Lifecycle, SignalKind, Verdict};
 use crate::error::AskError;
-use crate::host::AskAnswer;
 use crate::metric_names;
 
 /// First restart delay after a panic; doubles per consecutive panic up to [`MAX_BACKOFF`].

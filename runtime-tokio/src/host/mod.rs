@@ -32,15 +32,14 @@ use crate::clock::Clock;
 use crate::entity::letter::{AskRef, Letter};
 use crate::entity::route::{Queued, Route, Routes};
 use crate::entity::{EntitySignal, SignalKind};
-use crate::error::{AskError, QueryError};
+use crate::error::QueryError;
 use crate::event::NodeEvent;
 use crate::metric_names;
 use command::{HostCommand, NodeStats};
 use io::TokioIo;
 use requests::Requests;
 
-/// Waits for an ask's reply.
-pub(crate) type AskAnswer = oneshot::Sender<Result<Vec<u8>, AskError>>;
+pub(crate) use crate::entity::mailbox::AskAnswer;
 /// Waits for a command's reply.
 pub(crate) type CommandAnswer = oneshot::Sender<Result<Reply, QueryError>>;
 

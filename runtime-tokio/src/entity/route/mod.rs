@@ -32,29 +32,14 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use shoal_core::{EntityId, EntityType, Payload};
+use shoal_core::{EntityId, EntityType};
 use tokio::sync::futures::Notified;
 use tokio::sync::{Notify, mpsc};
 
-use super::mailbox::{MailSender, Refused};
-use crate::host::AskAnswer;
+use super::mailbox::{DirectMail, Mail, MailSender, Refused};
 use line::Line;
 
 mod line;
-
-/// What an entity's mailbox holds.
-pub(crate) enum Mail {
-    /// A letter the node delivered (its payload, as the core carries it).
-    Letter(Payload),
-    /// A message a handle of this node sent on the entity's direct route.
-    Direct(DirectMail),
-}
-
-/// A message sent on a direct route: its postcard bytes and, for an ask, where the reply goes.
-pub(crate) struct DirectMail {
-    pub(crate) message: Vec<u8>,
-    pub(crate) answer: Option<AskAnswer>,
-}
 
 /// How many locks the table of routes is split over, so handles sending to different
 /// entities rarely wait for each other.
