@@ -80,8 +80,9 @@ pub struct EntityContext {
     passivate: bool,
     /// What supervision must do once the current call returns, if anything.
     verdict: Option<Verdict>,
-    /// Reliable delivery's consumer state.
-    inbox: inbox::Inbox,
+    /// Reliable delivery's consumer state, made by the first reliably delivered message (or
+    /// persistent write): most entities never get one, and an idle entity keeps its context.
+    inbox: Option<Box<inbox::Inbox>>,
 }
 
 /// What an entity asks its supervision to do after a call (persistent entities do).
@@ -95,24 +96,25 @@ pub(crate) enum Verdict {
 
 impl EntityContext {
     pub(crate) fn new(link: EntityLink) -> Self {
-        let inbox = inbox::Inbox::new(link.mailbox_capacity);
         Self {
             link,
             passivate: false,
             verdict: None,
-            inbox,
+            inbox: None,
         }
     }
 
     /// Reliable delivery's consumer state: a persistent entity writes the current message's
     /// mark with its effect and restores the marks on recovery.
     pub(crate) fn inbox(&mut self) -> &mut inbox::Inbox {
-        &mut self.inbox
+        self.inbox_and_link().0
     }
 
     /// The inbox, with the link its confirmations go out by.
     fn inbox_and_link(&mut self) -> (&mut inbox::Inbox, &EntityLink) {
-        (&mut self.inbox, &self.link)
+        let capacity = self.link.mailbox_capacity;
+        let inbox = (self.inbox).get_or_insert_with(|| Box::new(inbox::Inbox::new(capacity)));
+        (inbox, &self.link)
     }
 
     /// Asks supervision to act once the current call returns.
