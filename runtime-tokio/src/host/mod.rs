@@ -10,7 +10,10 @@
 //! `sources::SOURCES` (control lane, due timers, entity signals, store completions, commands,
 //! data lane), at most `ROUND` from each queue so none waits behind another, and never relies
 //! on a random choice between ready branches. On a simulated network and clock (turmoil) one
-//! seed therefore gives one run.
+//! seed therefore gives one run. The local fast path (`crate::entity::route`) adds no source:
+//! handles' direct deliveries bypass the host, and the routes they touched are drained at the
+//! start of each round (and before the item a wait returns) into one `Input::Accessed` per
+//! type, in the order their first access was queued; that queue never wakes the host.
 
 pub(crate) mod command;
 pub(crate) mod delivery;
