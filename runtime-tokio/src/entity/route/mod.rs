@@ -174,14 +174,19 @@ impl Route {
         mut mail: DirectMail,
         routes: &Routes,
     ) -> Result<(), (DirectMail, Queued, Turn)> {
+        // The route is cloned into the turn only once a ticket is taken: not on the fast path.
         let mut turn = Turn {
-            route: Arc::clone(self),
+            route: None,
             ticket: None,
         };
         loop {
             let woken = self.turn.notified();
             let mut woken = std::pin::pin!(woken);
-            match self.try_send(mail, &mut turn.ticket, routes, woken.as_mut()) {
+            let step = self.try_send(mail, &mut turn.ticket, routes, woken.as_mut());
+            if turn.ticket.is_some() {
+                turn.route.get_or_insert_with(|| Arc::clone(self));
+            }
+            match step {
                 Step::Sent => return Ok(()),
                 Step::Wait(waiting) => {
                     mail = waiting;
@@ -303,16 +308,17 @@ enum Step {
 /// is in the host's queue and the turn is dropped. Futures of one task that send at once so
 /// reach the host in the order they left the line, however the task polls them after.
 pub(crate) struct Turn {
-    route: Arc<Route>,
+    /// The route, once a ticket was taken.
+    route: Option<Arc<Route>>,
     ticket: Option<u64>,
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket {
-            let mut state = lock(&self.route.state);
+        if let (Some(route), Some(ticket)) = (&self.route, self.ticket) {
+            let mut state = lock(&route.state);
             state.line.abandon(ticket);
-            self.route.wake_line(&state);
+            route.wake_line(&state);
         }
     }
 }

@@ -329,6 +329,18 @@ async fn task_bytes_per_entity(n: usize) -> f64 {
     bytes
 }
 
+/// A request/reply row over 1,000 entities (`what`: how many in flight) against plain tokio
+/// actors, in asks per second.
+fn request_reply_row(what: &str, asked: f64, baseline: f64) -> Row {
+    Row::ratio(
+        &format!("runtime: request/reply, 1,000 entities, {what}"),
+        format!("{:.0} k asks/s", asked / 1e3),
+        format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
+        asked / baseline,
+        Target::AtLeast(0.5),
+    )
+}
+
 /// Every one-node row.
 pub(crate) async fn rows(quick: bool) -> Vec<Row> {
     let (entities, per_entity, asks) = if quick {
@@ -376,15 +388,10 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
         |_| request_reply_rate(node, 1_000, per_entity_asks),
     )
     .await;
-    rows.push(Row::ratio(
-        &format!(
-            "runtime: request/reply, 1,000 entities, one in flight each ({} asks)",
-            1_000 * per_entity_asks
-        ),
-        format!("{:.0} k asks/s", asked / 1e3),
-        format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
-        asked / baseline,
-        Target::AtLeast(0.5),
+    rows.push(request_reply_row(
+        &format!("one in flight each ({} asks)", 1_000 * per_entity_asks),
+        asked,
+        baseline,
     ));
 
     let in_flight = if quick { 10 } else { 100 };
@@ -397,15 +404,13 @@ pub(crate) async fn rows(quick: bool) -> Vec<Row> {
         },
     )
     .await;
-    rows.push(Row::ratio(
+    rows.push(request_reply_row(
         &format!(
-            "runtime: request/reply, 1,000 entities, {in_flight} in flight each, order checked ({} asks)",
+            "{in_flight} in flight each, order checked ({} asks)",
             1_000 * in_flight
         ),
-        format!("{:.0} k asks/s", asked / 1e3),
-        format!("plain tokio actors {:.0} k asks/s", baseline / 1e3),
-        asked / baseline,
-        Target::AtLeast(0.5),
+        asked,
+        baseline,
     ));
 
     let (b50, b99) = mpsc_ask_latencies(asks).await;
