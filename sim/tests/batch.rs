@@ -870,6 +870,8 @@ fn a_network_bridged_by_a_joiner_is_not_judged_as_split_into_sides_regression() 
 /// - swarm 11010439 (minimized to six actions): after a crash, a member that had left exited
 ///   3 ms before the leader's decision, and its unreachability restarted the clock. Fixed: a
 ///   member stopping (Exiting or Down) becoming unreachable keeps a pending decision's clock.
+///   Since swarm 7300003601 (below), an unreachable Exiting member keeps no decision pending
+///   at all, and this run goes through that rule instead.
 #[test]
 fn a_pending_decision_keeps_its_clock_through_confirmations_and_exits_regression() {
     let confirms = "downing: a member's own observation confirming a cut-off keeps the clock";
@@ -893,7 +895,7 @@ fn a_pending_decision_keeps_its_clock_through_confirmations_and_exits_regression
             Family::Swarm,
             "@14.409 crash n3 restart 22.175; @23.559 leave n3; @31.075 crash n5 restart 19.090; \
              @47.347 join; @60.049 crash n7 restart 10.167; @73.214 crash n1 restart 20.407",
-            &["downing: a stopping member becoming unreachable keeps the clock"][..],
+            &["downing: an unreachable Exiting member keeps no decision pending"][..],
         ),
     ];
     for (seed, family, schedule, probes) in cases {
@@ -901,6 +903,28 @@ fn a_pending_decision_keeps_its_clock_through_confirmations_and_exits_regression
         let report = assert_holds(options, probes);
         assert_eq!(report.outcome, Outcome::Passed, "{report}");
     }
+}
+
+/// Swarm seed 7300003601 (1 of 20,000 fresh seeds, minimized to 14 of its 20 actions): a
+/// crashed member was downed; a member that had left exited meanwhile and became unreachable
+/// as Exiting. It kept a decision pending, so every member's unstable bound ran on from the
+/// crash through the convergence that removes it, and a member that heard of the removal late
+/// downed itself. Fixed in `shoal_core::membership`: an unreachable Exiting member needs no
+/// decision (the leader removes it).
+#[test]
+fn an_unreachable_exiting_member_keeps_no_decision_pending_regression() {
+    let schedule = "@55.675 join; @64.942 leave n1; @67.488 join; @76.092 join; @85.165 join; \
+                    @90.105 crash n5 restart 14.766; @108.697 join; @117.885 join; @128.641 join; \
+                    @142.978 crash n9 restart 30.782; @146.009 leave n3; @149.367 join; \
+                    @179.054 leave n4 by n9; @188.122 crash n1 restart 38.339";
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::from_seed(7_300_003_601)
+    };
+    assert_passes_reaching(
+        options,
+        "downing: an unreachable Exiting member keeps no decision pending",
+    );
 }
 
 /// Flapping-links seed 50012233 (1 of 20,000 fresh seeds, minimized to two actions): the oldest

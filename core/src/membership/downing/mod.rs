@@ -28,7 +28,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::id::MemberId;
 use crate::members::Gossip;
-use crate::members::MemberStatus;
 use crate::membership::settings::Downing;
 use crate::time::Instant;
 
@@ -39,7 +38,7 @@ mod strategy;
 
 use lease::LeaseAsk;
 
-use sides::{counted_ids, is_down, undowned_unreachable};
+use sides::{counted_ids, is_down, needs_no_decision, undowned_unreachable};
 
 /// What a downing decision rests on; any change restarts the stability clock.
 #[derive(Debug, Default, PartialEq)]
@@ -61,8 +60,8 @@ pub(crate) struct Downer {
     observed: Observed,
     /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
     pending: bool,
-    /// How many unreachable members were not Down, and how many members were joining, as last
-    /// seen (probes only).
+    /// How many unreachable members needed a decision (not Down nor Exiting), and how many
+    /// members were joining, as last seen (probes only).
     undowned: usize,
     joining: usize,
     stable_since: Instant,
@@ -156,7 +155,16 @@ impl Downer {
     ) {
         let cut_off = gossip.unreachable_from(me);
         self.track_cut_off(now, &cut_off, gossip);
-        let undowned = cut_off.iter().filter(|id| !is_down(gossip, **id)).count();
+        // An unreachable Exiting member keeps no decision pending: the leader removes it at
+        // the next convergence. Kept pending, it ran every member's unstable bound on from
+        // an earlier unreachability through that convergence's gossip, and a member it
+        // reached late downed itself (swarm seed 7300003601).
+        let undowned = (cut_off.iter())
+            .filter(|id| !needs_no_decision(gossip, **id))
+            .count();
+        if undowned == 0 && cut_off.iter().any(|id| !is_down(gossip, *id)) {
+            crate::probe::hit("downing: an unreachable Exiting member keeps no decision pending");
+        }
         let (counted, joining) = counted_ids(gossip);
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
@@ -406,11 +414,7 @@ impl Downer {
 /// Whether `now` differs from `before` only by members that are stopping (Exiting or Down in
 /// `gossip`, or gone) becoming unreachable, to `me`'s side or to `me` itself.
 fn only_stoppers_lost(before: &Observed, now: &Observed, gossip: &Gossip) -> bool {
-    let stopping = |id: &MemberId| {
-        gossip
-            .member(*id)
-            .is_none_or(|m| matches!(m.status, MemberStatus::Exiting | MemberStatus::Down))
-    };
+    let stopping = |id: &MemberId| needs_no_decision(gossip, *id);
     now.counted == before.counted
         && now.cut_off.is_superset(&before.cut_off)
         && now.own.is_superset(&before.own)

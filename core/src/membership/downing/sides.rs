@@ -39,6 +39,15 @@ pub(super) fn is_down(gossip: &Gossip, id: MemberId) -> bool {
         .is_none_or(|m| m.status == MemberStatus::Down)
 }
 
+/// Whether `id`, unreachable, needs no decision: Down, Exiting or gone. The leader removes an
+/// unreachable Exiting member at the next convergence (which skips it), as it removes a Down
+/// one; it handed its shards off before it was moved to Exiting.
+pub(super) fn needs_no_decision(gossip: &Gossip, id: MemberId) -> bool {
+    gossip
+        .member(id)
+        .is_none_or(|m| matches!(m.status, MemberStatus::Down | MemberStatus::Exiting))
+}
+
 /// The members a decision counts, as `me`'s side sees them.
 pub(super) struct Count<'g> {
     /// Every member counted: Up and Leaving ones, Down ones, and unreachable Joining and

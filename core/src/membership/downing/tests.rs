@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::id::AppVersion;
-use crate::members::GossipMember;
+use crate::members::{GossipMember, MemberStatus};
 
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
@@ -1041,4 +1041,36 @@ fn a_member_unreachable_from_some_and_reachable_from_others_is_downed_by_one_dec
     assert!(d.decide(at(11), m(3), &g).is_empty());
     let bound = Instant::ZERO + Duration::from_millis(18_500);
     assert_eq!(d.decide(bound, m(3), &g), ids(&[3]));
+}
+
+/// Found by the simulator (swarm seed 7300003601): 2 crashed and was downed; 4, which had left,
+/// exited meanwhile and became unreachable as Exiting. It kept a decision pending, so every
+/// member's unstable bound ran on from 2's unreachability through the convergence that removes
+/// 4, and a member that heard of the removal late downed itself. An unreachable Exiting member
+/// needs no decision: the leader removes it.
+#[test]
+fn an_unreachable_exiting_member_keeps_no_decision_pending() {
+    let mut g = cluster(5, 3, 3, &[2]);
+    let mut d = keep_majority(7);
+    d.observe(at(0), m(3), &g, &never_heard);
+    assert_eq!(
+        d.deadline(),
+        Some(at(7)),
+        "a decision about 2 is due after stable-after"
+    );
+    assert!(g.set_status(m(1), m(4), MemberStatus::Exiting));
+    g.observe(m(3), m(4), false);
+    d.observe(at(5), m(3), &g, &never_heard);
+    g.set_status(m(1), m(2), MemberStatus::Down);
+    d.observe(at(8), m(3), &g, &never_heard);
+    assert_eq!(
+        d.deadline(),
+        None,
+        "2 is Down and 4 Exiting: nothing is pending, no unstable bound runs"
+    );
+    assert!(d.decide(at(13), m(3), &g).is_empty());
+    assert!(
+        d.decide(at(20), m(3), &g).is_empty(),
+        "past 7/4 of stable-after from 2's unreachability"
+    );
 }
