@@ -1,19 +1,23 @@
-//! An entity's mailbox: a bounded queue that holds memory only while it holds mail. Most
-//! entities are idle most of the time, and a tokio mpsc channel keeps a block of 32 slots
-//! allocated from its creation (over a kilobyte per entity here); this queue frees its buffer
-//! whenever it empties.
+//! An entity's mailbox: a bounded queue that holds memory only while it holds mail, and that
+//! schedules its entity on its shard's driver (see `driver`) rather than waking a task of its
+//! own. Most entities are idle most of the time: an idle one holds no buffer and no future.
 //!
-//! The semantics are those the entity runtime relied on: a non-blocking `try_send` that gives
+//! The semantics are those the entity runtime relies on: a non-blocking `try_send` that gives
 //! the mail back when the box is full or its entity is gone, senders that clone (the host's and
 //! the entity's direct route), and a receiver that sees the end once every sender is dropped
 //! and the queue drained (a graceful stop). Dropping the receiver (a forced stop) drops what
 //! is queued, answering nobody: askers see their oneshot closed.
+//!
+//! **Scheduling.** The receiver is handled by turns: a turn takes mail until [`Next::Idle`],
+//! which marks the mailbox unscheduled under the same lock that saw it empty. The next mail
+//! (or the last sender leaving) then marks it scheduled again and sends its generation to the
+//! driver once, so a turn is never started twice and mail never waits without one.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use shoal_core::Payload;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::AskError;
 
@@ -34,27 +38,34 @@ pub(crate) struct DirectMail {
     pub(crate) answer: Option<AskAnswer>,
 }
 
-/// Buffers of more slots than this are freed when the queue empties.
-const KEEP_WHEN_EMPTY: usize = 4;
+/// Where a mailbox schedules its entity: the driver's queue of generations due a turn.
+pub(crate) type Schedule = mpsc::UnboundedSender<u64>;
 
-/// A mailbox holding at most `capacity` mail.
-pub(crate) fn mailbox(capacity: usize) -> (MailSender, MailReceiver) {
+/// A mailbox holding at most `capacity` mail for the incarnation `generation`, scheduled on
+/// `schedule`. It starts scheduled: the driver gives a new entity its first turn (its start).
+pub(crate) fn mailbox(
+    capacity: usize,
+    generation: u64,
+    schedule: Schedule,
+) -> (MailSender, MailReceiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: VecDeque::new(),
             capacity,
             senders: 1,
             receiving: true,
+            scheduled: true,
         }),
-        arrived: Notify::new(),
+        generation,
+        schedule,
     });
     (MailSender(Arc::clone(&shared)), MailReceiver(shared))
 }
 
 struct Shared {
     state: Mutex<State>,
-    /// Wakes the receiver: mail arrived in an empty queue, or the last sender left.
-    arrived: Notify,
+    generation: u64,
+    schedule: Schedule,
 }
 
 struct State {
@@ -63,15 +74,27 @@ struct State {
     senders: usize,
     /// The receiver still exists.
     receiving: bool,
+    /// A turn runs or is due: mail needs no scheduling.
+    scheduled: bool,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // Every change under the lock is a single push, pop or count: consistent even if a
-        // holder panicked.
+        // Every change under the lock is a single push, pop, count or flag: consistent even
+        // if a holder panicked.
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Marks the mailbox scheduled; `true` if the driver must be told (it was not).
+    fn needs_turn(state: &mut State) -> bool {
+        state.receiving && !std::mem::replace(&mut state.scheduled, true)
+    }
+
+    fn schedule(&self) {
+        // The driver outlives its mailboxes except at shutdown, when nobody handles mail.
+        let _ = self.schedule.send(self.generation);
     }
 }
 
@@ -79,7 +102,7 @@ impl Shared {
 pub(crate) enum Refused {
     /// The mailbox holds its capacity.
     Full(Mail),
-    /// The entity's task is gone.
+    /// The entity is gone.
     Closed(Mail),
 }
 
@@ -114,12 +137,11 @@ impl MailSender {
         if state.queue.len() >= state.capacity {
             return Err(Refused::Full(mail));
         }
-        let was_empty = state.queue.is_empty();
         state.queue.push_back(mail);
+        let turn = Shared::needs_turn(&mut state);
         drop(state);
-        // The receiver waits only after it saw the queue empty.
-        if was_empty {
-            self.0.arrived.notify_one();
+        if turn {
+            self.0.schedule();
         }
         Ok(())
     }
@@ -136,34 +158,48 @@ impl Drop for MailSender {
     fn drop(&mut self) {
         let mut state = self.0.lock();
         state.senders -= 1;
-        if state.senders == 0 {
-            drop(state);
-            self.0.arrived.notify_one();
+        // The last sender gone is the end the receiver must see (a graceful stop).
+        let turn = state.senders == 0 && Shared::needs_turn(&mut state);
+        drop(state);
+        if turn {
+            self.0.schedule();
         }
     }
 }
 
-/// Takes mail out of a mailbox (the entity's task).
+/// What a turn takes out of a mailbox.
+pub(crate) enum Next {
+    /// The next mail.
+    Mail(Mail),
+    /// Nothing queued: the turn ends, and the next mail schedules another.
+    Idle,
+    /// Every sender is gone and the queue drained: the entity stops.
+    End,
+}
+
+/// Takes mail out of a mailbox (its entity's turns).
 pub(crate) struct MailReceiver(Arc<Shared>);
 
 impl MailReceiver {
-    /// The next mail; `None` once every sender is gone and the queue is drained.
-    pub(crate) async fn recv(&mut self) -> Option<Mail> {
-        loop {
-            {
-                let mut state = self.0.lock();
-                if let Some(mail) = state.queue.pop_front() {
-                    if state.queue.is_empty() && state.queue.capacity() > KEEP_WHEN_EMPTY {
-                        state.queue = VecDeque::new();
-                    }
-                    return Some(mail);
-                }
-                if state.senders == 0 {
-                    return None;
-                }
-            }
-            self.0.arrived.notified().await;
+    /// The next mail, or why there is none; [`Next::Idle`] unschedules the mailbox and frees
+    /// its buffer.
+    pub(crate) fn next(&mut self) -> Next {
+        let mut state = self.0.lock();
+        if let Some(mail) = state.queue.pop_front() {
+            return Next::Mail(mail);
         }
+        if state.senders == 0 {
+            return Next::End;
+        }
+        state.scheduled = false;
+        state.queue = VecDeque::new();
+        Next::Idle
+    }
+
+    /// Whether a turn is due (mail came, or the last sender left, since [`Self::next`] said
+    /// [`Next::Idle`]).
+    pub(crate) fn scheduled(&self) -> bool {
+        self.0.lock().scheduled
     }
 }
 
@@ -187,55 +223,69 @@ mod tests {
         Mail::Letter(Payload(vec![n]))
     }
 
-    fn number(mail: Mail) -> u8 {
-        match mail {
-            Mail::Letter(payload) => payload.0[0],
-            Mail::Direct(_) => panic!("a letter was sent"),
+    fn number(next: Next) -> Option<u8> {
+        match next {
+            Next::Mail(Mail::Letter(payload)) => Some(payload.0[0]),
+            Next::Mail(Mail::Direct(_)) => panic!("a letter was sent"),
+            Next::Idle | Next::End => None,
         }
     }
 
-    #[tokio::test]
-    async fn mail_comes_out_in_order_and_the_end_after_the_last_sender_and_the_last_mail() {
-        let (sender, mut receiver) = mailbox(2);
+    #[test]
+    fn mail_comes_out_in_order_and_the_end_after_the_last_sender_and_the_last_mail() {
+        let (schedule, _turns) = mpsc::unbounded_channel();
+        let (sender, mut receiver) = mailbox(2, 1, schedule);
         let other = sender.clone();
         sender.try_send(letter(1)).unwrap();
         other.try_send(letter(2)).unwrap();
         assert!(matches!(sender.try_send(letter(3)), Err(Refused::Full(_))));
         drop(sender);
-        assert_eq!(receiver.recv().await.map(number), Some(1));
+        assert_eq!(number(receiver.next()), Some(1));
         other.try_send(letter(4)).unwrap();
         drop(other);
-        assert_eq!(receiver.recv().await.map(number), Some(2));
-        assert_eq!(receiver.recv().await.map(number), Some(4));
+        assert_eq!(number(receiver.next()), Some(2));
+        assert_eq!(number(receiver.next()), Some(4));
         assert!(
-            receiver.recv().await.is_none(),
+            matches!(receiver.next(), Next::End),
             "every sender gone, queue drained"
         );
     }
 
-    #[tokio::test]
-    async fn a_waiting_receiver_wakes_for_mail_and_for_the_end() {
-        let (sender, mut receiver) = mailbox(8);
-        let waiting = tokio::spawn(async move {
-            let first = receiver.recv().await.map(number);
-            (first, receiver.recv().await.is_none())
-        });
-        tokio::task::yield_now().await;
-        sender.try_send(letter(7)).unwrap();
+    #[test]
+    fn an_idle_mailbox_is_scheduled_once_by_mail_and_by_the_end() {
+        let (schedule, mut turns) = mpsc::unbounded_channel();
+        let (sender, mut receiver) = mailbox(8, 7, schedule);
+        assert!(receiver.scheduled(), "a new entity's first turn is due");
+        assert!(matches!(receiver.next(), Next::Idle));
+        assert!(!receiver.scheduled());
+        sender.try_send(letter(1)).unwrap();
+        sender.try_send(letter(2)).unwrap();
+        assert_eq!(
+            turns.try_recv().ok(),
+            Some(7),
+            "scheduled by the first mail"
+        );
+        assert!(turns.try_recv().is_err(), "and only once");
+        assert_eq!(number(receiver.next()), Some(1));
+        assert_eq!(number(receiver.next()), Some(2));
+        assert!(matches!(receiver.next(), Next::Idle));
         drop(sender);
-        assert_eq!(waiting.await.unwrap(), (Some(7), true));
+        assert_eq!(turns.try_recv().ok(), Some(7), "scheduled by the end");
+        assert!(matches!(receiver.next(), Next::End));
     }
 
-    #[tokio::test]
-    async fn a_gone_receiver_refuses_mail_and_an_emptied_queue_frees_its_buffer() {
-        let (sender, mut receiver) = mailbox(64);
+    #[test]
+    fn a_gone_receiver_refuses_mail_and_an_idle_queue_frees_its_buffer() {
+        let (schedule, _turns) = mpsc::unbounded_channel();
+        let (sender, mut receiver) = mailbox(64, 1, schedule);
         for n in 0..20 {
             sender.try_send(letter(n)).unwrap();
         }
         for _ in 0..20 {
-            receiver.recv().await.unwrap();
+            assert!(matches!(receiver.next(), Next::Mail(_)));
         }
-        assert_eq!(receiver.0.lock().queue.capacity(), 0, "freed when emptied");
+        assert!(matches!(receiver.next(), Next::Idle));
+        assert_eq!(receiver.0.lock().queue.capacity(), 0, "freed when idle");
         drop(receiver);
         assert!(matches!(
             sender.try_send(letter(1)),

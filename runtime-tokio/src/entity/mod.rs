@@ -1,7 +1,13 @@
 //! Entities: the application's stateful actors. An [`Entity`] handles typed messages (serde,
-//! postcard on the wire) one at a time in a task of its own with a bounded mailbox; the node
-//! starts it on its first message, stops it on passivation or handoff (running its
-//! [`Entity::on_stop`] after the messages already queued), and aborts it when a stop is forced.
+//! postcard on the wire) one at a time, with a bounded mailbox; the node starts it on its first
+//! message, stops it on passivation or handoff (running its [`Entity::on_stop`] after the
+//! messages already queued), and drops it when a stop is forced.
+//!
+//! **Execution.** An entity is not a task: one driver task per shard holds its entities as
+//! records (the entity, its context, its mailbox's receiver) and gives an entity a turn only
+//! while mail waits for it (see `driver`). An idle entity so costs its state and a few small
+//! allocations, no future and no buffer; entities of one shard interleave at their awaits,
+//! and shards run in parallel.
 //!
 //! **Supervision.** A panic while handling a message is caught: it is logged and counted, an
 //! `ask` waiting for that message fails with [`crate::AskError::EntityPanicked`], and the entity
@@ -11,12 +17,13 @@
 //! single activation holds; only the entity's in-memory state is lost, as in Akka's
 //! restart-with-backoff supervision.
 
+mod driver;
 pub(crate) mod inbox;
 pub(crate) mod letter;
 pub(crate) mod mailbox;
 pub(crate) mod route;
 pub(crate) mod runtime;
-mod task;
+mod turn;
 
 use std::future::Future;
 
@@ -26,7 +33,7 @@ use shoal_core::lease::FencingToken;
 use shoal_core::{EntityId, EntityType, Epoch, ShardId};
 use tokio::sync::mpsc;
 
-pub(crate) use task::{Factory, FactoryFn};
+pub(crate) use driver::{DriverEvent, Factory, FactoryFn};
 
 /// A stateful entity, addressed by its type and id, alive in exactly one place in the cluster.
 ///
@@ -112,7 +119,7 @@ impl EntityContext {
 
     /// The inbox, with the link its confirmations go out by.
     fn inbox_and_link(&mut self) -> (&mut inbox::Inbox, &EntityLink) {
-        let capacity = self.link.mailbox_capacity;
+        let capacity = self.link.shard.mailbox_capacity;
         let inbox = (self.inbox).get_or_insert_with(|| Box::new(inbox::Inbox::new(capacity)));
         (inbox, &self.link)
     }
@@ -128,7 +135,7 @@ impl EntityContext {
 
     /// The node's state store, for a persistent type.
     pub(crate) fn journal(&self) -> Option<&crate::store::Journal> {
-        self.link.journal.as_ref()
+        self.link.shard.journal.as_ref()
     }
 
     /// The entity's id.
@@ -138,12 +145,12 @@ impl EntityContext {
 
     /// The entity's type.
     pub fn entity_type(&self) -> &EntityType {
-        &self.link.entity_type
+        &self.link.shard.entity_type
     }
 
     /// The entity's shard.
     pub fn shard(&self) -> ShardId {
-        self.link.shard
+        self.link.shard.shard
     }
 
     /// The fencing epoch of the entity's shard allocation: non-zero for a type that persists
@@ -152,7 +159,7 @@ impl EntityContext {
     /// write older than the newest it has seen for the shard (see
     /// `shoal_core::FencingVerdict`), as the state stores here do.
     pub fn epoch(&self) -> Epoch {
-        self.link.epoch
+        self.link.shard.epoch
     }
 
     /// The token the entity's shard held its lease under when the entity started, for a type
@@ -162,7 +169,7 @@ impl EntityContext {
     /// off past its validity) and must be refused whatever its epoch, as the state stores
     /// here refuse it (see `shoal_core::FencingVerdict`).
     pub fn lease_token(&self) -> Option<FencingToken> {
-        self.link.lease_token
+        self.link.shard.lease_token
     }
 
     /// Asks to be stopped (Akka's passivation): messages that arrive meanwhile are buffered
@@ -180,32 +187,39 @@ impl EntityContext {
     }
 }
 
-/// One running incarnation of an entity, as its task and the host name it.
-#[derive(Clone, Debug)]
-pub(crate) struct EntityLink {
+/// What the entities of one shard allocation share: where they run and how they report.
+#[derive(Debug)]
+pub(crate) struct ShardLink {
     pub(crate) entity_type: EntityType,
-    pub(crate) entity: EntityId,
-    /// The entity's shard, and its allocation's fencing epoch (the entity's writes carry it).
+    /// The shard, and its allocation's fencing epoch (the entities' writes carry it).
     pub(crate) shard: ShardId,
     pub(crate) epoch: Epoch,
-    /// The token its shard held the shard's lease under when it started, if leased.
+    /// The token the shard held its lease under when its entities started, if leased.
     pub(crate) lease_token: Option<FencingToken>,
     /// Where a persistent type's state goes (`None` for other types).
     pub(crate) journal: Option<crate::store::Journal>,
-    /// Distinguishes the host's successive starts of one entity.
-    pub(crate) generation: u64,
-    /// Its mailbox's size: the demand it grants a reliable producer stays below it.
+    /// Its entities' mailbox size: the demand one grants a reliable producer stays below it.
     pub(crate) mailbox_capacity: usize,
     pub(crate) signals: mpsc::UnboundedSender<EntitySignal>,
     /// The node's direct routes (replies to their asks that came too late are counted there).
     pub(crate) routes: std::sync::Arc<route::Routes>,
 }
 
+/// One running incarnation of an entity, as its driver and the host name it.
+#[derive(Clone, Debug)]
+pub(crate) struct EntityLink {
+    /// Shared by the entities its shard's allocation started.
+    pub(crate) shard: std::sync::Arc<ShardLink>,
+    pub(crate) entity: EntityId,
+    /// Distinguishes the host's successive starts of one entity.
+    pub(crate) generation: u64,
+}
+
 impl EntityLink {
     pub(crate) fn signal(&self, kind: SignalKind) {
-        // The host outlives its entities' tasks except at shutdown, when nobody listens.
-        let _ = self.signals.send(EntitySignal {
-            entity_type: self.entity_type.clone(),
+        // The host outlives its entities except at shutdown, when nobody listens.
+        let _ = self.shard.signals.send(EntitySignal {
+            entity_type: self.shard.entity_type.clone(),
             entity: self.entity.clone(),
             generation: self.generation,
             kind,
@@ -214,15 +228,15 @@ impl EntityLink {
 }
 
 impl Drop for EntityContext {
-    /// The context lives exactly as long as its entity's task: dropped after a graceful stop,
-    /// a forced abort (the task's future is dropped) or anything else, it reports the end, so
-    /// the core hears `EntityStopped` exactly once.
+    /// The context lives exactly as long as its incarnation: dropped after a graceful stop, a
+    /// forced stop (the driver drops the entity, or its turn's future) or anything else, it
+    /// reports the end, so the core hears `EntityStopped` exactly once.
     fn drop(&mut self) {
         self.link.signal(SignalKind::Lifecycle(Lifecycle::Stopped));
     }
 }
 
-/// What an entity's task tells the host.
+/// What an entity tells the host.
 #[derive(Debug)]
 pub(crate) struct EntitySignal {
     pub(crate) entity_type: EntityType,
@@ -249,10 +263,10 @@ pub(crate) enum SignalKind {
     },
 }
 
-/// The steps of an entity's life its task reports.
+/// The steps of an entity's life it reports.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub(crate) enum Lifecycle {
-    /// The task ended (gracefully, aborted, or its mailbox closed).
+    /// The incarnation ended (gracefully, forced, or its mailbox closed).
     Stopped,
     /// The entity called [`EntityContext::passivate`].
     Passivate,

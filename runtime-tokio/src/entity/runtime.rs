@@ -14,21 +14,33 @@ use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, Shar
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::mailbox::{Mail, MailSender, mailbox};
+use super::mailbox::{Mail, MailSender, Schedule, mailbox};
 use super::route::{Queued, Route, Routes};
-use super::{EntityLink, EntitySignal, Factory, Lifecycle};
+use super::{DriverEvent, EntityLink, EntitySignal, Factory, Lifecycle, ShardLink};
 use crate::metric_names;
 use crate::store::Journal;
 
 /// One running incarnation.
 struct Running {
     generation: u64,
-    /// The epoch its start carried.
+    /// Its shard (its driver's), and the epoch its start carried.
+    shard: ShardId,
     epoch: Epoch,
     /// `None` once a graceful stop closed it.
     mailbox: Option<MailSender>,
     /// Its direct route, while open.
     route: Option<Arc<Route>>,
+}
+
+/// The driver of one shard's entities on this node (see `driver`).
+struct Driver {
+    events: mpsc::UnboundedSender<DriverEvent>,
+    /// Where its entities' mailboxes schedule their turns.
+    turns: Schedule,
+    /// What its entities share, for the allocation that started the newest of them.
+    link: Arc<ShardLink>,
+    /// How many of its entities run: the host lets it go with the last.
+    entities: usize,
     task: AbortHandle,
 }
 
@@ -38,6 +50,8 @@ pub(crate) struct EntityRuntime {
     mailbox_capacity: usize,
     /// Per type, so that a delivery looks its entity up without cloning ids.
     running: HashMap<EntityType, HashMap<EntityId, Running>>,
+    /// The drivers of the shards whose entities run here.
+    drivers: HashMap<(EntityType, ShardId), Driver>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
     routes: Arc<Routes>,
@@ -67,6 +81,7 @@ impl EntityRuntime {
             factories,
             mailbox_capacity,
             running: HashMap::new(),
+            drivers: HashMap::new(),
             next_generation: 0,
             signals,
             routes,
@@ -78,7 +93,7 @@ impl EntityRuntime {
         }
     }
 
-    /// How many entity tasks run.
+    /// How many entities run.
     pub(crate) fn len(&self) -> usize {
         self.running.values().map(HashMap::len).sum()
     }
@@ -125,7 +140,7 @@ impl EntityRuntime {
         (shard, epoch, lease_token): (ShardId, Epoch, Option<FencingToken>),
         feedback: &mut Vec<Input>,
     ) {
-        let Some(factory) = self.factories.get(&entity_type) else {
+        let Some(factory) = self.factories.get(&entity_type).cloned() else {
             // The core starts only types it hosts, and every hosted type has a factory.
             tracing::error!(%entity_type, %entity, "start of an entity type without a factory");
             self.reporting_stopped(&entity_type, &entity);
@@ -136,45 +151,77 @@ impl EntityRuntime {
             return;
         };
         self.next_generation += 1;
-        let (sender, mailbox) = mailbox(self.mailbox_capacity);
+        let generation = self.next_generation;
+        let capacity = self.mailbox_capacity;
+        let driver = self.driver(factory, &entity_type, (shard, epoch, lease_token));
+        let (sender, mailbox) = mailbox(capacity, generation, driver.turns.clone());
         let link = EntityLink {
-            entity_type: entity_type.clone(),
+            shard: Arc::clone(&driver.link),
             entity: entity.clone(),
-            shard,
-            epoch,
-            lease_token,
-            generation: self.next_generation,
-            journal: self.journal.clone(),
-            mailbox_capacity: self.mailbox_capacity,
-            signals: self.signals.clone(),
-            routes: Arc::clone(&self.routes),
+            generation,
         };
-        // Everything the entity logs carries where it runs.
-        let span =
-            tracing::info_span!("entity", region = %entity_type, shard = shard.0, id = %entity);
-        let task = factory.spawn(mailbox, link, span).abort_handle();
+        // The driver outlives the events the host sends it (it ends after the host dropped
+        // its end and its last entity).
+        let _ = driver.events.send(DriverEvent::Start(link, mailbox));
         metrics::counter!(metric_names::ENTITIES_STARTED_TOTAL).increment(1);
         let running = Running {
-            generation: self.next_generation,
+            generation,
+            shard,
             epoch,
             mailbox: Some(sender),
             route: None,
-            task,
         };
-        match self
-            .running
-            .entry(entity_type.clone())
-            .or_default()
-            .entry(entity)
-        {
-            Entry::Vacant(vacant) => {
-                vacant.insert(running);
-            }
-            Entry::Occupied(mut occupied) => {
-                tracing::error!(%entity_type, entity = %occupied.key(), "started while running; aborting the old task");
-                occupied.insert(running).task.abort();
+        let of_type = self.running.entry(entity_type.clone()).or_default();
+        if let Some(old) = of_type.insert(entity.clone(), running) {
+            tracing::error!(%entity_type, %entity, "started while running; stopping the old incarnation");
+            // Same id, same shard, same driver, which counted the new one too.
+            if let Some(driver) = self.drivers.get_mut(&(entity_type, shard)) {
+                driver.entities -= 1;
+                let _ = driver.events.send(DriverEvent::Stop(old.generation));
             }
         }
+    }
+
+    /// The driver of `shard`'s entities, spawned for its first, counting one more; what its
+    /// entities share is made again for an allocation with another epoch or lease token.
+    fn driver(
+        &mut self,
+        factory: Arc<dyn Factory>,
+        entity_type: &EntityType,
+        (shard, epoch, lease_token): (ShardId, Epoch, Option<FencingToken>),
+    ) -> &mut Driver {
+        let link = || {
+            Arc::new(ShardLink {
+                entity_type: entity_type.clone(),
+                shard,
+                epoch,
+                lease_token,
+                journal: self.journal.clone(),
+                mailbox_capacity: self.mailbox_capacity,
+                signals: self.signals.clone(),
+                routes: Arc::clone(&self.routes),
+            })
+        };
+        let driver = match self.drivers.entry((entity_type.clone(), shard)) {
+            Entry::Occupied(occupied) => occupied.into_mut(),
+            Entry::Vacant(vacant) => {
+                let (events, events_rx) = mpsc::unbounded_channel();
+                let (turns, turns_rx) = mpsc::unbounded_channel();
+                let task = factory.spawn_driver(events_rx, turns_rx).abort_handle();
+                vacant.insert(Driver {
+                    events,
+                    turns,
+                    link: link(),
+                    entities: 0,
+                    task,
+                })
+            }
+        };
+        if (driver.link.epoch, driver.link.lease_token) != (epoch, lease_token) {
+            driver.link = link();
+        }
+        driver.entities += 1;
+        driver
     }
 
     fn deliver(
@@ -219,14 +266,19 @@ impl EntityRuntime {
             metrics::counter!(counter, "reason" => cause.as_str()).increment(1);
         }
         match reason {
-            // Closing the mailbox lets the task finish what is queued, then run its stop hook.
+            // Closing the mailbox lets the entity finish what is queued, then run its stop hook.
             StopReason::Passivation(_) | StopReason::HandOff => running.mailbox = None,
-            StopReason::Forced => running.task.abort(),
+            StopReason::Forced => {
+                let (shard, generation) = (running.shard, running.generation);
+                if let Some(driver) = self.drivers.get(&(entity_type.clone(), shard)) {
+                    let _ = driver.events.send(DriverEvent::Stop(generation));
+                }
+            }
         }
     }
 
-    /// A step reported by the task of `generation`: what the core must hear, if it is the
-    /// running incarnation (a replaced one's report is stale).
+    /// A step reported by the incarnation of `generation`: what the core must hear, if it is
+    /// the running one (a replaced one's report is stale).
     pub(crate) fn handle_lifecycle(
         &mut self,
         entity_type: EntityType,
@@ -240,10 +292,12 @@ impl EntityRuntime {
         }
         Some(match step {
             Lifecycle::Stopped => {
-                if let Some(route) = of_type.remove(&entity).and_then(|r| r.route) {
+                let running = of_type.remove(&entity)?;
+                if let Some(route) = running.route {
                     // It ended on its own (no stop closed the route).
                     route.close();
                 }
+                self.release_driver(&entity_type, running.shard);
                 self.reporting_stopped(&entity_type, &entity);
                 Input::EntityStopped {
                     entity_type,
@@ -307,6 +361,18 @@ impl EntityRuntime {
         }
     }
 
+    /// One of `shard`'s entities ended: its driver goes with the last (it ends once it has
+    /// dropped that entity's record).
+    fn release_driver(&mut self, entity_type: &EntityType, shard: ShardId) {
+        let key = (entity_type.clone(), shard);
+        if let Some(driver) = self.drivers.get_mut(&key) {
+            driver.entities = driver.entities.saturating_sub(1);
+            if driver.entities == 0 {
+                self.drivers.remove(&key);
+            }
+        }
+    }
+
     /// The core is about to hear that this incarnation terminated.
     fn reporting_stopped(&mut self, entity_type: &EntityType, entity: &EntityId) {
         #[cfg(debug_assertions)]
@@ -319,8 +385,8 @@ impl EntityRuntime {
 
     /// Aborts every entity (the node is stopping).
     pub(crate) fn abort_all(&mut self) {
-        for running in self.running.values().flat_map(HashMap::values) {
-            running.task.abort();
+        for driver in self.drivers.values() {
+            driver.task.abort();
         }
     }
 }
