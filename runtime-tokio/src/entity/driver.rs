@@ -83,17 +83,57 @@ where
             events,
             turns,
             events_closed: false,
-            idle: HashMap::new(),
-            busy: HashMap::new(),
+            idle: ByGeneration::default(),
+            busy: ByGeneration::default(),
             running: FuturesUnordered::new(),
         };
         tokio::spawn(driver.run())
     }
 }
 
-/// A turn in progress: the generation it is for and, unless it was aborted or panicked, the
-/// record it gives back and how it ended.
-type TurnFuture<E> = Pin<Box<dyn Future<Output = (u64, Option<(Box<Record<E>>, Finish)>)> + Send>>;
+/// A turn: the record it gives back and how it ended, unless it panicked.
+type Turn<E> = Pin<Box<dyn Future<Output = std::thread::Result<(Box<Record<E>>, Finish)>> + Send>>;
+
+/// A turn that had to wait, for the incarnation of `generation`: abortable by a forced stop.
+struct PendingTurn<E> {
+    generation: u64,
+    turn: Abortable<Turn<E>>,
+}
+
+impl<E> Future for PendingTurn<E> {
+    /// The generation, and what the turn gave back (`None`: aborted or panicked).
+    type Output = (u64, Option<(Box<Record<E>>, Finish)>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let ended = std::task::ready!(self.turn.poll_unpin(cx));
+        Poll::Ready((self.generation, ended.ok().and_then(Result::ok)))
+    }
+}
+
+/// Hashes generations (unique integers) by one multiplication: the maps keyed by them are
+/// touched on every turn.
+#[derive(Clone, Copy, Default)]
+struct GenerationHash(u64);
+
+impl std::hash::Hasher for GenerationHash {
+    fn finish(&self) -> u64 {
+        // Fibonacci hashing: the high bits, which the table's control bytes use, mix all bits.
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 << 8 | self.0 >> 56) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 ^= n;
+    }
+}
+
+/// Maps keyed by generation.
+type ByGeneration<V> = HashMap<u64, V, std::hash::BuildHasherDefault<GenerationHash>>;
 
 /// The driver of one shard's entities.
 struct Driver<E, F> {
@@ -103,10 +143,10 @@ struct Driver<E, F> {
     /// The host dropped its end: no more starts. The driver ends with its last entity.
     events_closed: bool,
     /// Entities between turns, by generation.
-    idle: HashMap<u64, Box<Record<E>>>,
-    /// Entities in a turn: how to abort it.
-    busy: HashMap<u64, AbortHandle>,
-    running: FuturesUnordered<TurnFuture<E>>,
+    idle: ByGeneration<Box<Record<E>>>,
+    /// Entities in a turn that had to wait: how to abort it.
+    busy: ByGeneration<AbortHandle>,
+    running: FuturesUnordered<PendingTurn<E>>,
 }
 
 impl<E, F> Driver<E, F>
@@ -127,7 +167,7 @@ where
             while !self.events_closed {
                 match self.events.poll_recv(cx) {
                     Poll::Ready(Some(event)) => {
-                        self.handle_event(event);
+                        self.handle_event(event, cx);
                         progressed = true;
                     }
                     Poll::Ready(None) => self.events_closed = true,
@@ -137,14 +177,14 @@ where
             while let Poll::Ready(Some(generation)) = self.turns.poll_recv(cx) {
                 // A generation no longer idle was stopped, or its turn runs and will look.
                 if let Some(record) = self.idle.remove(&generation) {
-                    self.start_turn(generation, record);
+                    self.start_turn(generation, record, cx);
                 }
                 progressed = true;
             }
             while let Poll::Ready(Some((generation, ended))) = self.running.poll_next_unpin(cx) {
                 self.busy.remove(&generation);
                 if let Some((record, Finish::Idle)) = ended {
-                    self.handle_idle(generation, record);
+                    self.handle_idle(generation, record, cx);
                 }
                 // Otherwise the record was dropped, and its context reported the end.
                 progressed = true;
@@ -158,12 +198,12 @@ where
         }
     }
 
-    fn handle_event(&mut self, event: DriverEvent) {
+    fn handle_event(&mut self, event: DriverEvent, cx: &mut Context<'_>) {
         match event {
             DriverEvent::Start(link, mail) => {
                 let generation = link.generation;
                 let record = Box::new(Record::new(EntityContext::new(link), mail));
-                self.start_turn(generation, record);
+                self.start_turn(generation, record, cx);
             }
             DriverEvent::Stop(generation) => {
                 if let Some(abort) = self.busy.remove(&generation) {
@@ -178,17 +218,48 @@ where
 
     /// A turn ended with the mailbox empty: the entity waits, unless mail came after the turn
     /// looked (its mailbox then scheduled it, and that turn is due now).
-    fn handle_idle(&mut self, generation: u64, record: Box<Record<E>>) {
+    fn handle_idle(&mut self, generation: u64, record: Box<Record<E>>, cx: &mut Context<'_>) {
         if record.scheduled() {
-            self.start_turn(generation, record);
+            self.start_turn(generation, record, cx);
         } else {
             self.idle.insert(generation, record);
         }
     }
 
-    fn start_turn(&mut self, generation: u64, mut record: Box<Record<E>>) {
+    /// Runs a turn of the entity of `generation`. It is polled here first: most turns handle
+    /// their mail without waiting, and need no more than this. One that waits is made
+    /// abortable and polled by the driver's set of pending turns from then on.
+    fn start_turn(&mut self, generation: u64, mut record: Box<Record<E>>, cx: &mut Context<'_>) {
+        loop {
+            let mut turn = self.turn(record);
+            let (next, finish) = match turn.as_mut().poll(cx) {
+                Poll::Ready(Ok(ended)) => ended,
+                // Dropped with the turn: its context reported the end.
+                Poll::Ready(Err(_panicked)) => return,
+                Poll::Pending => {
+                    let (abort, registration) = AbortHandle::new_pair();
+                    self.busy.insert(generation, abort);
+                    self.running.push(PendingTurn {
+                        generation,
+                        turn: Abortable::new(turn, registration),
+                    });
+                    return;
+                }
+            };
+            if !matches!(finish, Finish::Idle) {
+                return;
+            }
+            if !next.scheduled() {
+                self.idle.insert(generation, next);
+                return;
+            }
+            record = next;
+        }
+    }
+
+    /// A turn of `record`'s entity, not polled yet.
+    fn turn(&self, mut record: Box<Record<E>>) -> Turn<E> {
         let make = Arc::clone(&self.make);
-        let (abort, registration) = AbortHandle::new_pair();
         // Everything the entity logs carries where it runs.
         let ctx = record.ctx();
         let span = tracing::info_span!("entity", region = %ctx.entity_type(), shard = ctx.shard().0, id = %ctx.id());
@@ -197,11 +268,6 @@ where
             (record, finish)
         };
         // A panic outside the entity's own calls (its factory) ends this incarnation only.
-        let guarded = Abortable::new(AssertUnwindSafe(turn).catch_unwind(), registration);
-        let future = guarded
-            .instrument(span)
-            .map(move |ended| (generation, ended.ok().and_then(Result::ok)));
-        self.busy.insert(generation, abort);
-        self.running.push(Box::pin(future));
+        Box::pin(AssertUnwindSafe(turn).catch_unwind().instrument(span))
     }
 }

@@ -50,6 +50,7 @@ pub(crate) fn mailbox(
 ) -> (MailSender, MailReceiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
+            first: None,
             queue: VecDeque::new(),
             capacity,
             senders: 1,
@@ -69,6 +70,10 @@ struct Shared {
 }
 
 struct State {
+    /// The oldest mail, when it came to an empty mailbox: an entity handling one message at
+    /// a time (an ask, its reply, the next ask) never allocates a buffer.
+    first: Option<Mail>,
+    /// The mail after it.
     queue: VecDeque<Mail>,
     capacity: usize,
     senders: usize,
@@ -76,6 +81,24 @@ struct State {
     receiving: bool,
     /// A turn runs or is due: mail needs no scheduling.
     scheduled: bool,
+}
+
+impl State {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.queue.len()
+    }
+
+    fn push(&mut self, mail: Mail) {
+        if self.first.is_none() && self.queue.is_empty() {
+            self.first = Some(mail);
+        } else {
+            self.queue.push_back(mail);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Mail> {
+        self.first.take().or_else(|| self.queue.pop_front())
+    }
 }
 
 impl Shared {
@@ -134,10 +157,10 @@ impl MailSender {
         if !state.receiving {
             return Err(Refused::Closed(mail));
         }
-        if state.queue.len() >= state.capacity {
+        if state.len() >= state.capacity {
             return Err(Refused::Full(mail));
         }
-        state.queue.push_back(mail);
+        state.push(mail);
         let turn = Shared::needs_turn(&mut state);
         drop(state);
         if turn {
@@ -185,7 +208,7 @@ impl MailReceiver {
     /// its buffer.
     pub(crate) fn next(&mut self) -> Next {
         let mut state = self.0.lock();
-        if let Some(mail) = state.queue.pop_front() {
+        if let Some(mail) = state.pop() {
             return Next::Mail(mail);
         }
         if state.senders == 0 {
@@ -208,7 +231,7 @@ impl Drop for MailReceiver {
         let queued = {
             let mut state = self.0.lock();
             state.receiving = false;
-            std::mem::take(&mut state.queue)
+            (state.first.take(), std::mem::take(&mut state.queue))
         };
         // Dropped outside the lock: mail may hold oneshots whose drop wakes an asker.
         drop(queued);
