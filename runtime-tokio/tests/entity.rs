@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Counter, Op, builder, counter, logs};
+use common::{Counter, Op, builder, counter, eventually, logs};
 use shoal::{AskError, DeadLetterReason, EntityTypeConfig, NodeBuilder};
 
 const ASK: Duration = Duration::from_secs(5);
@@ -147,4 +147,91 @@ async fn an_entity_type_only_a_newer_member_serves_works_without_the_oldest() {
     assert_eq!(old_stats.routes, shoal::RouteCounts::default());
     assert_eq!(old_stats.core.unknown_entity_type, 0);
     assert_eq!(new.stats().await.unwrap().routes.delivered, 1);
+}
+
+/// One shard, so both entities share its driver: one stuck in a message for an hour does not
+/// hold its shard mate up, and when its passivation times out the forced stop drops it in the
+/// middle of that message (no stop hook), after which a message starts it afresh. Were the
+/// driver to wait for the stuck turn, no new incarnation would ever start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_stop_drops_an_entity_stuck_in_a_message_while_its_shard_mates_run_on() {
+    logs();
+    let (stops, mut stopped) = tokio::sync::mpsc::unbounded_channel();
+    let mut config = EntityTypeConfig::new("counter");
+    config.number_of_shards = 1;
+    config.passivate_idle_after = Some(Duration::from_millis(300));
+    let node = NodeBuilder::new("test")
+        .settings(shoal::ShardingSettings {
+            passivation_stop_timeout: Duration::from_millis(300),
+            ..shoal::ShardingSettings::default()
+        })
+        .entity(config, move |_| Counter {
+            total: 0,
+            stops: Some(stops.clone()),
+        })
+        .start()
+        .await
+        .unwrap();
+    let (stuck, mate) = (counter(&node, "stuck"), counter(&node, "mate"));
+    assert_eq!(stuck.ask(&Op::Add(5), ASK).await, Ok(5));
+    stuck.tell(&Op::Sleep(3_600_000)).await.unwrap();
+    for expected in 1..=3 {
+        assert_eq!(
+            mate.ask(&Op::Add(1), ASK).await,
+            Ok(expected),
+            "the shard mate answers while the other is stuck"
+        );
+    }
+    // Asks that reach the stuck incarnation die with it: ask again, with idle gaps, until a
+    // new incarnation answers.
+    let short = Duration::from_millis(200);
+    eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(800),
+        || async {
+            match stuck.ask(&Op::Get, short).await {
+                Ok(0) => Ok(()),
+                other => Err(format!("the stuck incarnation still runs: {other:?}")),
+            }
+        },
+    )
+    .await;
+    let mut stopped_ids = Vec::new();
+    while let Ok(id) = stopped.try_recv() {
+        stopped_ids.push(id);
+    }
+    assert!(
+        !stopped_ids.iter().any(|id| id == "stuck"),
+        "a forced stop runs no stop hook: {stopped_ids:?}"
+    );
+}
+
+/// A factory that panics ends that incarnation only: the entity's shard mate, on the same
+/// driver, keeps its state and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_factory_loses_its_entity_only() {
+    logs();
+    let mut config = EntityTypeConfig::new("counter");
+    config.number_of_shards = 1;
+    let node = NodeBuilder::new("test")
+        .entity(config, |id: &shoal::EntityId| {
+            assert_ne!(id.as_str(), "cursed", "this one cannot be made");
+            Counter {
+                total: 0,
+                stops: None,
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    let (good, cursed) = (counter(&node, "good"), counter(&node, "cursed"));
+    assert_eq!(good.ask(&Op::Add(2), ASK).await, Ok(2));
+    let short = Duration::from_millis(300);
+    assert!(cursed.ask(&Op::Get, short).await.is_err());
+    assert_eq!(good.ask(&Op::Add(1), ASK).await, Ok(3), "state kept");
+    assert!(
+        cursed.ask(&Op::Get, short).await.is_err(),
+        "made again, lost again"
+    );
+    assert_eq!(good.ask(&Op::Get, ASK).await, Ok(3));
 }
