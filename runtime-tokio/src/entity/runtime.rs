@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
+use foldhash::fast::RandomState;
 use shoal_core::direct::{RouteChange, RouteGate};
 use shoal_core::lease::FencingToken;
 use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, ShardId, StopReason};
@@ -49,9 +50,9 @@ pub(crate) struct EntityRuntime {
     factories: HashMap<EntityType, Arc<dyn Factory>>,
     mailbox_capacity: usize,
     /// Per type, so that a delivery looks its entity up without cloning ids.
-    running: HashMap<EntityType, HashMap<EntityId, Running>>,
+    running: HashMap<EntityType, HashMap<EntityId, Running, RandomState>, RandomState>,
     /// The drivers of the shards whose entities run here.
-    drivers: HashMap<(EntityType, ShardId), Driver>,
+    drivers: HashMap<(EntityType, ShardId), Driver, RandomState>,
     next_generation: u64,
     signals: mpsc::UnboundedSender<EntitySignal>,
     routes: Arc<Routes>,
@@ -80,8 +81,8 @@ impl EntityRuntime {
         Self {
             factories,
             mailbox_capacity,
-            running: HashMap::new(),
-            drivers: HashMap::new(),
+            running: HashMap::default(),
+            drivers: HashMap::default(),
             next_generation: 0,
             signals,
             routes,

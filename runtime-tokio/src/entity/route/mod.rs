@@ -27,7 +27,9 @@
 //!   trace" under turmoil) is unchanged.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -49,7 +51,7 @@ const TABLE_SHARDS: usize = 32;
 /// it), and how many lived at the last sweep of dead entries.
 #[derive(Default)]
 struct TableShard {
-    routes: HashMap<(EntityType, EntityId), Weak<Route>>,
+    routes: HashMap<(EntityType, EntityId), Weak<Route>, RandomState>,
     live_at_sweep: usize,
 }
 
@@ -79,7 +81,7 @@ impl Routes {
         let shards = (0..TABLE_SHARDS).map(|_| Mutex::default()).collect();
         let routes = Self {
             shards,
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             accessed,
             direct: AtomicU64::new(0),
             late_replies: AtomicU64::new(0),
