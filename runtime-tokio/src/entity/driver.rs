@@ -110,30 +110,8 @@ impl<E> Future for PendingTurn<E> {
     }
 }
 
-/// Hashes generations (unique integers) by one multiplication: the maps keyed by them are
-/// touched on every turn.
-#[derive(Clone, Copy, Default)]
-struct GenerationHash(u64);
-
-impl std::hash::Hasher for GenerationHash {
-    fn finish(&self) -> u64 {
-        // Fibonacci hashing: the high bits, which the table's control bytes use, mix all bits.
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 << 8 | self.0 >> 56) ^ u64::from(*byte);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-}
-
-/// Maps keyed by generation.
-type ByGeneration<V> = HashMap<u64, V, std::hash::BuildHasherDefault<GenerationHash>>;
+/// Maps keyed by generation, touched on every turn.
+type ByGeneration<V> = HashMap<u64, V, foldhash::fast::RandomState>;
 
 /// The driver of one shard's entities.
 struct Driver<E, F> {
