@@ -145,21 +145,78 @@ macro_rules! shared_str {
     };
 }
 
+/// Decoding a shared string newtype: the string straight into its shared allocation, or
+/// whatever `$make` does with it (serde's own `Arc<str>` decodes into a box first, then copies
+/// it into the shared allocation: two allocations per id on every frame).
+macro_rules! decoded_str {
+    ($ty:ty, $what:literal, $make:expr) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Visitor;
+
+                impl serde::de::Visitor<'_> for Visitor {
+                    type Value = $ty;
+
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($what)
+                    }
+
+                    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<$ty, E> {
+                        Ok($make(value))
+                    }
+                }
+
+                // A newtype of a string is the string on the wire (postcard, JSON).
+                deserializer.deserialize_str(Visitor)
+            }
+        }
+    };
+}
+
 /// The name of an entity type; one region per node and one coordinator per cluster serve it.
 /// Shared, not copied: every message and entity effect names its type, so a clone is a
 /// reference count, not an allocation, and comparing two clones of one name is a pointer
 /// comparison. On the wire it is a plain string.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct EntityType(Arc<str>);
 
 shared_str!(EntityType, "an entity type name");
+decoded_str!(EntityType, "an entity type name", intern_type_name);
+
+/// Most type names kept for reuse per thread (see [`intern_type_name`]).
+const TYPE_NAMES_KEPT: usize = 32;
+
+std::thread_local! {
+    /// Type names this thread decoded: a node serves a handful of types and every message it
+    /// receives names one, so decoding one is a lookup rather than an allocation. Bounded: a
+    /// peer making names up costs an allocation per name, as without the table.
+    static TYPE_NAMES: std::cell::RefCell<Vec<EntityType>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+/// The type name `name`, shared with an earlier decoding of the same name on this thread.
+fn intern_type_name(name: &str) -> EntityType {
+    TYPE_NAMES.with(|names| {
+        let mut names = names.borrow_mut();
+        if let Some(known) = names.iter().find(|known| known.as_str() == name) {
+            return known.clone();
+        }
+        let fresh = EntityType::from(name);
+        if names.len() < TYPE_NAMES_KEPT {
+            names.push(fresh.clone());
+        }
+        fresh
+    })
+}
 
 /// The id of one entity within its type. Its UTF-8 bytes feed [`crate::shard_of`]. Shared
 /// like [`EntityType`]: cloning it (into effects, maps, forwarded messages) never allocates.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct EntityId(Arc<str>);
 
 shared_str!(EntityId, "an entity id");
+decoded_str!(EntityId, "an entity id", EntityId::from);
 
 /// Where a member can be reached, in the host's own terms (`"10.0.0.7:7355"` for the runtime,
 /// `"node-3.sim:7355"` in the simulator). The core never interprets it: membership carries it (seed nodes,
@@ -258,5 +315,27 @@ mod tests {
         assert!(a < other && other > same_text);
         assert_eq!(a.cmp(&same_allocation), std::cmp::Ordering::Equal);
         assert_ne!(EntityType::new("a"), EntityType::new("b"));
+    }
+
+    #[test]
+    fn decoded_type_names_are_shared_and_ids_decode_as_they_were_encoded() {
+        let encode = |name: &str| postcard::to_allocvec(&EntityType::new(name)).unwrap();
+        let decode = |bytes: &[u8]| postcard::from_bytes::<EntityType>(bytes).unwrap();
+        let (first, second) = (decode(&encode("orders")), decode(&encode("orders")));
+        assert_eq!(first.as_str(), "orders");
+        assert!(Arc::ptr_eq(&first.0, &second.0), "one allocation for both");
+        let id = EntityId::new("basket-7");
+        let bytes = postcard::to_allocvec(&id).unwrap();
+        assert_eq!(postcard::from_bytes::<EntityId>(&bytes).unwrap(), id);
+    }
+
+    #[test]
+    fn made_up_type_names_are_not_kept_past_the_bound() {
+        for n in 0..(TYPE_NAMES_KEPT + 10) {
+            let bytes = postcard::to_allocvec(&EntityType::new(format!("made-up-{n}"))).unwrap();
+            let decoded = postcard::from_bytes::<EntityType>(&bytes).unwrap();
+            assert_eq!(decoded.as_str(), format!("made-up-{n}"));
+        }
+        TYPE_NAMES.with(|names| assert!(names.borrow().len() <= TYPE_NAMES_KEPT));
     }
 }
