@@ -43,7 +43,8 @@
 //!
 //! How it runs: one task owns the protocol state (no locks); one task per peer writes to it
 //! and one per accepted connection reads, with membership traffic on a lane of its own; one
-//! task per entity with a bounded mailbox. Queues never block the protocol: a full one turns
+//! task per hosted shard runs its entities, each with a bounded mailbox and a turn only while
+//! mail waits for it. Queues never block the protocol: a full one turns
 //! the message into a dead letter with its reason ([`NodeEvent::Sharding`]).
 //!
 //! The transport reaches the network through the [`Network`] seam: real TCP ([`Tcp`]) by
@@ -62,7 +63,7 @@
 //! | 5 | `node` (the handle of a running node), `delivery` (reliable producers) |
 //! | 4 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
 //! | 3 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
-//! | 2 | `entity` (entity tasks) |
+//! | 2 | `entity` (entities, their mailboxes and direct routes, the shards' drivers) |
 //! | 1 | `store` (remember and state stores, the group-commit writer), `transport` (TCP, handshake) |
 //! | 0 | `clock`, `error`, `event`, `metric_names` |
 //!

@@ -1,4 +1,4 @@
-//! The runtime's own glue (transport, handshake, reconnects, host loop, entity tasks) on
+//! The runtime's own glue (transport, handshake, reconnects, host loop, entity drivers) on
 //! turmoil's simulated TCP and clock: a three-node cluster through a partition and its
 //! healing, and a node that crashes and restarts as a new incarnation. The same seed gives the
 //! same run, event for event: turmoil orders the network and the clock, and the host loop

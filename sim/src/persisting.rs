@@ -6,7 +6,7 @@
 //! fenced one stops it for good, and its node hears `Input::WriteFenced`.
 //!
 //! A reliably delivered message is judged when its turn to be written comes, against the
-//! marks the incarnation recovered and those it wrote since (as the runtime's entity task
+//! marks the incarnation recovered and those it wrote since (as the runtime's entity turn
 //! judges it before handling it): a duplicate, a message past a gap or one of an older session
 //! is confirmed (or not) without a write; the next one is written with its mark, and confirmed
 //! once the write is answered. One whose write failed is, once the incarnation has recovered,

@@ -148,7 +148,7 @@ pub struct NodeStats {
     pub core: Metrics,
     /// How this node's regions routed messages (delivered here, forwarded, buffered).
     pub routes: RouteCounts,
-    /// Entity tasks running.
+    /// Entities running.
     pub entities: usize,
     /// Asks waiting for a reply (those sent on direct routes wait on their own).
     pub pending_asks: usize,

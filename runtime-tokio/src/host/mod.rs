@@ -1,6 +1,6 @@
 //! The host: the one task that owns the node's [`Driver`] by value (no lock around protocol
 //! state). Everything else talks to it through channels: envelopes from the transport
-//! (control lane first), signals from entity tasks, remember-store completions, commands from
+//! (control lane first), signals from entities, remember-store completions, commands from
 //! handles. After every driver call it handles what the `io::TokioIo` collected: the core's
 //! events (replies complete the request tables, member events are logged, all go to the event
 //! stream) and refusals of full queues and answers for other members, fed back to the core.
@@ -110,7 +110,7 @@ impl Host {
             match self.handle_ready(now) {
                 Round::Stop => break,
                 Round::Busy => {
-                    // Let the transport and entity tasks run before the next round.
+                    // Let the transport and the entities' drivers run before the next round.
                     tokio::task::yield_now().await;
                     continue;
                 }

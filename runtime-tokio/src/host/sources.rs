@@ -20,7 +20,7 @@ enum Source {
     Control,
     /// The core's timers and the request deadlines.
     Timers,
-    /// Entity tasks' lifecycle steps and ask answers.
+    /// Entities' lifecycle steps and ask answers.
     Signals,
     /// Remember-store completions.
     Store,
