@@ -3,6 +3,7 @@
 //! curves as SVG files for `BENCHMARKS.md`.
 //!
 //! `cargo run --release -p shoal-tests --bin bench -- [--quick] [--svg DIR] [--only GROUP]`
+//! (the split rows need root, for their network namespaces)
 //! (`--help` lists every option)
 
 mod alloc;
@@ -17,6 +18,7 @@ mod plot;
 mod remote_rows;
 mod runtime_rows;
 mod sim_rows;
+mod split_rows;
 mod state_rows;
 mod table;
 
@@ -47,6 +49,9 @@ struct Args {
     /// PostgreSQL rows; without it only SQLite's run.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
+    /// One side of the split rows, run by the bench itself in a namespace (internal).
+    #[arg(long, value_enum, hide = true)]
+    role: Option<split_rows::Role>,
 }
 
 /// A group of rows.
@@ -58,6 +63,8 @@ enum Group {
     Runtime,
     /// Three runtime nodes on loopback.
     Remote,
+    /// Two runtime nodes, each in its own network namespace, process and core.
+    Split,
     /// The simulator's speed.
     Sim,
     /// Persistent entities' writes and recovery.
@@ -78,6 +85,15 @@ impl Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(role) = args.role {
+        return match split_rows::run_role(role, args.quick) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("the {role:?} side failed: {why}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let mut rows = Vec::new();
     if args.runs(Group::Core) {
         rows.extend(core_rows::rows(args.quick));
@@ -94,6 +110,9 @@ fn main() -> ExitCode {
     }
     if args.runs(Group::Remote) {
         rows.extend(runtime.block_on(remote_rows::rows(args.quick)));
+    }
+    if args.runs(Group::Split) {
+        rows.extend(split_rows::rows(args.quick));
     }
     if args.runs(Group::Delivery) {
         rows.extend(runtime.block_on(delivery_rows::rows(args.quick)));

@@ -125,6 +125,16 @@ impl Setup {
             .expect("a bench node starts")
     }
 
+    /// Starts one node listening on `address` (and reached there), joining `seeds`.
+    pub(crate) async fn start_at(&self, address: &str, seeds: &[String]) -> Node {
+        self.builder(seeds)
+            .bind(address)
+            .advertise(address)
+            .start()
+            .await
+            .expect("a bench node starts")
+    }
+
     /// Starts `n` nodes and waits until each sees every region.
     pub(crate) async fn cluster(&self, n: usize) -> Vec<Node> {
         let first = self.start(&[]).await;

@@ -18,7 +18,7 @@ use crate::runtime_rows::{best_rates, tell_rate};
 use crate::table::{Row, Target};
 
 /// Ids of `n` entities of `counter` that `node` does not host.
-async fn remote_ids(node: &Node, n: usize) -> Vec<String> {
+pub(crate) async fn remote_ids(node: &Node, n: usize) -> Vec<String> {
     let region = node.region::<Counter>("counter").expect("hosted");
     let mut ids = Vec::with_capacity(n);
     let mut i = 0;
@@ -72,11 +72,24 @@ async fn raw_tcp_rate(ids: &[String], per_entity: u64) -> f64 {
     let ids: Vec<EntityId> = ids.iter().map(|i| EntityId::new(i.as_str())).collect();
     let start = Instant::now();
     let stream = TcpStream::connect(address).await.expect("connects");
+    write_frames(stream, (&entity_type, &ids), payload, per_entity).await;
+    reader.await.expect("read every frame");
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Writes the `Forward` envelopes a region sends for `per_entity` tells to each of `ids`,
+/// encoded per message, length-prefixed, buffered as the transport buffers them.
+pub(crate) async fn write_frames(
+    stream: TcpStream,
+    (entity_type, ids): (&EntityType, &[EntityId]),
+    payload: Payload,
+    per_entity: u64,
+) {
     stream.set_nodelay(true).expect("nodelay");
     let mut stream = BufWriter::with_capacity(64 * 1024, stream);
     let mut seq = 0;
     for _ in 0..per_entity {
-        for entity in &ids {
+        for entity in ids {
             seq += 1;
             let envelope = Envelope {
                 from: MemberId::new(1, 1),
@@ -97,8 +110,6 @@ async fn raw_tcp_rate(ids: &[String], per_entity: u64) -> f64 {
         }
     }
     stream.flush().await.expect("flushes");
-    reader.await.expect("read every frame");
-    total as f64 / start.elapsed().as_secs_f64()
 }
 
 /// First and second ask to `samples` entities, each in a shard no one used yet: medians.
