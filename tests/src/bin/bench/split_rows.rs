@@ -241,8 +241,8 @@ pub(crate) fn rows(quick: bool) -> Vec<Row> {
 
 /// Runs this process's side; `Err` says what failed.
 pub(crate) fn run_role(role: Role, quick: bool) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // One thread for everything the side runs (the caller's loop included): one core's worth.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
