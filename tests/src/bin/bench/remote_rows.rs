@@ -57,15 +57,7 @@ async fn raw_tcp_rate(ids: &[String], per_entity: u64) -> f64 {
     let total = ids.len() as u64 * per_entity;
     let reader = tokio::spawn(async move {
         let (stream, _) = listener.accept().await.expect("accepts");
-        let mut stream = BufReader::with_capacity(64 * 1024, stream);
-        let mut frame = Vec::new();
-        for _ in 0..total {
-            let len = stream.read_u32().await.expect("a length") as usize;
-            frame.resize(len, 0);
-            stream.read_exact(&mut frame).await.expect("a frame");
-            let envelope = codec::decode(&frame).expect("decodes");
-            std::hint::black_box(envelope);
-        }
+        read_frames(stream, total).await.expect("reads every frame");
     });
     let payload = Payload(postcard::to_allocvec(&1u64).expect("encodes"));
     let entity_type = EntityType::new("counter");
@@ -75,6 +67,24 @@ async fn raw_tcp_rate(ids: &[String], per_entity: u64) -> f64 {
     write_frames(stream, (&entity_type, &ids), payload, per_entity).await;
     reader.await.expect("read every frame");
     total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Reads `total` length-prefixed frames from `stream` and decodes each, as a connection's
+/// reader does.
+pub(crate) async fn read_frames(stream: TcpStream, total: u64) -> Result<(), String> {
+    let mut stream = BufReader::with_capacity(64 * 1024, stream);
+    let mut frame = Vec::new();
+    for _ in 0..total {
+        let len = stream.read_u32().await.map_err(|e| e.to_string())? as usize;
+        frame.resize(len, 0);
+        stream
+            .read_exact(&mut frame)
+            .await
+            .map_err(|e| e.to_string())?;
+        let envelope = codec::decode(&frame).map_err(|e| e.to_string())?;
+        std::hint::black_box(envelope);
+    }
+    Ok(())
 }
 
 /// Writes the `Forward` envelopes a region sends for `per_entity` tells to each of `ids`,

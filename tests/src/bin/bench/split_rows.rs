@@ -14,11 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use shoal_core::{EntityId, EntityType, Payload};
-use tokio::io::{AsyncReadExt, BufReader};
 use tokio::net::TcpListener;
 
 use crate::nodes::{Setup, wait_for_regions};
-use crate::remote_rows::{remote_ids, write_frames};
+use crate::remote_rows::{read_frames, remote_ids, write_frames};
 use crate::runtime_rows::tell_rate;
 use crate::table::{Row, Target};
 
@@ -305,18 +304,7 @@ async fn raw_read(total: u64) -> Result<(), String> {
     say("READY");
     let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
     let start = Instant::now();
-    let mut stream = BufReader::with_capacity(64 * 1024, stream);
-    let mut frame = Vec::new();
-    for _ in 0..total {
-        let len = stream.read_u32().await.map_err(|e| e.to_string())? as usize;
-        frame.resize(len, 0);
-        stream
-            .read_exact(&mut frame)
-            .await
-            .map_err(|e| e.to_string())?;
-        let envelope = shoal_core::codec::decode(&frame).map_err(|e| e.to_string())?;
-        std::hint::black_box(envelope);
-    }
+    read_frames(stream, total).await?;
     say(&format!(
         "RATE {}",
         total as f64 / start.elapsed().as_secs_f64()
