@@ -51,6 +51,16 @@ pub enum Input {
         /// The entities, each once, in the order of their first access since the last report.
         entities: Vec<EntityId>,
     },
+    /// A connection's reader delivered the data-lane envelopes of `from` up to number `seq`
+    /// itself, on direct routes (see [`crate::direct`]): the node counts the number as
+    /// accepted, so a copy of one of them is refused as a duplicate. Ignored for an
+    /// incarnation older than one already heard from at that address.
+    LinkConsumed {
+        /// The sending member.
+        from: MemberId,
+        /// The last number the reader consumed.
+        seq: u64,
+    },
     /// An entity asks to be passivated (stopped gracefully, buffering its new messages).
     Passivate {
         /// The entity's type.

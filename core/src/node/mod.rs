@@ -29,7 +29,7 @@ use crate::members::{GossipMember, MembershipView};
 use crate::membership::Membership;
 use crate::message::ClusterMessage;
 use crate::message::Letter;
-use crate::message::{Envelope, Message, Payload};
+use crate::message::{Envelope, Lane, Message, Payload};
 use crate::node::link_seq::Acceptance;
 use crate::reason::DeadLetterReason;
 use crate::region::Region;
@@ -223,6 +223,10 @@ impl Node {
                 if let Some(t) = self.types.get_mut(&entity_type) {
                     t.region.handle_accessed(now, &entities, &mut self.effects);
                 }
+            }
+            Input::LinkConsumed { from, seq } => {
+                // Whatever it says, the number is passed: a copy of it is now a duplicate.
+                let _ = self.peers.accept(from, Lane::Data, seq);
             }
             Input::Passivate {
                 entity_type,

@@ -413,6 +413,9 @@ pub enum DirectFault {
     OpenUndrained,
     /// Starts and stops leave routes open: direct letters reach an incarnation told to stop.
     KeepAfterStop,
+    /// Links' readers never report the numbers they consumed: the node accepts a copy of a
+    /// letter a reader delivered itself.
+    SkipReport,
 }
 
 /// Persistent entities (see [`Options::persist`]).

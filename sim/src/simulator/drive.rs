@@ -84,7 +84,11 @@ impl Simulator {
             self.mark("a paused node resumed with inputs waiting");
         }
         for input in deferred {
-            self.input(n, input);
+            match input {
+                // Its reader reads only now.
+                Input::Receive(envelope) => self.receive(n, envelope),
+                input => self.input(n, input),
+            }
         }
         self.wake(n);
         true

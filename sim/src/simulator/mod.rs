@@ -10,6 +10,7 @@ mod after_call;
 mod answers;
 mod delivering;
 mod direct;
+mod direct_links;
 mod drive;
 mod faults;
 mod home_asks;
@@ -477,7 +478,7 @@ impl Simulator {
                 envelope,
             } => {
                 if self.net.arrives(link, flight) {
-                    self.input(link.1, Input::Receive(envelope));
+                    self.receive(link.1, envelope);
                 }
             }
             Ev::Wakeup(n) => {

@@ -1,6 +1,7 @@
 //! The simulator sends what the workload draws: messages, `StartEntity` commands and queries,
 //! each through a running Up member.
 
+use shoal_core::direct::Sender;
 use shoal_core::{EntityId, Input, MemberId};
 
 use crate::events::Ev;
@@ -93,8 +94,8 @@ impl Simulator {
             entity: entity.clone(),
             payload,
         };
-        self.begin_local_letter(sender, entity);
+        self.begin_letter(sender, Sender::Local, entity);
         self.input(sender.node, input);
-        self.end_local_letter(sender);
+        self.end_letter(sender);
     }
 }
