@@ -217,12 +217,15 @@ impl LinkNumbers {
     }
 
     /// The number to report to the node (`Input::LinkConsumed`) before the reader hands it
-    /// anything else of the link, or when the link ends, if one is due; counted as reported.
-    pub fn take_report(&mut self) -> Option<u64> {
-        (self.consumed > self.reported).then(|| {
-            self.reported = self.consumed;
-            self.consumed
-        })
+    /// anything else of the link, or when the link ends, if one is due.
+    pub fn report_due(&self) -> Option<u64> {
+        (self.consumed > self.reported).then_some(self.consumed)
+    }
+
+    /// The node has been handed the report of `seq` (counted only once it is: a report lost
+    /// on the way is due again).
+    pub fn reported(&mut self, seq: u64) {
+        self.reported = self.reported.max(seq);
     }
 }
 
@@ -340,16 +343,22 @@ mod tests {
     fn a_reader_goes_direct_only_above_every_number_seen_and_reports_what_it_consumed() {
         let mut numbers = LinkNumbers::default();
         assert!(numbers.arrived(1) && numbers.arrived(3), "gaps are losses");
-        assert_eq!(numbers.take_report(), None, "nothing consumed yet");
+        assert_eq!(numbers.report_due(), None, "nothing consumed yet");
         numbers.consumed(3);
         assert!(!numbers.arrived(3), "a copy goes to the node");
         assert!(!numbers.arrived(2), "so does a reordered envelope");
         assert!(!numbers.arrived(0), "and an unnumbered one");
-        assert_eq!(numbers.take_report(), Some(3));
-        assert_eq!(numbers.take_report(), None, "reported once");
+        assert_eq!(numbers.report_due(), Some(3));
+        assert_eq!(
+            numbers.report_due(),
+            Some(3),
+            "due until it was handed over"
+        );
+        numbers.reported(3);
+        assert_eq!(numbers.report_due(), None, "reported once");
         assert!(numbers.arrived(4));
         numbers.consumed(4);
-        assert_eq!(numbers.take_report(), Some(4));
+        assert_eq!(numbers.report_due(), Some(4));
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The local fast path: handles send straight into running entities' mailboxes, and the node's
-//! guarantees hold as on the node's path: one node's messages arrive in order and once, across
-//! passivations and full mailboxes; an entity busy only on the fast path is not idle to the
-//! node; asks on it time out and fail as on the node's path.
+//! The fast paths: handles send straight into running entities' mailboxes, and so do a
+//! connection's readers with a peer's letters. The node's guarantees hold as on the node's
+//! path: one node's messages arrive in order and once, across passivations and full
+//! mailboxes, from its own handles and from a peer; an entity busy only on the fast path is
+//! not idle to the node; asks on it time out and fail as on the node's path.
 
 mod common;
 
@@ -139,6 +140,51 @@ async fn one_nodes_messages_arrive_in_order_and_once_across_passivations() {
     // behind a stop; it is back on the fast path once the host has caught up.
     let direct = stats.direct_deliveries;
     assert!(direct > SENT / 2, "only {direct} went on the fast path");
+    passivated(&log).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peers_messages_arrive_in_order_and_once_across_passivations() {
+    logs();
+    const PASSIVATE_EVERY: u64 = 101;
+    let (host, log) = logging_node(
+        EntityTypeConfig::new("log"),
+        1024,
+        PASSIVATE_EVERY,
+        Duration::ZERO,
+    )
+    .await;
+    // A proxy sends: every message crosses the connection to the hosting node.
+    let proxy = NodeBuilder::new("test")
+        .seed_nodes([host.address().to_string()])
+        .proxy::<Logger>(EntityTypeConfig::new("log"))
+        .start()
+        .await
+        .unwrap();
+    let entity = proxy.region::<Logger>("log").unwrap().entity_ref("one");
+    const SENT: u64 = 3_000;
+    for n in 0..SENT {
+        if n % 10 == 9 {
+            // Waiting for a reply now and then lets the hosting node's host catch up.
+            entity.ask(&n, ASK).await.unwrap();
+        } else {
+            entity.tell(&n).await.unwrap();
+        }
+    }
+    wait_for(&log, SENT as usize).await;
+    let seen = log.seen.lock().unwrap().clone();
+    let expected: Vec<u64> = (0..SENT).collect();
+    if let Some(at) = (0..seen.len()).find(|&i| seen[i] != i as u64) {
+        let around = &seen[at.saturating_sub(5)..(at + 10).min(seen.len())];
+        panic!("out of order or duplicated at {at}: {around:?}");
+    }
+    assert_eq!(seen, expected);
+    // The hosting node's handles sent nothing: what went direct there, its reader delivered.
+    let direct = host.stats().await.unwrap().direct_deliveries;
+    assert!(
+        direct > SENT / 2,
+        "only {direct} went on the reader's fast path"
+    );
     passivated(&log).await;
 }
 

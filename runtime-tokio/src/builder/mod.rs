@@ -372,9 +372,11 @@ impl NodeBuilder {
             address: address.clone(),
             secret: self.secret,
         };
+        let (routes, accessed) = crate::entity::route::Routes::new();
         let inbox = Inbox {
             control: control_tx,
             data: data_tx,
+            routes: Arc::clone(&routes),
         };
         let transport = Transport::start(
             listener,
@@ -384,7 +386,6 @@ impl NodeBuilder {
             seed,
             inbox,
         );
-        let (routes, accessed) = crate::entity::route::Routes::new();
         let io = TokioIo {
             transport,
             entities: EntityRuntime::new(

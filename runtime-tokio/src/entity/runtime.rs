@@ -9,7 +9,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use shoal_core::direct::{RouteChange, RouteGate};
+use shoal_core::direct::{LinkLetter, RouteChange, RouteGate, Sender};
 use shoal_core::lease::FencingToken;
 use shoal_core::{EntityEffect, EntityId, EntityType, Epoch, Input, Payload, ShardId, StopReason};
 use tokio::sync::mpsc;
@@ -29,7 +29,7 @@ struct Running {
     epoch: Epoch,
     /// `None` once a graceful stop closed it.
     mailbox: Option<MailSender>,
-    /// Its direct route, while open.
+    /// Its direct route, from its first opening to the next start or stop.
     route: Option<Arc<Route>>,
 }
 
@@ -296,7 +296,7 @@ impl EntityRuntime {
                 let running = of_type.remove(&entity)?;
                 if let Some(route) = running.route {
                     // It ended on its own (no stop closed the route).
-                    route.close();
+                    route.close_all();
                 }
                 self.release_driver(&entity_type, running.shard);
                 self.reporting_stopped(&entity_type, &entity);
@@ -324,13 +324,19 @@ impl EntityRuntime {
     /// The host is about to feed the core a letter of its handles, `queued` on its route.
     pub(crate) fn begin_letter(&mut self, queued: Queued) {
         let route = queued.route();
-        self.gate.begin_letter(route.entity_type(), route.entity());
+        (self.gate).begin_letter(Sender::Local, route.entity_type(), route.entity());
         self.judging = Some(queued);
     }
 
-    /// The core's call with the letter is done: its route is opened or closed, then the
-    /// letter stops counting as queued (in that order, so no handle sends directly while the
-    /// route's fate is open).
+    /// The host is about to feed the core a letter the reader of connection `link` brought.
+    pub(crate) fn begin_link_letter(&mut self, link: u64, letter: &LinkLetter<'_>) {
+        (self.gate).begin_letter(Sender::Link(link), letter.entity_type, letter.entity);
+    }
+
+    /// The core's call with the letter is done: its sender's route is opened or closed, then
+    /// a handles' letter stops counting as queued (in that order, so no handle sends directly
+    /// while the route's fate is open; a link's letter is counted by its reader's `Judging`,
+    /// which the host drops after this).
     pub(crate) fn end_letter(&mut self) {
         if let Some(change) = self.gate.end_letter() {
             self.change_route(change);
@@ -341,22 +347,29 @@ impl EntityRuntime {
 
     fn change_route(&mut self, change: RouteChange) {
         match change {
-            RouteChange::Open(entity_type, entity) => {
-                let Some(route) = self.judging.as_ref().map(|q| Arc::clone(q.route())) else {
+            RouteChange::Open(sender, entity_type, entity) => {
+                let routes = Arc::clone(&self.routes);
+                let Some(running) = self.running_mut(&entity_type, &entity) else {
                     return;
                 };
+                let Some(mailbox) = &running.mailbox else {
+                    return;
+                };
+                let route = running
+                    .route
+                    .get_or_insert_with(|| routes.route(&entity_type, &entity));
+                route.open(sender, mailbox, running.shard);
+            }
+            RouteChange::Close(sender, entity_type, entity) => {
                 let running = self.running_mut(&entity_type, &entity);
-                if let Some(running) = running.filter(|r| r.route.is_none()) {
-                    if let Some(mailbox) = &running.mailbox {
-                        route.open(mailbox.clone());
-                        running.route = Some(route);
-                    }
+                if let Some(route) = running.and_then(|r| r.route.as_ref()) {
+                    route.close(sender);
                 }
             }
-            RouteChange::Close(entity_type, entity) => {
+            RouteChange::CloseAll(entity_type, entity) => {
                 let running = self.running_mut(&entity_type, &entity);
                 if let Some(route) = running.and_then(|r| r.route.take()) {
-                    route.close();
+                    route.close_all();
                 }
             }
         }

@@ -25,7 +25,7 @@ mod sources;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_core::direct::AccessLog;
+use shoal_core::direct::{AccessLog, LinkLetter};
 use shoal_core::{
     Address, Command, Driver, Envelope, Input, Instant, MemberId, Payload, Reply, earliest,
 };
@@ -38,6 +38,7 @@ use crate::entity::{EntitySignal, SignalKind};
 use crate::error::QueryError;
 use crate::event::NodeEvent;
 use crate::metric_names;
+use crate::transport::Arrival;
 use command::{HostCommand, NodeStats};
 use io::TokioIo;
 use requests::Requests;
@@ -70,7 +71,7 @@ pub(crate) struct Host {
     pub(crate) clock: Clock,
     pub(crate) commands: mpsc::Receiver<HostCommand>,
     pub(crate) control_in: mpsc::Receiver<Box<Envelope>>,
-    pub(crate) data_in: mpsc::Receiver<Box<Envelope>>,
+    pub(crate) data_in: mpsc::Receiver<Arrival>,
     pub(crate) signals: mpsc::UnboundedReceiver<EntitySignal>,
     /// Completions of remember-store requests (see `crate::store::StoreLink`).
     pub(crate) store_done: mpsc::UnboundedReceiver<Input>,
@@ -176,6 +177,27 @@ impl Host {
         self.driver
             .handle_input(self.clock.now(), input, &mut self.io);
         self.io.entities.end_letter();
+        self.after_call();
+    }
+
+    /// Feeds the core what a connection's reader brought: a letter through the route gate (it
+    /// opens or closes the reader's route, before the envelope stops counting as waiting), or
+    /// the report of the numbers it consumed on direct routes.
+    fn arrival(&mut self, arrival: Arrival) {
+        let (envelope, judging) = match arrival {
+            Arrival::Consumed { from, seq } => {
+                return self.input(Input::LinkConsumed { from, seq });
+            }
+            Arrival::Envelope(envelope, judging) => (envelope, judging),
+        };
+        let Some(letter) = LinkLetter::of(&envelope) else {
+            return self.input(Input::Receive(envelope));
+        };
+        self.io.entities.begin_link_letter(judging.link(), &letter);
+        self.driver
+            .handle_input(self.clock.now(), Input::Receive(envelope), &mut self.io);
+        self.io.entities.end_letter();
+        drop(judging);
         self.after_call();
     }
 

@@ -12,6 +12,7 @@ use tokio::time::Sleep;
 use super::command::HostCommand;
 use super::{Host, ROUND, Round};
 use crate::entity::EntitySignal;
+use crate::transport::Arrival;
 
 /// Where the host's work comes from.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +57,7 @@ impl Source {
 /// One item of work from a source.
 pub(super) enum Ready {
     Envelope(Box<Envelope>),
+    Arrival(Arrival),
     Timers,
     Signal(EntitySignal),
     Stored(Input),
@@ -112,7 +114,7 @@ impl Host {
             Source::Signals => self.signals.try_recv().ok().map(Ready::Signal),
             Source::Store => self.store_done.try_recv().ok().map(Ready::Stored),
             Source::Commands => self.commands.try_recv().ok().map(Ready::Command),
-            Source::Data => self.data_in.try_recv().ok().map(Ready::Envelope),
+            Source::Data => self.data_in.try_recv().ok().map(Ready::Arrival),
             Source::Timers => None,
         }
     }
@@ -128,7 +130,7 @@ impl Host {
             Source::Signals => self.signals.poll_recv(cx).map(|s| s.map(Ready::Signal)),
             Source::Store => self.store_done.poll_recv(cx).map(|i| i.map(Ready::Stored)),
             Source::Commands => self.commands.poll_recv(cx).map(|c| c.map(Ready::Command)),
-            Source::Data => self.data_in.poll_recv(cx).map(|e| e.map(Ready::Envelope)),
+            Source::Data => self.data_in.poll_recv(cx).map(|a| a.map(Ready::Arrival)),
             Source::Timers => return None,
         };
         match polled {
@@ -141,6 +143,7 @@ impl Host {
     fn handle(&mut self, ready: Ready) -> bool {
         match ready {
             Ready::Envelope(envelope) => self.input(Input::Receive(envelope)),
+            Ready::Arrival(arrival) => self.arrival(arrival),
             Ready::Timers => {
                 // The wait also ends for the metrics export; the core runs only what is due.
                 if self.timers_due(self.clock.now()) {

@@ -1,8 +1,10 @@
 //! The listener and one reader task per accepted connection. A reader checks the handshake,
-//! then forwards the peer's envelopes to the host, control lane and data lane apart. When a
-//! peer connects again (it reconnected, or restarted as a new incarnation), its older
-//! connection is closed and finished *before* the new one is read, so frames of an old
-//! connection never follow those of a newer one (the core's link-sequence rule).
+//! then forwards the peer's envelopes to the host, control lane and data lane apart, except
+//! the letters it delivers itself on direct routes (see `link_reader`). When a peer connects
+//! again (it reconnected, or restarted as a new incarnation), its older connection is closed
+//! and finished *before* the new one is read, so frames of an old connection never follow
+//! those of a newer one (the core's link-sequence rule), and the older reader's report of the
+//! numbers it consumed reaches the host before anything of the newer one.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,14 +21,17 @@ use super::connect::handshake;
 use super::counters::HandshakeFailure;
 use super::frame::{EnvelopeCodec, FrameError};
 use super::handshake::{Peer, Role};
+use super::link_reader::{Arrival, LinkReader};
 use super::network::{BoxConnection, Listener};
 use super::{Shared, lock};
+use crate::entity::route::Routes;
 
-/// Where received envelopes go: the host's two inbound queues.
+/// Where received envelopes go: the host's two inbound queues, and the node's direct routes.
 #[derive(Clone)]
 pub(crate) struct Inbox {
     pub(crate) control: mpsc::Sender<Box<Envelope>>,
-    pub(crate) data: mpsc::Sender<Box<Envelope>>,
+    pub(crate) data: mpsc::Sender<Arrival>,
+    pub(crate) routes: Arc<Routes>,
 }
 
 /// A peer node's live inbound connection (a newer one from the same node replaces it).
@@ -112,7 +117,12 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox) {
         // Resolves when the older reader has dropped its `finished` sender.
         let _ = older.finished.await;
     }
-    read(stream, rest, &peer, &shared, &inbox, closed).await;
+    let me = shared.identity.member;
+    let routes = Arc::clone(&inbox.routes);
+    let mut reader = LinkReader::new(id, (peer.member, me), routes);
+    read(stream, rest, (&peer, &mut reader), &shared, &inbox, closed).await;
+    // What it consumed reaches the host before anything a newer connection brings.
+    reader.report(&inbox.data).await;
     drop(finished);
     let mut inbound = lock(&shared.inbound);
     if inbound.get(&node).is_some_and(|current| current.id == id) {
@@ -126,7 +136,7 @@ async fn serve(connection: Accepted, shared: Arc<Shared>, inbox: Inbox) {
 async fn read(
     stream: BoxConnection,
     rest: BytesMut,
-    peer: &Peer,
+    (peer, reader): (&Peer, &mut LinkReader),
     shared: &Shared,
     inbox: &Inbox,
     mut closed: oneshot::Receiver<()>,
@@ -163,14 +173,26 @@ async fn read(
             return;
         }
         shared.counters.received();
-        let queue = match envelope.lane() {
-            Lane::Control => &inbox.control,
-            Lane::Data => &inbox.data,
+        let envelope = Box::new(envelope);
+        let sent = match envelope.lane() {
+            Lane::Control => tokio::select! {
+                biased;
+                _ = &mut closed => return,
+                sent = inbox.control.send(envelope) => sent.is_ok(),
+            },
+            Lane::Data => {
+                let Some(envelope) = reader.try_direct(envelope) else {
+                    continue;
+                };
+                tokio::select! {
+                    biased;
+                    _ = &mut closed => return,
+                    sent = reader.to_host(&inbox.data, envelope) => sent,
+                }
+            }
         };
-        tokio::select! {
-            biased;
-            _ = &mut closed => return,
-            sent = queue.send(Box::new(envelope)) => if sent.is_err() { return },
+        if !sent {
+            return;
         }
     }
 }

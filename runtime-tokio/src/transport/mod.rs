@@ -12,6 +12,7 @@ pub mod handshake;
 #[allow(unreachable_pub)]
 pub(crate) mod handshake;
 mod inbound;
+mod link_reader;
 pub mod network;
 mod peer;
 #[cfg(feature = "tls")]
@@ -32,6 +33,7 @@ use tokio::task::JoinHandle;
 pub(crate) use counters::Counters;
 pub use counters::TransportStats;
 pub(crate) use inbound::Inbox;
+pub(crate) use link_reader::Arrival;
 
 use handshake::Identity;
 use network::{Listener, Network};

@@ -24,7 +24,12 @@ async fn transport(member: MemberId) -> (Transport, Address, mpsc::Receiver<Box<
         secret: b"heard secret".to_vec(),
     };
     let settings = TransportSettings::default();
-    let inbox = Inbox { control, data };
+    let (routes, _) = crate::entity::route::Routes::new();
+    let inbox = Inbox {
+        control,
+        data,
+        routes,
+    };
     let transport = Transport::start(listener, Arc::new(Tcp), identity, settings, 7, inbox);
     (transport, address, control_in)
 }

@@ -80,8 +80,14 @@ impl Simulator {
             return;
         };
         let skip = routes.fault == Some(DirectFault::SkipReport);
-        let report = (routes.links.get_mut(&(member, from))).and_then(|(_, n)| n.take_report());
-        if let Some(seq) = report.filter(|_| !skip) {
+        let Some((_, numbers)) = routes.links.get_mut(&(member, from)) else {
+            return;
+        };
+        let Some(seq) = numbers.report_due() else {
+            return;
+        };
+        numbers.reported(seq);
+        if !skip {
             self.input(member.node, Input::LinkConsumed { from, seq });
         }
     }

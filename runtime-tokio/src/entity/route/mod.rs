@@ -34,7 +34,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use shoal_core::{EntityId, EntityType};
+use shoal_core::direct::Sender;
+use shoal_core::{EntityId, EntityType, Payload, ShardId};
 use tokio::sync::futures::Notified;
 use tokio::sync::{Notify, mpsc};
 
@@ -89,11 +90,22 @@ impl Routes {
         (Arc::new(routes), drain)
     }
 
+    /// The live route to `entity`, if someone holds one.
+    pub(crate) fn find(&self, entity_type: &EntityType, entity: &EntityId) -> Option<Arc<Route>> {
+        let key = (entity_type.clone(), entity.clone());
+        let shard = self.table_shard(&key);
+        shard.routes.get(&key).and_then(Weak::upgrade)
+    }
+
+    /// The locked table shard `key` lives in.
+    fn table_shard(&self, key: &(EntityType, EntityId)) -> MutexGuard<'_, TableShard> {
+        lock(&self.shards[self.hasher.hash_one(key) as usize % TABLE_SHARDS])
+    }
+
     /// The live route to `entity`, made (closed) if there is none.
     pub(crate) fn route(&self, entity_type: &EntityType, entity: &EntityId) -> Arc<Route> {
         let key = (entity_type.clone(), entity.clone());
-        let shard = self.hasher.hash_one(&key) as usize % TABLE_SHARDS;
-        let mut shard = lock(&self.shards[shard]);
+        let mut shard = self.table_shard(&key);
         if let Some(route) = shard.routes.get(&key).and_then(Weak::upgrade) {
             return route;
         }
@@ -132,8 +144,13 @@ impl Routes {
 /// What a [`Route`] holds under its lock.
 #[derive(Default)]
 struct RouteState {
-    /// The running incarnation's mailbox, while the route is open.
+    /// The running incarnation's mailbox, while the route is open to any sender.
     mailbox: Option<MailSender>,
+    /// Whether it is open to this node's handles.
+    local: bool,
+    /// The connections' readers it is open to (their link numbers), each with the shard its
+    /// letters name, which the node judged for that incarnation.
+    links: Vec<(u64, ShardId)>,
     /// Letters of this node's handles to the entity that the host has not judged yet.
     queued: usize,
     /// A direct delivery happened since the host's last report of accesses.
@@ -208,7 +225,7 @@ impl Route {
         woken: Pin<&mut Notified<'_>>,
     ) -> Step {
         let mut state = lock(&self.state);
-        let open = state.mailbox.is_some();
+        let open = state.local && state.mailbox.is_some();
         if !state.line.is_first(*ticket) || (open && state.queued > 0) {
             if ticket.is_none() {
                 *ticket = Some(state.line.join());
@@ -218,15 +235,10 @@ impl Route {
             woken.enable();
             return Step::Wait(mail);
         }
-        let mail = match &state.mailbox {
+        let mail = match state.mailbox.as_ref().filter(|_| open) {
             Some(mailbox) => match mailbox.try_send(Mail::Direct(mail)) {
                 Ok(()) => {
-                    routes.direct.fetch_add(1, Ordering::Relaxed);
-                    if !std::mem::replace(&mut state.accessed, true) {
-                        // The host's receiver lives as long as the node; after it, nobody
-                        // counts.
-                        let _ = routes.accessed.send(Arc::clone(self));
-                    }
+                    self.delivered(&mut state, routes);
                     if ticket.take().is_some() {
                         state.line.served();
                         self.wake_line(&state);
@@ -235,7 +247,7 @@ impl Route {
                 }
                 Err(error) => {
                     if matches!(error, Refused::Closed(_)) {
-                        state.mailbox = None;
+                        state.close_all();
                     }
                     match error.into_inner() {
                         Mail::Direct(mail) => mail,
@@ -251,6 +263,49 @@ impl Route {
             *ticket = Some(state.line.join());
         }
         Step::Queued(mail)
+    }
+
+    /// Counts a direct delivery and, the first since the host's last report, queues the route
+    /// for the host's report of accesses.
+    fn delivered(self: &Arc<Self>, state: &mut RouteState, routes: &Routes) {
+        routes.direct.fetch_add(1, Ordering::Relaxed);
+        if !std::mem::replace(&mut state.accessed, true) {
+            // The host's receiver lives as long as the node; after it, nobody counts.
+            let _ = routes.accessed.send(Arc::clone(self));
+        }
+    }
+
+    /// Sends a letter a connection's reader of `link` brought, naming `shard`, straight into
+    /// the running incarnation's mailbox if the route is open to that reader for that shard;
+    /// gives the payload back otherwise (closed, full, or the incarnation ended), and the
+    /// reader hands the envelope to the node.
+    pub(crate) fn send_link_letter(
+        self: &Arc<Self>,
+        (link, shard): (u64, ShardId),
+        payload: Payload,
+        routes: &Routes,
+    ) -> Result<(), Payload> {
+        let mut state = lock(&self.state);
+        let open = state.links.contains(&(link, shard));
+        let Some(mailbox) = state.mailbox.as_ref().filter(|_| open) else {
+            return Err(payload);
+        };
+        match mailbox.try_send(Mail::Letter(payload)) {
+            Ok(()) => {
+                self.delivered(&mut state, routes);
+                Ok(())
+            }
+            Err(error) => {
+                if matches!(error, Refused::Closed(_)) {
+                    state.close_all();
+                    self.wake_line(&state);
+                }
+                match error.into_inner() {
+                    Mail::Letter(payload) => Err(payload),
+                    Mail::Direct(_) => unreachable!("sent as a letter just above"),
+                }
+            }
+        }
     }
 
     /// Wakes the handles in line, if any, to see whether the first may go.
@@ -276,22 +331,54 @@ impl Route {
         }
     }
 
-    /// Opens the route to the incarnation reading `mailbox`.
-    pub(crate) fn open(&self, mailbox: MailSender) {
-        lock(&self.state).mailbox = Some(mailbox);
+    /// Opens the route to the incarnation reading `mailbox`, for `sender`; `shard` is the one
+    /// the incarnation runs in (a link's letters must name it).
+    pub(crate) fn open(&self, sender: Sender, mailbox: &MailSender, shard: ShardId) {
+        let mut state = lock(&self.state);
+        state.mailbox.get_or_insert_with(|| mailbox.clone());
+        match sender {
+            Sender::Local => state.local = true,
+            Sender::Link(link) => {
+                if !state.links.contains(&(link, shard)) {
+                    state.links.push((link, shard));
+                }
+            }
+        }
     }
 
-    /// Closes the route: handles go through the host until it opens again.
-    pub(crate) fn close(&self) {
+    /// Closes the route to `sender`: it goes through the host until the route opens again.
+    pub(crate) fn close(&self, sender: Sender) {
         let mut state = lock(&self.state);
-        state.mailbox = None;
+        match sender {
+            Sender::Local => state.local = false,
+            Sender::Link(link) => state.links.retain(|(l, _)| *l != link),
+        }
+        if !state.local && state.links.is_empty() {
+            state.mailbox = None;
+        }
         // The line goes through the host now, in turn.
+        self.wake_line(&state);
+    }
+
+    /// Closes the route to every sender (a start or stop of the entity).
+    pub(crate) fn close_all(&self) {
+        let mut state = lock(&self.state);
+        state.close_all();
         self.wake_line(&state);
     }
 
     /// The host reports the route's accesses: the next direct delivery queues it again.
     pub(crate) fn reported(&self) {
         lock(&self.state).accessed = false;
+    }
+}
+
+impl RouteState {
+    /// Closed to every sender, the mailbox clone dropped.
+    fn close_all(&mut self) {
+        self.mailbox = None;
+        self.local = false;
+        self.links.clear();
     }
 }
 
