@@ -18,17 +18,18 @@
 //!   its stop, and every later letter goes through the node, which buffers it for the next
 //!   incarnation. A direct send that fails (a full or closed mailbox) goes through the node
 //!   instead.
-//! - **The host's part.** While any letter of a sender waits in the host's own queue for the
-//!   node, that sender sends through the node too: the host keeps the count and opens or
-//!   closes a route before it lets the count drop. For a link, the count covers every envelope
-//!   of the link's data lane, whatever it carries.
+//! - **The host's part.** While any letter of a sender to the entity waits in the host's own
+//!   queue for the node, that sender sends to it through the node too: the host keeps the
+//!   count and opens or closes a route before it lets the count drop. A link also waits while
+//!   any of its other data-lane envelopes (the protocol's own) waits for the node, so no
+//!   direct letter overtakes them.
 //! - **Links' numbers.** A letter a link's reader delivers itself takes its link sequence
 //!   number out of the node's sight, so a copy of it could later be accepted. The reader goes
 //!   direct only for numbers above every one it has seen, and before it hands the node any
 //!   later envelope (and before it ends) it reports the last number it consumed, as
-//!   `Input::LinkConsumed`, in the same queue: the node then refuses the copies. Because the
-//!   link's envelopes wait for the node only when none goes direct, the numbers the node
-//!   sees, accepted or reported consumed, keep increasing.
+//!   `Input::LinkConsumed`, in the same queue: the node then refuses the copies. The report
+//!   follows every envelope of the link queued before it and precedes every one after, so
+//!   the numbers the node sees, accepted or reported consumed, keep increasing.
 //! - **Activity.** Direct deliveries do not pass the node, so the host notes them in an
 //!   [`AccessLog`] and feeds them back as `Input::Accessed` before its next call that could
 //!   depend on them (timers, any input): idle timeouts and the active-entity limit see every

@@ -181,13 +181,13 @@ async fn read(
                 sent = inbox.control.send(envelope) => sent.is_ok(),
             },
             Lane::Data => {
-                let Some(envelope) = reader.try_direct(envelope) else {
+                let Some(waiting) = reader.try_direct(envelope) else {
                     continue;
                 };
                 tokio::select! {
                     biased;
                     _ = &mut closed => return,
-                    sent = reader.to_host(&inbox.data, envelope) => sent,
+                    sent = reader.to_host(&inbox.data, waiting) => sent,
                 }
             }
         };

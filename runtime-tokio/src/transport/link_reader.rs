@@ -5,9 +5,11 @@
 //!
 //! - Each connection is a link of its own (its number is the connection's), whose routes the
 //!   host opens and closes through the route gate; a new connection starts with none.
-//! - The reader goes direct only while none of its data-lane envelopes waits for the host
-//!   (`waiting`, lowered by [`Judging`] once the host has judged an envelope and changed its
-//!   route), and only for a number above every one it has seen on the link.
+//! - The reader goes direct only while none of its earlier letters to the entity, and none of
+//!   its other data-lane envelopes (the protocol's), waits for the host: each is counted, on
+//!   the entity's route or on the link, until the host has judged it and changed its route
+//!   ([`Judging`]). A backlog of letters to other entities holds none back. It goes direct
+//!   only for a number above every one it has seen on the link.
 //! - Before it hands the host anything more, and when it ends, it queues the last number it
 //!   consumed as [`Arrival::Consumed`], in the same queue, so the node refuses copies of what
 //!   it delivered. An older connection of a peer ends (and so reports) before a newer one is
@@ -20,7 +22,7 @@ use shoal_core::direct::{LinkLetter, LinkNumbers, restore_letter_payload, take_l
 use shoal_core::{Envelope, MemberId};
 use tokio::sync::mpsc;
 
-use crate::entity::route::Routes;
+use crate::entity::route::{LinkWaiting, Routes};
 
 /// What a reader hands the host on the data lane.
 pub(crate) enum Arrival {
@@ -40,19 +42,30 @@ pub(crate) enum Arrival {
 /// stops first), so the count cannot leak and hold the reader off its routes.
 pub(crate) struct Judging {
     link: u64,
-    waiting: Arc<AtomicUsize>,
+    _counted: Counted,
+}
+
+/// Where a waiting envelope is counted (the guard lowers the count when dropped).
+enum Counted {
+    /// A letter, on its entity's route.
+    Letter { _guard: LinkWaiting },
+    /// Anything else, on the link.
+    Other { _guard: OthersWaiting },
+}
+
+/// One of the link's other envelopes waiting for the host.
+struct OthersWaiting(Arc<AtomicUsize>);
+
+impl Drop for OthersWaiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl Judging {
     /// The link (connection) the envelope came on.
     pub(crate) fn link(&self) -> u64 {
         self.link
-    }
-}
-
-impl Drop for Judging {
-    fn drop(&mut self) {
-        self.waiting.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -65,7 +78,8 @@ pub(super) struct LinkReader {
     me: MemberId,
     routes: Arc<Routes>,
     numbers: LinkNumbers,
-    waiting: Arc<AtomicUsize>,
+    /// The link's envelopes other than letters that wait for the host.
+    others_waiting: Arc<AtomicUsize>,
 }
 
 impl LinkReader {
@@ -77,38 +91,47 @@ impl LinkReader {
             me,
             routes,
             numbers: LinkNumbers::default(),
-            waiting: Arc::new(AtomicUsize::new(0)),
+            others_waiting: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     /// Delivers a data-lane `envelope` on a direct route if it may; gives it back otherwise,
-    /// for the host.
-    pub(super) fn try_direct(&mut self, mut envelope: Box<Envelope>) -> Option<Box<Envelope>> {
-        if envelope.to != self.me || envelope.from != self.peer {
-            // The node judges (and drops) what is not this link's.
-            return Some(envelope);
-        }
-        let newer = self.numbers.arrived(envelope.seq);
-        if !newer || self.waiting.load(Ordering::Acquire) > 0 {
-            return Some(envelope);
-        }
-        let Some(letter) = LinkLetter::of(&envelope) else {
-            return Some(envelope);
+    /// counted as waiting, for the host.
+    pub(super) fn try_direct(
+        &mut self,
+        mut envelope: Box<Envelope>,
+    ) -> Option<(Box<Envelope>, Judging)> {
+        // The node judges (and drops) what is not this link's.
+        let mine = envelope.to == self.me && envelope.from == self.peer;
+        let newer = mine && self.numbers.arrived(envelope.seq);
+        let Some(letter) = LinkLetter::of(&envelope).filter(|_| mine) else {
+            self.others_waiting.fetch_add(1, Ordering::AcqRel);
+            let _guard = OthersWaiting(Arc::clone(&self.others_waiting));
+            let counted = Counted::Other { _guard };
+            return Some((envelope, self.judging(counted)));
         };
-        let Some(route) = self.routes.find(letter.entity_type, letter.entity) else {
-            return Some(envelope);
-        };
+        let may_go = newer && self.others_waiting.load(Ordering::Acquire) == 0;
+        let route = self.routes.route(letter.entity_type, letter.entity);
         let shard = letter.shard;
         let payload = take_letter_payload(&mut envelope).expect("a link letter carries one");
-        match route.send_link_letter((self.link, shard), payload, &self.routes) {
+        let sent = route.send_link_letter((self.link, shard), payload, (may_go, &self.routes));
+        match sent {
             Ok(()) => {
                 self.numbers.consumed(envelope.seq);
                 None
             }
-            Err(payload) => {
+            Err((payload, waiting)) => {
                 restore_letter_payload(&mut envelope, payload);
-                Some(envelope)
+                let counted = Counted::Letter { _guard: waiting };
+                Some((envelope, self.judging(counted)))
             }
+        }
+    }
+
+    fn judging(&self, counted: Counted) -> Judging {
+        Judging {
+            link: self.link,
+            _counted: counted,
         }
     }
 
@@ -116,16 +139,11 @@ impl LinkReader {
     pub(super) async fn to_host(
         &mut self,
         queue: &mpsc::Sender<Arrival>,
-        envelope: Box<Envelope>,
+        (envelope, judging): (Box<Envelope>, Judging),
     ) -> bool {
         if !self.report(queue).await {
             return false;
         }
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let judging = Judging {
-            link: self.link,
-            waiting: Arc::clone(&self.waiting),
-        };
         queue
             .send(Arrival::Envelope(envelope, judging))
             .await

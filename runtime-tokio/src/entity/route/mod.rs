@@ -35,14 +35,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use shoal_core::direct::Sender;
-use shoal_core::{EntityId, EntityType, Payload, ShardId};
+use shoal_core::{EntityId, EntityType, ShardId};
 use tokio::sync::futures::Notified;
 use tokio::sync::{Notify, mpsc};
 
 use super::mailbox::{DirectMail, Mail, MailSender, Refused};
 use line::Line;
+use link::LinkRoutes;
+pub(crate) use link::LinkWaiting;
 
 mod line;
+mod link;
 
 /// How many locks the table of routes is split over, so handles sending to different
 /// entities rarely wait for each other.
@@ -88,13 +91,6 @@ impl Routes {
             late_replies: AtomicU64::new(0),
         };
         (Arc::new(routes), drain)
-    }
-
-    /// The live route to `entity`, if someone holds one.
-    pub(crate) fn find(&self, entity_type: &EntityType, entity: &EntityId) -> Option<Arc<Route>> {
-        let key = (entity_type.clone(), entity.clone());
-        let shard = self.table_shard(&key);
-        shard.routes.get(&key).and_then(Weak::upgrade)
     }
 
     /// The locked table shard `key` lives in.
@@ -148,9 +144,9 @@ struct RouteState {
     mailbox: Option<MailSender>,
     /// Whether it is open to this node's handles.
     local: bool,
-    /// The connections' readers it is open to (their link numbers), each with the shard its
-    /// letters name, which the node judged for that incarnation.
-    links: Vec<(u64, ShardId)>,
+    /// Its state for connections' readers, from the first letter one brought (most entities
+    /// hear only from their own node's handles, so it is boxed).
+    links: Option<Box<LinkRoutes>>,
     /// Letters of this node's handles to the entity that the host has not judged yet.
     queued: usize,
     /// A direct delivery happened since the host's last report of accesses.
@@ -275,39 +271,6 @@ impl Route {
         }
     }
 
-    /// Sends a letter a connection's reader of `link` brought, naming `shard`, straight into
-    /// the running incarnation's mailbox if the route is open to that reader for that shard;
-    /// gives the payload back otherwise (closed, full, or the incarnation ended), and the
-    /// reader hands the envelope to the node.
-    pub(crate) fn send_link_letter(
-        self: &Arc<Self>,
-        (link, shard): (u64, ShardId),
-        payload: Payload,
-        routes: &Routes,
-    ) -> Result<(), Payload> {
-        let mut state = lock(&self.state);
-        let open = state.links.contains(&(link, shard));
-        let Some(mailbox) = state.mailbox.as_ref().filter(|_| open) else {
-            return Err(payload);
-        };
-        match mailbox.try_send(Mail::Letter(payload)) {
-            Ok(()) => {
-                self.delivered(&mut state, routes);
-                Ok(())
-            }
-            Err(error) => {
-                if matches!(error, Refused::Closed(_)) {
-                    state.close_all();
-                    self.wake_line(&state);
-                }
-                match error.into_inner() {
-                    Mail::Letter(payload) => Err(payload),
-                    Mail::Direct(_) => unreachable!("sent as a letter just above"),
-                }
-            }
-        }
-    }
-
     /// Wakes the handles in line, if any, to see whether the first may go.
     fn wake_line(&self, state: &RouteState) {
         if !state.line.is_empty() {
@@ -338,11 +301,7 @@ impl Route {
         state.mailbox.get_or_insert_with(|| mailbox.clone());
         match sender {
             Sender::Local => state.local = true,
-            Sender::Link(link) => {
-                if !state.links.contains(&(link, shard)) {
-                    state.links.push((link, shard));
-                }
-            }
+            Sender::Link(link) => state.links_mut().open(link, shard),
         }
     }
 
@@ -351,9 +310,9 @@ impl Route {
         let mut state = lock(&self.state);
         match sender {
             Sender::Local => state.local = false,
-            Sender::Link(link) => state.links.retain(|(l, _)| *l != link),
+            Sender::Link(link) => state.close_link(link),
         }
-        if !state.local && state.links.is_empty() {
+        if !state.local && !state.links.as_ref().is_some_and(|l| l.any_open()) {
             state.mailbox = None;
         }
         // The line goes through the host now, in turn.
@@ -378,7 +337,10 @@ impl RouteState {
     fn close_all(&mut self) {
         self.mailbox = None;
         self.local = false;
-        self.links.clear();
+        if let Some(links) = &mut self.links {
+            links.close_all();
+        }
+        self.tidy_links();
     }
 }
 
