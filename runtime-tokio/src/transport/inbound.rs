@@ -187,7 +187,7 @@ async fn read(
                 tokio::select! {
                     biased;
                     _ = &mut closed => return,
-                    sent = reader.to_host(&inbox.data, waiting) => sent,
+                    sent = reader.hand_to_host(&inbox.data, waiting) => sent,
                 }
             }
         };

@@ -136,7 +136,7 @@ impl LinkReader {
     }
 
     /// Hands `envelope` to the host, after the report of what was consumed if one is due.
-    pub(super) async fn to_host(
+    pub(super) async fn hand_to_host(
         &mut self,
         queue: &mpsc::Sender<Arrival>,
         (envelope, judging): (Box<Envelope>, Judging),
