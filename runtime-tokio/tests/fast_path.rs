@@ -90,6 +90,17 @@ async fn wait_for(log: &Log, n: usize) {
     waited.await.expect("every message handled in time");
 }
 
+/// Waits until the log holds `sent` messages, and checks they are 0..sent, each once, in order.
+async fn handled_each_once_in_order(log: &Log, sent: u64) {
+    wait_for(log, sent as usize).await;
+    let seen = log.seen.lock().unwrap().clone();
+    if let Some(at) = (0..seen.len()).find(|&i| seen[i] != i as u64) {
+        let around = &seen[at.saturating_sub(5)..(at + 10).min(seen.len())];
+        panic!("out of order or duplicated at {at}: {around:?}");
+    }
+    assert_eq!(seen.len() as u64, sent, "more than were sent");
+}
+
 /// Waits until the entity passivated at least once. How often depends on timing: passivation
 /// asks that come while a stop is under way merge, more so on a loaded machine, where the
 /// entity handles more before the stop lands.
@@ -130,11 +141,7 @@ async fn one_nodes_messages_arrive_in_order_and_once_across_passivations() {
             handle.tell(&n).await.unwrap();
         }
     }
-    wait_for(&log, SENT as usize).await;
-    let seen = log.seen.lock().unwrap().clone();
-    let expected: Vec<u64> = (0..SENT).collect();
-    assert_eq!(seen.len(), expected.len());
-    assert!(seen == expected, "out of order or duplicated");
+    handled_each_once_in_order(&log, SENT).await;
     let stats = node.stats().await.unwrap();
     // A sender faster than the host stays on the node's path while its letters queue up
     // behind a stop; it is back on the fast path once the host has caught up.
@@ -171,14 +178,7 @@ async fn a_peers_messages_arrive_in_order_and_once_across_passivations() {
             entity.tell(&n).await.unwrap();
         }
     }
-    wait_for(&log, SENT as usize).await;
-    let seen = log.seen.lock().unwrap().clone();
-    let expected: Vec<u64> = (0..SENT).collect();
-    if let Some(at) = (0..seen.len()).find(|&i| seen[i] != i as u64) {
-        let around = &seen[at.saturating_sub(5)..(at + 10).min(seen.len())];
-        panic!("out of order or duplicated at {at}: {around:?}");
-    }
-    assert_eq!(seen, expected);
+    handled_each_once_in_order(&log, SENT).await;
     // The hosting node's handles sent nothing: what went direct there, its reader delivered.
     let direct = host.stats().await.unwrap().direct_deliveries;
     assert!(
@@ -306,15 +306,7 @@ async fn asks_in_flight_together_arrive_in_the_order_they_were_sent() {
             answer.unwrap();
         }
     }
-    let seen = log.seen.lock().unwrap().clone();
-    let expected: Vec<u64> = (0..ROUNDS * IN_FLIGHT).collect();
-    if let Some(at) = (0..seen.len()).find(|&i| seen[i] != i as u64) {
-        panic!(
-            "out of order at {at}: {:?}",
-            &seen[at.saturating_sub(5)..(at + 10).min(seen.len())]
-        );
-    }
-    assert!(seen == expected, "out of order or duplicated");
+    handled_each_once_in_order(&log, ROUNDS * IN_FLIGHT).await;
     let direct = node.stats().await.unwrap().direct_deliveries;
     assert!(
         direct > ROUNDS * IN_FLIGHT / 5,
