@@ -58,17 +58,18 @@
 //!
 //! | floor | modules |
 //! |---|---|
-//! | 7 | `builder` (validates, binds, configures and spawns a node) |
-//! | 6 | `state` (persistent entities: event sourced, durable state; removing a type's data) |
-//! | 5 | `node` (the handle of a running node), `delivery` (reliable producers) |
-//! | 4 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
-//! | 3 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
+//! | 8 | `builder` (validates, binds, configures and spawns a node) |
+//! | 7 | `state` (persistent entities: event sourced, durable state; removing a type's data) |
+//! | 6 | `node` (the handle of a running node), `delivery` (reliable producers) |
+//! | 5 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
+//! | 4 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
+//! | 3 | `transport` (TCP, handshake; connections' readers deliver on direct routes) |
 //! | 2 | `entity` (entities, their mailboxes and direct routes, the shards' drivers) |
-//! | 1 | `store` (remember and state stores, the group-commit writer), `transport` (TCP, handshake) |
+//! | 1 | `store` (remember and state stores, the group-commit writer) |
 //! | 0 | `clock`, `error`, `event`, `metric_names` |
 //!
 //! The handles reach the host only through its command queue (`host::command::HostHandle`);
-//! the transport never knows the node's face.
+//! the transport never knows the node's face, only the entities' direct routes.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
