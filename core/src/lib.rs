@@ -165,7 +165,7 @@ pub use message::{
     AllocationGate, Body, ClusterMessage, CoordinatorState, Envelope, Lane, Message, Payload,
     RegionShards, RegionStats, StartAck, StartOutcome,
 };
-pub use node::{Metrics, Node};
+pub use node::{Metrics, Node, Readiness, TypeReadiness};
 pub use reason::{DeadLetterReason, PassivationCause, StopReason};
 pub use region::RouteCounts;
 pub use remember::{

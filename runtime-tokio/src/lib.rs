@@ -99,8 +99,8 @@ pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
     AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
     EntityTypeConfig, Event, FailureDetectorSettings, Member, MemberId, MemberStatus,
-    MembershipSettings, MembershipView, Metrics, NodeId, RecoveryStrategy, RememberSettings,
-    RouteCounts, SeedNode, ShardingSettings, shard_of,
+    MembershipSettings, MembershipView, Metrics, NodeId, Readiness, RecoveryStrategy,
+    RememberSettings, RouteCounts, SeedNode, ShardingSettings, TypeReadiness, shard_of,
 };
 /// Active-entity limits (`EntityTypeConfig::active_entity_limit`, `Region::set_active_entity_limit`).
 pub mod passivation {

@@ -5,6 +5,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shoal_core::{Address, Command, EntityType, MemberId, Reply};
 use tokio::sync::{broadcast, oneshot};
@@ -140,6 +141,36 @@ impl Node {
     /// entity types each hosts.
     pub async fn view(&self) -> Result<shoal_core::MembershipView, QueryError> {
         self.ask_host(|answer| HostCommand::View { answer }).await
+    }
+
+    /// Whether this member is ready for traffic, as Akka Management's sharding health check
+    /// says: Up and not leaving, every entity type's region (or proxy) registered with the
+    /// type's coordinator, and every coordinator allocating shards (its allocation gate open;
+    /// the coordinators on other members are asked, each within the query timeout, and one
+    /// that does not answer is left unknown, not held against the member).
+    /// [`Readiness::waiting_for`](shoal_core::Readiness::waiting_for) says what it waits for.
+    /// Changes of what the member knows itself arrive as `Event::ReadinessChanged`.
+    pub async fn readiness(&self) -> Result<shoal_core::Readiness, QueryError> {
+        let mut readiness = self
+            .ask_host(|answer| HostCommand::Readiness { answer })
+            .await?;
+        for t in &mut readiness.types {
+            if t.allocating.is_none() && t.registered {
+                let entity_type = t.entity_type.clone();
+                let command = Command::GetCoordinatorState { entity_type };
+                if let Ok(Reply::CoordinatorState(state)) = self.command(command).await {
+                    t.allocating = Some(state.gate.open);
+                }
+            }
+        }
+        Ok(readiness)
+    }
+
+    /// Whether the node's host loop turns: it answers within `within` (a liveness probe; a
+    /// stopped node is not alive).
+    pub async fn is_alive(&self, within: Duration) -> bool {
+        let ping = self.ask_host(|answer| HostCommand::Ping { answer });
+        matches!(tokio::time::timeout(within, ping).await, Ok(Ok(())))
     }
 
     /// Sends the host the command `make` builds around an answer channel, and waits for it.

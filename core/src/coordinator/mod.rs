@@ -101,6 +101,11 @@ pub(crate) struct Coordinator {
 }
 
 impl Coordinator {
+    /// Whether the allocation gate is open: shards are being allocated.
+    pub(crate) fn is_allocating(&self) -> bool {
+        self.gate_open
+    }
+
     /// Starts a coordinator; it asks every member that may host the type to register.
     pub(crate) fn new(
         me: MemberId,

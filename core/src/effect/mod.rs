@@ -109,6 +109,12 @@ pub enum Event {
         /// Why it was dropped.
         reason: DeadLetterReason,
     },
+    /// This member became ready for traffic, or stopped being ready (see
+    /// [`crate::Readiness`]; [`crate::Node::readiness`] says what it waits for).
+    ReadinessChanged {
+        /// Whether it is ready now.
+        ready: bool,
+    },
     /// The region registered with the coordinator at `coordinator`.
     RegionRegistered {
         /// The region's type.
@@ -343,6 +349,7 @@ impl Event {
         match self {
             Self::Reply { .. } => "reply",
             Self::DeadLetter { .. } => "dead_letter",
+            Self::ReadinessChanged { .. } => "readiness_changed",
             Self::RegionRegistered { .. } => "region_registered",
             Self::ShardStarted { .. } => "shard_started",
             Self::ShardStopped { .. } => "shard_stopped",

@@ -11,7 +11,10 @@ mod link_seq;
 mod member_events;
 mod peers;
 mod queries;
+mod readiness;
 mod table;
+
+pub use readiness::{Readiness, TypeReadiness};
 mod type_table;
 mod views;
 
@@ -96,6 +99,8 @@ pub struct Node {
     leaving: bool,
     /// Whether [`Event::LeftCluster`](crate::Event::LeftCluster) was emitted.
     left: bool,
+    /// Readiness as last reported (see `readiness`).
+    ready: bool,
     metrics: Metrics,
 }
 
@@ -149,6 +154,7 @@ impl Node {
             membership,
             leaving: false,
             left: false,
+            ready: false,
             metrics: Metrics::default(),
         };
         node.keep_types_deadline();
@@ -162,6 +168,12 @@ impl Node {
 
     /// Feeds one input. Drain [`Node::poll_effect`] afterwards.
     pub fn handle_input(&mut self, now: Instant, input: Input) {
+        // Letters never change readiness: it is not looked at for them.
+        let letter = match &input {
+            Input::Tell { .. } | Input::Accessed { .. } | Input::LinkConsumed { .. } => true,
+            Input::Receive(envelope) => envelope.is_user_traffic(),
+            _ => false,
+        };
         match input {
             Input::Receive(envelope) => {
                 if envelope.to != self.me && !is_init_join_for(&envelope, self.me) {
@@ -264,6 +276,9 @@ impl Node {
         self.deliver_local(now);
         self.sync_membership(now);
         self.keep_types_deadline();
+        if !letter {
+            self.note_readiness();
+        }
     }
 
     /// Runs every timer that is due at `now`. Idempotent; may be called early or spuriously.
@@ -289,6 +304,7 @@ impl Node {
         self.deliver_local(now);
         self.sync_membership(now);
         self.keep_types_deadline();
+        self.note_readiness();
     }
 
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.

@@ -320,6 +320,12 @@ impl Region {
         }
     }
 
+    /// The coordinator this region registers with, and whether it registered: the region's
+    /// part in readiness.
+    pub(crate) fn registration_state(&self) -> (Option<MemberId>, bool) {
+        (self.registration.coordinator, self.registration.registered)
+    }
+
     /// Whether the coordinator must be asked where `shard` lives: not when it is hosted here or
     /// a `HostShard` for it is expected (the coordinator said it lives here).
     fn should_ask_home(&self, shard: ShardId) -> bool {

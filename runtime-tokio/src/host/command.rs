@@ -136,6 +136,12 @@ pub(crate) enum HostCommand {
     View {
         answer: oneshot::Sender<shoal_core::MembershipView>,
     },
+    /// The member's readiness as the core knows it.
+    Readiness {
+        answer: oneshot::Sender<shoal_core::Readiness>,
+    },
+    /// Answered at once: the host loop turns.
+    Ping { answer: oneshot::Sender<()> },
 }
 
 /// Counters of one node ([`crate::Node::stats`]).

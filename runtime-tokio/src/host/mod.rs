@@ -300,6 +300,12 @@ impl Host {
             HostCommand::View { answer } => {
                 let _ = answer.send(self.driver.node().view().clone());
             }
+            HostCommand::Readiness { answer } => {
+                let _ = answer.send(self.driver.node().readiness());
+            }
+            HostCommand::Ping { answer } => {
+                let _ = answer.send(());
+            }
             HostCommand::Stats { answer } => {
                 let _ = answer.send(NodeStats {
                     transport: self.io.transport.stats(),
