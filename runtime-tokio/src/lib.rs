@@ -59,7 +59,7 @@
 //! | floor | modules |
 //! |---|---|
 //! | 8 | `builder` (validates, binds, configures and spawns a node) |
-//! | 7 | `state` (persistent entities: event sourced, durable state; removing a type's data) |
+//! | 7 | `state` (persistent entities: event sourced, durable state; removing a type's data), `management` (the HTTP endpoint) |
 //! | 6 | `node` (the handle of a running node), `delivery` (reliable producers) |
 //! | 5 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
 //! | 4 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
@@ -81,6 +81,8 @@ pub mod entity;
 mod error;
 mod event;
 mod host;
+#[cfg(feature = "management")]
+pub mod management;
 mod metric_names;
 mod node;
 mod region;

@@ -186,6 +186,23 @@ impl MembershipView {
         &self.members
     }
 
+    /// The leader as `me` sees it, by the gossip's rule: the first member in id order that is
+    /// Up or Leaving and reachable (or `me`), else the first such member that is not Down.
+    pub fn leader(&self, me: MemberId) -> Option<MemberId> {
+        let candidates = self
+            .members
+            .iter()
+            .filter(|m| m.status != MemberStatus::Down && (m.id == me || m.reachable));
+        let mut first = None;
+        for m in candidates {
+            if matches!(m.status, MemberStatus::Up | MemberStatus::Leaving) {
+                return Some(m.id);
+            }
+            first.get_or_insert(m.id);
+        }
+        first
+    }
+
     /// The member with this exact id (address and incarnation), if present.
     pub fn member(&self, id: MemberId) -> Option<&Member> {
         crate::members::search(&self.members, &id, |m| &m.id)
