@@ -7,29 +7,65 @@
 //!   with what it waits for otherwise.
 //! - `GET /cluster/members`: this member, the leader, the oldest, and every member with its
 //!   status, roles, app version and reachability.
+//! - `GET /cluster/shards/{type}`: the type's regions, their shards and entity counts, as the
+//!   coordinator gathers them (regions that did not answer in time are listed apart).
+//! - `GET /cluster/shards/{type}/entities/{id}`: the entity's shard, the region hosting it,
+//!   and whether it runs there.
+//! - `PUT /cluster/members/{member}` with `{"operation": "Leave"}` or `{"operation": "Down"}`
+//!   (the member by address or by id): off unless a token is configured, and then only with
+//!   `Authorization: Bearer <token>`.
 //!
 //! Every answer is JSON. Unknown paths get a 404 and other methods a 405, each with a JSON
-//! error; a node that has stopped answers 503. Nothing a request carries reaches the node's
-//! core.
+//! error; an unknown entity type or member a 404, a query the cluster could not answer in
+//! time a 504, a node that has stopped a 503. Nothing a request carries can stop the node: at
+//! worst it is a command the core refuses.
 
 mod json;
+mod operations;
+mod shards;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::error::QueryError;
 use crate::node::Node;
 
 /// How long `/alive` waits for the host loop to answer.
 const ALIVE_WITHIN: Duration = Duration::from_secs(2);
+
+/// Where the endpoint listens, and what it allows.
+#[derive(Clone, Debug)]
+pub struct ManagementSettings {
+    /// The address to bind (port 0 picks a free one).
+    pub bind: SocketAddr,
+    /// The bearer token member operations (leave, down) require; `None` turns them off.
+    pub token: Option<String>,
+}
+
+impl ManagementSettings {
+    /// Listening on `bind`, member operations off.
+    pub fn new(bind: SocketAddr) -> Self {
+        Self { bind, token: None }
+    }
+}
+
+/// What the handlers share.
+struct Served {
+    node: Node,
+    token: Option<String>,
+}
+
+type Shared = State<Arc<Served>>;
 
 /// A running management endpoint; it stops when dropped.
 #[derive(Debug)]
@@ -39,14 +75,15 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Serves `node`'s management endpoint on `bind` (port 0 picks a free one).
+    /// Serves `node`'s management endpoint as `settings` say.
     ///
     /// # Errors
     /// The address cannot be bound.
-    pub async fn start(node: Node, bind: SocketAddr) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(bind).await?;
+    pub async fn start(node: Node, settings: ManagementSettings) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(settings.bind).await?;
         let address = listener.local_addr()?;
-        let app = router(node);
+        let token = settings.token.filter(|t| !t.is_empty());
+        let app = router(Arc::new(Served { node, token }));
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::warn!(%error, "the management endpoint stopped");
@@ -68,18 +105,24 @@ impl Drop for Endpoint {
     }
 }
 
-fn router(node: Node) -> Router {
+fn router(served: Arc<Served>) -> Router {
     Router::new()
         .route("/alive", get(alive))
         .route("/ready", get(ready))
         .route("/cluster/members", get(members))
+        .route("/cluster/members/{member}", put(operations::operate))
+        .route("/cluster/shards/{entity_type}", get(shards::shards))
+        .route(
+            "/cluster/shards/{entity_type}/entities/{entity}",
+            get(shards::entity),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(node)
+        .with_state(served)
 }
 
-async fn alive(State(node): State<Node>) -> Response {
-    let alive = node.is_alive(ALIVE_WITHIN).await;
+async fn alive(State(served): Shared) -> Response {
+    let alive = served.node.is_alive(ALIVE_WITHIN).await;
     let status = if alive {
         StatusCode::OK
     } else {
@@ -88,8 +131,8 @@ async fn alive(State(node): State<Node>) -> Response {
     (status, Json(json!({ "alive": alive }))).into_response()
 }
 
-async fn ready(State(node): State<Node>) -> Response {
-    match node.readiness().await {
+async fn ready(State(served): Shared) -> Response {
+    match served.node.readiness().await {
         Ok(readiness) => {
             let status = if readiness.is_ready() {
                 StatusCode::OK
@@ -98,28 +141,43 @@ async fn ready(State(node): State<Node>) -> Response {
             };
             (status, Json(json::readiness(&readiness))).into_response()
         }
-        Err(error) => stopped(&error),
+        Err(error) => failed(&error),
     }
 }
 
-async fn members(State(node): State<Node>) -> Response {
+async fn members(State(served): Shared) -> Response {
+    let node = &served.node;
     match node.view().await {
         Ok(view) => Json(json::members(node.member(), &view)).into_response(),
-        Err(error) => stopped(&error),
+        Err(error) => failed(&error),
     }
 }
 
-fn stopped(error: &crate::error::QueryError) -> Response {
-    let body = json!({ "error": error.to_string() });
-    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+/// A JSON error with `status`.
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response {
+    let body = json!({ "error": message.to_string() });
+    (status, Json(body)).into_response()
+}
+
+/// A query that failed: the status says whose fault it is.
+fn failed(query: &QueryError) -> Response {
+    use shoal_core::CommandError as E;
+    let status = match query {
+        QueryError::Command(E::UnknownEntityType(_) | E::UnknownMember(_)) => StatusCode::NOT_FOUND,
+        QueryError::Command(E::QueryTimedOut { .. }) | QueryError::Timeout => {
+            StatusCode::GATEWAY_TIMEOUT
+        }
+        QueryError::Command(E::MembershipIsExternal) => StatusCode::CONFLICT,
+        QueryError::Command(_) | QueryError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        QueryError::Unexpected => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, query)
 }
 
 async fn not_found() -> Response {
-    let body = json!({ "error": "no such resource" });
-    (StatusCode::NOT_FOUND, Json(body)).into_response()
+    error(StatusCode::NOT_FOUND, "no such resource")
 }
 
 async fn method_not_allowed() -> Response {
-    let body = json!({ "error": "method not allowed" });
-    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+    error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
 }

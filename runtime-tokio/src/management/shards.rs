@@ -1,0 +1,76 @@
+//! `/cluster/shards/{type}` and `/cluster/shards/{type}/entities/{id}`.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Json, Response};
+use serde_json::{Value, json};
+use shoal_core::{Command, EntityId, EntityType, RegionStats, Reply};
+
+use super::{Shared, failed};
+use crate::error::QueryError;
+
+/// The type's regions, their shards and entity counts.
+pub(super) async fn shards(State(served): Shared, Path(entity_type): Path<String>) -> Response {
+    let entity_type = EntityType::new(entity_type);
+    let command = Command::GetClusterShardingStats {
+        entity_type: entity_type.clone(),
+    };
+    match served.node.command(command).await {
+        Ok(Reply::ClusterShardingStats { regions, failed }) => {
+            let entities: u64 = regions.iter().map(region_entities).sum();
+            let shards: usize = regions.iter().map(|r| r.shards.len()).sum();
+            Json(json!({
+                "entityType": entity_type.as_str(),
+                "shards": shards,
+                "entities": entities,
+                "regions": regions.iter().map(region).collect::<Vec<_>>(),
+                "failed": failed.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }))
+            .into_response()
+        }
+        Ok(_) => failed(&QueryError::Unexpected),
+        Err(error) => failed(&error),
+    }
+}
+
+/// Where an entity lives and whether it runs.
+pub(super) async fn entity(
+    State(served): Shared,
+    Path((entity_type, entity)): Path<(String, String)>,
+) -> Response {
+    let command = Command::GetEntityLocation {
+        entity_type: EntityType::new(entity_type.as_str()),
+        entity: EntityId::new(entity.as_str()),
+    };
+    match served.node.command(command).await {
+        Ok(Reply::EntityLocation {
+            shard,
+            region,
+            alive,
+            ..
+        }) => Json(json!({
+            "entityType": entity_type,
+            "entity": entity,
+            "shard": shard.0,
+            "region": region.map(|r| r.to_string()),
+            "alive": alive,
+        }))
+        .into_response(),
+        Ok(_) => failed(&QueryError::Unexpected),
+        Err(error) => failed(&error),
+    }
+}
+
+fn region_entities(region: &RegionStats) -> u64 {
+    region.shards.iter().map(|(_, n)| u64::from(*n)).sum()
+}
+
+fn region(region: &RegionStats) -> Value {
+    let shards: Vec<Value> = (region.shards.iter())
+        .map(|(shard, n)| json!({ "shardId": shard.0, "numberOfEntities": n }))
+        .collect();
+    json!({
+        "region": region.region.to_string(),
+        "entities": region_entities(region),
+        "shards": shards,
+    })
+}
