@@ -14,6 +14,7 @@ use crate::entity::mailbox::DirectMail;
 use crate::entity::route::Route;
 use crate::error::{AskError, QueryError, TellError};
 use crate::host::command::HostHandle;
+use crate::metric_names;
 use tokio::sync::oneshot;
 
 /// The entities of one type, wherever they run.
@@ -233,10 +234,17 @@ impl<E: Entity> EntityRef<E> {
             message,
             answer: Some(answer),
         };
-        let bytes = match route.send(mail, host.routes()).await {
-            Ok(()) => self.direct_reply(reply, timeout).await?,
-            Err((mail, queued, turn)) => host.ask((queued, turn), mail.message, timeout).await?,
+        let started = std::time::Instant::now();
+        let (answered, path) = match route.send(mail, host.routes()).await {
+            Ok(()) => (self.direct_reply(reply, timeout).await, "direct"),
+            Err((mail, queued, turn)) => {
+                let answered = host.ask((queued, turn), mail.message, timeout).await;
+                (answered, "node")
+            }
         };
+        let seconds = started.elapsed().as_secs_f64();
+        metrics::histogram!(metric_names::ASK_SECONDS, "path" => path).record(seconds);
+        let bytes = answered?;
         postcard::from_bytes(&bytes).map_err(|e| AskError::Codec(e.to_string()))
     }
 

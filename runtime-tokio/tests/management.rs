@@ -231,4 +231,14 @@ async fn member_operations_need_the_token_and_make_a_member_leave() {
     nodes[0].abort().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_without_a_recorder_are_a_clear_404() {
+    let node = builder(&[]).start().await.unwrap();
+    let endpoint = endpoint(&node, None).await;
+    let (status, body) = call(&client(), &endpoint, "GET", "/metrics").await;
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("metrics are off"));
+    node.abort().await;
+}
+
 const ASK: Duration = Duration::from_secs(5);

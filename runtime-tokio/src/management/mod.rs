@@ -11,6 +11,9 @@
 //!   coordinator gathers them (regions that did not answer in time are listed apart).
 //! - `GET /cluster/shards/{type}/entities/{id}`: the entity's shard, the region hosting it,
 //!   and whether it runs there.
+//! - `GET /metrics`: every metric of the process in Prometheus' text format, when the
+//!   endpoint was given the handle of a Prometheus recorder ([`install_prometheus`]); the
+//!   names and labels are listed in `docs/metrics.md`.
 //! - `PUT /cluster/members/{member}` with `{"operation": "Leave"}` or `{"operation": "Down"}`
 //!   (the member by address or by id): off unless a token is configured, and then only with
 //!   `Authorization: Bearer <token>`.
@@ -21,8 +24,12 @@
 //! worst it is a command the core refuses.
 
 mod json;
+mod metrics;
 mod operations;
 mod shards;
+
+pub use metrics::install_prometheus;
+pub use metrics_exporter_prometheus::PrometheusHandle;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,12 +57,18 @@ pub struct ManagementSettings {
     pub bind: SocketAddr,
     /// The bearer token member operations (leave, down) require; `None` turns them off.
     pub token: Option<String>,
+    /// The Prometheus recorder `/metrics` renders; `None` answers it with a 404.
+    pub metrics: Option<PrometheusHandle>,
 }
 
 impl ManagementSettings {
-    /// Listening on `bind`, member operations off.
+    /// Listening on `bind`, member operations off, no metrics.
     pub fn new(bind: SocketAddr) -> Self {
-        Self { bind, token: None }
+        Self {
+            bind,
+            token: None,
+            metrics: None,
+        }
     }
 }
 
@@ -63,6 +76,7 @@ impl ManagementSettings {
 struct Served {
     node: Node,
     token: Option<String>,
+    metrics: Option<PrometheusHandle>,
 }
 
 type Shared = State<Arc<Served>>;
@@ -83,7 +97,12 @@ impl Endpoint {
         let listener = TcpListener::bind(settings.bind).await?;
         let address = listener.local_addr()?;
         let token = settings.token.filter(|t| !t.is_empty());
-        let app = router(Arc::new(Served { node, token }));
+        let metrics = settings.metrics;
+        let app = router(Arc::new(Served {
+            node,
+            token,
+            metrics,
+        }));
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 tracing::warn!(%error, "the management endpoint stopped");
@@ -110,6 +129,7 @@ fn router(served: Arc<Served>) -> Router {
         .route("/alive", get(alive))
         .route("/ready", get(ready))
         .route("/cluster/members", get(members))
+        .route("/metrics", get(metrics::render))
         .route("/cluster/members/{member}", put(operations::operate))
         .route("/cluster/shards/{entity_type}", get(shards::shards))
         .route(

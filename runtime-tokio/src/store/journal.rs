@@ -100,7 +100,11 @@ async fn write_groups(
             group.drain(..).map(|p| ((p.key, p.write), p.done)).unzip();
         metrics::histogram!(metric_names::STATE_WRITE_GROUP_SIZE).record(writes.len() as f64);
         let made = AssertUnwindSafe(store.write(&writes)).catch_unwind();
-        let outcomes = match tokio::time::timeout(timeout, made).await {
+        let started = std::time::Instant::now();
+        let made = tokio::time::timeout(timeout, made).await;
+        let seconds = started.elapsed().as_secs_f64();
+        metrics::histogram!(metric_names::STORE_WRITE_SECONDS, "store" => "state").record(seconds);
+        let outcomes = match made {
             Ok(Ok(Ok(outcomes))) if outcomes.len() == writes.len() => outcomes,
             Ok(Ok(Ok(outcomes))) => {
                 let reason = format!("{} outcomes for {} writes", outcomes.len(), writes.len());

@@ -38,7 +38,11 @@ impl StoreLink {
         metrics::counter!(metric_names::REMEMBER_STORE_REQUESTS_TOTAL).increment(1);
         let (store, timeout, done) = (self.store.clone(), self.timeout, self.done.clone());
         tokio::spawn(async move {
+            let started = std::time::Instant::now();
             let completion = execute(&*store, &request, timeout).await;
+            let seconds = started.elapsed().as_secs_f64();
+            let histogram = metric_names::STORE_WRITE_SECONDS;
+            metrics::histogram!(histogram, "store" => "remember").record(seconds);
             if let StoreCompletion::Failed(reason) = &completion {
                 metrics::counter!(metric_names::REMEMBER_STORE_FAILURES_TOTAL).increment(1);
                 tracing::warn!(?request, %reason, "remember store request failed");
