@@ -2,6 +2,9 @@
 //! membership over HTTP, for load balancers, orchestrators and operators, in the shape of Akka
 //! Management's where it fits.
 //!
+//! - `GET /`: a self-contained HTML page of the cluster as this member sees it, reloading
+//!   itself: readiness, members, shards and entities per member and type, dead letters by
+//!   reason, recent events.
 //! - `GET /alive`: 200 while the node's host loop answers, 503 otherwise.
 //! - `GET /ready`: 200 when the member is ready for traffic ([`crate::Node::readiness`]), 503
 //!   with what it waits for otherwise.
@@ -26,6 +29,8 @@
 mod json;
 mod metrics;
 mod operations;
+mod page;
+mod recent;
 mod shards;
 
 pub use metrics::install_prometheus;
@@ -77,6 +82,8 @@ struct Served {
     node: Node,
     token: Option<String>,
     metrics: Option<PrometheusHandle>,
+    /// The node's recent events, for the page.
+    recent: recent::Log,
 }
 
 type Shared = State<Arc<Served>>;
@@ -86,6 +93,8 @@ type Shared = State<Arc<Served>>;
 pub struct Endpoint {
     address: SocketAddr,
     task: JoinHandle<()>,
+    /// Follows the node's events for the page.
+    follower: JoinHandle<()>,
 }
 
 impl Endpoint {
@@ -98,10 +107,12 @@ impl Endpoint {
         let address = listener.local_addr()?;
         let token = settings.token.filter(|t| !t.is_empty());
         let metrics = settings.metrics;
+        let (recent, follower) = recent::follow(&node);
         let app = router(Arc::new(Served {
             node,
             token,
             metrics,
+            recent,
         }));
         let task = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
@@ -109,7 +120,11 @@ impl Endpoint {
             }
         });
         tracing::info!(%address, "management endpoint listening");
-        Ok(Self { address, task })
+        Ok(Self {
+            address,
+            task,
+            follower,
+        })
     }
 
     /// Where it listens.
@@ -121,11 +136,13 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.task.abort();
+        self.follower.abort();
     }
 }
 
 fn router(served: Arc<Served>) -> Router {
     Router::new()
+        .route("/", get(page::page))
         .route("/alive", get(alive))
         .route("/ready", get(ready))
         .route("/cluster/members", get(members))
