@@ -76,6 +76,9 @@ pub(crate) const EVENTS_TOTAL: &str = "shoal_events_total";
 pub(crate) const FRAMES_REJECTED_TOTAL: &str = "shoal_frames_rejected_total";
 /// `shoal_handoffs_abandoned_total`: handoffs a coordinator gave up on after its handoff timeout.
 pub(crate) const HANDOFFS_ABANDONED_TOTAL: &str = "shoal_handoffs_abandoned_total";
+/// `shoal_handoff_seconds`: histogram of handoffs' duration, from the coordinator's start of a
+/// handoff to the shard stopped at its owner (recorded where the coordinator runs).
+pub(crate) const HANDOFF_SECONDS: &str = "shoal_handoff_seconds";
 /// `shoal_handoffs_total`: shards this node stopped (handed off, or stopped with its region).
 pub(crate) const HANDOFFS_TOTAL: &str = "shoal_handoffs_total";
 /// `shoal_handshakes_failed_total{reason}`: inbound handshakes that failed, by `reason`.
@@ -97,6 +100,9 @@ pub(crate) const OUTBOUND_QUEUE_FULL_TOTAL: &str = "shoal_outbound_queue_full_to
 /// `shoal_passivations_total{reason}`: entities asked to passivate, by cause (`requested`,
 /// `idle`, `limit`).
 pub(crate) const PASSIVATIONS_TOTAL: &str = "shoal_passivations_total";
+/// `shoal_rebalance_round_seconds`: histogram of rebalance rounds' duration, from the round to
+/// the end of the last handoff it started (recorded where the coordinator runs).
+pub(crate) const REBALANCE_ROUND_SECONDS: &str = "shoal_rebalance_round_seconds";
 /// `shoal_rebalance_rounds_total`: rebalance rounds this node's coordinators ran.
 pub(crate) const REBALANCE_ROUNDS_TOTAL: &str = "shoal_rebalance_rounds_total";
 /// `shoal_lease_calls_failed_total`: lease store calls that failed.

@@ -39,6 +39,8 @@ enum Phase {
 pub(super) struct Handoff {
     pub(super) owner: MemberId,
     phase: Phase,
+    /// When it began (or the coordinator learned of it).
+    started: Instant,
     pub(super) deadline: Instant,
     /// Regions that asked for the shard meanwhile; answered once it has a new home.
     pub(super) requesters: BTreeSet<MemberId>,
@@ -47,11 +49,13 @@ pub(super) struct Handoff {
 }
 
 impl Handoff {
-    /// A handoff learned from a registration: the owner is already stopping the shard.
-    pub(super) fn stopping(owner: MemberId, deadline: Instant) -> Self {
+    /// A handoff learned from a registration, or of a region shutting down, at `now`: the
+    /// owner is already stopping the shard.
+    pub(super) fn stopping(owner: MemberId, now: Instant, deadline: Instant) -> Self {
         Self {
             owner,
             phase: Phase::Stopping,
+            started: now,
             deadline,
             requesters: BTreeSet::new(),
             repeated: false,
@@ -103,6 +107,7 @@ impl Coordinator {
         let handoff = Handoff {
             owner,
             phase: Phase::Acking { round, pending },
+            started: now,
             deadline: now + self.settings.handoff_timeout,
             requesters: BTreeSet::new(),
             repeated: false,
@@ -263,11 +268,19 @@ impl Coordinator {
         if self.handoffs.get(&shard).is_some_and(|h| h.repeated) {
             crate::probe::hit("coordinator: a late ShardStopped completes the handoff");
         }
-        let requesters = self
-            .handoffs
-            .remove(&shard)
-            .map(|h| h.requesters)
-            .unwrap_or_default();
+        let requesters = match self.handoffs.remove(&shard) {
+            Some(handoff) => {
+                out.event(Event::HandoffCompleted {
+                    entity_type: self.entity_type.clone(),
+                    shard,
+                    from,
+                    took: now.saturating_duration_since(handoff.started),
+                });
+                self.handoff_ended(now, shard, out);
+                handoff.requesters
+            }
+            None => BTreeSet::new(),
+        };
         self.deallocate(shard);
         let host_again = fenced.is_some() && Self::may_host_again(view, from);
         if host_again && !self.lease_allows(now) {
@@ -348,6 +361,7 @@ impl Coordinator {
                 owner,
                 waiting_for,
             });
+            self.handoff_ended(now, shard, out);
             // A region shutting down stays out of allocations (rebalancing would otherwise
             // give back shards to a region that is leaving, rolling-restart seed 8089 with the
             // oracle); its next `GracefulShutdownReq` starts the handoff again. Akka forgets

@@ -61,6 +61,8 @@ pub(crate) struct Coordinator {
     /// Shards whose `HostShard` is not acknowledged yet, with the next resend time.
     unacked: Deadlines<ShardId>,
     handoffs: BTreeMap<ShardId, Handoff>,
+    /// Rebalance rounds whose handoffs have not all ended, oldest first.
+    rounds: Vec<rebalance::RoundInFlight>,
     shutting_down: BTreeSet<MemberId>,
     /// Removed regions whose shards move once `removal_margin` has passed.
     terminating: BTreeMap<MemberId, Instant>,
@@ -130,6 +132,7 @@ impl Coordinator {
             shards: BTreeMap::new(),
             unacked: Deadlines::default(),
             handoffs: BTreeMap::new(),
+            rounds: Vec::new(),
             shutting_down: BTreeSet::new(),
             terminating: BTreeMap::new(),
             removal_margin: if config.shard_lease.is_some() {

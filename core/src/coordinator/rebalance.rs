@@ -4,6 +4,16 @@
 use std::collections::BTreeSet;
 
 use super::Coordinator;
+
+/// A rebalance round whose handoffs have not all ended.
+#[derive(Debug)]
+pub(super) struct RoundInFlight {
+    started: Instant,
+    /// The shards it moved.
+    shards: u32,
+    /// Those whose handoff has not ended.
+    remaining: BTreeSet<ShardId>,
+}
 use super::handoff::Handoff;
 use crate::effect::{Effects, Event};
 use crate::id::{MemberId, ShardId};
@@ -58,12 +68,35 @@ impl Coordinator {
                     "coordinator: a shutting-down region's unacknowledged shard is told to stop",
                 );
                 self.handoffs
-                    .insert(shard, Handoff::stopping(region, deadline));
+                    .insert(shard, Handoff::stopping(region, now, deadline));
                 out.send(region, &self.entity_type, Body::HandOff { shard });
             } else {
                 self.start_handoff(now, shard, out);
             }
         }
+    }
+
+    /// A handoff of `shard` ended (completed or abandoned): the rounds it was the last of are
+    /// over.
+    pub(super) fn handoff_ended(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        if self.rounds.is_empty() {
+            return;
+        }
+        for round in &mut self.rounds {
+            round.remaining.remove(&shard);
+        }
+        let entity_type = &self.entity_type;
+        self.rounds.retain(|round| {
+            if !round.remaining.is_empty() {
+                return true;
+            }
+            out.event(Event::RebalanceCompleted {
+                entity_type: entity_type.clone(),
+                shards: round.shards,
+                took: now.saturating_duration_since(round.started),
+            });
+            false
+        });
     }
 
     /// The rebalance tick: ask the strategy which shards to move and start their handoffs.
@@ -83,6 +116,13 @@ impl Coordinator {
             .collect();
         if !moved.is_empty() {
             tracing::info!(entity_type = %self.entity_type, shards = ?moved, "rebalance");
+            let shards = u32::try_from(moved.len()).unwrap_or(u32::MAX);
+            let remaining = moved.iter().copied().collect();
+            self.rounds.push(RoundInFlight {
+                started: now,
+                shards,
+                remaining,
+            });
             out.event(Event::Rebalance {
                 entity_type: self.entity_type.clone(),
                 shards: moved,

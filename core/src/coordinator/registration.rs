@@ -65,7 +65,7 @@ impl Coordinator {
             if self.shards.get(&shard) == Some(&region) && !self.handoffs.contains_key(&shard) {
                 self.handoffs.insert(
                     shard,
-                    Handoff::stopping(region, now + self.settings.handoff_timeout),
+                    Handoff::stopping(region, now, now + self.settings.handoff_timeout),
                 );
             }
         }

@@ -905,3 +905,57 @@ fn the_table_and_the_region_lists_are_checked_against_each_other() {
     let broken = f.c.check_invariants().expect_err("caught");
     assert!(broken.contains("s7 awaits an acknowledgement"), "{broken}");
 }
+
+/// Operators' histograms come from here: a handoff reports how long it took from its start to
+/// the shard stopped, and a rebalance round from the round to its last handoff's end.
+#[test]
+fn handoffs_and_rebalance_rounds_report_how_long_they_took() {
+    let mut f = Fixture::ready();
+    for shard in 0..8 {
+        f.host(shard, 2);
+    }
+    f.timeout(10);
+    let begins = f.sends();
+    let moved = (f.events.iter())
+        .find_map(|e| match e {
+            Event::Rebalance { shards, .. } => Some(shards.clone()),
+            _ => None,
+        })
+        .expect("region 2 holds 8 of 8: a round");
+    assert!(!moved.is_empty());
+    for (to, body) in begins {
+        if let Body::BeginHandOff { shard, round, .. } = body {
+            let ack = Body::BeginHandOffAck {
+                shard,
+                region: m(to),
+                round,
+            };
+            f.recv_at(11, to, ack);
+        }
+    }
+    f.sends();
+    for (i, shard) in (12..).zip(&moved) {
+        f.recv_at(i, 2, Body::ShardStopped { shard: *shard });
+    }
+    f.sends();
+    let took: Vec<u64> = (f.events.iter())
+        .filter_map(|e| match e {
+            Event::HandoffCompleted { from, took, .. } if *from == m(2) => Some(took.as_secs()),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<u64> = (2..).take(moved.len()).collect();
+    assert_eq!(took, expected, "each from its start at 10 s");
+    let rounds: Vec<(u32, u64)> = (f.events.iter())
+        .filter_map(|e| match e {
+            Event::RebalanceCompleted { shards, took, .. } => Some((*shards, took.as_secs())),
+            _ => None,
+        })
+        .collect();
+    let last = expected.last().copied().unwrap_or_default();
+    assert_eq!(
+        rounds,
+        [(moved.len() as u32, last)],
+        "once, at its last handoff"
+    );
+}

@@ -328,6 +328,29 @@ pub enum Event {
         /// The regions and proxies whose acknowledgements did not come, in order.
         waiting_for: Vec<MemberId>,
     },
+    /// A handoff the type's coordinator (on this node) ran completed: `from` stopped the shard,
+    /// `took` after the handoff began (or after the coordinator learned of it, for a handoff a
+    /// registration reported).
+    HandoffCompleted {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The region that stopped it.
+        from: MemberId,
+        /// From the handoff's start to the shard stopped.
+        took: std::time::Duration,
+    },
+    /// Every handoff a rebalance round of the type's coordinator (on this node) started has
+    /// ended (completed or abandoned), `took` after the round.
+    RebalanceCompleted {
+        /// The type.
+        entity_type: EntityType,
+        /// The shards the round moved.
+        shards: u32,
+        /// From the round to its last handoff's end.
+        took: std::time::Duration,
+    },
     /// The type's coordinator (on this node) holds requests for shards nobody has reported
     /// back until its allocation gate opens; emitted when what the gate waits for changes.
     /// Members listed as unregistered that should not host the type are misconfigured: their
@@ -374,6 +397,8 @@ impl Event {
             Self::CoordinatorStopped { .. } => "coordinator_stopped",
             Self::Rebalance { .. } => "rebalance",
             Self::HandoffAbandoned { .. } => "handoff_abandoned",
+            Self::HandoffCompleted { .. } => "handoff_completed",
+            Self::RebalanceCompleted { .. } => "rebalance_completed",
             Self::AllocationWaiting { .. } => "allocation_waiting",
         }
     }

@@ -151,9 +151,18 @@ impl Host {
     }
 }
 
-/// Counts the sharding events operators watch (shards moving, rebalances, coordinators).
+/// Counts the sharding events operators watch (shards moving, rebalances, coordinators), and
+/// records the durations they report.
 fn count_sharding_event(event: &Event) {
     let name = match event {
+        Event::HandoffCompleted { took, .. } => {
+            let seconds = took.as_secs_f64();
+            return metrics::histogram!(metric_names::HANDOFF_SECONDS).record(seconds);
+        }
+        Event::RebalanceCompleted { took, .. } => {
+            let seconds = took.as_secs_f64();
+            return metrics::histogram!(metric_names::REBALANCE_ROUND_SECONDS).record(seconds);
+        }
         Event::ShardStarted { .. } => metric_names::SHARDS_STARTED_TOTAL,
         Event::ShardStopped { .. } => metric_names::HANDOFFS_TOTAL,
         Event::Rebalance { .. } => metric_names::REBALANCE_ROUNDS_TOTAL,

@@ -87,6 +87,17 @@ fn note(recent: &mut Recent, at: f64, event: &NodeEvent) {
                 entity_type,
                 shards,
             } => format!("{entity_type}: a rebalance moves {} shards", shards.len()),
+            Event::HandoffCompleted {
+                entity_type,
+                shard,
+                from,
+                took,
+            } => format!("{entity_type} shard {shard} handed off from {from} in {took:.1?}"),
+            Event::RebalanceCompleted {
+                entity_type,
+                shards,
+                took,
+            } => format!("{entity_type}: a rebalance of {shards} shards ended in {took:.1?}"),
             Event::CoordinatorStarted { entity_type, .. } => {
                 format!("{entity_type}: the coordinator started here")
             }
