@@ -5,12 +5,14 @@
 //! Without Chromium the browser half is skipped with a message, unless `SHOAL_REQUIRE_BROWSER`
 //! is set (`.ci/run` sets it after installing Chromium), which makes a missing browser a failure.
 
+// The simulator's picture test drives the same browser the same way.
+#[path = "../../sim/tests/browser/mod.rs"]
+mod browser;
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
+use browser::{chromium, decode, screenshot};
 use common::{Op, builder, cluster, counter, eventually, logs};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -92,14 +94,7 @@ async fn the_page_shows_the_cluster_and_a_browser_renders_a_row_per_member() {
 /// through the status column; `None` without a browser (allowed only when
 /// `SHOAL_REQUIRE_BROWSER` is not set).
 async fn up_rows(endpoint: &Endpoint) -> Option<usize> {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("SHOAL_REQUIRE_BROWSER").is_none(),
-            "SHOAL_REQUIRE_BROWSER is set but no Chromium was found"
-        );
-        eprintln!("no Chromium on this machine: the browser check is skipped");
-        return None;
-    };
+    let browser = chromium()?;
     let dir = std::env::temp_dir().join(format!("shoal-page-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let shot = dir.join("page.png");
@@ -127,64 +122,4 @@ async fn up_rows(endpoint: &Endpoint) -> Option<usize> {
         }
     }
     Some(rows + usize::from(run >= 10))
-}
-
-/// The Chromium binary, if this machine has one.
-fn chromium() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("CHROMIUM").map(PathBuf::from),
-        Some(PathBuf::from("/usr/bin/chromium")),
-        Some(PathBuf::from("/usr/bin/chromium-browser")),
-    ];
-    candidates.into_iter().flatten().find(|p| p.exists())
-}
-
-/// Renders `url` (on loopback) in headless Chromium into `shot` (PNG), with a fresh profile.
-fn screenshot(browser: &Path, url: &str, shot: &Path, profile: &Path) {
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1260,900",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(url)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("Chromium starts");
-    // Bounded (1,200 polls 100 ms apart): a browser that hangs fails the test, not stalls it.
-    for _ in 0..1_200 {
-        if let Some(status) = child.try_wait().expect("Chromium's status") {
-            assert!(status.success(), "Chromium failed: {status}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    panic!("Chromium did not finish within 120 s");
-}
-
-/// The screenshot as (width, height, RGB bytes).
-fn decode(shot: &Path) -> (usize, usize, Vec<u8>) {
-    let file = std::fs::File::open(shot).expect("screenshot written");
-    let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
-    decoder.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = decoder.read_info().expect("a PNG");
-    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
-    let info = reader.next_frame(&mut buf).expect("a frame");
-    let channels = info.color_type.samples();
-    let rgb = buf[..info.buffer_size()]
-        .chunks(channels)
-        .flat_map(|p| p[..3].to_vec())
-        .collect();
-    (info.width as usize, info.height as usize, rgb)
 }

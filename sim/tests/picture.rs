@@ -4,9 +4,9 @@
 //! Without Chromium the browser half is skipped with a message, unless `SHOAL_REQUIRE_BROWSER`
 //! is set (`.ci/run` sets it after installing Chromium), which makes a missing browser a failure.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod browser;
 
+use browser::{chromium, decode, screenshot};
 use sim::{Downing, Family, Options, Outcome, render_html, run_recorded};
 
 /// A run that must fail: auto-down splits the cluster on a partition (the negative control).
@@ -59,24 +59,9 @@ fn the_reproduce_line_is_a_command_only_when_the_command_line_can_rebuild_the_ru
     );
 }
 
-/// The Chromium binary, if this machine has one.
-fn chromium() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("CHROMIUM").map(PathBuf::from),
-        Some(PathBuf::from("/usr/bin/chromium")),
-        Some(PathBuf::from("/usr/bin/chromium-browser")),
-    ];
-    candidates.into_iter().flatten().find(|p| p.exists())
-}
-
 #[test]
 fn headless_chromium_shows_the_violation_line() {
     let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("SHOAL_REQUIRE_BROWSER").is_none(),
-            "SHOAL_REQUIRE_BROWSER is set but no Chromium was found"
-        );
-        eprintln!("no Chromium on this machine: the browser check is skipped");
         return;
     };
     let (report, trace) = failing_run();
@@ -85,7 +70,8 @@ fn headless_chromium_shows_the_violation_line() {
     let page = dir.join("run.html");
     std::fs::write(&page, render_html(&report, &trace)).expect("page written");
     let shot = dir.join("run.png");
-    screenshot(&browser, &page, &shot, &dir.join("profile"));
+    let target = format!("file://{}", page.display());
+    screenshot(&browser, &target, &shot, &dir.join("profile"));
     let (width, height, pixels) = decode(&shot);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -130,62 +116,4 @@ fn headless_chromium_shows_the_violation_line() {
         })
         .count();
     assert!(up > width * 40, "the status bands are missing ({up} px)");
-}
-
-/// Renders `page` in headless Chromium into `shot` (PNG), with a fresh profile. Waiting for a
-/// browser process is a test host's business (the simulation itself never sleeps), which is why
-/// the determinism ban on sleeping is lifted here alone.
-#[allow(clippy::disallowed_methods)]
-fn screenshot(browser: &Path, page: &Path, shot: &Path, profile: &Path) {
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1260,900",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", page.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("Chromium starts");
-    // Bounded (1,200 polls 100 ms apart): a browser that hangs fails the test, not stalls it.
-    let mut status = None;
-    for _ in 0..1_200 {
-        status = child.try_wait().expect("Chromium's status");
-        if status.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        panic!("Chromium did not finish within 120 s");
-    };
-    assert!(status.success(), "Chromium failed: {status}");
-}
-
-/// The screenshot as (width, height, RGB bytes).
-fn decode(shot: &Path) -> (usize, usize, Vec<u8>) {
-    let file = std::fs::File::open(shot).expect("screenshot written");
-    let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
-    decoder.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = decoder.read_info().expect("a PNG");
-    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
-    let info = reader.next_frame(&mut buf).expect("a frame");
-    let (w, h) = (info.width as usize, info.height as usize);
-    let channels = info.color_type.samples();
-    let rgb = buf[..info.buffer_size()]
-        .chunks(channels)
-        .flat_map(|p| p[..3].to_vec())
-        .collect();
-    (w, h, rgb)
 }

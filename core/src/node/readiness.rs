@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Node;
+use super::{Node, TypeRoles};
 use crate::effect::Event;
 use crate::id::{EntityType, MemberId};
 use crate::members::MemberStatus;
@@ -57,8 +57,7 @@ impl Readiness {
             Some(status) => return Some(format!("member is {status:?}, not Up")),
             None => return Some("not in a membership view yet".into()),
         }
-        let waiting = |t: &&TypeReadiness| !t.registered || t.allocating == Some(false);
-        let t = self.types.iter().find(waiting)?;
+        let t = self.types.iter().find(|t| t.waits())?;
         let ty = &t.entity_type;
         Some(match (t.coordinator, t.registered) {
             (None, _) => format!("{ty}: no coordinator known"),
@@ -68,23 +67,30 @@ impl Readiness {
     }
 }
 
+impl TypeReadiness {
+    /// The type's part as this node knows it.
+    fn of(t: &TypeRoles) -> Self {
+        let (coordinator, registered) = t.region.registration_state();
+        Self {
+            entity_type: t.config.name.clone(),
+            coordinator,
+            registered,
+            allocating: t.coordinator.as_ref().map(|c| c.is_allocating()),
+        }
+    }
+
+    /// Whether the member waits for this type: not registered, or its gate known closed (an
+    /// unknown gate is not held against it).
+    fn waits(&self) -> bool {
+        !self.registered || self.allocating == Some(false)
+    }
+}
+
 impl Node {
     /// This member's readiness as far as it knows it (see the module docs).
     pub fn readiness(&self) -> Readiness {
         // In name order, as the table keeps them.
-        let types = self
-            .types
-            .values()
-            .map(|t| {
-                let (coordinator, registered) = t.region.registration_state();
-                TypeReadiness {
-                    entity_type: t.config.name.clone(),
-                    coordinator,
-                    registered,
-                    allocating: t.coordinator.as_ref().map(|c| c.is_allocating()),
-                }
-            })
-            .collect();
+        let types = self.types.values().map(TypeReadiness::of).collect();
         Readiness {
             member: self.me,
             status: self.view.member(self.me).map(|m| m.status),
@@ -97,10 +103,7 @@ impl Node {
     fn is_ready(&self) -> bool {
         !self.leaving
             && (self.view.member(self.me)).is_some_and(|m| m.status == MemberStatus::Up)
-            && self.types.values().all(|t| {
-                let gate_closed = t.coordinator.as_ref().is_some_and(|c| !c.is_allocating());
-                t.region.registration_state().1 && !gate_closed
-            })
+            && self.types.values().all(|t| !TypeReadiness::of(t).waits())
     }
 
     /// Emits [`Event::ReadinessChanged`] if readiness changed since the last call.

@@ -174,10 +174,16 @@ impl Host {
             payload,
         };
         self.io.entities.begin_letter(queued);
+        self.judge_letter(input);
+        self.after_call();
+    }
+
+    /// Feeds the core a letter the route gate was told of (`begin_letter`, `begin_link_letter`),
+    /// then lets the gate open or close its sender's route before anything else runs.
+    fn judge_letter(&mut self, input: Input) {
         self.driver
             .handle_input(self.clock.now(), input, &mut self.io);
         self.io.entities.end_letter();
-        self.after_call();
     }
 
     /// Feeds the core what a connection's reader brought: a letter through the route gate (it
@@ -194,9 +200,8 @@ impl Host {
             return self.input(Input::Receive(envelope));
         };
         self.io.entities.begin_link_letter(judging.link(), &letter);
-        self.driver
-            .handle_input(self.clock.now(), Input::Receive(envelope), &mut self.io);
-        self.io.entities.end_letter();
+        self.judge_letter(Input::Receive(envelope));
+        // Only now may the reader go direct again: the route changed for this letter.
         drop(judging);
         self.after_call();
     }
