@@ -265,6 +265,12 @@ fn lease_majority_regressions() {
         assert_ne!(report.outcome, Outcome::Failed, "{report}");
         assert_reaches(&report, probe);
     }
+    // Links flapping under lease-majority, as drawn: the holder's cover keeps members of its
+    // side going past their unstable bound.
+    assert_passes_reaching(
+        Options::for_seed(623),
+        "downing: the lease's cover holds a member's unstable bound back",
+    );
 }
 
 /// Seeds each lease control runs.
@@ -1707,7 +1713,8 @@ fn coverage_markers_fire_within_the_batch() {
         "downing: a side whose picture did not settle asks for the lease",
         "downing: a member cut off lately waits for the next decision",
         "downing: the holder of the lease covers the members it reaches",
-        "downing: the lease's cover holds a member's unstable bound back",
+        // (The cover holding a member's bound back is kept by a seed of its own, see
+        // `lease_majority_regressions`: the batch's one seed reaching it moved.)
         "shard: a remembered start waits for its entity's stop",
         "the downing lease's holder paused while it held it",
         "a shard or coordinator lease's holder paused",
@@ -2005,5 +2012,53 @@ fn an_exited_region_is_waited_for_and_announces_its_exit() {
     assert_holds(
         as_found(39),
         &["coordinator: a handoff skips a region that exited"],
+    );
+}
+
+/// Flapping-links seed 6407061250 (keep-oldest with down-if-alone; a 20,000-seed sweep), found
+/// by the single-activation check: in a cluster of eleven, larger than the heartbeat ring, a
+/// one-way partition cut the oldest member off (it heard the others, they did not hear it). It
+/// found unreachable the nine members it monitored, counted as its side the one it did not
+/// monitor, and kept its shards as the oldest of two, while the others downed it as the oldest
+/// alone and moved its shards. A side now counts as its own only members someone on it
+/// monitors. Minimized schedule, 18 of 152 actions.
+#[test]
+fn a_member_nobody_on_our_side_monitors_is_not_counted_ours_regression() {
+    let schedule = "@10.108 clog n1-n5 2.466; @18.027 partition n1,n2,n3,n5 heal 25.636; \
+                    @30.708 join; @39.456 clog n3 2.384; @52.894 join; \
+                    @68.674 partition n1,n5 heal 6.592; @74.794 clog n1 2.378; \
+                    @77.292 pause n4 3.957; @79.455 join; @80.169 clog n5 2.008; \
+                    @80.674 partition n1,n5 heal 8.621; @92.674 partition n1,n5 heal 10.862; \
+                    @104.674 partition n1,n5 heal 13.637; @107.418 join; \
+                    @136.674 partition n1,n4 heal 14.087; @137.958 join; @152.538 join; \
+                    @187.046 partition n3 one-way heal 59.309";
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::for_seed(6_407_061_250)
+    };
+    assert_passes_reaching(
+        options,
+        "downing: a member nobody on our side monitors is not counted ours",
+    );
+}
+
+/// Equal-halves seed 6407054934 (lease-majority; a 20,000-seed sweep), found by the liveness
+/// check: the holder of the downing lease downed the last member cut off and stopped covering
+/// its side, and the gossip saying so reached the other member of its side late (the network's
+/// long tail), after its last cover had run out: still seeing someone unreachable, it downed
+/// itself on the side that won. The holder now covers its side until all have seen that state.
+/// Minimized schedule, 5 of 12 actions.
+#[test]
+fn the_lease_holder_covers_its_side_until_it_has_seen_the_decision_regression() {
+    let schedule = "@21.290 partition n2,n4 heal 34.507; @78.443 partition n3,n4 heal 21.906; \
+                    @107.589 partition n1,n2 heal 16.593; @134.876 partition n3,n4 heal 13.810; \
+                    @170.855 partition n2,n4 heal 27.410";
+    let options = Options {
+        schedule: Some(schedule.parse().expect("a valid schedule")),
+        ..Options::for_seed(6_407_054_934)
+    };
+    assert_passes_reaching(
+        options,
+        "downing: the holder covers its side until it has seen the decision",
     );
 }

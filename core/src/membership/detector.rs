@@ -31,6 +31,15 @@ pub(crate) fn monitored(me: MemberId, members: &[MemberId], count: usize) -> Vec
     nearest.into_iter().map(|(_, (_, m))| m).collect()
 }
 
+/// The members in ring order (see [`monitored`]): each monitors the `count` after it, going
+/// round. For working out who monitors whom across a whole state at once.
+pub(crate) fn ring_order(members: &[MemberId]) -> Vec<MemberId> {
+    let mut ring: Vec<(u32, MemberId)> = members.iter().map(|m| ring_key(*m)).collect();
+    ring.sort_unstable();
+    ring.dedup();
+    ring.into_iter().map(|(_, m)| m).collect()
+}
+
 /// A member's place on the ring: the hash of its id, the id itself breaking ties.
 fn ring_key(m: MemberId) -> (u32, MemberId) {
     let mut bytes = [0u8; 16];
@@ -327,6 +336,27 @@ mod tests {
                 monitored_by_sorting(me, &members, count),
                 "{me} of {members:?}, {count}"
             );
+        }
+    }
+
+    #[test]
+    fn the_ring_order_gives_each_member_the_members_it_monitors() {
+        let mut rng = crate::rng::Rng::new(12);
+        for _ in 0..200 {
+            let members: Vec<MemberId> = (0..1 + rng.below(30))
+                .map(|n| MemberId::new(n * 2 + rng.below(2), 1 + rng.below(2)))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let ring = ring_order(&members);
+            let count = rng.below(12) as usize;
+            for (at, me) in ring.iter().enumerate() {
+                let next: Vec<MemberId> = (1..ring.len())
+                    .map(|k| ring[(at + k) % ring.len()])
+                    .take(count)
+                    .collect();
+                assert_eq!(next, monitored(*me, &members, count), "{me} of {members:?}");
+            }
         }
     }
 

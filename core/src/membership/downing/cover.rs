@@ -20,7 +20,12 @@
 //! - the holder covers itself until its grant runs out on its own clock; after that (no
 //!   renewal came) the covers stop, and each member's bound, long passed, downs it at once:
 //!   another side can be granted the lease only from then on, and moves shards a removal
-//!   margin after its decision.
+//!   margin after its decision;
+//! - once nobody is left to decide about, the holder goes on covering until every member it
+//!   reaches has seen that state (still within its grant): a member its decision reaches
+//!   late would otherwise outlive its last cover still seeing someone unreachable, and down
+//!   itself on the side that won (lease-majority equal-halves seed 6407054934: the gossip
+//!   downing the last member cut off arrived late, after the holder had stopped covering).
 //!
 //! A holder whose side still has someone unreachable asks again before half of its grant is
 //! left, so a picture that keeps changing for longer than the ttl stays covered.
@@ -68,10 +73,11 @@ impl Downer {
     }
 
     /// When the holder next sends its cover, if it holds the lease while someone is
-    /// unreachable.
+    /// unreachable, or while its side has not all seen that nobody is left to decide about.
     pub(super) fn notice_due(&self) -> Option<Instant> {
         let held = self.lease_held_until?;
-        (self.unreachable_since.is_some() && self.next_notice < held).then_some(self.next_notice)
+        let covering = self.unreachable_since.is_some() || self.settling;
+        (covering && self.next_notice < held).then_some(self.next_notice)
     }
 
     /// A grant of the downing lease, asked for at `sent`, came in: the holder covers the
@@ -114,14 +120,22 @@ impl Downer {
         let stable_after = self.stable_after()?;
         self.notice_due().filter(|at| *at <= now)?;
         let held = self.lease_held_until?;
-        self.next_notice = now + notice_every(stable_after);
-        self.reckon();
         let cut_off = gossip.unreachable_from(me);
         let to: BTreeSet<MemberId> = gossip
             .members()
             .filter(|m| m.id != me && m.status != MemberStatus::Down && !cut_off.contains(&m.id))
             .map(|m| m.id)
             .collect();
+        if self.unreachable_since.is_none() {
+            if to.iter().all(|id| gossip.seen().contains(id)) {
+                self.settling = false;
+                self.reckon();
+                return None;
+            }
+            crate::probe::hit("downing: the holder covers its side until it has seen the decision");
+        }
+        self.next_notice = now + notice_every(stable_after);
+        self.reckon();
         crate::probe::hit("downing: the holder of the lease covers the members it reaches");
         Some(CoverNotice {
             cover: cover_span(stable_after).min(held.saturating_duration_since(now)),

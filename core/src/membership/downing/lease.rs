@@ -77,7 +77,7 @@ impl Downer {
         };
         self.decided_for = self.longest_cut_off_since;
         self.reckon();
-        let count = sides::count(me, gossip, &BTreeSet::new());
+        let count = sides::count(me, gossip, &self.unvouched(me, gossip));
         if count.ours() == 0 {
             // Only Joining, Exiting or Down members here: nobody the other side could
             // count for it, and the lease must not let it down those who are (a restarted

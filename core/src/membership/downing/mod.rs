@@ -38,7 +38,7 @@ mod strategy;
 
 use lease::LeaseAsk;
 
-use sides::{counted_ids, is_down, needs_no_decision, undowned_unreachable};
+use sides::{counted_ids, is_down, needs_no_decision, undowned_unreachable, unvouched};
 
 /// What a downing decision rests on; any change restarts the stability clock.
 #[derive(Debug, Default, PartialEq)]
@@ -56,6 +56,9 @@ struct Observed {
 #[derive(Debug)]
 pub(crate) struct Downer {
     strategy: Downing,
+    /// How many members monitor each (the heartbeat ring's `monitored_by`): which members
+    /// `me`'s side can vouch for (see `sides::unvouched`).
+    monitored_by: usize,
     /// What a decision rests on, as last seen.
     observed: Observed,
     /// Some member `me`'s side cannot reach is not Down yet: a decision is pending.
@@ -94,15 +97,19 @@ pub(crate) struct Downer {
     cover_received: Option<Instant>,
     /// Lease-majority: when this member, holding the lease, next sends its cover.
     next_notice: Instant,
+    /// Lease-majority: this member, holding the lease, has nobody left to decide about, and
+    /// covers the members it reaches until they have all seen that state (see `cover`).
+    settling: bool,
     /// Lease-majority: when this member, holding the lease, asks again if someone is still
     /// unreachable.
     renew_at: Option<Instant>,
 }
 
 impl Downer {
-    pub(crate) fn new(strategy: Downing, now: Instant) -> Self {
+    pub(crate) fn new(strategy: Downing, monitored_by: usize, now: Instant) -> Self {
         Self {
             strategy,
+            monitored_by,
             observed: Observed::default(),
             pending: false,
             undowned: 0,
@@ -119,6 +126,7 @@ impl Downer {
             longest_cut_off_since: None,
             cover_received: None,
             next_notice: Instant::ZERO,
+            settling: false,
             renew_at: None,
         }
     }
@@ -168,7 +176,11 @@ impl Downer {
         let (counted, joining) = counted_ids(gossip);
         let (last_undowned, last_joining) = (self.undowned, self.joining);
         (self.undowned, self.joining) = (undowned, joining);
+        let was_pending = self.pending;
         self.pending = undowned > 0;
+        if was_pending && !self.pending && self.lease_held_until.is_some() {
+            self.settling = true;
+        }
         if !self.pending && self.lease_due().is_some() {
             // Healed before the lease was asked for (or asked again): nothing to decide.
             self.lease = None;
@@ -339,11 +351,12 @@ impl Downer {
         gossip: &Gossip,
         doubted: &BTreeSet<MemberId>,
     ) -> bool {
-        let none = BTreeSet::new();
-        match strategy::survives(self.strategy, me, gossip, &none) {
+        let unvouched = self.unvouched(me, gossip);
+        let doubted: BTreeSet<MemberId> = unvouched.union(doubted).copied().collect();
+        match strategy::survives(self.strategy, me, gossip, &unvouched) {
             Some(survives) => {
                 let matters = survives
-                    != (strategy::survives(self.strategy, me, gossip, doubted))
+                    != (strategy::survives(self.strategy, me, gossip, &doubted))
                         .expect("the same strategy decides by sides");
                 if !matters {
                     crate::probe::hit(
@@ -398,7 +411,7 @@ impl Downer {
         }
         let unreachable = undowned_unreachable(me, gossip);
         let leads = gossip.leader(me) == Some(me);
-        match strategy::survives(self.strategy, me, gossip, &BTreeSet::new()) {
+        match strategy::survives(self.strategy, me, gossip, &self.unvouched(me, gossip)) {
             Some(true) if leads => unreachable,
             Some(true) => BTreeSet::new(),
             Some(false) => {
@@ -408,6 +421,18 @@ impl Downer {
             None if leads && matches!(self.strategy, Downing::AutoDown { .. }) => unreachable,
             None => BTreeSet::new(),
         }
+    }
+}
+
+impl Downer {
+    /// The members `me`'s side cannot vouch for (see `sides::unvouched`): a decision counts
+    /// them as cut off.
+    fn unvouched(&self, me: MemberId, gossip: &Gossip) -> BTreeSet<MemberId> {
+        let unvouched = unvouched(me, gossip, self.monitored_by);
+        if !unvouched.is_empty() {
+            crate::probe::hit("downing: a member nobody on our side monitors is not counted ours");
+        }
+        unvouched
     }
 }
 

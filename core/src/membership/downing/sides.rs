@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use crate::id::MemberId;
 use crate::members::MemberStatus;
 use crate::members::{Gossip, GossipMember};
+use crate::membership::detector::ring_order;
 
 /// The members whose arrival or departure changes a decision: all but Joining ones (a side
 /// never counts its own Joining members, and learns of the other side's only by gossip, which
@@ -46,6 +47,46 @@ pub(super) fn needs_no_decision(gossip: &Gossip, id: MemberId) -> bool {
     gossip
         .member(id)
         .is_none_or(|m| matches!(m.status, MemberStatus::Down | MemberStatus::Exiting))
+}
+
+/// The members `me`'s side cannot vouch for: neither cut off nor known to be on its side. A
+/// side knows a member is with it only from someone who monitors that member: `me` for those
+/// it monitors, and, through their gossip, each member so vouched for for those it monitors
+/// (the heartbeat ring, `monitored_by` members after each). A member nobody vouched for
+/// monitors has no observation on this side at all, and absence of a record is not
+/// reachability: an oldest member cut off alone in a cluster larger than the ring (it heard
+/// the others, they did not hear it), counted as its side the one member it did not monitor,
+/// kept its shards as the oldest, while the others downed it as the oldest alone (flapping-
+/// links seed 6407061250). Decisions count these members as cut off: never ours, and never
+/// downed for it (`undowned_unreachable` does not list them).
+pub(super) fn unvouched(me: MemberId, gossip: &Gossip, monitored_by: usize) -> BTreeSet<MemberId> {
+    let ids: Vec<MemberId> = gossip.members().map(|m| m.id).collect();
+    let ring = ring_order(&ids);
+    let Some(start) = ring.iter().position(|id| *id == me) else {
+        return BTreeSet::new();
+    };
+    let cut_off = gossip.unreachable_from(me);
+    let ahead = monitored_by.min(ring.len() - 1);
+    let mut vouched = vec![false; ring.len()];
+    vouched[start] = true;
+    let mut to_visit = vec![start];
+    while let Some(at) = to_visit.pop() {
+        for step in 1..=ahead {
+            let next = (at + step) % ring.len();
+            if vouched[next] || cut_off.contains(&ring[next]) {
+                continue;
+            }
+            vouched[next] = true;
+            // A Down member has stopped: its silence about those it monitored says nothing.
+            if !is_down(gossip, ring[next]) {
+                to_visit.push(next);
+            }
+        }
+    }
+    (ring.iter().zip(vouched))
+        .filter(|(id, vouched)| !vouched && !cut_off.contains(id))
+        .map(|(id, _)| *id)
+        .collect()
 }
 
 /// The members a decision counts, as `me`'s side sees them.

@@ -7,6 +7,9 @@ use super::*;
 use crate::id::AppVersion;
 use crate::members::{GossipMember, MemberStatus};
 
+/// How many members monitor each (the production default).
+const RING: usize = 9;
+
 fn m(n: u64) -> MemberId {
     MemberId::new(n, 1)
 }
@@ -48,6 +51,7 @@ fn keep_majority(stable_secs: u64) -> Downer {
         Downing::KeepMajority {
             stable_after: Duration::from_secs(stable_secs),
         },
+        RING,
         at(0),
     )
 }
@@ -194,11 +198,12 @@ fn auto_down_downs_whatever_it_cannot_reach_even_as_a_minority() {
         Downing::AutoDown {
             after: Duration::from_secs(5),
         },
+        RING,
         at(0),
     );
     d.observe(at(0), m(4), &g, &never_heard);
     assert_eq!(d.decide(at(5), m(4), &g), ids(&[1, 2, 3]));
-    let mut off = Downer::new(Downing::Off, at(0));
+    let mut off = Downer::new(Downing::Off, RING, at(0));
     off.observe(at(0), m(4), &g, &never_heard);
     assert!(off.decide(at(1000), m(4), &g).is_empty());
 }
@@ -568,6 +573,7 @@ fn a_doubt_matters_only_if_it_could_change_which_side_wins() {
         Downing::AutoDown {
             after: Duration::from_secs(7),
         },
+        RING,
         at(0),
     );
     assert!(
@@ -587,7 +593,7 @@ fn decision(
     unreachable: &[u64],
 ) -> BTreeSet<MemberId> {
     let g = cluster(n, me, observer, unreachable);
-    let mut d = Downer::new(strategy, at(0));
+    let mut d = Downer::new(strategy, RING, at(0));
     d.observe(at(1), m(me), &g, &never_heard);
     assert!(
         d.decide(at(10), m(me), &g).is_empty(),
@@ -639,6 +645,39 @@ fn keep_oldest_keeps_the_oldest_members_side_however_small() {
     assert_eq!(decision(oldest(true), 2, 2, 2, &[1]), ids(&[2]));
 }
 
+/// An oldest member cut off from everyone it monitors, in a cluster larger than the ring: the
+/// members it does not monitor are not its side, so alone it downs itself, while under the
+/// old count (every member without a record counted ours) it kept the cluster as the oldest
+/// of a side of three, and the others downed it as the oldest alone: both sides survived.
+#[test]
+fn members_nobody_on_our_side_monitors_are_not_counted_ours() {
+    let members: Vec<MemberId> = (1..=12).map(m).collect();
+    let watched: Vec<u64> = crate::membership::detector::monitored(m(1), &members, RING)
+        .iter()
+        .map(|id| id.node.0)
+        .collect();
+    assert_eq!(watched.len(), 9);
+    let g = cluster(12, 1, 1, &watched);
+    let unwatched: BTreeSet<MemberId> = (2..=12)
+        .filter(|n| !watched.contains(n))
+        .map(m)
+        .collect();
+    assert_eq!(sides::unvouched(m(1), &g, RING), unwatched);
+    let oldest = Downing::KeepOldest {
+        stable_after: TEN,
+        down_if_alone: true,
+    };
+    assert_eq!(decision(oldest, 12, 1, 1, &watched), ids(&[1]));
+    // Not even counted by a winning side: nobody is downed for being unvouched.
+    let majority = Downing::KeepMajority { stable_after: TEN };
+    let g = cluster(12, 2, 2, &[1]);
+    assert!(sides::unvouched(m(2), &g, RING).is_empty(), "the ring reaches round");
+    assert_eq!(decision(majority, 12, 2, 2, &[1]), ids(&[1]));
+    // Everyone is vouched for in a healthy cluster, however large.
+    let g = cluster(40, 7, 7, &[]);
+    assert!(sides::unvouched(m(7), &g, RING).is_empty());
+}
+
 #[test]
 fn down_all_downs_every_side() {
     let all = Downing::DownAll { stable_after: TEN };
@@ -659,7 +698,7 @@ fn every_strategy_is_bounded_when_it_cannot_decide() {
         },
         Downing::DownAll { stable_after: TEN },
     ] {
-        let mut d = Downer::new(strategy, at(0));
+        let mut d = Downer::new(strategy, RING, at(0));
         d.observe(at(0), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
         for t in [6, 12] {
             let flap: &[u64] = if t == 6 { &[4, 5] } else { &[5] };
@@ -685,7 +724,7 @@ fn lease_majority() -> Downing {
 
 /// `me`'s downer under lease-majority, decided at 11 s on `g`: the lease call it makes then.
 fn lease_decision(me: u64, g: &Gossip) -> (Downer, Option<crate::lease::LeaseCall>) {
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(me), g, &never_heard);
     assert!(d.decide(at(11), m(me), g).is_empty(), "the lease decides");
     let call = d.poll_lease_call(at(11), m(me));
@@ -795,7 +834,7 @@ fn the_holder_of_a_running_grant_decides_again_though_it_does_not_lead() {
     use crate::lease::{FencingToken, LeaseAnswer};
     // 2 leads nothing (1 is the leader) but holds a grant from an earlier decision.
     let g = cluster(5, 2, 1, &[5]);
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(2), &g, &never_heard);
     assert!(d.decide(at(11), m(2), &g).is_empty());
     assert_eq!(d.poll_lease_call(at(11), m(2)), None, "2 does not lead");
@@ -830,7 +869,7 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
     // At 5/4 of stable-after the leader asks anyway; granted, it downs 5 only: 4, cut off for
     // less than stable-after, may not have seen anything unreachable before 7 s, and could run
     // until 7/4 of stable-after from then.
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
     let g = cluster(5, 1, 1, &[4, 5]);
     d.observe(at(7), m(1), &g, &never_heard);
@@ -861,10 +900,22 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
     );
     g.set_status(m(1), m(4), MemberStatus::Down);
     d.observe(at(18), m(1), &g, &never_heard);
-    assert_eq!(d.deadline(), None, "the side survives");
+    assert!(d.decide(at(18), m(1), &g).is_empty(), "the side survives");
+    // The holder goes on covering 2 and 3 until both have seen the state with 4 Down: one
+    // that heard it late would otherwise outlive its cover and down itself.
+    let notice = d.deadline().expect("a cover is still due");
+    let cover = d.poll_cover_notice(notice, m(1), &g).expect("covered");
+    assert_eq!(cover.to, ids(&[2, 3]));
+    g.mark_seen(m(2));
+    let notice = d.deadline().expect("3 has not seen it");
+    assert!(d.poll_cover_notice(notice, m(1), &g).is_some());
+    g.mark_seen(m(3));
+    let notice = d.deadline().expect("a last look");
+    assert!(d.poll_cover_notice(notice, m(1), &g).is_none(), "all have seen it");
+    assert_eq!(d.deadline(), None, "nothing more to do");
     // Asked once per unsettled stretch: refused, the ask is repeated until the unstable bound,
     // which then downs the side as before.
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
     let g = cluster(5, 1, 1, &[4, 5]);
     d.observe(at(7), m(1), &g, &never_heard);
@@ -887,7 +938,7 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
     // Other strategies still down every member at the unstable bound (see
     // `every_strategy_is_bounded_when_it_cannot_decide`); a member that does not lead asks
     // nothing.
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(2), &cluster(5, 2, 2, &[5]), &never_heard);
     let g = cluster(5, 2, 2, &[4, 5]);
     d.observe(at(7), m(2), &g, &never_heard);
@@ -901,7 +952,7 @@ fn a_grant_downs_only_the_members_cut_off_for_stable_after_or_exiting() {
     // A stable picture (5 cut off since 1 s): the leader asks at 11 s. Its answer comes at
     // 12 s, after 3 was cut off too (at 11.5 s) and 4, Exiting, at 11.8 s: 3 waits for the
     // next decision, 4 (its shards moved already) and 5 are downed.
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
     assert!(d.decide(at(11), m(1), &cluster(5, 1, 1, &[5])).is_empty());
     let call = d.poll_lease_call(at(11), m(1)).expect("the leader asks");
@@ -925,7 +976,7 @@ fn the_holder_of_the_lease_covers_the_members_it_reaches_past_their_unstable_bou
     use crate::lease::{FencingToken, LeaseAnswer};
     // 5 unreachable since 1 s, 4 since 7 s: the leader asks at 13.5 s and is granted for 40 s.
     let g = cluster(5, 1, 1, &[4, 5]);
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(1), &cluster(5, 1, 1, &[5]), &never_heard);
     d.observe(at(7), m(1), &g, &never_heard);
     let asks = Instant::ZERO + Duration::from_millis(13_500);
@@ -967,7 +1018,7 @@ fn a_cover_holds_a_members_unstable_bound_back_only_while_it_runs() {
     // 2 does not lead; 5 has been unreachable (to 1) since 1 s: 2's bound is at 18.5 s.
     let g = cluster(5, 2, 1, &[5]);
     let covered = |cover: Duration, from: u64| {
-        let mut d = Downer::new(lease_majority(), at(0));
+        let mut d = Downer::new(lease_majority(), RING, at(0));
         d.observe(at(1), m(2), &g, &never_heard);
         assert!(d.decide(at(11), m(2), &g).is_empty(), "2 does not lead");
         d.handle_cover(at(17), m(2), m(from), cover, &g);
@@ -992,7 +1043,7 @@ fn a_cover_holds_a_members_unstable_bound_back_only_while_it_runs() {
     );
     // A cover from a member 2 itself observes unreachable does not count.
     let g = cluster(5, 2, 2, &[5]);
-    let mut d = Downer::new(lease_majority(), at(0));
+    let mut d = Downer::new(lease_majority(), RING, at(0));
     d.observe(at(1), m(2), &g, &never_heard);
     assert!(d.decide(at(11), m(2), &g).is_empty(), "2 does not lead");
     d.handle_cover(at(17), m(2), m(5), Duration::from_millis(2_500), &g);

@@ -121,7 +121,7 @@ impl Membership {
             next_heartbeat: now + settings.heartbeat_interval,
             heartbeat_sequence: 0,
             detectors: BTreeMap::new(),
-            downer: Downer::new(settings.downing, now),
+            downer: Downer::new(settings.downing, settings.monitored_by, now),
             exit_deadline: None,
             leaving: false,
             stamps: 0,
