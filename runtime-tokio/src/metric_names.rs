@@ -18,6 +18,10 @@ pub(crate) const CONNECTIONS_TOTAL: &str = "shoal_connections_total";
 /// `shoal_coordinator_unanswered_total`: times a region reported its coordinator unanswered
 /// (`Event::CoordinatorUnanswered`).
 pub(crate) const COORDINATOR_UNANSWERED_TOTAL: &str = "shoal_coordinator_unanswered_total";
+/// `shoal_coordinator_round_trip_seconds`: histogram of how long a region waited for its
+/// coordinator to say where a shard lives, from its first request to the answer (allocation
+/// included when the shard had no home yet).
+pub(crate) const COORDINATOR_ROUND_TRIP_SECONDS: &str = "shoal_coordinator_round_trip_seconds";
 /// `shoal_coordinators_started_total`: coordinators started on this node (the oldest member runs
 /// them).
 pub(crate) const COORDINATORS_STARTED_TOTAL: &str = "shoal_coordinators_started_total";

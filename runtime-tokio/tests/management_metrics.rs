@@ -52,5 +52,10 @@ async fn metrics_are_served_in_prometheus_text_with_latency_histograms() {
         "a histogram with the latency buckets"
     );
     assert!(text.contains("shoal_entities_started_total 5"), "{text}");
+    // Each shard of the five entities had its home asked for once, and answered.
+    let prefix = "shoal_coordinator_round_trip_seconds_count ";
+    let line = text.lines().find(|l| l.starts_with(prefix));
+    let answered = line.map_or(0, |l| l[prefix.len()..].trim().parse::<u64>().unwrap());
+    assert!((1..=5).contains(&answered), "{text}");
     node.abort().await;
 }

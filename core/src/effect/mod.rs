@@ -341,6 +341,18 @@ pub enum Event {
         /// From the handoff's start to the shard stopped.
         took: std::time::Duration,
     },
+    /// The type's coordinator said where `shard` lives, `waited` after this region first asked
+    /// (the coordinator round trip, allocation included when the shard had no home).
+    ShardHomeAnswered {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// The region it lives at.
+        home: MemberId,
+        /// From the region's first request to the answer.
+        waited: std::time::Duration,
+    },
     /// Every handoff a rebalance round of the type's coordinator (on this node) started has
     /// ended (completed or abandoned), `took` after the round.
     RebalanceCompleted {
@@ -399,6 +411,7 @@ impl Event {
             Self::HandoffAbandoned { .. } => "handoff_abandoned",
             Self::HandoffCompleted { .. } => "handoff_completed",
             Self::RebalanceCompleted { .. } => "rebalance_completed",
+            Self::ShardHomeAnswered { .. } => "shard_home_answered",
             Self::AllocationWaiting { .. } => "allocation_waiting",
         }
     }

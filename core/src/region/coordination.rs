@@ -59,7 +59,7 @@ impl Region {
         out: &mut Effects,
     ) -> Handled {
         match body {
-            Body::RegisterAck => self.handle_register_ack(from, out),
+            Body::RegisterAck => self.handle_register_ack(now, from, out),
             Body::RegisterRequest => {
                 self.registration.registered = false;
                 // Retried like any registration, in case this Register is lost.
@@ -126,7 +126,7 @@ impl Region {
         Handled::Accepted
     }
 
-    fn handle_register_ack(&mut self, coordinator: MemberId, out: &mut Effects) {
+    fn handle_register_ack(&mut self, now: Instant, coordinator: MemberId, out: &mut Effects) {
         if self.registration.registered {
             return;
         }
@@ -152,7 +152,7 @@ impl Region {
         }
         for shard in self.buffers.shards() {
             if self.should_ask_home(shard) {
-                out.send(coordinator, &self.entity_type, Body::GetShardHome { shard });
+                self.ask_home(now, shard, out);
             }
         }
         if self.lifecycle == Lifecycle::ShuttingDown {
@@ -170,6 +170,7 @@ impl Region {
         out: &mut Effects,
     ) -> Handled {
         if region == self.me {
+            self.home_answered(now, shard, region, out);
             // Told it lives here, but it does not: say so, so that a coordinator that lost our
             // `ShardStopped` deallocates it (it ignores this while `HostShard` is unacknowledged,
             // i.e. possibly still in flight). A hosted shard has nothing to flush: the region
@@ -208,6 +209,7 @@ impl Region {
                 out.dead_letter(&self.entity_type, delivery, reason);
             }
         }
+        self.home_answered(now, shard, region, out);
         self.homes.insert(shard, region);
         self.flush(now, shard, out);
         Handled::Accepted
@@ -251,6 +253,7 @@ impl Region {
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             return Handled::Rejected;
         }
+        self.home_answered(now, shard, self.me, out);
         if hosted.is_some() {
             // The old instance is still stopping: start the new one once it has (akka#32976).
             crate::probe::hit("region: HostShard while the old instance stops waits for the stop");

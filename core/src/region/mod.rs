@@ -93,6 +93,9 @@ pub(crate) struct Region {
     registration: Registration,
     next_tick: Instant,
     homes: ByShard<MemberId>,
+    /// Shards whose home the coordinator was asked for and has not said yet, with when it was
+    /// first asked: the wait for its answer is the coordinator round trip hosts record.
+    home_asked: BTreeMap<ShardId, Instant>,
     shards: ShardTable,
     /// Each hosted shard's next deadline; kept current by [`Region::touch`].
     timers: Deadlines<ShardId>,
@@ -164,6 +167,7 @@ impl Region {
             },
             next_tick: now + settings.retry_interval,
             homes: ByShard::default(),
+            home_asked: BTreeMap::new(),
             shards: ShardTable::default(),
             timers: Deadlines::default(),
             start_after_stop: BTreeMap::new(),
@@ -304,18 +308,16 @@ impl Region {
                 }
             }
         }
-        self.buffer(shard, (entity, letter), out);
+        self.buffer(now, shard, (entity, letter), out);
     }
 
-    fn buffer(&mut self, shard: ShardId, delivery: Delivery, out: &mut Effects) {
+    fn buffer(&mut self, now: Instant, shard: ShardId, delivery: Delivery, out: &mut Effects) {
         self.routes.buffered += 1;
         match self.buffers.push(shard, delivery, &mut self.budget) {
             Err(refused) => {
                 out.dead_letter(&self.entity_type, refused, DeadLetterReason::BufferFull)
             }
-            Ok(true) if self.should_ask_home(shard) => {
-                self.send_to_coordinator(Body::GetShardHome { shard }, out);
-            }
+            Ok(true) if self.should_ask_home(shard) => self.ask_home(now, shard, out),
             Ok(_) => {}
         }
     }
@@ -348,7 +350,7 @@ impl Region {
             for shard in self.buffers.shards() {
                 if self.should_ask_home(shard) {
                     asked += 1;
-                    self.send_to_coordinator(Body::GetShardHome { shard }, out);
+                    self.ask_home(now, shard, out);
                 }
             }
         }
@@ -357,6 +359,25 @@ impl Region {
             self.send_to_coordinator(Body::GracefulShutdownReq, out);
             self.stop_if_nobody_takes_over(now, out);
             self.try_complete_shutdown(out);
+        }
+    }
+
+    /// Asks the coordinator where `shard` lives, noting when it was first asked.
+    fn ask_home(&mut self, now: Instant, shard: ShardId, out: &mut Effects) {
+        self.home_asked.entry(shard).or_insert(now);
+        self.send_to_coordinator(Body::GetShardHome { shard }, out);
+    }
+
+    /// The coordinator said where `shard` lives (`home`): if this region had asked, the wait
+    /// is reported.
+    fn home_answered(&mut self, now: Instant, shard: ShardId, home: MemberId, out: &mut Effects) {
+        if let Some(asked) = self.home_asked.remove(&shard) {
+            out.event(Event::ShardHomeAnswered {
+                entity_type: self.entity_type.clone(),
+                shard,
+                home,
+                waited: now.saturating_duration_since(asked),
+            });
         }
     }
 
@@ -393,7 +414,7 @@ impl Region {
         if let Some(epoch) = self.start_after_stop.remove(&shard) {
             self.start_shard(now, shard, epoch, out);
         } else if self.buffers.contains(shard) && self.should_ask_home(shard) {
-            self.send_to_coordinator(Body::GetShardHome { shard }, out);
+            self.ask_home(now, shard, out);
         }
         self.try_complete_shutdown(out);
     }

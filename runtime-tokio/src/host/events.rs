@@ -163,6 +163,11 @@ fn count_sharding_event(event: &Event) {
             let seconds = took.as_secs_f64();
             return metrics::histogram!(metric_names::REBALANCE_ROUND_SECONDS).record(seconds);
         }
+        Event::ShardHomeAnswered { waited, .. } => {
+            let seconds = waited.as_secs_f64();
+            return metrics::histogram!(metric_names::COORDINATOR_ROUND_TRIP_SECONDS)
+                .record(seconds);
+        }
         Event::ShardStarted { .. } => metric_names::SHARDS_STARTED_TOTAL,
         Event::ShardStopped { .. } => metric_names::HANDOFFS_TOTAL,
         Event::Rebalance { .. } => metric_names::REBALANCE_ROUNDS_TOTAL,

@@ -158,7 +158,14 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
             entity: entity(1),
             payload: Some(Payload::from(&b"older"[..])),
             reason: DeadLetterReason::FencedShardMoved,
-        })]
+        }),
+            event(Event::ShardHomeAnswered {
+                entity_type: ty(),
+                shard: s1,
+                home: m(3),
+                waited: std::time::Duration::ZERO,
+            })
+        ]
     );
     assert_eq!(f.region.buffered(), 0, "the budget is released");
     f.tell(1, "newer");

@@ -150,6 +150,16 @@ fn event(e: Event) -> Effect {
     Effect::Event(e)
 }
 
+/// The coordinator answered where shard `s` lives (`home`), `waited` after it was asked.
+fn home_answered(s: u32, home: u64, waited: Duration) -> Effect {
+    event(Event::ShardHomeAnswered {
+        entity_type: ty(),
+        shard: ShardId(s),
+        home: m(home),
+        waited,
+    })
+}
+
 #[test]
 fn registers_with_the_coordinator_the_view_names() {
     let mut f = Fixture::new(false);
@@ -254,10 +264,40 @@ fn a_remote_home_gets_the_buffered_messages_in_order() {
     );
     assert_eq!(
         f.take(),
-        [send(3, forward(1, "m1")), send(3, forward(1, "m2"))]
+        [
+            home_answered(1, 3, Duration::ZERO),
+            send(3, forward(1, "m1")),
+            send(3, forward(1, "m2"))
+        ]
     );
     f.tell(1, "m3");
     assert_eq!(f.take(), [send(3, forward(1, "m3"))]);
+}
+
+/// The wait for a home runs from the first request, through the retry tick's repeats, to the
+/// answer; a home the region did not ask for (a new coordinator's homes) is no answer.
+#[test]
+fn the_wait_for_a_home_runs_from_the_first_request_to_the_answer() {
+    let mut f = Fixture::registered();
+    f.tell(1, "m1");
+    f.region.handle_timeout(at(2_000), &mut f.rng, &mut f.out);
+    assert!(
+        f.take().contains(&send(1, Body::GetShardHome { shard: ShardId(1) })),
+        "asked again"
+    );
+    let home = Body::ShardHome {
+        shard: ShardId(1),
+        region: m(3),
+    };
+    f.region.handle_message(at(2_250), m(1), home, &mut f.out);
+    let effects = f.take();
+    assert_eq!(effects[0], home_answered(1, 3, Duration::from_millis(2_250)));
+    let homes = vec![RegionShards {
+        region: m(3),
+        shards: vec![ShardId(2)],
+    }];
+    f.recv(1, Body::ShardHomes { homes });
+    assert_eq!(f.take(), [], "nobody asked");
 }
 
 /// Found by the simulator (rolling-restart seed 799887892): homes are the word of the
@@ -301,6 +341,7 @@ fn host_shard_starts_the_shard_and_delivers_its_buffer() {
     assert_eq!(
         f.take(),
         [
+            home_answered(1, 2, Duration::ZERO),
             send(1, Body::ShardStarted { shard: ShardId(1) }),
             event(Event::ShardStarted {
                 entity_type: ty(),
