@@ -2062,3 +2062,20 @@ fn the_lease_holder_covers_its_side_until_it_has_seen_the_decision_regression() 
         "downing: the holder covers its side until it has seen the decision",
     );
 }
+
+/// Equal-halves seed 13500003973 (lease-majority; a 10,000-seed sweep), found by the liveness
+/// check: after a 3|3 partition the holder of the downing lease covered its side with notices
+/// 0.9 s apart, each good for 1.75 s; a gossip delayed 2 s on the FIFO link held the notices
+/// behind it, and a member of the winning side downed itself in the gap. A cover now runs for
+/// half of stable-after. One action.
+#[test]
+fn a_cover_outlasts_a_delayed_message_and_the_notices_behind_it_regression() {
+    let options = Options {
+        schedule: Some("@38.406 partition n1,n2,n3 heal 27.674".parse().expect("a schedule")),
+        ..Options::for_seed(13_500_003_973)
+    };
+    assert_passes_reaching(
+        options,
+        "downing: the lease's cover holds a member's unstable bound back",
+    );
+}
