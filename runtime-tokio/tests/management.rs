@@ -157,6 +157,14 @@ async fn shards_and_entities_are_answered_for_the_whole_cluster() {
         .map(|s| s["numberOfEntities"].as_u64().unwrap())
         .sum();
     assert_eq!(per_shard, 40);
+    let mut addresses: Vec<&str> = regions
+        .iter()
+        .map(|r| r["address"].as_str().unwrap())
+        .collect();
+    addresses.sort_unstable();
+    let mut expected: Vec<String> = nodes.iter().map(|n| n.address().to_string()).collect();
+    expected.sort_unstable();
+    assert_eq!(addresses, expected, "each region with its member's address");
 
     let regions = nodes[0].region::<common::Counter>("counter").unwrap();
     let location = regions.location("c7").await.unwrap();

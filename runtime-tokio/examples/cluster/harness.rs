@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use shoal::{MemberId, Region};
 
+use crate::http::Http;
 use crate::leasing::Leasing;
 use crate::member::{Counter, DowningMode, MemberArgs};
 use crate::netns::{Host, Lab};
-use crate::processes::{self, Member};
+use crate::processes::{self, Listening, Member};
 use crate::remembered::StoreSpec;
 use crate::view::View;
 use crate::watch::Watch;
@@ -35,8 +36,10 @@ pub(crate) struct Run<'a> {
     pub(crate) dir: PathBuf,
     pub(crate) seeds: Vec<String>,
     pub(crate) members: Vec<Member>,
-    /// `(index, address)` of every node process started, shared with the live view.
-    pub(crate) addresses: Arc<Mutex<Vec<(u32, String)>>>,
+    /// Where every node process started listens, shared with the live view.
+    pub(crate) addresses: Arc<Mutex<Vec<Listening>>>,
+    /// The client for the nodes' management endpoints.
+    pub(crate) http: Http,
     /// `(figure, value)` rows for the summary, in the order measured.
     pub(crate) figures: Vec<(String, String)>,
     /// Nodes killed with SIGKILL and when (journal clock).
@@ -84,10 +87,11 @@ impl Run<'_> {
             (self.downing, &self.leasing),
             &self.store,
         )?;
+        self.view.say(&page_line(&member));
         self.addresses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((index, member.address.clone()));
+            .push(member.listening());
         self.members.push(member);
         Ok(())
     }
@@ -141,11 +145,41 @@ impl Run<'_> {
         }
     }
 
+    /// Waits (at most `bound`) until node `index`'s `/ready` answers `ready`; how long it
+    /// took. `false` also holds once the node no longer answers (it exited).
+    pub(crate) async fn until_ready_is(
+        &mut self,
+        index: u32,
+        ready: bool,
+        bound: Duration,
+    ) -> Result<Duration, String> {
+        let base = self.member(index)?.management.clone();
+        let started = Instant::now();
+        while started.elapsed() < bound {
+            match self.http.ready(&base).await {
+                Some(now) if now == ready => return Ok(started.elapsed()),
+                None if !ready => return Err(format!("node {index} stopped answering /ready")),
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        Err(format!(
+            "node {index}'s /ready did not say {ready} within {bound:?}"
+        ))
+    }
+
     /// Records a figure for the summary and tells it.
     pub(crate) fn figure(&mut self, name: &str, value: String) {
         self.view.say(&format!("{name}: {value}"));
         self.figures.push((name.to_string(), value));
     }
+}
+
+/// Where node `member` listens, and the address of its management page.
+pub(crate) fn page_line(member: &Member) -> String {
+    format!(
+        "node {} listens at {}; its page: {}",
+        member.index, member.address, member.management
+    )
 }
 
 /// `duration` in seconds with one decimal.

@@ -18,6 +18,7 @@
 mod chaos;
 mod cli;
 mod harness;
+mod http;
 mod journal;
 mod leasing;
 mod member;
@@ -166,7 +167,8 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     };
     let first = harness::spawn_member(lab, &dir, 0, &[], (flags.downing, &leasing), &store)?;
     let seeds = vec![first.address.clone()];
-    let addresses = Arc::new(Mutex::new(vec![(0, first.address.clone())]));
+    let addresses = Arc::new(Mutex::new(vec![first.listening()]));
+    let http = http::Http::new();
     let proxy = leasing
         .open(
             NodeBuilder::new(CLUSTER)
@@ -185,6 +187,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let region = proxy
         .region::<Counter>(COUNTER)
         .map_err(|e| e.to_string())?;
+    view.say(&harness::page_line(&first));
     let mut run = Run {
         view: Arc::clone(&view),
         watch: watch.clone(),
@@ -200,6 +203,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
         seeds,
         members: vec![first],
         addresses: Arc::clone(&addresses),
+        http: http.clone(),
         figures: Vec::new(),
         killed: Vec::new(),
     };
@@ -244,8 +248,7 @@ async fn harness(flags: &Flags, lab: Option<&Lab>) -> Result<(), String> {
     let refresh = tokio::spawn(view::refresh(
         Arc::clone(&view),
         Arc::clone(&progress),
-        region.clone(),
-        watch.clone(),
+        http,
         addresses,
     ));
 

@@ -3,10 +3,12 @@
 //! re-executing itself with `member`), reads the address it listens on from its first line of
 //! output, and stops it with SIGKILL, SIGSTOP/SIGCONT or SIGTERM (a graceful leave).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use shoal::management::{Endpoint, ManagementSettings};
 use shoal::{
     Downing, Entity, EntityContext, EventSourced, EventSourcedEntity, FailureDetectorSettings,
     MembershipSettings, NodeBuilder, NodeEvent, Persist, PersistError, ShardingSettings, Snapshots,
@@ -273,6 +275,15 @@ impl MemberArgs {
     }
 }
 
+/// Where a node bound to `bind` serves its management endpoint: the same host, a free port.
+fn management_bind(bind: &str) -> Result<SocketAddr, String> {
+    let mut address: SocketAddr = bind
+        .parse()
+        .map_err(|e| format!("bind address {bind:?}: {e}"))?;
+    address.set_port(0);
+    Ok(address)
+}
+
 /// Runs a node process until its member stops (SIGTERM leaves gracefully; a downed member
 /// stops by itself), journaling its entities, its dead letters and its exit.
 pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
@@ -281,6 +292,7 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
     let journal = Journal::open(&args.journal).map_err(|e| format!("journal: {e}"))?;
     let factory_journal = journal.clone();
     let store = StoreSpec::parse(&args.store, &args.journal)?;
+    let management = management_bind(&args.bind)?;
     let builder = NodeBuilder::new(CLUSTER)
         .secret(SECRET)
         .bind(args.bind)
@@ -310,8 +322,14 @@ pub(crate) async fn run(args: MemberArgs) -> Result<(), String> {
         .start()
         .await
         .map_err(|e| format!("start: {e}"))?;
-    // The harness reads this line to learn where the node listens.
+    // The management endpoint on the node's own host, any free port: readiness, the members,
+    // the shards and the page, over HTTP.
+    let endpoint = Endpoint::start(node.clone(), ManagementSettings::new(management))
+        .await
+        .map_err(|e| format!("management endpoint: {e}"))?;
+    // The harness reads these two lines to learn where the node and its endpoint listen.
     println!("listening {}", node.address());
+    println!("management http://{}/", endpoint.address());
     let mut events = node.events();
     loop {
         match events.recv().await {

@@ -10,7 +10,18 @@ use crate::member::MemberArgs;
 pub(crate) struct Member {
     pub(crate) index: u32,
     pub(crate) address: String,
+    /// Its management endpoint's base URL (`http://host:port/`).
+    pub(crate) management: String,
     child: Child,
+}
+
+/// Where a node process listens, for the live view: its index, its address and its management
+/// endpoint.
+#[derive(Clone, Debug)]
+pub(crate) struct Listening {
+    pub(crate) index: u32,
+    pub(crate) address: String,
+    pub(crate) management: String,
 }
 
 /// Exits this node process when the harness's end of its stdin closes (the harness ended,
@@ -58,22 +69,35 @@ pub(crate) fn spawn(args: &MemberArgs, netns: Option<&str>) -> Result<Member, St
     let mut member = Member {
         index,
         address: String::new(),
+        management: String::new(),
         child,
     };
-    // One short line: a node that cannot start exits, which ends the read.
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .take(4096)
-        .read_line(&mut line)
-        .map_err(|e| format!("node {index}: {e}"))?;
-    member.address = line
-        .strip_prefix("listening ")
-        .map(|a| a.trim().to_string())
-        .ok_or_else(|| format!("node {index} did not start: {line:?}"))?;
+    // Two short lines: a node that cannot start exits, which ends the read.
+    let mut lines = BufReader::new(stdout.take(4096));
+    let mut read = |prefix: &str| {
+        let mut line = String::new();
+        lines
+            .read_line(&mut line)
+            .map_err(|e| format!("node {index}: {e}"))?;
+        line.strip_prefix(prefix)
+            .map(|a| a.trim().to_string())
+            .ok_or_else(|| format!("node {index} did not start: {line:?}"))
+    };
+    member.address = read("listening ")?;
+    member.management = read("management ")?;
     Ok(member)
 }
 
 impl Member {
+    /// Where it listens.
+    pub(crate) fn listening(&self) -> Listening {
+        Listening {
+            index: self.index,
+            address: self.address.clone(),
+            management: self.management.clone(),
+        }
+    }
+
     /// The OS process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()

@@ -90,6 +90,10 @@ async fn join(run: &mut Run<'_>, index: u32) -> Result<(), String> {
     run.spawn(index)?;
     let id = run.id_of(index, Duration::from_secs(20)).await?;
     run.figure("join: Up after", secs(asked.elapsed()));
+    // Ready (HTTP /ready: Up, its region registered, allocation open) follows Up.
+    run.until_ready_is(index, true, Duration::from_secs(20))
+        .await?;
+    run.figure("join: ready (GET /ready 200) after", secs(asked.elapsed()));
     // The rebalance is done when the newcomer's share has not changed for three seconds.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut shards, mut changed, mut first) = (0, Instant::now(), None);
@@ -197,6 +201,11 @@ async fn leave(run: &mut Run<'_>, index: u32) -> Result<(), String> {
         .say(&format!("tour: node {index} leaves (SIGTERM)"));
     let at = Instant::now();
     run.member(index)?.signal("TERM")?;
+    // Not ready while it leaves: /ready answers 503 before it has handed its shards off.
+    let unready = run
+        .until_ready_is(index, false, Duration::from_secs(10))
+        .await?;
+    run.figure("leave: not ready (GET /ready 503) after", secs(unready));
     let member = run.member(index)?;
     if !tokio::task::block_in_place(|| member.wait_exit(Duration::from_secs(30))) {
         return Err(format!("node {index} did not exit within 30 s of SIGTERM"));

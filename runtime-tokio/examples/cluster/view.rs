@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use shoal::Region;
 
-use crate::member::Counter;
-use crate::watch::Watch;
+use crate::http::Http;
+use crate::processes::Listening;
 use crate::workload::Progress;
 
 /// The terminal output of a run.
@@ -80,45 +79,56 @@ impl View {
 }
 
 /// Refreshes `view` every second until aborted: acknowledged increments and their rate,
-/// failures, and each node's shards and entities (from the coordinator's statistics).
+/// failures, and each node's shards and entities, read over HTTP from a node's management
+/// endpoint (`/cluster/shards/counter`, the coordinator's statistics), the one that answered
+/// last asked first.
 pub(crate) async fn refresh(
     view: Arc<View>,
     progress: Arc<Progress>,
-    region: Region<Counter>,
-    watch: Watch,
-    addresses: Arc<Mutex<Vec<(u32, String)>>>,
+    http: Http,
+    nodes: Arc<Mutex<Vec<Listening>>>,
 ) {
     let (mut last, mut last_at) = (0, Instant::now());
+    let mut answered_last = 0;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let acked = progress.acknowledged.load(Ordering::Relaxed);
         let rate = (acked - last) as f64 / last_at.elapsed().as_secs_f64();
         (last, last_at) = (acked, Instant::now());
         let failed = progress.failed.load(Ordering::Relaxed);
-        let stats = tokio::time::timeout(Duration::from_millis(800), region.stats()).await;
-        let layout = match stats {
-            Ok(Ok(stats)) => {
-                let addresses = addresses.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let mut nodes: Vec<(u32, usize, u32)> = stats
-                    .regions
-                    .iter()
-                    .filter_map(|r| {
-                        let index = watch.index_of(r.region, &addresses)?;
-                        let entities = r.shards.iter().map(|(_, n)| n).sum();
-                        Some((index, r.shards.len(), entities))
-                    })
-                    .collect();
-                nodes.sort_unstable();
-                nodes
-                    .iter()
-                    .map(|(i, shards, entities)| format!("n{i} {shards}/{entities}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+        let nodes = nodes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut layout = "shards unknown".to_string();
+        for asked in (0..nodes.len()).map(|k| (answered_last + k) % nodes.len()) {
+            let limit = Duration::from_millis(300);
+            let answer = http.get(&nodes[asked].management, "/cluster/shards/counter", limit);
+            if let Ok((200, shards)) = answer.await {
+                answered_last = asked;
+                layout = describe(&shards, &nodes);
+                break;
             }
-            _ => "shards unknown".into(),
-        };
+        }
         view.show(format!(
             "{acked} acked ({rate:.0}/s), {failed} failed | shards/entities {layout}"
         ));
     }
+}
+
+/// `n<index> <shards>/<entities>` per region of a `/cluster/shards` answer, by node index.
+fn describe(shards: &serde_json::Value, nodes: &[Listening]) -> String {
+    let regions = shards["regions"].as_array().cloned().unwrap_or_default();
+    let mut layout: Vec<(u32, usize, u64)> = regions
+        .iter()
+        .filter_map(|r| {
+            let address = r["address"].as_str()?;
+            let index = nodes.iter().find(|n| n.address == address)?.index;
+            let shards = r["shards"].as_array().map_or(0, Vec::len);
+            Some((index, shards, r["entities"].as_u64().unwrap_or(0)))
+        })
+        .collect();
+    layout.sort_unstable();
+    layout
+        .iter()
+        .map(|(i, shards, entities)| format!("n{i} {shards}/{entities}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -84,15 +84,6 @@ impl Watch {
         self.seen().addresses.get(address).copied()
     }
 
-    /// The node index of `member`, given the addresses of the node processes.
-    pub(crate) fn index_of(&self, member: MemberId, addresses: &[(u32, String)]) -> Option<u32> {
-        let seen = self.seen();
-        addresses
-            .iter()
-            .find(|(_, address)| seen.addresses.get(address) == Some(&member))
-            .map(|(index, _)| *index)
-    }
-
     /// When `member` first went through `change` at or after `since`.
     pub(crate) fn when(&self, change: Change, member: MemberId, since: Instant) -> Option<Instant> {
         self.seen()

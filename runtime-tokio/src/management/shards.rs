@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Json, Response};
 use serde_json::{Value, json};
-use shoal_core::{Command, EntityId, EntityType, RegionStats, Reply};
+use shoal_core::{Command, EntityId, EntityType, MemberId, RegionStats, Reply};
 
 use super::{Shared, failed};
 use crate::error::QueryError;
@@ -16,13 +16,26 @@ pub(super) async fn shards(State(served): Shared, Path(entity_type): Path<String
     };
     match served.node.command(command).await {
         Ok(Reply::ClusterShardingStats { regions, failed }) => {
+            // Addresses from this member's view, where it knows them (a view it cannot get
+            // leaves them out rather than failing the answer).
+            let view = served.node.view().await.ok();
+            let address = |id: MemberId| {
+                let member = view.as_ref().and_then(|v| v.member(id));
+                member
+                    .and_then(|m| m.address.as_ref())
+                    .map(ToString::to_string)
+            };
             let entities: u64 = regions.iter().map(region_entities).sum();
             let shards: usize = regions.iter().map(|r| r.shards.len()).sum();
+            let regions: Vec<Value> = regions
+                .iter()
+                .map(|r| region(r, address(r.region)))
+                .collect();
             Json(json!({
                 "entityType": entity_type.as_str(),
                 "shards": shards,
                 "entities": entities,
-                "regions": regions.iter().map(region).collect::<Vec<_>>(),
+                "regions": regions,
                 "failed": failed.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }))
             .into_response()
@@ -64,12 +77,13 @@ fn region_entities(region: &RegionStats) -> u64 {
     region.shards.iter().map(|(_, n)| u64::from(*n)).sum()
 }
 
-fn region(region: &RegionStats) -> Value {
+fn region(region: &RegionStats, address: Option<String>) -> Value {
     let shards: Vec<Value> = (region.shards.iter())
         .map(|(shard, n)| json!({ "shardId": shard.0, "numberOfEntities": n }))
         .collect();
     json!({
         "region": region.region.to_string(),
+        "address": address,
         "entities": region_entities(region),
         "shards": shards,
     })
