@@ -140,12 +140,35 @@ async fn a_member_that_cannot_join_is_not_ready_over_http() {
 async fn shards_and_entities_are_answered_for_the_whole_cluster() {
     logs();
     let nodes = cluster(2).await;
+    // A member that never routed to an entity's shard finds its region in the coordinator's
+    // statistics; whether the entity runs there it does not know.
+    // (A proxy: it hosts nothing, so its joining moves no shard.)
+    let quiet = shoal::NodeBuilder::new("test")
+        .secret("test secret")
+        .seed_nodes([nodes[0].address().to_string()])
+        .membership(common::fast_membership())
+        .settings(common::fast_settings())
+        .proxy::<common::Counter>(shoal::EntityTypeConfig::new("counter"))
+        .start()
+        .await
+        .unwrap();
+    let quiet_endpoint = endpoint(&quiet, None).await;
+    let http = client();
+    eventually(Duration::from_secs(10), Duration::from_millis(100), || {
+        let (http, quiet_endpoint) = (&http, &quiet_endpoint);
+        async move {
+            let (status, body) = call(http, quiet_endpoint, "GET", "/ready").await;
+            (status == 200)
+                .then_some(())
+                .ok_or_else(|| format!("{status} {body}"))
+        }
+    })
+    .await;
     for i in 0..40 {
         let id = format!("c{i}");
         assert_eq!(counter(&nodes[0], &id).ask(&Op::Add(1), ASK).await, Ok(1));
     }
     let endpoint = endpoint(&nodes[1], None).await;
-    let http = client();
     let (status, body) = call(&http, &endpoint, "GET", "/cluster/shards/counter").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["entityType"], "counter");
@@ -180,6 +203,28 @@ async fn shards_and_entities_are_answered_for_the_whole_cluster() {
     assert_eq!(body["shard"], location.shard.0, "{body}");
     let hosting = location.region.unwrap().to_string();
     assert_eq!(body["region"], hosting, "{body}");
+
+    // It registered before the shards were allocated, and never routed to them: it finds
+    // c7's region in the coordinator's statistics, and does not know whether c7 runs.
+    eventually(Duration::from_secs(10), Duration::from_millis(100), || {
+        let (http, quiet_endpoint, hosting) = (&http, &quiet_endpoint, &hosting);
+        async move {
+            let path = "/cluster/shards/counter/entities/c7";
+            let (status, body) = call(http, quiet_endpoint, "GET", path).await;
+            let found = status == 200 && body["region"] == *hosting && body["alive"].is_null();
+            found
+                .then_some(())
+                .ok_or_else(|| format!("{status} {body}"))
+        }
+    })
+    .await;
+    let path = "/cluster/shards/counter/entities/nobody-here";
+    let (status, body) = call(&http, &quiet_endpoint, "GET", path).await;
+    assert_eq!(status, 200, "{body}");
+    if body["region"].is_null() {
+        assert_eq!(body["alive"], false, "no region hosts its shard: {body}");
+    }
+    quiet.abort().await;
 
     let (status, body) = call(&http, &endpoint, "GET", "/cluster/shards/nosuchtype").await;
     assert_eq!(status, 404, "{body}");

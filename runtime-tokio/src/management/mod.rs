@@ -13,7 +13,8 @@
 //! - `GET /cluster/shards/{type}`: the type's regions, their shards and entity counts, as the
 //!   coordinator gathers them (regions that did not answer in time are listed apart).
 //! - `GET /cluster/shards/{type}/entities/{id}`: the entity's shard, the region hosting it,
-//!   and whether it runs there.
+//!   and whether it runs there (`null` when this member knows the shard's region only from
+//!   the coordinator's statistics, not having routed to it).
 //! - `GET /metrics`: every metric of the process in Prometheus' text format, when the
 //!   endpoint was given the handle of a Prometheus recorder ([`install_prometheus`]); the
 //!   names and labels are listed in `docs/metrics.md`.

@@ -57,17 +57,44 @@ pub(super) async fn entity(
     match served.node.command(command).await {
         Ok(Reply::EntityLocation {
             shard,
-            region,
+            region: Some(region),
             alive,
             ..
         }) => Json(json!({
             "entityType": entity_type,
             "entity": entity,
             "shard": shard.0,
-            "region": region.map(|r| r.to_string()),
+            "region": region.to_string(),
             "alive": alive,
         }))
         .into_response(),
+        Ok(Reply::EntityLocation {
+            shard,
+            region: None,
+            ..
+        }) => {
+            // This member has not routed to the shard, so it knows no home for it: the
+            // coordinator's statistics say which region hosts it, if any. Whether the entity
+            // runs there is then not known.
+            let stats = Command::GetClusterShardingStats {
+                entity_type: EntityType::new(entity_type.as_str()),
+            };
+            let host = match served.node.command(stats).await {
+                Ok(Reply::ClusterShardingStats { regions, .. }) => (regions.iter())
+                    .find(|r| r.shards.iter().any(|(s, _)| *s == shard))
+                    .map(|r| r.region.to_string()),
+                Ok(_) => return failed(&QueryError::Unexpected),
+                Err(error) => return failed(&error),
+            };
+            Json(json!({
+                "entityType": entity_type,
+                "entity": entity,
+                "shard": shard.0,
+                "region": host,
+                "alive": if host.is_some() { Value::Null } else { Value::Bool(false) },
+            }))
+            .into_response()
+        }
         Ok(_) => failed(&QueryError::Unexpected),
         Err(error) => failed(&error),
     }
