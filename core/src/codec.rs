@@ -10,8 +10,9 @@ use crate::message::{Body, Envelope, Message};
 /// member hosts (in `Join` and in gossip); version 4 member addresses (in `InitJoin`, `Join`
 /// and gossip) and application messages (`Message::App`); version 5 the dead-letter reasons
 /// `OutboundQueueFull` and `MailboxFull` (in `StartOutcome::Dropped`); version 7 digest-only
-/// gossip rounds (`ClusterMessage::GossipStatus`).
-pub const PROTOCOL_VERSION: u8 = 7;
+/// gossip rounds (`ClusterMessage::GossipStatus`); version 8 the coordinator's decisions
+/// (`Body::Explain`, `Body::Explanation`).
+pub const PROTOCOL_VERSION: u8 = 8;
 
 /// Largest frame accepted or produced (16 MiB). Larger frames are refused before decoding so a
 /// peer cannot make a node allocate without bound.

@@ -213,4 +213,13 @@ pub enum Command {
         /// The type.
         entity_type: EntityType,
     },
+    /// Why an entity's shard lives where it does and what became of its letters: the
+    /// decisions the type's coordinator and this node's region still hold about them
+    /// (`Reply::Explanation`).
+    Explain {
+        /// The type.
+        entity_type: EntityType,
+        /// The entity.
+        entity: EntityId,
+    },
 }

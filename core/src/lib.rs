@@ -120,6 +120,7 @@ mod node;
 mod coordinator;
 pub mod delivery;
 pub mod direct;
+pub mod explain;
 pub mod lease;
 mod membership;
 mod region;

@@ -1,9 +1,12 @@
 //! The wire codec: arbitrary bytes never panic the decoder, every message round-trips, and the
 //! encoding of a representative envelope is pinned so the wire format cannot change silently.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use shoal_core::codec::{MAX_FRAME_LEN, PROTOCOL_VERSION, decode, encode, frame_len};
+use shoal_core::explain::{AllocationCause, Decision, DecisionRecord};
 use shoal_core::{
     AllocationGate, Body, CodecError, CoordinatorState, DeadLetterReason, EntityId, EntityType,
     Envelope, Epoch, HandoffRound, MemberId, Message, NodeId, Payload, RegionShards, RegionStats,
@@ -170,7 +173,78 @@ fn body() -> impl Strategy<Value = Body> {
         ),
         member().prop_map(|coordinator| Body::RelayExit { coordinator }),
         member().prop_map(|region| Body::RegionExited { region }),
+        (request(), entity(), shard()).prop_map(|(request, entity, shard)| Body::Explain {
+            request,
+            entity,
+            shard
+        }),
+        (
+            request(),
+            prop::collection::vec(decision_record(), 0..4),
+            prop::option::of(any::<u64>().prop_map(Duration::from_nanos))
+        )
+            .prop_map(|(request, records, forgotten_before)| Body::Explanation {
+                request,
+                records,
+                forgotten_before
+            }),
     ]
+}
+
+fn decision_record() -> impl Strategy<Value = DecisionRecord> {
+    let strategy = (
+        member(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_map(|(requester, regions, chosen_held, fewest, most)| {
+            AllocationCause::Strategy {
+                strategy: "LeastShard".into(),
+                requester,
+                regions,
+                chosen_held,
+                fewest,
+                most,
+            }
+        });
+    let cause = prop_oneof![strategy, Just(AllocationCause::FencedHostedAgain)];
+    let decision = prop_oneof![
+        (shard(), member(), cause).prop_map(|(shard, region, cause)| Decision::Allocated {
+            shard,
+            region,
+            cause
+        }),
+        (shard(), member(), any::<u32>(), any::<u32>()).prop_map(
+            |(shard, from, round, in_progress)| Decision::Rebalanced {
+                shard,
+                from,
+                round,
+                in_progress,
+                strategy: "LeastShard".into(),
+            }
+        ),
+        (shards(), any::<u32>(), gate()).prop_map(|(shards, waiting, gate)| {
+            Decision::GateWaited {
+                shards,
+                waiting,
+                gate,
+            }
+        }),
+        (entity(), shard(), dead_letter_reason()).prop_map(|(entity, shard, reason)| {
+            Decision::DeadLettered {
+                entity,
+                shard,
+                reason,
+            }
+        }),
+    ];
+    (member(), any::<u64>(), decision).prop_map(|(by, nanos, decision)| DecisionRecord {
+        by,
+        ago: Duration::from_nanos(nanos),
+        decision,
+    })
 }
 
 fn dead_letter_reason() -> impl Strategy<Value = DeadLetterReason> {
@@ -248,9 +322,11 @@ fn variant_index(body: &Body) -> usize {
         Body::RelayExit { .. } => 30,
         Body::RegionExited { .. } => 31,
         Body::ShardFenced { .. } => 32,
+        Body::Explain { .. } => 33,
+        Body::Explanation { .. } => 34,
     }
 }
-const VARIANTS: usize = 33;
+const VARIANTS: usize = 35;
 
 fn envelope() -> impl Strategy<Value = Envelope> {
     let sharding = (".{0,16}", body()).prop_map(|(t, body)| Message::Sharding {

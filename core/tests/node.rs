@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use shoal_core::explain::{AllocationCause, Decision};
 use shoal_core::{
     Address, Body, Command, CommandError, Config, ConfigError, DeadLetterReason, Driver, Effect,
     EntityId, EntityType, Envelope, Epoch, Event, HandoffRound, Incarnation, Input, Instant,
@@ -705,6 +706,41 @@ fn allocation_waiting_on_a_silent_member_is_reported() {
     c.publish_view();
     c.settle();
     assert_eq!(c.inbox(&id).len(), 1);
+    // Explained from node 2: the coordinator's gate waited for node 3, then allocated the
+    // shard by the strategy, to the region that now hosts it.
+    let request = c.command(
+        2,
+        Command::Explain {
+            entity_type: counter(),
+            entity: EntityId::new(id.as_str()),
+        },
+    );
+    c.settle();
+    let Ok(Reply::Explanation(explanation)) = reply_of(&c, request) else {
+        panic!("no explanation");
+    };
+    assert_eq!(explanation.shard, ShardId(4));
+    assert_eq!(explanation.coordinator, Some(member(1)));
+    let decisions: Vec<&Decision> = explanation.records.iter().map(|r| &r.decision).collect();
+    let [
+        Decision::GateWaited { gate, .. },
+        Decision::Allocated { region, cause, .. },
+    ] = decisions.as_slice()
+    else {
+        panic!("the gate's wait, then the allocation: {decisions:?}");
+    };
+    assert_eq!(gate.unregistered, [member(3)]);
+    let AllocationCause::Strategy {
+        requester, regions, ..
+    } = cause
+    else {
+        panic!("the strategy's choice: {cause:?}");
+    };
+    assert_eq!((*requester, *regions), (member(2), 2));
+    let hosting = c.node(region.node.0).hosted_shards(&counter());
+    assert!(hosting.contains(&ShardId(4)), "{region} hosts it");
+    let text = explanation.records[0].to_string();
+    assert!(text.contains("unregistered: n3#1"), "{text}");
 }
 
 /// Found by the simulator (flapping-links seed 21747): the oldest member ran no entity type, a

@@ -104,6 +104,12 @@ pub use shoal_core::{
     MembershipSettings, MembershipView, Metrics, NodeId, Readiness, RecoveryStrategy,
     RememberSettings, RouteCounts, SeedNode, ShardingSettings, TypeReadiness, shard_of,
 };
+/// Decisions behind an entity's placement and its dead letters (`Region::explain`).
+pub mod explain {
+    pub use shoal_core::explain::{
+        AllocationCause, DECISIONS_KEPT, Decision, DecisionRecord, Explanation,
+    };
+}
 /// Active-entity limits (`EntityTypeConfig::active_entity_limit`, `Region::set_active_entity_limit`).
 pub mod passivation {
     pub use shoal_core::PassivationCause;

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use shoal_core::explain::Explanation;
 use shoal_core::{
     Command, CoordinatorState, EntityId, EntityType, MemberId, RegionStats, Reply, ShardId,
 };
@@ -123,6 +124,20 @@ impl<E: Entity> Region<E> {
                 region,
                 alive,
             }),
+            other => unexpected(other),
+        }
+    }
+
+    /// Why entity `id`'s shard lives where it does and what became of its letters: the
+    /// recent decisions of the type's coordinator (allocations, rebalance moves, gate waits)
+    /// and of this node's region (dead letters), oldest first.
+    pub async fn explain(&self, id: impl Into<EntityId>) -> Result<Explanation, QueryError> {
+        let command = Command::Explain {
+            entity_type: self.entity_type.clone(),
+            entity: id.into(),
+        };
+        match self.command(command).await? {
+            Reply::Explanation(explanation) => Ok(*explanation),
             other => unexpected(other),
         }
     }

@@ -203,6 +203,15 @@ async fn shards_and_entities_are_answered_for_the_whole_cluster() {
     assert_eq!(body["shard"], location.shard.0, "{body}");
     let hosting = location.region.unwrap().to_string();
     assert_eq!(body["region"], hosting, "{body}");
+    // Why: the coordinator's allocation of c7's shard, to the region hosting it.
+    let decisions = body["why"]["decisions"].as_array().expect("decisions");
+    let allocated = format!("allocated shard {} to {hosting}", location.shard.0);
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d.as_str().unwrap().contains(&allocated)),
+        "{body}"
+    );
 
     // It registered before the shards were allocated, and never routed to them: it finds
     // c7's region in the coordinator's statistics, and does not know whether c7 runs.

@@ -7,6 +7,8 @@
 
 use crate::coordinator::Coordinator;
 use crate::effect::{Effects, Event};
+use crate::explain::Decision;
+use crate::id::ShardId;
 use crate::members::{Member, MemberStatus, MembershipView};
 use crate::message::{AllocationGate, Body, CoordinatorState};
 use crate::time::Instant;
@@ -114,11 +116,11 @@ impl Coordinator {
                 );
             }
         }
-        self.report_gate(&gate, out);
+        self.report_gate(now, &gate, out);
     }
 
     /// Tells the application what allocation waits for, when requests wait and that changed.
-    pub(super) fn report_gate(&mut self, gate: &AllocationGate, out: &mut Effects) {
+    pub(super) fn report_gate(&mut self, now: Instant, gate: &AllocationGate, out: &mut Effects) {
         if self.gate_open
             || !self.has_waiting_requests()
             || self.reported_gate.as_ref() == Some(gate)
@@ -126,6 +128,8 @@ impl Coordinator {
             return;
         }
         self.reported_gate = Some(gate.clone());
+        let waiting: Vec<ShardId> = self.waiting.keys().copied().collect();
+        (self.decisions).record(now, Decision::gate_waited(&waiting, gate.clone()));
         out.event(Event::AllocationWaiting {
             entity_type: self.entity_type.clone(),
             gate: gate.clone(),

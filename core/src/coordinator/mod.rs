@@ -33,6 +33,7 @@ use std::sync::Arc;
 use crate::allocation::{AllocationStrategy, strategy_for};
 use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::Effects;
+use crate::explain::DecisionLog;
 use crate::id::{EntityType, MemberId, NodeId, ShardId, StatsQueryId};
 use crate::members::MembershipView;
 use crate::message::{Body, Handled};
@@ -100,6 +101,10 @@ pub(crate) struct Coordinator {
     /// The type's lease, when it has `coordinator_lease`: the gate opens only while it holds
     /// it (see `lease`).
     lease: Option<crate::lease::LeaseHolder>,
+    /// Its allocations, rebalance moves and gate waits (`Command::Explain`).
+    decisions: DecisionLog,
+    /// The strategy and its settings, as decisions name it.
+    strategy_name: String,
 }
 
 impl Coordinator {
@@ -160,6 +165,8 @@ impl Coordinator {
                 RememberedShards::new(me, settings, config.remember.is_some(), now)
             }),
             lease: None,
+            decisions: DecisionLog::default(),
+            strategy_name: format!("{:?}", config.allocation),
         };
         if let Some(terms) = &config.coordinator_lease {
             coordinator.lease = Some(coordinator.new_lease(terms.clone(), now));
@@ -241,6 +248,20 @@ impl Coordinator {
             }
             Body::RegionStatsReply { query, shards } => {
                 self.handle_stats_reply(query, from, shards, out)
+            }
+            Body::Explain {
+                request,
+                entity,
+                shard,
+            } => {
+                let (records, forgotten_before) =
+                    self.decisions.about(now, self.me, shard, &entity);
+                let answer = Body::Explanation {
+                    request,
+                    records,
+                    forgotten_before,
+                };
+                out.send(from, &self.entity_type, answer);
             }
             Body::GetCoordinatorState { request } => {
                 let state = self.state(view);

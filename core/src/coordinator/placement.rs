@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::allocation::{AllocationView, RegionAllocation};
 use crate::coordinator::Coordinator;
 use crate::effect::Effects;
+use crate::explain::{AllocationCause, Decision};
 use crate::id::{MemberId, ShardId};
 use crate::members::{MemberStatus, MembershipView};
 use crate::message::{AllocationGate, Body};
@@ -42,6 +43,15 @@ impl Coordinator {
         let fenced_region = self.fenced_regions.remove(&shard);
         if let Some(region) = fenced_region.filter(|r| Self::may_host_again(view, *r)) {
             crate::probe::hit("coordinator: a fenced shard is hosted again once the lease is held");
+            let cause = AllocationCause::FencedHostedAgain;
+            (self.decisions).record(
+                now,
+                Decision::Allocated {
+                    shard,
+                    region,
+                    cause,
+                },
+            );
             self.host(now, shard, region, requesters, out);
             return;
         }
@@ -55,7 +65,37 @@ impl Coordinator {
             self.waiting.entry(shard).or_default().extend(requesters);
             return;
         };
+        let cause = self.strategy_cause(requester, region, &allocation);
+        (self.decisions).record(
+            now,
+            Decision::Allocated {
+                shard,
+                region,
+                cause,
+            },
+        );
         self.host(now, shard, region, requesters, out);
+    }
+
+    /// Why the strategy chose `region`: the regions' shard counts it chose from.
+    fn strategy_cause(
+        &self,
+        requester: MemberId,
+        region: MemberId,
+        allocation: &AllocationView,
+    ) -> AllocationCause {
+        let held = |a: &RegionAllocation| u32::try_from(a.shards.len()).unwrap_or(u32::MAX);
+        let counts = allocation.regions.iter().map(held);
+        AllocationCause::Strategy {
+            strategy: self.strategy_name.clone(),
+            requester,
+            regions: u32::try_from(allocation.regions.len()).unwrap_or(u32::MAX),
+            chosen_held: (allocation.regions.iter())
+                .find(|a| a.region == region)
+                .map_or(0, held),
+            fewest: counts.clone().min().unwrap_or(0),
+            most: counts.max().unwrap_or(0),
+        }
     }
 
     /// Allocates `shard` to `region` with a new epoch and sends it `HostShard`; `requesters`
@@ -163,7 +203,7 @@ impl Coordinator {
                 self.waiting.entry(shard).or_default().extend(requesters);
                 if first {
                     let gate = gate.get_or_insert_with(|| self.gate(view));
-                    self.report_gate(gate, out);
+                    self.report_gate(now, gate, out);
                 }
             }
             _ => {

@@ -16,6 +16,7 @@ pub(super) struct RoundInFlight {
 }
 use super::handoff::Handoff;
 use crate::effect::{Effects, Event};
+use crate::explain::Decision;
 use crate::id::{MemberId, ShardId};
 use crate::members::MembershipView;
 use crate::message::Body;
@@ -108,12 +109,26 @@ impl Coordinator {
             .copied()
             .collect();
         let allocation = self.allocation_view(view);
-        let moved: Vec<ShardId> = self
-            .strategy
-            .rebalance(&allocation, &in_progress)
-            .into_iter()
-            .filter(|&shard| self.start_handoff(now, shard, out))
-            .collect();
+        let chosen = self.strategy.rebalance(&allocation, &in_progress);
+        let mut moved: Vec<(ShardId, Option<MemberId>)> = Vec::with_capacity(chosen.len());
+        for shard in chosen {
+            let from = self.shards.get(&shard).copied();
+            if self.start_handoff(now, shard, out) {
+                moved.push((shard, from));
+            }
+        }
+        let round = u32::try_from(moved.len()).unwrap_or(u32::MAX);
+        for &(shard, from) in &moved {
+            let decision = Decision::Rebalanced {
+                shard,
+                from: from.unwrap_or(self.me),
+                round,
+                in_progress: u32::try_from(in_progress.len()).unwrap_or(u32::MAX),
+                strategy: self.strategy_name.clone(),
+            };
+            self.decisions.record(now, decision);
+        }
+        let moved: Vec<ShardId> = moved.into_iter().map(|(shard, _)| shard).collect();
         if !moved.is_empty() {
             tracing::info!(entity_type = %self.entity_type, shards = ?moved, "rebalance");
             let shards = u32::try_from(moved.len()).unwrap_or(u32::MAX);

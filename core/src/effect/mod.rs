@@ -454,6 +454,8 @@ pub enum Reply {
     /// The type's coordinator's state (boxed: it is the largest reply by far, and every effect
     /// is as large as the largest).
     CoordinatorState(Box<CoordinatorState>),
+    /// The decisions about an entity's shard and letters (boxed, as the coordinator's state).
+    Explanation(Box<crate::explain::Explanation>),
     /// The entity runs (it was started, or was already running).
     EntityStarted {
         /// The entity.

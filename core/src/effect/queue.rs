@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use super::{Effect, EntityEffect, Event, Reply, Transmit};
 use crate::error::CommandError;
-use crate::id::{Address, EntityType, MemberId, RequestId};
+use crate::id::{Address, EntityId, EntityType, MemberId, RequestId};
 use crate::lease::LeaseCall;
 use crate::message::ClusterMessage;
 use crate::message::{Body, Envelope, Message, Payload};
@@ -21,6 +21,9 @@ pub(crate) struct Effects {
     me: MemberId,
     queue: VecDeque<Effect>,
     local: VecDeque<Envelope>,
+    /// Letters dead-lettered since the node last took them, for its regions' decision logs
+    /// (`Command::Explain`): every dead letter passes through here, whichever role drops it.
+    dead_lettered: Vec<(EntityType, EntityId, DeadLetterReason)>,
 }
 
 impl Effects {
@@ -29,7 +32,15 @@ impl Effects {
             me,
             queue: VecDeque::new(),
             local: VecDeque::new(),
+            dead_lettered: Vec::new(),
         }
+    }
+
+    /// The letters dead-lettered since the last call.
+    pub(crate) fn take_dead_lettered(
+        &mut self,
+    ) -> impl Iterator<Item = (EntityType, EntityId, DeadLetterReason)> + '_ {
+        self.dead_lettered.drain(..)
     }
 
     /// Sends `body` of `entity_type` to `to` (locally if `to` is this member).
@@ -165,6 +176,7 @@ impl Effects {
             };
             self.send(ack.requester, entity_type, answer);
         }
+        (self.dead_lettered).push((entity_type.clone(), entity.clone(), reason));
         self.event(Event::DeadLetter {
             entity_type: entity_type.clone(),
             entity,

@@ -1,10 +1,13 @@
 //! The sharding protocol between regions and coordinators of one entity type: every message
 //! [`Body`] can carry, and how a letter for an entity travels as one.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::{CoordinatorState, Payload, RegionShards, RegionStats};
 use super::{Delivery, Letter, StartAck, StartOutcome};
+use crate::explain::DecisionRecord;
 use crate::hash::shard_of;
 use crate::id::{
     EntityId, Epoch, HandoffRound, MemberId, NodeId, RequestId, ShardId, StatsQueryId,
@@ -243,6 +246,26 @@ pub enum Body {
         /// The region that exited.
         region: MemberId,
     },
+
+    // ---- region ↔ coordinator (added in protocol version 8) ----
+    /// Query: the coordinator's decisions about `entity`'s shard (`Command::Explain`).
+    Explain {
+        /// Echoed in the answer.
+        request: RequestId,
+        /// The entity.
+        entity: EntityId,
+        /// Its shard.
+        shard: ShardId,
+    },
+    /// Answer to `Explain`.
+    Explanation {
+        /// Echoed request.
+        request: RequestId,
+        /// The decisions, oldest first.
+        records: Vec<DecisionRecord>,
+        /// The age of the coordinator's oldest record, if its log is full.
+        forgotten_before: Option<Duration>,
+    },
 }
 
 impl Body {
@@ -305,6 +328,11 @@ impl Body {
             Self::CoordinatorState { state, .. } => {
                 state.handing_off.iter().chain(&state.waiting).all(ok)
             }
+            Self::Explain { shard, entity, .. } => *shard == shard_of(entity, number_of_shards),
+            Self::Explanation { records, .. } => records
+                .iter()
+                .flat_map(|r| r.decision.shards())
+                .all(|s| ok(&s)),
             Self::RegisterProxy
             | Self::GracefulShutdownReq
             | Self::RegionStopped

@@ -52,6 +52,42 @@ pub struct AllocationGate {
     pub lease_pending: bool,
 }
 
+impl AllocationGate {
+    /// What the gate waits for, in words (`"open"` if nothing).
+    pub fn describe(&self) -> String {
+        let names = |ids: &[MemberId]| {
+            ids.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut reasons = Vec::new();
+        if !self.unregistered.is_empty() {
+            reasons.push(format!("unregistered: {}", names(&self.unregistered)));
+        }
+        if !self.recently_removed.is_empty() {
+            let removed = names(&self.recently_removed);
+            reasons.push(format!("removed within the removal margin: {removed}"));
+        }
+        if self.registered < self.needed {
+            reasons.push(format!(
+                "{} of {} regions registered",
+                self.registered, self.needed
+            ));
+        }
+        if self.store_pending {
+            reasons.push("the remember store's list of shards".into());
+        }
+        if self.lease_pending {
+            reasons.push("the coordinator's lease".into());
+        }
+        if reasons.is_empty() {
+            return "open".into();
+        }
+        reasons.join("; ")
+    }
+}
+
 /// A coordinator's state, for operators (`Command::GetCoordinatorState`).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]

@@ -45,6 +45,7 @@ impl Body {
             | Self::GetClusterShardingStats { .. }
             | Self::RegionStatsReply { .. }
             | Self::GetCoordinatorState { .. }
+            | Self::Explain { .. }
             | Self::RegionExited { .. } => Route::Coordinator,
             Self::RegisterAck
             | Self::RegisterRequest
@@ -63,7 +64,8 @@ impl Body {
             | Self::EntityLocated { .. }
             | Self::CurrentRegions { .. }
             | Self::ClusterShardingStats { .. }
-            | Self::CoordinatorState { .. } => Route::Region,
+            | Self::CoordinatorState { .. }
+            | Self::Explanation { .. } => Route::Region,
             Self::SetShardLocations { .. } => Route::Node,
         }
     }

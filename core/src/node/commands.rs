@@ -39,7 +39,8 @@ impl Node {
             | Command::GetEntityLocation { entity_type, .. }
             | Command::GetCurrentRegions { entity_type }
             | Command::GetClusterShardingStats { entity_type }
-            | Command::GetCoordinatorState { entity_type } => entity_type.clone(),
+            | Command::GetCoordinatorState { entity_type }
+            | Command::Explain { entity_type, .. } => entity_type.clone(),
         };
         let Some(t) = self.types.get_mut(&entity_type) else {
             return self
@@ -92,6 +93,9 @@ impl Node {
             Command::GetCoordinatorState { .. } => {
                 let body = Body::GetCoordinatorState { request };
                 t.region.handle_coordinator_query(now, request, body, out);
+            }
+            Command::Explain { entity, .. } => {
+                t.region.handle_explain_query(now, request, entity, out);
             }
             Command::Leave | Command::LeaveMember { .. } | Command::Down { .. } => {
                 unreachable!("answered above")

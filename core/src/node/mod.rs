@@ -26,6 +26,8 @@ use crate::config::{Config, EntityTypeConfig};
 use crate::coordinator::Coordinator;
 use crate::effect::{Effect, Effects};
 use crate::error::ConfigError;
+use crate::explain::Decision;
+use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, MemberId, NodeId, ShardId};
 use crate::input::Input;
 use crate::members::{GossipMember, MembershipView};
@@ -276,6 +278,7 @@ impl Node {
         self.deliver_local(now);
         self.sync_membership(now);
         self.keep_types_deadline();
+        self.log_dead_letters(now);
         if !letter {
             self.note_readiness();
         }
@@ -304,7 +307,23 @@ impl Node {
         self.deliver_local(now);
         self.sync_membership(now);
         self.keep_types_deadline();
+        self.log_dead_letters(now);
         self.note_readiness();
+    }
+
+    /// Notes the letters dead-lettered by the last call in their type's region's decisions.
+    fn log_dead_letters(&mut self, now: Instant) {
+        for (entity_type, entity, reason) in self.effects.take_dead_lettered() {
+            if let Some(t) = self.types.get_mut(&entity_type) {
+                let shard = shard_of(&entity, t.config.number_of_shards);
+                let decision = Decision::DeadLettered {
+                    entity,
+                    shard,
+                    reason,
+                };
+                t.region.decisions.record(now, decision);
+            }
+        }
     }
 
     /// The next effect, in FIFO order across roles. Call after every `handle_*` until `None`.

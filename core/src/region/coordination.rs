@@ -42,7 +42,7 @@ impl Region {
         }
         match body.route() {
             Route::RegionFromCoordinator => self.handle_from_coordinator(now, from, body, out),
-            Route::Region => self.handle_from_peer(from, body, out),
+            Route::Region => self.handle_from_peer(now, from, body, out),
             Route::Coordinator | Route::Node => {
                 tracing::debug!(%from, ?body, "not a region message");
                 Handled::Rejected

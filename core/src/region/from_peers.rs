@@ -6,11 +6,13 @@ use crate::id::MemberId;
 use crate::message::{Body, Handled};
 use crate::region::Region;
 use crate::region::pending_queries::QueryKind;
+use crate::time::Instant;
 
 impl Region {
     /// A message from another region, or an answer to one of this region's queries.
     pub(super) fn handle_from_peer(
         &mut self,
+        now: Instant,
         from: MemberId,
         body: Body,
         out: &mut Effects,
@@ -70,6 +72,14 @@ impl Region {
                 entity,
                 outcome,
             } => return self.handle_start_ack(from, request, entity, outcome, out),
+            Body::Explanation {
+                request,
+                records,
+                forgotten_before,
+            } => {
+                let part = (records, forgotten_before);
+                return self.handle_explanation(now, from, request, part, out);
+            }
             Body::CoordinatorState { request, state } => {
                 let reply = Reply::CoordinatorState(state);
                 let kind = QueryKind::CoordinatorState;

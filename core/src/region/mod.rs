@@ -13,6 +13,7 @@
 mod buffers;
 mod by_shard;
 mod coordination;
+mod explain;
 mod from_peers;
 mod invariants;
 mod leases;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 use crate::config::{EntityTypeConfig, ShardingSettings};
 use crate::effect::{Effects, Event};
+use crate::explain::DecisionLog;
 use crate::hash::shard_of;
 use crate::id::{EntityId, EntityType, Epoch, MemberId, ShardId};
 use crate::lease::{LeaseOwner, LeaseTerms};
@@ -129,6 +131,8 @@ pub(crate) struct Region {
     /// Most entities active at once here, divided among the hosted shards, when the type
     /// has an active-entity limit.
     entity_limit: Option<usize>,
+    /// The letters this region dead-lettered, and why (`Command::Explain`).
+    pub(crate) decisions: DecisionLog,
 }
 
 impl Region {
@@ -184,6 +188,7 @@ impl Region {
             view: MembershipView::default(),
             queries: PendingQueries::default(),
             entity_limit: config.active_entity_limit.map(|limit| limit.per_region),
+            decisions: DecisionLog::default(),
         }
     }
 

@@ -22,6 +22,8 @@ pub(super) enum QueryKind {
     CoordinatorState,
     /// `StartEntity` of this entity, answered by `StartEntityAck`.
     Start(EntityId),
+    /// `Explain` of this entity, answered by `Explanation`.
+    Explain(EntityId),
 }
 
 /// A query in flight.
@@ -75,6 +77,19 @@ impl PendingQueries {
             self.by_request.remove(&request);
         }
         awaited
+    }
+
+    /// If `from`'s explanation answers `request`, the entity explained (no longer awaited).
+    pub(super) fn take_explain(&mut self, request: RequestId, from: MemberId) -> Option<EntityId> {
+        let pending = self.by_request.get(&request)?;
+        let QueryKind::Explain(entity) = &pending.kind else {
+            return None;
+        };
+        let entity = entity.clone();
+        pending.asked.is_none_or(|a| a == from).then(|| {
+            self.by_request.remove(&request);
+            entity
+        })
     }
 
     /// The earliest deadline.

@@ -83,7 +83,7 @@ impl Region {
     }
 
     /// Sends a query to `member` and waits for its answer, at most the query timeout.
-    fn ask(
+    pub(super) fn ask(
         &mut self,
         now: Instant,
         request: RequestId,
@@ -97,7 +97,7 @@ impl Region {
         let timeout = self.settings.shard_region_query_timeout;
         let deadline = now
             + match kind {
-                QueryKind::Locate | QueryKind::Start(_) => timeout,
+                QueryKind::Locate | QueryKind::Start(_) | QueryKind::Explain(_) => timeout,
                 QueryKind::CurrentRegions | QueryKind::Stats | QueryKind::CoordinatorState => {
                     timeout * 2
                 }

@@ -658,11 +658,8 @@ fn members_nobody_on_our_side_monitors_are_not_counted_ours() {
         .collect();
     assert_eq!(watched.len(), 9);
     let g = cluster(12, 1, 1, &watched);
-    let unwatched: BTreeSet<MemberId> = (2..=12)
-        .filter(|n| !watched.contains(n))
-        .map(m)
-        .collect();
-    assert_eq!(sides::unvouched(m(1), &g, RING), unwatched);
+    let unwatched: BTreeSet<MemberId> = (2..=12).filter(|n| !watched.contains(n)).map(m).collect();
+    assert_eq!(unvouched(m(1), &g, RING), unwatched);
     let oldest = Downing::KeepOldest {
         stable_after: TEN,
         down_if_alone: true,
@@ -671,11 +668,14 @@ fn members_nobody_on_our_side_monitors_are_not_counted_ours() {
     // Not even counted by a winning side: nobody is downed for being unvouched.
     let majority = Downing::KeepMajority { stable_after: TEN };
     let g = cluster(12, 2, 2, &[1]);
-    assert!(sides::unvouched(m(2), &g, RING).is_empty(), "the ring reaches round");
+    assert!(
+        unvouched(m(2), &g, RING).is_empty(),
+        "the ring reaches round"
+    );
     assert_eq!(decision(majority, 12, 2, 2, &[1]), ids(&[1]));
     // Everyone is vouched for in a healthy cluster, however large.
     let g = cluster(40, 7, 7, &[]);
-    assert!(sides::unvouched(m(7), &g, RING).is_empty());
+    assert!(unvouched(m(7), &g, RING).is_empty());
 }
 
 #[test]
@@ -911,7 +911,10 @@ fn a_side_whose_picture_does_not_settle_asks_for_the_lease_before_the_unstable_b
     assert!(d.poll_cover_notice(notice, m(1), &g).is_some());
     g.mark_seen(m(3));
     let notice = d.deadline().expect("a last look");
-    assert!(d.poll_cover_notice(notice, m(1), &g).is_none(), "all have seen it");
+    assert!(
+        d.poll_cover_notice(notice, m(1), &g).is_none(),
+        "all have seen it"
+    );
     assert_eq!(d.deadline(), None, "nothing more to do");
     // Asked once per unsettled stretch: refused, the ask is repeated until the unstable bound,
     // which then downs the side as before.

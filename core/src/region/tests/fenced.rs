@@ -153,17 +153,18 @@ fn letters_left_by_a_fenced_instance_are_dropped_when_the_shard_moves_elsewhere(
     assert_eq!(f.recv(1, home), Handled::Accepted);
     assert_eq!(
         f.take(),
-        [event(Event::DeadLetter {
-            entity_type: ty(),
-            entity: entity(1),
-            payload: Some(Payload::from(&b"older"[..])),
-            reason: DeadLetterReason::FencedShardMoved,
-        }),
+        [
+            event(Event::DeadLetter {
+                entity_type: ty(),
+                entity: entity(1),
+                payload: Some(Payload::from(&b"older"[..])),
+                reason: DeadLetterReason::FencedShardMoved,
+            }),
             event(Event::ShardHomeAnswered {
                 entity_type: ty(),
                 shard: s1,
                 home: m(3),
-                waited: std::time::Duration::ZERO,
+                waited: Duration::ZERO,
             })
         ]
     );

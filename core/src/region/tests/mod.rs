@@ -282,7 +282,8 @@ fn the_wait_for_a_home_runs_from_the_first_request_to_the_answer() {
     f.tell(1, "m1");
     f.region.handle_timeout(at(2_000), &mut f.rng, &mut f.out);
     assert!(
-        f.take().contains(&send(1, Body::GetShardHome { shard: ShardId(1) })),
+        f.take()
+            .contains(&send(1, Body::GetShardHome { shard: ShardId(1) })),
         "asked again"
     );
     let home = Body::ShardHome {
@@ -291,7 +292,10 @@ fn the_wait_for_a_home_runs_from_the_first_request_to_the_answer() {
     };
     f.region.handle_message(at(2_250), m(1), home, &mut f.out);
     let effects = f.take();
-    assert_eq!(effects[0], home_answered(1, 3, Duration::from_millis(2_250)));
+    assert_eq!(
+        effects[0],
+        home_answered(1, 3, Duration::from_millis(2_250))
+    );
     let homes = vec![RegionShards {
         region: m(3),
         shards: vec![ShardId(2)],
