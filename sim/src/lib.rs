@@ -72,9 +72,9 @@ pub use explain::{Explanation, explain, trace_dir};
 pub use failover::{Failover, Recovery, measure as measure_failover};
 pub use minimize::{Minimized, minimize};
 pub use options::{
-    ClusterOptions, Delivery, Direct, DirectFault, Downing, Family, Faults, HostOptions, Lease,
-    Mailbox, MembershipMode, NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers,
-    WorkloadOptions,
+    ClusterOptions, Delivery, Direct, DirectFault, Downing, ExplainQueries, Family, Faults,
+    HostOptions, Lease, Mailbox, MembershipMode, NetworkOptions, Options, Persist, Remember,
+    SlowLink, TightTimers, WorkloadOptions,
 };
 pub use picture::render_html;
 pub use report::{Outcome, Report};

@@ -16,6 +16,8 @@ pub(crate) enum Asked {
     Start(EntityId),
     /// `GetEntityLocation`.
     Locate(EntityId),
+    /// `Explain`.
+    Explain(EntityId),
     /// `SetShardLocation`.
     SetLocation(ShardId),
     /// `SetActiveEntityLimit`.
@@ -97,6 +99,11 @@ impl ClientRequests {
         }
     }
 
+    /// When `request` was sent, while it waits for its answer.
+    pub(crate) fn sent_at(&self, request: RequestId) -> Option<Instant> {
+        self.pending.get(&request).map(|p| p.sent)
+    }
+
     /// Whether `request` of `requester` still waits for its answer.
     pub(crate) fn awaits(&self, request: RequestId, requester: MemberId) -> bool {
         self.pending
@@ -134,7 +141,9 @@ impl ClientRequests {
         let query_timeout = timeouts.query;
         let waited = match (&pending.asked, result) {
             (Asked::Start(_), Err(CommandError::StartTimedOut { .. })) => Some(timeouts.start),
-            (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => Some(query_timeout),
+            (Asked::Locate(_) | Asked::Explain(_), Err(CommandError::QueryTimedOut { .. })) => {
+                Some(query_timeout)
+            }
             (Asked::Stats, Err(CommandError::QueryTimedOut { .. })) => Some(query_timeout * 2),
             _ => None,
         };
@@ -160,8 +169,9 @@ impl ClientRequests {
                 ),
             )
             | (Asked::Locate(_), Ok(Reply::EntityLocation { entity, .. })) => Some(entity),
+            (Asked::Explain(_), Ok(Reply::Explanation(explanation))) => Some(&explanation.entity),
             (Asked::Start(_), Err(CommandError::RegionStopped(_))) if timeouts.stopped => None,
-            (Asked::Locate(_), Err(CommandError::QueryTimedOut { .. })) => None,
+            (Asked::Locate(_) | Asked::Explain(_), Err(CommandError::QueryTimedOut { .. })) => None,
             (Asked::SetLocation(_) | Asked::SetLimit(_), Ok(Reply::Accepted))
             | (Asked::RegionState, Ok(Reply::ShardRegionState { .. })) => None,
             (Asked::Stats, Ok(Reply::ClusterShardingStats { regions, failed })) => {
@@ -190,7 +200,9 @@ impl ClientRequests {
             }
         };
         match (&pending.asked, about) {
-            (Asked::Start(asked) | Asked::Locate(asked), Some(entity)) if asked != entity => {
+            (Asked::Start(asked) | Asked::Locate(asked) | Asked::Explain(asked), Some(entity))
+                if asked != entity =>
+            {
                 Err(format!("{request} about {asked} answered about {entity}"))
             }
             _ => Ok(()),
@@ -214,7 +226,7 @@ impl ClientRequests {
                     p.requester, p.sent, p.asked
                 );
                 let subject = match &p.asked {
-                    Asked::Start(e) | Asked::Locate(e) => e.to_string(),
+                    Asked::Start(e) | Asked::Locate(e) | Asked::Explain(e) => e.to_string(),
                     Asked::SetLocation(shard) => format!("{shard}"),
                     Asked::SetLimit(limit) => format!("limit {limit}"),
                     Asked::Stats => "statistics".to_owned(),

@@ -9,7 +9,7 @@ use shoal_core::{
     AllocationStrategyConfig, Command, EntityId, EntityType, MemberId, NodeId, ShardId,
 };
 
-use crate::options::Options;
+use crate::options::{ExplainQueries, Options};
 use crate::requests::Asked;
 use crate::rng::{SimRng, Stream};
 
@@ -53,6 +53,8 @@ struct ClientSettings {
     /// The type has an active-entity limit: some queries change it, between one and four
     /// entities per shard.
     limited: bool,
+    /// Whether half of the location queries are `Explain`.
+    explain: ExplainQueries,
 }
 
 /// The clients of a run.
@@ -85,6 +87,7 @@ impl Workload {
                 shards: opts.cluster.shards,
                 nodes: opts.cluster.nodes,
                 limited: opts.cluster.active_entity_limit.is_some(),
+                explain: opts.workload.explain,
             },
             rng: SimRng::of(seed, Stream::Workload),
             rng_commands: SimRng::of(seed, Stream::Commands),
@@ -194,6 +197,14 @@ impl Workload {
             (Asked::Stats, command)
         } else {
             let entity = self.rng_queries.pick(&self.entity_ids).clone();
+            // Drawn only when explaining, so that runs without it draw what they always did.
+            if o.explain != ExplainQueries::Off && self.rng_queries.chance(0.5) {
+                let command = Command::Explain {
+                    entity_type,
+                    entity: entity.clone(),
+                };
+                return Some((sender, Asked::Explain(entity), command));
+            }
             let command = Command::GetEntityLocation {
                 entity_type,
                 entity: entity.clone(),

@@ -2071,7 +2071,11 @@ fn the_lease_holder_covers_its_side_until_it_has_seen_the_decision_regression() 
 #[test]
 fn a_cover_outlasts_a_delayed_message_and_the_notices_behind_it_regression() {
     let options = Options {
-        schedule: Some("@38.406 partition n1,n2,n3 heal 27.674".parse().expect("a schedule")),
+        schedule: Some(
+            "@38.406 partition n1,n2,n3 heal 27.674"
+                .parse()
+                .expect("a schedule"),
+        ),
         ..Options::for_seed(13_500_003_973)
     };
     assert_passes_reaching(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::allocation::{AllocationView, RegionAllocation};
 use crate::coordinator::Coordinator;
-use crate::effect::Effects;
+use crate::effect::{Effects, Event};
 use crate::explain::{AllocationCause, Decision};
 use crate::id::{MemberId, ShardId};
 use crate::members::{MemberStatus, MembershipView};
@@ -44,14 +44,7 @@ impl Coordinator {
         if let Some(region) = fenced_region.filter(|r| Self::may_host_again(view, *r)) {
             crate::probe::hit("coordinator: a fenced shard is hosted again once the lease is held");
             let cause = AllocationCause::FencedHostedAgain;
-            (self.decisions).record(
-                now,
-                Decision::Allocated {
-                    shard,
-                    region,
-                    cause,
-                },
-            );
+            self.allocated(now, (shard, region, cause), out);
             self.host(now, shard, region, requesters, out);
             return;
         }
@@ -66,6 +59,17 @@ impl Coordinator {
             return;
         };
         let cause = self.strategy_cause(requester, region, &allocation);
+        self.allocated(now, (shard, region, cause), out);
+        self.host(now, shard, region, requesters, out);
+    }
+
+    /// Notes and reports an allocation.
+    fn allocated(
+        &mut self,
+        now: Instant,
+        (shard, region, cause): (ShardId, MemberId, AllocationCause),
+        out: &mut Effects,
+    ) {
         (self.decisions).record(
             now,
             Decision::Allocated {
@@ -74,7 +78,11 @@ impl Coordinator {
                 cause,
             },
         );
-        self.host(now, shard, region, requesters, out);
+        out.event(Event::ShardAllocated {
+            entity_type: self.entity_type.clone(),
+            shard,
+            region,
+        });
     }
 
     /// Why the strategy chose `region`: the regions' shard counts it chose from.

@@ -305,6 +305,16 @@ pub enum Event {
         /// The type.
         entity_type: EntityType,
     },
+    /// The type's coordinator (on this node) allocated `shard` to `region` (a shard nobody
+    /// hosted, or one moving after a handoff): `HostShard` is on its way there.
+    ShardAllocated {
+        /// The type.
+        entity_type: EntityType,
+        /// The shard.
+        shard: ShardId,
+        /// Where it goes.
+        region: MemberId,
+    },
     /// The type's coordinator (on this node) began a rebalance round: these shards are being
     /// handed off, to be allocated where the strategy puts them.
     Rebalance {
@@ -408,6 +418,7 @@ impl Event {
             Self::CoordinatorStarted { .. } => "coordinator_started",
             Self::CoordinatorStopped { .. } => "coordinator_stopped",
             Self::Rebalance { .. } => "rebalance",
+            Self::ShardAllocated { .. } => "shard_allocated",
             Self::HandoffAbandoned { .. } => "handoff_abandoned",
             Self::HandoffCompleted { .. } => "handoff_completed",
             Self::RebalanceCompleted { .. } => "rebalance_completed",

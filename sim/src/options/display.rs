@@ -73,6 +73,9 @@ impl fmt::Display for Options {
         if self.workload.queries > 0.0 {
             write!(f, " queries={:.3}", self.workload.queries)?;
         }
+        if self.workload.explain != super::ExplainQueries::Off {
+            write!(f, " explain={:?}", self.workload.explain)?;
+        }
         if let Some(slower) = self.network.slow_register_acks {
             write!(f, " slow_register_acks=+{}ms", slower.as_millis())?;
         }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use shoal_core::AllocationStrategyConfig;
 
 use super::{
-    ClusterOptions, Delivery, Direct, Downing, Family, Faults, HostOptions, Mailbox,
-    MembershipMode, NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers,
+    ClusterOptions, Delivery, Direct, Downing, ExplainQueries, Family, Faults, HostOptions,
+    Mailbox, MembershipMode, NetworkOptions, Options, Persist, Remember, SlowLink, TightTimers,
     WorkloadOptions,
 };
 use crate::rng::{SimRng, Stream};
@@ -84,6 +84,7 @@ impl Options {
                 message_every,
                 start_entity: 0.0,
                 queries: 0.0,
+                explain: ExplainQueries::Off,
             },
             host: HostOptions {
                 ignore_stop,
@@ -238,6 +239,7 @@ impl Options {
             },
             workload: WorkloadOptions {
                 queries: 0.0,
+                explain: ExplainQueries::Off,
                 ..self.workload
             },
             host: HostOptions {

@@ -508,6 +508,22 @@ pub struct WorkloadOptions {
     /// `GetClusterShardingStats`, and `SetShardLocation` under the external strategy) whose
     /// answer is checked.
     pub queries: f64,
+    /// Whether some location queries are `Explain` instead, whose decisions are checked
+    /// against what happened (off in drawn runs; tests turn it on).
+    pub explain: ExplainQueries,
+}
+
+/// `Explain` queries in a run, and the negative control of their check.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub enum ExplainQueries {
+    /// None.
+    #[default]
+    Off,
+    /// Half of the location queries, their answers checked.
+    On,
+    /// As `On`, with each answer's newest decision dropped before the check (the negative
+    /// control: the check must find an allocation or a dead letter missing).
+    DropNewest,
 }
 
 /// How the host's entities behave; zero means never.

@@ -12,6 +12,7 @@ mod delivering;
 mod direct;
 mod direct_links;
 mod drive;
+mod explaining;
 mod faults;
 mod home_asks;
 mod host;
@@ -149,6 +150,8 @@ pub(crate) struct Simulator {
     invariants_broken: BTreeSet<MemberId>,
     /// Dead letters reported by nodes.
     dead_letters: u64,
+    /// What the nodes decided, for judging their explanations (runs that ask for them).
+    truth: Option<explaining::Decided>,
     /// How often each interesting situation ("sometimes" marker) occurred.
     coverage: BTreeMap<&'static str, u64>,
     tracer: Tracer,
@@ -221,6 +224,8 @@ impl Simulator {
             tracer: Tracer::from_env(),
             coverage: BTreeMap::new(),
             dead_letters: 0,
+            truth: (opts.workload.explain != crate::options::ExplainQueries::Off)
+                .then(explaining::Decided::default),
             ty: EntityType::new(TYPE),
             nodes_epoch: 0,
             own_statuses_changed: 0,

@@ -69,6 +69,9 @@ impl Simulator {
                 ..
             } => {
                 self.dead_letters += 1;
+                if let Some(truth) = &mut self.truth {
+                    truth.dead_lettered(self.now, member, &entity, reason);
+                }
                 if reason == shoal_core::DeadLetterReason::BufferFull {
                     self.mark("a full buffer dead-lettered a message");
                 }
@@ -139,7 +142,15 @@ impl Simulator {
                 self.request_answered(member, request, &result);
             }
             Event::AllocationWaiting { gate, shards, .. } => {
+                if let Some(truth) = &mut self.truth {
+                    truth.gate_waited(member, &gate);
+                }
                 self.allocation_waiting(member, &gate, &shards);
+            }
+            Event::ShardAllocated { shard, region, .. } => {
+                if let Some(truth) = &mut self.truth {
+                    truth.allocated(self.now, member, shard, region);
+                }
             }
             Event::ShardStopped { shard, .. } => {
                 let stall = self.stalls.shard_stopped(self.now, shard, member);
@@ -154,9 +165,17 @@ impl Simulator {
                 self.stall(stall);
             }
             Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. } => {
+                if let (Some(truth), Event::CoordinatorStarted { .. }) = (&mut self.truth, &event) {
+                    truth.coordinator_started(self.now, member);
+                }
                 self.stalls.coordinator_changed();
             }
-            Event::Rebalance { shards, .. } => decided.rounds.push(shards),
+            Event::Rebalance { shards, .. } => {
+                if let Some(truth) = &mut self.truth {
+                    truth.rebalanced(member, &shards);
+                }
+                decided.rounds.push(shards);
+            }
             Event::RegionRegistered { .. } => self.coordinator_counts_reset(n),
             Event::HandoffAbandoned {
                 shard, waiting_for, ..
@@ -225,6 +244,7 @@ impl Simulator {
         });
         let stopped = (self.nodes.get(&member.node)).is_some_and(|n| n.region_terminated(&self.ty));
         let timeouts = crate::requests::Timeouts::of(&self.settings, stopped);
+        let asked = self.requests.sent_at(request);
         if let Err(detail) = self
             .requests
             .answer(self.now, timeouts, member, request, result)
@@ -271,6 +291,11 @@ impl Simulator {
             }
             Ok(shoal_core::Reply::ShardRegionState { shards }) => {
                 self.check_region_state(member, shards);
+            }
+            Ok(shoal_core::Reply::Explanation(explanation)) => {
+                if let Some(asked) = asked {
+                    self.check_explanation(member, asked, explanation);
+                }
             }
             Ok(shoal_core::Reply::ClusterShardingStats { failed, .. }) => {
                 self.mark(if failed.is_empty() {
