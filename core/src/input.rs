@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, ShardId};
 use crate::lease::{LeaseAnswer, LeaseCall};
 use crate::members::MembershipView;
+use crate::membership::SeedNode;
 use crate::message::{Envelope, Payload};
 use crate::remember::{StoreCompletion, StoreRequest};
 
@@ -17,6 +18,10 @@ pub enum Input {
     Receive(Box<Envelope>),
     /// Membership changed; replaces the node's view.
     MembershipChanged(MembershipView),
+    /// The host's discovery (DNS) found these contacts: a node bootstrapping from discovered
+    /// contacts (`MembershipSettings::bootstrap`) probes them, and the lowest may form the
+    /// cluster if none is in one. Ignored otherwise.
+    ContactsDiscovered(Vec<SeedNode>),
     /// Send `payload` to an entity (fire and forget; failures surface as dead-letter events).
     Tell {
         /// The entity's type.

@@ -161,7 +161,10 @@ pub use id::{
 };
 pub use input::{Command, Input};
 pub use members::{Gossip, GossipMember, Member, MemberStatus, MembershipView, Seen, StateDigest};
-pub use membership::{Downing, FailureDetectorSettings, MembershipSettings, Phase, SeedNode};
+pub use membership::{
+    BootstrapSettings, Downing, FailureDetectorSettings, KnownDigest, MembershipSettings, Phase,
+    SeedNode,
+};
 pub use message::{
     AllocationGate, Body, ClusterMessage, CoordinatorState, Envelope, Lane, Message, Payload,
     RegionShards, RegionStats, StartAck, StartOutcome,

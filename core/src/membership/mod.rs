@@ -3,11 +3,13 @@
 //! manages membership itself and hands the resulting [`MembershipView`](crate::MembershipView)
 //! to its sharding roles.
 
+mod bootstrap;
 mod detector;
 mod downing;
 mod machine;
 mod settings;
 
+pub use bootstrap::{BootstrapSettings, KnownDigest};
 pub(crate) use machine::Membership;
 pub use machine::Phase;
 pub use settings::{Downing, FailureDetectorSettings, MembershipSettings, SeedNode};

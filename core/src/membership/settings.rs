@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 use crate::id::{Address, AppVersion, NodeId};
+use crate::membership::bootstrap::BootstrapSettings;
 
 /// How this member joins, gossips, detects failures and downs unreachable members. Set as
 /// `Config::membership`; without it the host supplies membership views itself
@@ -45,10 +46,16 @@ pub struct MembershipSettings {
     pub retry_join_after: Duration,
     /// What to do about members that stay unreachable.
     pub downing: Downing,
+    /// Bootstrapping from contacts the host discovers (DNS) instead of a seed list: without a
+    /// cluster among them, the lowest of them forms one (see [`BootstrapSettings`]). Seed
+    /// nodes may then be left empty; any listed are probed like discovered contacts.
+    #[serde(default)]
+    pub bootstrap: Option<BootstrapSettings>,
 }
 
 /// A seed node: its stable node id and where to reach it.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct SeedNode {
     /// The seed's node id (its `InitJoin` goes to whichever incarnation runs there).
     pub node: NodeId,
@@ -89,6 +96,7 @@ impl MembershipSettings {
             downing: Downing::KeepMajority {
                 stable_after: Duration::from_secs(20),
             },
+            bootstrap: None,
         }
     }
 
@@ -111,8 +119,17 @@ impl MembershipSettings {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if self.seed_nodes.is_empty() {
-            return Err(ConfigError::NoSeedNodes);
+        match &self.bootstrap {
+            None if self.seed_nodes.is_empty() => return Err(ConfigError::NoSeedNodes),
+            Some(b) if b.required_contacts == 0 => {
+                return Err(ConfigError::InvalidMembership(
+                    "bootstrap.required_contacts must be at least 1",
+                ));
+            }
+            Some(b) if b.probe_interval.is_zero() => {
+                return Err(ConfigError::ZeroDuration("bootstrap.probe_interval"));
+            }
+            _ => {}
         }
         let durations = [
             ("gossip_interval", self.gossip_interval),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::id::{Address, AppVersion, EntityType};
 use crate::members::Seen;
 use crate::members::{Gossip, StateDigest};
+use crate::membership::KnownDigest;
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
@@ -22,6 +23,15 @@ pub enum ClusterMessage {
     },
     /// A seed node that is a member answers `InitJoin`.
     InitJoinAck,
+    /// A bootstrapping node in no cluster answers `InitJoin` (added in protocol version 8):
+    /// the contacts it knows, and whether it may form a cluster (see
+    /// `MembershipSettings::bootstrap`).
+    InitJoinNack {
+        /// The contacts the sender knows.
+        known: KnownDigest,
+        /// Whether the sender may form a cluster.
+        may_form: bool,
+    },
     /// Asks to join the cluster: the receiver adds the sender as Joining and answers `Welcome`.
     Join {
         /// The joiner's roles.

@@ -208,6 +208,11 @@ impl Node {
             Input::MembershipChanged(view) if self.membership.is_none() => {
                 self.handle_membership(now, view);
             }
+            Input::ContactsDiscovered(contacts) => {
+                if let Some(m) = &mut self.membership {
+                    m.handle_contacts(now, &contacts, &mut self.rng, &mut self.effects);
+                }
+            }
             Input::MembershipChanged(_) => {
                 // This node manages membership itself; a host's view would contradict it.
                 self.metrics.rejected += 1;

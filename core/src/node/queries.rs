@@ -106,6 +106,12 @@ impl Node {
             .map(Coordinator::allocations)
     }
 
+    /// Where this node's own membership is (joining, a member, removed, downed), when it
+    /// manages membership itself.
+    pub fn membership_phase(&self) -> Option<crate::membership::Phase> {
+        self.membership.as_ref().map(|m| m.phase())
+    }
+
     /// Shards of a type hosted on this node (running or stopping), in order.
     pub fn hosted_shards(&self, entity_type: &EntityType) -> Vec<ShardId> {
         self.types

@@ -10,6 +10,7 @@ use crate::id::{Incarnation, MemberId, NodeId};
 use crate::lease::{LeaseAnswer, LeaseCall};
 use crate::members::{Gossip, GossipMember, Received, StateDigest, StateStamp, StatusMatch};
 use crate::members::{MemberStatus, MembershipView};
+use crate::membership::bootstrap::Bootstrap;
 use crate::membership::detector::{PhiAccrual, monitored};
 use crate::membership::downing::Downer;
 use crate::membership::settings::MembershipSettings;
@@ -17,6 +18,7 @@ use crate::message::ClusterMessage;
 use crate::rng::Rng;
 use crate::time::{Instant, NamedDeadline, soonest};
 
+mod joining;
 mod receive;
 mod rounds;
 mod targets;
@@ -49,6 +51,8 @@ pub(crate) struct Membership {
     /// cluster if no other seed answered.
     next_join_attempt: Instant,
     form_cluster_at: Option<Instant>,
+    /// Bootstrapping from discovered contacts, when configured (see `joining`).
+    bootstrap: Option<Bootstrap>,
     next_gossip: Instant,
     next_heartbeat: Instant,
     heartbeat_sequence: u64,
@@ -106,10 +110,16 @@ impl Membership {
         let first_seed = is_first && settings.may_form_cluster;
         let alone = settings.seed_nodes.iter().all(|s| s.node == me.node);
         let form_cluster_at = match (first_seed, alone) {
+            _ if settings.bootstrap.is_some() => None,
             (true, true) => Some(now),
             (true, false) => Some(now + settings.seed_node_timeout),
             (false, _) => None,
         };
+        let bootstrap = settings.bootstrap.clone().map(|b| {
+            let mut bootstrap = Bootstrap::new(b, now);
+            bootstrap.discovered(now, &settings.seed_nodes);
+            bootstrap
+        });
         Self {
             me,
             joiner,
@@ -117,6 +127,7 @@ impl Membership {
             gossip: Gossip::default(),
             next_join_attempt: now,
             form_cluster_at,
+            bootstrap,
             next_gossip: now + settings.gossip_interval,
             next_heartbeat: now + settings.heartbeat_interval,
             heartbeat_sequence: 0,
@@ -248,9 +259,12 @@ impl Membership {
     fn try_join(&mut self, now: Instant, rng: &mut Rng, out: &mut Effects) {
         if self.form_cluster_at.is_some_and(|at| at <= now) {
             // No other seed answered: this first seed forms a new cluster.
-            self.gossip = Gossip::founding(self.joiner.clone());
-            self.phase = Phase::Member;
-            self.act(now, true, rng, out);
+            self.form(now, rng, out);
+            return;
+        }
+        if self.bootstrap.is_some() {
+            self.probe_contacts(now, out);
+            self.try_form(now, rng, out);
             return;
         }
         if now < self.next_join_attempt {

@@ -20,7 +20,12 @@ impl Membership {
             ClusterMessage::InitJoin { address } => {
                 if self.accepts_joins() {
                     out.send_cluster_at(from, address, ClusterMessage::InitJoinAck);
+                } else {
+                    self.answer_probe(from, address, out);
                 }
+            }
+            ClusterMessage::InitJoinNack { known, may_form } => {
+                self.handle_nack(now, from, (known, may_form), rng, out);
             }
             ClusterMessage::InitJoinAck => {
                 if self.phase == Phase::Joining {
