@@ -77,6 +77,8 @@
 mod builder;
 mod clock;
 pub mod delivery;
+#[cfg(feature = "dns")]
+pub mod discovery;
 pub mod entity;
 mod error;
 mod event;
@@ -99,8 +101,8 @@ pub use host::command::NodeStats;
 pub use node::Node;
 pub use region::{ClusterStats, EntityLocation, EntityRef, Region};
 pub use shoal_core::{
-    AllocationStrategyConfig, AppVersion, DeadLetterReason, Downing, EntityId, EntityType,
-    EntityTypeConfig, Event, FailureDetectorSettings, Member, MemberId, MemberStatus,
+    AllocationStrategyConfig, AppVersion, BootstrapSettings, DeadLetterReason, Downing, EntityId,
+    EntityType, EntityTypeConfig, Event, FailureDetectorSettings, Member, MemberId, MemberStatus,
     MembershipSettings, MembershipView, Metrics, NodeId, Readiness, RecoveryStrategy,
     RememberSettings, RouteCounts, SeedNode, ShardingSettings, TypeReadiness, shard_of,
 };

@@ -16,6 +16,8 @@
 //! lacks the agreement on the set: two groups that each see only themselves, or a node whose
 //! DNS answer lags, each form a cluster (see Akka Management's bootstrap documentation).
 //!
+//! "Lowest" is by socket address (IP, then port), as Akka orders contacts.
+//!
 //! What stays outside the argument: a node restarted while bootstrapping (its set starts
 //! empty again; `may_form_cluster` must be false for a restart, as for a restarted first
 //! seed), and more nodes able to form than twice `required_contacts` minus one.
@@ -55,6 +57,23 @@ impl BootstrapSettings {
     }
 }
 
+/// A contact's place in the order every node agrees on: addresses that are no `ip:port` first,
+/// as text; then socket addresses by IP, then port (Akka's order).
+#[derive(Clone, Debug, Eq, Ord, PartialEq, PartialOrd)]
+struct ContactKey {
+    socket: Option<std::net::SocketAddr>,
+    address: Address,
+}
+
+impl ContactKey {
+    fn of(address: &Address) -> Self {
+        Self {
+            socket: address.as_str().parse().ok(),
+            address: address.clone(),
+        }
+    }
+}
+
 /// What a contact in no cluster answered: the set it knows, and whether it may form.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 struct Answer {
@@ -86,8 +105,9 @@ pub(crate) enum Verdict {
 #[derive(Debug)]
 pub(crate) struct Bootstrap {
     settings: BootstrapSettings,
-    /// Every contact discovered since this process started, by address (never shrinks).
-    known: BTreeMap<Address, NodeId>,
+    /// Every contact discovered since this process started, in address order (never
+    /// shrinks).
+    known: BTreeMap<ContactKey, NodeId>,
     /// When `known` last grew.
     stable_since: Instant,
     /// The latest answer of each contact in no cluster.
@@ -112,8 +132,8 @@ impl Bootstrap {
     pub(crate) fn discovered(&mut self, now: Instant, contacts: &[SeedNode]) -> bool {
         let before = self.known.len();
         for contact in contacts {
-            self.known
-                .entry(contact.address.clone())
+            (self.known)
+                .entry(ContactKey::of(&contact.address))
                 .or_insert(contact.node);
         }
         let grew = self.known.len() > before;
@@ -127,14 +147,14 @@ impl Bootstrap {
     pub(crate) fn contacts(&self, me: NodeId) -> impl Iterator<Item = (NodeId, &Address)> + '_ {
         (self.known.iter())
             .filter(move |(_, node)| **node != me)
-            .map(|(address, node)| (*node, address))
+            .map(|(key, node)| (*node, &key.address))
     }
 
     /// The set this node knows, as it answers a probe.
     pub(crate) fn known(&self) -> KnownDigest {
         let mut bytes = Vec::new();
-        for address in self.known.keys() {
-            bytes.extend_from_slice(address.as_str().as_bytes());
+        for key in self.known.keys() {
+            bytes.extend_from_slice(key.address.as_str().as_bytes());
             bytes.push(0);
         }
         KnownDigest {
@@ -169,7 +189,8 @@ impl Bootstrap {
         if !may_form {
             return Verdict::Wait("this node may not form a cluster");
         }
-        if !self.known.contains_key(address) {
+        let mine = ContactKey::of(address);
+        if !self.known.contains_key(&mine) {
             return Verdict::Wait("this node's own address is not among the contacts");
         }
         if self.known.len() < self.settings.required_contacts {
@@ -178,7 +199,7 @@ impl Bootstrap {
         if now < self.stable_since + self.settings.stable_margin {
             return Verdict::Wait("the contacts changed within the stable margin");
         }
-        if self.known.keys().next() != Some(address) {
+        if self.known.keys().next() != Some(&mine) {
             return Verdict::Wait("another contact has a lower address");
         }
         let known = self.known();
@@ -248,6 +269,29 @@ mod tests {
         assert_eq!(
             b2.verdict(at(9), two, true),
             Verdict::Wait("another contact has a lower address")
+        );
+    }
+
+    /// Socket addresses order by IP, then port (as numbers, not as text), before any name.
+    #[test]
+    fn contacts_order_by_socket_address() {
+        let address = |a: &str| Address::new(a);
+        let mut keys = [
+            ContactKey::of(&address("node-a:1")),
+            ContactKey::of(&address("127.0.0.1:10000")),
+            ContactKey::of(&address("127.0.0.1:9000")),
+            ContactKey::of(&address("10.0.0.2:1")),
+        ];
+        keys.sort();
+        let order: Vec<&str> = keys.iter().map(|k| k.address.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "node-a:1",
+                "10.0.0.2:1",
+                "127.0.0.1:9000",
+                "127.0.0.1:10000"
+            ]
         );
     }
 

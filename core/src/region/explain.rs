@@ -78,7 +78,7 @@ impl Region {
             records.extend(theirs.into_iter().filter(|r| r.by == c));
             forgotten_before.extend(forgotten.map(|f| (c, f)));
         }
-        records.sort_by(|a, b| b.ago.cmp(&a.ago));
+        records.sort_by_key(|r| std::cmp::Reverse(r.ago));
         Explanation {
             entity,
             shard,

@@ -63,6 +63,9 @@ pub struct NodeBuilder {
     lease_store: Option<Arc<dyn LeaseStore>>,
     state_store: Option<Arc<dyn StateStore>>,
     store_timeout: Duration,
+    /// Where the contacts for bootstrapping come from.
+    #[cfg(feature = "dns")]
+    discovery: Option<crate::discovery::DnsDiscovery>,
 }
 
 impl NodeBuilder {
@@ -91,6 +94,8 @@ impl NodeBuilder {
             lease_store: None,
             state_store: None,
             store_timeout: Duration::from_secs(10),
+            #[cfg(feature = "dns")]
+            discovery: None,
             types: HashMap::new(),
         }
     }
@@ -111,6 +116,16 @@ impl NodeBuilder {
     /// forms the cluster if it finds none; the others join through them.
     pub fn seed_nodes(mut self, seeds: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.seed_nodes = seeds.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Finds the contacts to bootstrap from in DNS (feature `dns`). The membership settings
+    /// must say how to bootstrap (`MembershipSettings::bootstrap`); the node advertises its
+    /// address as DNS lists it (`advertise`).
+    #[cfg(feature = "dns")]
+    #[must_use]
+    pub fn discovery(mut self, discovery: crate::discovery::DnsDiscovery) -> Self {
+        self.discovery = Some(discovery);
         self
     }
 
@@ -270,6 +285,18 @@ impl NodeBuilder {
         if self.store_timeout.is_zero() {
             return Err(StartError::Builder("remember store timeout 0".into()));
         }
+        #[cfg(feature = "dns")]
+        if self.discovery.is_some()
+            && self
+                .membership
+                .as_ref()
+                .is_none_or(|m| m.bootstrap.is_none())
+        {
+            return Err(StartError::Builder(
+                "DNS discovery needs MembershipSettings::bootstrap (how many contacts must agree)"
+                    .into(),
+            ));
+        }
         let lease_majority = (self.membership.as_ref())
             .is_some_and(|m| matches!(m.downing, shoal_core::Downing::LeaseMajority { .. }));
         if lease_majority && self.lease_store.is_none() {
@@ -428,6 +455,11 @@ impl NodeBuilder {
             host.run()
                 .instrument(tracing::info_span!("node", member = %me)),
         );
+        #[cfg(feature = "dns")]
+        if let Some(discovery) = self.discovery {
+            let lookups = crate::discovery::run(discovery, commands_tx.clone());
+            tokio::spawn(lookups.instrument(tracing::info_span!("discovery", member = %me)));
+        }
         let node = Node::new(
             me,
             address,

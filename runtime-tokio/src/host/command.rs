@@ -142,6 +142,13 @@ pub(crate) enum HostCommand {
     },
     /// Answered at once: the host loop turns.
     Ping { answer: oneshot::Sender<()> },
+    /// DNS lists these contacts (`ip:port`); answered with whether more are wanted (the
+    /// node still joins).
+    #[cfg_attr(not(feature = "dns"), allow(dead_code))]
+    Discovered {
+        contacts: Vec<String>,
+        answer: oneshot::Sender<bool>,
+    },
 }
 
 /// Counters of one node ([`crate::Node::stats`]).

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use shoal_core::direct::{AccessLog, LinkLetter};
 use shoal_core::{
-    Address, Command, Driver, Envelope, Input, Instant, MemberId, Payload, Reply, earliest,
+    Address, Command, Driver, Envelope, Input, Instant, MemberId, NodeId, Payload, Phase, Reply,
+    SeedNode, earliest,
 };
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -39,7 +40,8 @@ use crate::error::QueryError;
 use crate::event::NodeEvent;
 use crate::metric_names;
 use crate::transport::Arrival;
-use command::{HostCommand, NodeStats};
+pub(crate) use command::HostCommand;
+use command::NodeStats;
 use io::TokioIo;
 use requests::Requests;
 
@@ -310,6 +312,20 @@ impl Host {
             }
             HostCommand::Ping { answer } => {
                 let _ = answer.send(());
+            }
+            HostCommand::Discovered { contacts, answer } => {
+                let contacts: Vec<SeedNode> = (contacts.iter())
+                    .map(|c| SeedNode::new(NodeId::of_address(c), Address::new(c.as_str())))
+                    .collect();
+                // Connections to them are kept while the node joins, as to its seeds.
+                for contact in &contacts {
+                    if !self.seeds.contains(&contact.address) {
+                        self.seeds.push(contact.address.clone());
+                    }
+                }
+                self.input(Input::ContactsDiscovered(contacts));
+                let joining = self.driver.node().membership_phase() == Some(Phase::Joining);
+                let _ = answer.send(joining);
             }
             HostCommand::Stats { answer } => {
                 let _ = answer.send(NodeStats {
