@@ -179,6 +179,56 @@ fn random_discovery_never_forms_two_clusters() {
     }
 }
 
+/// Two groups of drawn sizes, each node's DNS listing only its group until the groups merge at
+/// a drawn time (each node hearing of it after a lag of its own), the network split between
+/// the groups for a while, and a required count that is a majority of the five: never two
+/// clusters, and one of all five once everything settled.
+#[test]
+fn two_groups_merging_late_across_a_partition_never_form_two_clusters() {
+    for seed in 0..60 {
+        let mut rng = Rng::new(1_000 + seed);
+        let mut c = Cluster::new();
+        c.set_latency(Duration::from_millis(1), Duration::from_millis(40), seed);
+        one_cluster_at_most(&mut c);
+        let split = 1 + rng.below(4);
+        let (first, second): (Vec<u64>, Vec<u64>) = (1..=5).partition(|n| *n <= split);
+        let mut order: Vec<u64> = (1..=5).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        for n in order {
+            start(&mut c, n, 3);
+        }
+        for group in [&first, &second] {
+            for n in group.iter() {
+                discover(&mut c, *n, group);
+            }
+        }
+        let partitioned = rng.below(2) == 0;
+        if partitioned {
+            c.partition(&first);
+        }
+        let merge = 2_000 + rng.below(15_000);
+        let mut lags: Vec<(u64, u64)> = (1..=5).map(|n| (merge + rng.below(8_000), n)).collect();
+        lags.sort_unstable();
+        for (at, n) in lags {
+            c.run_until(shoal_core::Instant::ZERO + Duration::from_millis(at));
+            discover(&mut c, n, &[1, 2, 3, 4, 5]);
+        }
+        if partitioned {
+            c.run_until(c.now() + Duration::from_millis(rng.below(10_000)));
+            c.heal();
+        }
+        let settle = c.now() + Duration::from_secs(40);
+        c.run_until(settle);
+        assert!(
+            all_up_together(&c, &[1, 2, 3, 4, 5]),
+            "seed {seed}: groups {first:?} {second:?}, partitioned {partitioned}: {:?}",
+            clusters(&c)
+        );
+    }
+}
+
 /// The negative control: a required count that is no majority (2 of 4) lets two groups that
 /// never see each other both form, and the check catches it.
 #[test]
