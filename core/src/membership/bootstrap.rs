@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hash::murmur2;
 use crate::id::{Address, NodeId};
 use crate::membership::settings::SeedNode;
 use crate::time::Instant;
@@ -159,7 +158,7 @@ impl Bootstrap {
         }
         KnownDigest {
             contacts: u32::try_from(self.known.len()).unwrap_or(u32::MAX),
-            digest: u64::from(murmur2(&bytes)) << 32 | bytes.len() as u64 & 0xffff_ffff,
+            digest: fnv1a(&bytes),
         }
     }
 
@@ -214,6 +213,14 @@ impl Bootstrap {
         }
         Verdict::Form
     }
+}
+
+/// FNV-1a, 64 bits: two different sets agreeing by chance is a 2^-64 event, not murmur2's
+/// 2^-32, and the agreement is what keeps two clusters from forming.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
