@@ -109,7 +109,8 @@ pub use shoal_core::{
 /// Decisions behind an entity's placement and its dead letters (`Region::explain`).
 pub mod explain {
     pub use shoal_core::explain::{
-        AllocationCause, DECISIONS_KEPT, Decision, DecisionRecord, Explanation,
+        AllocationCause, DECISIONS_KEPT, DECISIONS_KEPT_PER_SHARD, Decision, DecisionRecord,
+        Explanation,
     };
 }
 /// Active-entity limits (`EntityTypeConfig::active_entity_limit`, `Region::set_active_entity_limit`).
