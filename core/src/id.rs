@@ -291,6 +291,30 @@ impl fmt::Display for AppVersion {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct FencingToken(pub u64);
 
+/// A seed node: its stable node id and where to reach it.
+#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct SeedNode {
+    /// The seed's node id (its `InitJoin` goes to whichever incarnation runs there).
+    pub node: NodeId,
+    /// Where to reach it.
+    pub address: Address,
+}
+
+impl SeedNode {
+    /// A seed reached at `address`.
+    pub fn new(node: NodeId, address: Address) -> Self {
+        Self { node, address }
+    }
+}
+
+impl From<NodeId> for SeedNode {
+    /// The seed at [`Address::of_node`] (hosts without a network).
+    fn from(node: NodeId) -> Self {
+        Self::new(node, Address::of_node(node))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

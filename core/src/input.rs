@@ -2,10 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, ShardId};
+use crate::id::{EntityId, EntityType, Epoch, MemberId, NodeId, RequestId, SeedNode, ShardId};
 use crate::lease::{LeaseAnswer, LeaseCall};
 use crate::members::MembershipView;
-use crate::membership::SeedNode;
 use crate::message::{Envelope, Payload};
 use crate::remember::{StoreCompletion, StoreRequest};
 

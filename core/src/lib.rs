@@ -98,7 +98,7 @@
 //! | 6 | `allocation` |
 //! | 5 | `config` |
 //! | 4 | `membership` (the state machine) |
-//! | 3 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines) |
+//! | 3 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines), `explain` (the bounded logs of decisions) |
 //! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API), `lease` (a lease holder with fencing tokens) |
 //! | 1 | `members` (the gossiped state), `error`, `hash`, `passivation` (active-entity limits) |
 //! | 0 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
@@ -157,17 +157,16 @@ pub use fuzz_domain::{FUZZ_ENTITY_TYPES, FUZZ_SHARDS};
 pub use hash::{murmur2, shard_of, shard_of_bytes};
 pub use id::{
     Address, AppVersion, EntityId, EntityType, Epoch, HandoffRound, Incarnation, MemberId, NodeId,
-    RequestId, ShardId, StatsQueryId,
+    RequestId, SeedNode, ShardId, StatsQueryId,
 };
 pub use input::{Command, Input};
 pub use members::{Gossip, GossipMember, Member, MemberStatus, MembershipView, Seen, StateDigest};
 pub use membership::{
-    BootstrapSettings, Downing, FailureDetectorSettings, KnownDigest, MembershipSettings, Phase,
-    SeedNode,
+    BootstrapSettings, Downing, FailureDetectorSettings, MembershipSettings, Phase,
 };
 pub use message::{
-    AllocationGate, Body, ClusterMessage, CoordinatorState, Envelope, Lane, Message, Payload,
-    RegionShards, RegionStats, StartAck, StartOutcome,
+    AllocationGate, Body, ClusterMessage, CoordinatorState, Envelope, KnownDigest, Lane, Message,
+    Payload, RegionShards, RegionStats, StartAck, StartOutcome,
 };
 pub use node::{Metrics, Node, Readiness, TypeReadiness};
 pub use reason::{DeadLetterReason, PassivationCause, StopReason};

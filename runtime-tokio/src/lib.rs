@@ -61,7 +61,7 @@
 //! | 8 | `builder` (validates, binds, configures and spawns a node) |
 //! | 7 | `state` (persistent entities: event sourced, durable state; removing a type's data), `management` (the HTTP endpoint) |
 //! | 6 | `node` (the handle of a running node), `delivery` (reliable producers) |
-//! | 5 | `region` (typed handles of one entity type: `Region`, `EntityRef`) |
+//! | 5 | `region` (typed handles of one entity type: `Region`, `EntityRef`), `discovery` (contacts from DNS for bootstrapping) |
 //! | 4 | `host` (the one task that owns the core's `Driver`, its `Io`, its request tables) |
 //! | 3 | `transport` (TCP, handshake; connections' readers deliver on direct routes) |
 //! | 2 | `entity` (entities, their mailboxes and direct routes, the shards' drivers) |

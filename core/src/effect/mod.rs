@@ -466,7 +466,7 @@ pub enum Reply {
     /// is as large as the largest).
     CoordinatorState(Box<CoordinatorState>),
     /// The decisions about an entity's shard and letters (boxed, as the coordinator's state).
-    Explanation(Box<crate::explain::Explanation>),
+    Explanation(Box<crate::message::Explanation>),
     /// The entity runs (it was started, or was already running).
     EntityStarted {
         /// The entity.

@@ -25,36 +25,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::id::{Address, NodeId};
-use crate::membership::settings::SeedNode;
+use crate::id::{Address, NodeId, SeedNode};
+use crate::membership::settings::BootstrapSettings;
+use crate::message::KnownDigest;
 use crate::time::Instant;
-
-/// Bootstrapping from discovered contacts (`MembershipSettings::bootstrap`).
-#[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-pub struct BootstrapSettings {
-    /// How many contacts (this node included) must be known before one may form a cluster:
-    /// more than half of the nodes that may form (the initial replica count is safe), so
-    /// that two groups that do not see each other cannot both form.
-    pub required_contacts: usize,
-    /// How long the known contacts must stay the same before the lowest forms: time for a
-    /// burst of starting pods to see each other, so that the lowest of all usually forms.
-    pub stable_margin: Duration,
-    /// How often each known contact is asked whether it is in a cluster.
-    pub probe_interval: Duration,
-}
-
-impl BootstrapSettings {
-    /// `required_contacts` known contacts, Akka's stable margin (5 s) and probe interval (1 s).
-    pub fn new(required_contacts: usize) -> Self {
-        Self {
-            required_contacts,
-            stable_margin: Duration::from_secs(5),
-            probe_interval: Duration::from_secs(1),
-        }
-    }
-}
 
 /// A contact's place in the order every node agrees on: addresses that are no `ip:port` first,
 /// as text; then socket addresses by IP, then port (Akka's order).
@@ -79,16 +53,6 @@ struct Answer {
     at: Instant,
     known: KnownDigest,
     may_form: bool,
-}
-
-/// A known set as answers carry it: its size and a digest of its addresses in order.
-#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub struct KnownDigest {
-    /// How many contacts.
-    pub contacts: u32,
-    /// A hash of their addresses, in address order.
-    pub digest: u64,
 }
 
 /// Whether this node forms a cluster now, and if not, why.

@@ -9,7 +9,6 @@ mod downing;
 mod machine;
 mod settings;
 
-pub use bootstrap::{BootstrapSettings, KnownDigest};
 pub(crate) use machine::Membership;
 pub use machine::Phase;
-pub use settings::{Downing, FailureDetectorSettings, MembershipSettings, SeedNode};
+pub use settings::{BootstrapSettings, Downing, FailureDetectorSettings, MembershipSettings};

@@ -7,8 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::id::{Address, AppVersion, NodeId};
-use crate::membership::bootstrap::BootstrapSettings;
+use crate::id::{AppVersion, SeedNode};
 
 /// How this member joins, gossips, detects failures and downs unreachable members. Set as
 /// `Config::membership`; without it the host supplies membership views itself
@@ -53,33 +52,34 @@ pub struct MembershipSettings {
     pub bootstrap: Option<BootstrapSettings>,
 }
 
-/// A seed node: its stable node id and where to reach it.
+/// Bootstrapping from discovered contacts (`MembershipSettings::bootstrap`).
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub struct SeedNode {
-    /// The seed's node id (its `InitJoin` goes to whichever incarnation runs there).
-    pub node: NodeId,
-    /// Where to reach it.
-    pub address: Address,
+pub struct BootstrapSettings {
+    /// How many contacts (this node included) must be known before one may form a cluster:
+    /// more than half of the nodes that may form (the initial replica count is safe), so
+    /// that two groups that do not see each other cannot both form.
+    pub required_contacts: usize,
+    /// How long the known contacts must stay the same before the lowest forms: time for a
+    /// burst of starting pods to see each other, so that the lowest of all usually forms.
+    pub stable_margin: Duration,
+    /// How often each known contact is asked whether it is in a cluster.
+    pub probe_interval: Duration,
 }
 
-impl SeedNode {
-    /// A seed reached at `address`.
-    pub fn new(node: NodeId, address: Address) -> Self {
-        Self { node, address }
-    }
-}
-
-impl From<NodeId> for SeedNode {
-    /// The seed at [`Address::of_node`] (hosts without a network).
-    fn from(node: NodeId) -> Self {
-        Self::new(node, Address::of_node(node))
+impl BootstrapSettings {
+    /// `required_contacts` known contacts, Akka's stable margin (5 s) and probe interval (1 s).
+    pub fn new(required_contacts: usize) -> Self {
+        Self {
+            required_contacts,
+            stable_margin: Duration::from_secs(5),
+            probe_interval: Duration::from_secs(1),
+        }
     }
 }
 
 impl MembershipSettings {
-    /// Akka's defaults, joining through `seed_nodes` (a [`NodeId`] alone stands for the seed
-    /// at [`Address::of_node`]).
+    /// Akka's defaults, joining through `seed_nodes` (a [`NodeId`](crate::NodeId) alone stands for the seed
+    /// at [`Address::of_node`](crate::Address::of_node)).
     pub fn new(seed_nodes: impl IntoIterator<Item = impl Into<SeedNode>>) -> Self {
         Self {
             seed_nodes: seed_nodes.into_iter().map(Into::into).collect(),
@@ -304,6 +304,7 @@ impl Downing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::id::{Address, NodeId};
 
     fn with(downing: Downing) -> Result<(), ConfigError> {
         let mut settings =

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::DecisionRecord;
 use super::{CoordinatorState, Payload, RegionShards, RegionStats};
 use super::{Delivery, Letter, StartAck, StartOutcome};
-use crate::explain::DecisionRecord;
 use crate::hash::shard_of;
 use crate::id::{
     EntityId, Epoch, HandoffRound, MemberId, NodeId, RequestId, ShardId, StatsQueryId,

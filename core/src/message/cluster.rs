@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::id::{Address, AppVersion, EntityType};
 use crate::members::Seen;
 use crate::members::{Gossip, StateDigest};
-use crate::membership::KnownDigest;
 
 /// One membership message.
 #[derive(Clone, Debug, Deserialize, Eq, PartialEq, Serialize)]
@@ -90,4 +89,14 @@ pub enum ClusterMessage {
         /// How long the cover runs.
         cover: Duration,
     },
+}
+
+/// A known set as answers carry it: its size and a digest of its addresses in order.
+#[derive(Clone, Copy, Debug, Deserialize, Eq, PartialEq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct KnownDigest {
+    /// How many contacts.
+    pub contacts: u32,
+    /// A hash of their addresses, in address order.
+    pub digest: u64,
 }

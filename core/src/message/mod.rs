@@ -7,6 +7,7 @@
 
 mod body;
 mod cluster;
+mod decisions;
 mod letter;
 mod reports;
 mod route;
@@ -14,7 +15,8 @@ mod route;
 use serde::{Deserialize, Serialize};
 
 pub use body::Body;
-pub use cluster::ClusterMessage;
+pub use cluster::{ClusterMessage, KnownDigest};
+pub use decisions::{AllocationCause, Decision, DecisionRecord, Explanation};
 pub(crate) use letter::{Delivery, Letter};
 pub use letter::{StartAck, StartOutcome};
 pub use reports::{AllocationGate, CoordinatorState, RegionShards, RegionStats};

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::id::Address;
-use crate::membership::KnownDigest;
+use crate::id::SeedNode;
 use crate::membership::bootstrap::Verdict;
-use crate::membership::settings::SeedNode;
+use crate::message::KnownDigest;
 
 impl Membership {
     /// The host discovered `contacts` (its latest DNS answer): they are probed from now on.

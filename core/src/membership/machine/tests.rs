@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::effect::{Effect, Transmit};
+use crate::id::SeedNode;
 use crate::id::{Address, AppVersion};
-use crate::membership::SeedNode;
 use crate::message::{Envelope, Message};
 
 fn m(n: u64) -> MemberId {
