@@ -14,12 +14,7 @@ impl NodeId {
     /// The node id of an advertised address (FNV-1a of its bytes), so that every member
     /// derives the same id for a seed node from its address alone.
     pub fn of_address(address: &str) -> Self {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in address.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-        Self(hash)
+        Self(crate::fnv::fnv1a(address.as_bytes()))
     }
 }
 

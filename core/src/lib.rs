@@ -92,16 +92,17 @@
 //!
 //! | floor | modules |
 //! |---|---|
-//! | 9 | `driver`, `direct` (the rules of a host's direct routes to its entities) |
-//! | 8 | `node` |
-//! | 7 | `region` (with its shards), `coordinator` |
-//! | 6 | `allocation` |
-//! | 5 | `config` |
-//! | 4 | `membership` (the state machine) |
-//! | 3 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines), `explain` (the bounded logs of decisions) |
-//! | 2 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API), `lease` (a lease holder with fencing tokens) |
-//! | 1 | `members` (the gossiped state), `error`, `hash`, `passivation` (active-entity limits) |
-//! | 0 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
+//! | 10 | `driver`, `direct` (the rules of a host's direct routes to its entities) |
+//! | 9 | `node` |
+//! | 8 | `region` (with its shards), `coordinator` |
+//! | 7 | `allocation` |
+//! | 6 | `config` |
+//! | 5 | `membership` (the state machine) |
+//! | 4 | `effect`, `input`, `codec`, `fuzz_domain`, `delivery` (reliable delivery's producer and consumer machines), `explain` (the bounded logs of decisions) |
+//! | 3 | `message` (the wire), `remember` (a sub-machine with its own output, and the store API), `lease` (a lease holder with fencing tokens) |
+//! | 2 | `members` (the gossiped state), `error`, `hash`, `passivation` (active-entity limits) |
+//! | 1 | `id`, `time`, `reason`, `rng`, `probe`, `hint` |
+//! | 0 | `fnv` (the hash ids and digests are computed with) |
 //!
 //! So the wire depends on no state machine and no effect, a role never knows its node, and
 //! the leaves know nothing of the crate. The workspace test `tests/tests/layering.rs` holds
@@ -137,6 +138,7 @@ mod message;
 mod reason;
 
 // Leaves: time, hashing, randomness, and tools for the simulator and the fuzzers.
+mod fnv;
 #[cfg(feature = "arbitrary")]
 mod fuzz_domain;
 mod hash;

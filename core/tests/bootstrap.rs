@@ -74,6 +74,15 @@ fn one_cluster_at_most(c: &mut Cluster) {
     });
 }
 
+/// A cluster whose messages take 1 to `most` ms (drawn from `seed`), checked after every step
+/// for two clusters.
+fn checked(most: u64, seed: u64) -> Cluster {
+    let mut c = Cluster::new();
+    c.set_latency(Duration::from_millis(1), Duration::from_millis(most), seed);
+    one_cluster_at_most(&mut c);
+    c
+}
+
 /// Whether every node in `nodes` is an Up member of one cluster.
 fn all_up_together(c: &Cluster, nodes: &[u64]) -> bool {
     clusters(c).len() == 1
@@ -91,9 +100,7 @@ fn all_up_together(c: &Cluster, nodes: &[u64]) -> bool {
 /// majority forms, the other waits, and joins once it sees everyone.
 #[test]
 fn two_groups_discovering_each_other_late_form_one_cluster() {
-    let mut c = Cluster::new();
-    c.set_latency(Duration::from_millis(1), Duration::from_millis(20), 7);
-    one_cluster_at_most(&mut c);
+    let mut c = checked(20, 7);
     for n in 1..=5 {
         start(&mut c, n, 3);
     }
@@ -121,9 +128,7 @@ fn two_groups_discovering_each_other_late_form_one_cluster() {
 /// Here 2's answer names another set: 1 waits; 2 forms; 1 and 3 join 2's cluster.
 #[test]
 fn a_lagging_dns_answer_does_not_make_two_founders() {
-    let mut c = Cluster::new();
-    c.set_latency(Duration::from_millis(1), Duration::from_millis(20), 11);
-    one_cluster_at_most(&mut c);
+    let mut c = checked(20, 11);
     for n in 1..=5 {
         start(&mut c, n, 3);
     }
@@ -149,9 +154,7 @@ fn a_lagging_dns_answer_does_not_make_two_founders() {
 fn random_discovery_never_forms_two_clusters() {
     for seed in 0..60 {
         let mut rng = Rng::new(seed);
-        let mut c = Cluster::new();
-        c.set_latency(Duration::from_millis(1), Duration::from_millis(50), seed);
-        one_cluster_at_most(&mut c);
+        let mut c = checked(50, seed);
         // (node, contact) → when the node's DNS first lists the contact (itself at once).
         let mut arrivals: Vec<(u64, u64, u64)> = Vec::new();
         for n in 1..=5 {
@@ -187,9 +190,7 @@ fn random_discovery_never_forms_two_clusters() {
 fn two_groups_merging_late_across_a_partition_never_form_two_clusters() {
     for seed in 0..60 {
         let mut rng = Rng::new(1_000 + seed);
-        let mut c = Cluster::new();
-        c.set_latency(Duration::from_millis(1), Duration::from_millis(40), seed);
-        one_cluster_at_most(&mut c);
+        let mut c = checked(40, seed);
         let split = 1 + rng.below(4);
         let (first, second): (Vec<u64>, Vec<u64>) = (1..=5).partition(|n| *n <= split);
         let mut order: Vec<u64> = (1..=5).collect();

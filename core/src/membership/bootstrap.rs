@@ -22,9 +22,10 @@
 //! empty again; `may_form_cluster` must be false for a restart, as for a restarted first
 //! seed), and more nodes able to form than twice `required_contacts` minus one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::fnv::fnv1a;
 use crate::id::{Address, NodeId, SeedNode};
 use crate::membership::settings::BootstrapSettings;
 use crate::message::KnownDigest;
@@ -122,6 +123,8 @@ impl Bootstrap {
         }
         KnownDigest {
             contacts: u32::try_from(self.known.len()).unwrap_or(u32::MAX),
+            // 64 bits: two different sets agreeing by chance, which the rule rests on not
+            // happening, is a 2^-64 event.
             digest: fnv1a(&bytes),
         }
     }
@@ -171,20 +174,11 @@ impl Bootstrap {
                 .get(&node)
                 .is_some_and(|a| a.may_form && a.known == known && a.at >= self.stable_since)
         };
-        let others: BTreeSet<NodeId> = self.contacts(me).map(|(node, _)| node).collect();
-        if !others.iter().all(|node| agree(*node)) {
+        if !self.contacts(me).all(|(node, _)| agree(node)) {
             return Verdict::Wait("a contact has not answered with the same contacts");
         }
         Verdict::Form
     }
-}
-
-/// FNV-1a, 64 bits: two different sets agreeing by chance is a 2^-64 event, not murmur2's
-/// 2^-32, and the agreement is what keeps two clusters from forming.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -78,20 +78,13 @@ impl Sketch {
 
     /// The counter of `id` in each row.
     fn slots(&self, id: &EntityId) -> impl Iterator<Item = usize> + use<> {
-        let hash = fnv1a(id.as_str().as_bytes());
+        let hash = crate::fnv::fnv1a(id.as_str().as_bytes());
         let (width, mask) = (self.width, self.width as u64 - 1);
         (0..DEPTH).map(move |row| {
             let mixed = splitmix(hash.wrapping_add(row as u64));
             row * width + (mixed & mask) as usize
         })
     }
-}
-
-/// FNV-1a, 64 bits: stable across platforms and runs.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// SplitMix64's finaliser: spreads one hash into independent-looking row indexes.

@@ -7,10 +7,11 @@
 //! before the question, and every dead letter of the entity at the asked member from before
 //! the answer, unless the log says it was full.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use shoal_core::explain::{Decision, Explanation};
-use shoal_core::{AllocationGate, DeadLetterReason, EntityId, Instant, MemberId, ShardId};
+use shoal_core::{AllocationGate, DeadLetterReason, EntityId, Event, Instant, MemberId, ShardId};
 
 use crate::check::Property;
 use crate::options::ExplainQueries;
@@ -32,34 +33,33 @@ pub(super) struct Decided {
 }
 
 impl Decided {
-    pub(super) fn allocated(&mut self, now: Instant, by: MemberId, shard: ShardId, to: MemberId) {
-        let at = self.allocations.entry((by, shard)).or_default();
-        at.push((to, now));
-    }
-
-    pub(super) fn coordinator_started(&mut self, now: Instant, by: MemberId) {
-        self.coordinator_started.insert(by, now);
-    }
-
-    pub(super) fn rebalanced(&mut self, by: MemberId, shards: &[ShardId]) {
-        for shard in shards {
-            *self.moves.entry((by, *shard)).or_default() += 1;
+    /// Notes what `member` reported at `now`, if it is a decision an explanation may give.
+    pub(super) fn observe(&mut self, now: Instant, member: MemberId, event: &Event) {
+        match event {
+            Event::ShardAllocated { shard, region, .. } => {
+                let at = self.allocations.entry((member, *shard)).or_default();
+                at.push((*region, now));
+            }
+            Event::CoordinatorStarted { .. } => {
+                self.coordinator_started.insert(member, now);
+            }
+            Event::Rebalance { shards, .. } => {
+                for shard in shards {
+                    *self.moves.entry((member, *shard)).or_default() += 1;
+                }
+            }
+            Event::AllocationWaiting { gate, .. } => {
+                self.gates.entry(member).or_default().push(gate.clone());
+            }
+            Event::DeadLetter { entity, reason, .. } => {
+                let letters = self
+                    .dead_letters
+                    .entry((member, entity.clone()))
+                    .or_default();
+                letters.push((*reason, now));
+            }
+            _ => {}
         }
-    }
-
-    pub(super) fn gate_waited(&mut self, by: MemberId, gate: &AllocationGate) {
-        self.gates.entry(by).or_default().push(gate.clone());
-    }
-
-    pub(super) fn dead_lettered(
-        &mut self,
-        now: Instant,
-        at: MemberId,
-        entity: &EntityId,
-        reason: DeadLetterReason,
-    ) {
-        let letters = self.dead_letters.entry((at, entity.clone())).or_default();
-        letters.push((reason, now));
     }
 
     /// What is wrong with `explanation`, answered by `member` at `now` to a question sent at
@@ -155,13 +155,13 @@ impl Simulator {
         let Some(decided) = &self.truth else {
             return;
         };
-        let mut explanation = explanation.clone();
+        let mut explanation = Cow::Borrowed(explanation);
         if self.opts.workload.explain == ExplainQueries::DropNewest {
             let newest = (explanation.records.iter().enumerate())
                 .min_by_key(|(_, r)| r.ago)
                 .map(|(i, _)| i);
             if let Some(i) = newest {
-                explanation.records.remove(i);
+                explanation.to_mut().records.remove(i);
             }
         }
         match decided.judge(self.now, member, asked, &explanation) {

@@ -33,6 +33,9 @@ impl Simulator {
         event: Event,
         decided: &mut Decided,
     ) {
+        if let Some(truth) = &mut self.truth {
+            truth.observe(self.now, member, &event);
+        }
         match event {
             Event::ShardFenced { .. } => {
                 self.mark("a shard instance was fenced and stopped");
@@ -69,9 +72,6 @@ impl Simulator {
                 ..
             } => {
                 self.dead_letters += 1;
-                if let Some(truth) = &mut self.truth {
-                    truth.dead_lettered(self.now, member, &entity, reason);
-                }
                 if reason == shoal_core::DeadLetterReason::BufferFull {
                     self.mark("a full buffer dead-lettered a message");
                 }
@@ -142,15 +142,7 @@ impl Simulator {
                 self.request_answered(member, request, &result);
             }
             Event::AllocationWaiting { gate, shards, .. } => {
-                if let Some(truth) = &mut self.truth {
-                    truth.gate_waited(member, &gate);
-                }
                 self.allocation_waiting(member, &gate, &shards);
-            }
-            Event::ShardAllocated { shard, region, .. } => {
-                if let Some(truth) = &mut self.truth {
-                    truth.allocated(self.now, member, shard, region);
-                }
             }
             Event::ShardStopped { shard, .. } => {
                 let stall = self.stalls.shard_stopped(self.now, shard, member);
@@ -165,17 +157,9 @@ impl Simulator {
                 self.stall(stall);
             }
             Event::CoordinatorStarted { .. } | Event::CoordinatorStopped { .. } => {
-                if let (Some(truth), Event::CoordinatorStarted { .. }) = (&mut self.truth, &event) {
-                    truth.coordinator_started(self.now, member);
-                }
                 self.stalls.coordinator_changed();
             }
-            Event::Rebalance { shards, .. } => {
-                if let Some(truth) = &mut self.truth {
-                    truth.rebalanced(member, &shards);
-                }
-                decided.rounds.push(shards);
-            }
+            Event::Rebalance { shards, .. } => decided.rounds.push(shards),
             Event::RegionRegistered { .. } => self.coordinator_counts_reset(n),
             Event::HandoffAbandoned {
                 shard, waiting_for, ..
